@@ -1,0 +1,185 @@
+"""TTFT of the prefix engine vs plain transformers on a shared 2,000-token prefix.
+
+One run, same machine, same model (the bundled SmolLM2-135M-Instruct, fp32):
+  cold      our engine, empty cache, full 2,200-token prefill
+  hit       our engine, the 2,000-token prefix cached, 200-token suffix prefilled
+  off       our engine with prefix caching disabled
+  hf_full   transformers' own forward over all 2,200 tokens
+  hf_suffix transformers' forward over the 200-token suffix with a ready DynamicCache
+Goals: hit ≤ 1.15 × hf_suffix; cold ≤ 1.10 × hf_full; hashing + lookup < 1% of a
+4,096-token prefill. Prints a table and writes bench/results/prefix_ttft.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import environment, timed, write_json
+from prefix.config import EngineConfig
+from prefix.engine import PrefixEngine
+from prefix.hashing import block_keys
+from prefix.loader import default_model_path, load_hf_reference, load_model
+from prefix.sampling import SamplingParams
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prefix-tokens", type=int, default=2000)
+    ap.add_argument("--suffix-tokens", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--block-size", type=int, default=16)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+
+    print("loading model ...", flush=True)
+    path = default_model_path()
+    loaded = load_model(path, device="cpu", dtype=torch.float32)
+    hf = load_hf_reference(path)
+    vocab = loaded.config.vocab_size
+    gen = torch.Generator().manual_seed(0)
+    prefix = torch.randint(100, vocab, (args.prefix_tokens,), generator=gen).tolist()
+    suffixes = (
+        torch.randint(100, vocab, (args.suffix_tokens,), generator=gen).tolist()
+        for _ in itertools.count()
+    )
+    n_total = args.prefix_tokens + args.suffix_tokens
+    budget = (
+        4
+        * (n_total + 64)
+        * loaded.config.num_layers
+        * 2
+        * loaded.config.num_kv_heads
+        * loaded.config.head_dim
+        * 4
+    )
+    one_token = SamplingParams(max_tokens=1)
+
+    def engine(caching: bool) -> PrefixEngine:
+        return PrefixEngine(
+            EngineConfig(
+                block_size=args.block_size, kv_cache_bytes=budget, enable_prefix_caching=caching
+            ),
+            loaded=loaded,
+        )
+
+    on, off = engine(True), engine(False)
+    ns = itertools.count()
+    results: dict[str, dict] = {}
+
+    print("cold (our engine, nothing cached) ...", flush=True)
+    results["cold"] = timed(
+        lambda: on.generate(prefix + next(suffixes), one_token, namespace=f"cold-{next(ns)}"),
+        args.repeats,
+        label="cold",
+    )
+    print("hit (our engine, prefix cached) ...", flush=True)
+    on.generate(prefix + next(suffixes), one_token, namespace="hot")
+    hit_cached: list[int] = []
+
+    def hit() -> None:
+        r = on.generate(prefix + next(suffixes), one_token, namespace="hot")
+        hit_cached.append(r.cached_tokens)
+
+    results["hit"] = timed(hit, args.repeats, label="hit")
+    print("caching off ...", flush=True)
+    results["off"] = timed(
+        lambda: off.generate(prefix + next(suffixes), one_token, namespace="hot"),
+        args.repeats,
+        label="off",
+    )
+
+    with torch.inference_mode():
+
+        def hf_full() -> None:
+            ids = torch.tensor([prefix + next(suffixes)])
+            hf(ids, logits_to_keep=1).logits[0, -1].argmax()
+
+        print("transformers full forward ...", flush=True)
+        results["hf_full"] = timed(hf_full, args.repeats, label="hf_full")
+        ready = hf(torch.tensor([prefix]), use_cache=True).past_key_values
+
+        suffix_runs: list[float] = []
+
+        def hf_suffix_once() -> None:
+            cache = copy.deepcopy(ready)  # not timed: the forward mutates the cache
+            ids = torch.tensor([next(suffixes)])
+            pos = torch.arange(args.prefix_tokens, n_total).unsqueeze(0)
+            t0 = time.perf_counter()
+            hf(ids, past_key_values=cache, position_ids=pos, logits_to_keep=1).logits[
+                0, -1
+            ].argmax()
+            suffix_runs.append((time.perf_counter() - t0) * 1000)
+
+        print("transformers suffix-only forward with a ready cache ...", flush=True)
+        hf_suffix_once()
+        suffix_runs.clear()
+        for _ in range(args.repeats):
+            hf_suffix_once()
+        results["hf_suffix"] = {
+            "median_ms": sorted(suffix_runs)[len(suffix_runs) // 2],
+            "min_ms": min(suffix_runs),
+            "max_ms": max(suffix_runs),
+            "samples_ms": suffix_runs,
+        }
+
+    print("hashing + lookup vs a 4,096-token prefill ...", flush=True)
+    long_prompt = torch.randint(100, vocab, (4096,), generator=gen).tolist()
+    root = on.chain_root("lookup")
+    t0 = time.perf_counter()
+    for _ in range(20):
+        keys = block_keys(root, long_prompt, args.block_size)
+        on.pool.match_prefix(keys)
+    lookup_ms = (time.perf_counter() - t0) * 1000 / 20
+    big = PrefixEngine(
+        EngineConfig(block_size=args.block_size, kv_cache_bytes=2 * budget), loaded=loaded
+    )
+    prefill_4096 = timed(
+        lambda: big.prefill_logits(long_prompt, namespace=f"p4096-{next(ns)}"), 1, warmup=0
+    )
+
+    med = {k: v["median_ms"] for k, v in results.items()}
+    ratios = {
+        "hit_over_hf_suffix": med["hit"] / med["hf_suffix"],
+        "cold_over_hf_full": med["cold"] / med["hf_full"],
+        "off_over_hit": med["off"] / med["hit"],
+        "lookup_pct_of_4096_prefill": 100 * lookup_ms / prefill_4096["median_ms"],
+    }
+    goals = {
+        "hit_over_hf_suffix<=1.15": ratios["hit_over_hf_suffix"] <= 1.15,
+        "cold_over_hf_full<=1.10": ratios["cold_over_hf_full"] <= 1.10,
+        "lookup_pct<1": ratios["lookup_pct_of_4096_prefill"] < 1.0,
+    }
+    print("\n| case | TTFT median (ms) |\n|---|---|")
+    for k, v in med.items():
+        print(f"| {k} | {v:.1f} |")
+    print(f"| hashing + lookup (4,096 tokens) | {lookup_ms:.3f} |")
+    print(f"| our prefill (4,096 tokens) | {prefill_4096['median_ms']:.1f} |")
+    for k, v in ratios.items():
+        print(f"{k}: {v:.3f}")
+    print("goals:", goals)
+    write_json(
+        "prefix_ttft",
+        {
+            "config": vars(args) | {"model": path},
+            "environment": environment(),
+            "hit_cached_tokens": hit_cached,
+            "results": results,
+            "lookup_ms_4096": lookup_ms,
+            "prefill_4096": prefill_4096,
+            "ratios": ratios,
+            "goals_met": goals,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

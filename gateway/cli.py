@@ -1,0 +1,115 @@
+"""The ``cachegate`` command line: one program, subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+
+def _cmd_lab(args: argparse.Namespace) -> int:
+    from prefix.lab import explain, run_experiment
+    from prefix.lab_numbers import format_numbers
+    from prefix.lab_trace import TraceConfig, compare_policies
+
+    result = run_experiment(
+        num_tokens=args.tokens,
+        change_position=args.change_position,
+        block_size=args.block_size,
+        namespace_b=args.namespace_b,
+    )
+    print(
+        explain(result) if args.explain else f"reused={result.reused} recompute={result.recompute}"
+    )
+    if args.trace:
+        print()
+        print(compare_policies(TraceConfig(capacity_blocks=args.capacity)))
+    if args.numbers or args.measure:
+        measured = None
+        if args.measure:
+            from prefix.engine import PrefixEngine
+            from prefix.lab_measure import measure_ttft_model
+
+            print("\nloading the engine to measure TTFT coefficients ...", flush=True)
+            measured = measure_ttft_model(PrefixEngine())
+        print()
+        print(format_numbers(measured))
+    return 0
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from prefix.config import EngineConfig
+    from prefix.engine import PrefixEngine
+    from prefix.sampling import SamplingParams
+
+    engine = PrefixEngine(EngineConfig(model_path=args.model, block_size=args.block_size))
+    params = SamplingParams(
+        max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed
+    )
+    messages = [{"role": "user", "content": args.prompt}]
+    if args.system:
+        messages.insert(0, {"role": "system", "content": args.system})
+    for i in range(args.repeat):
+        r = engine.generate(messages, params, namespace=args.namespace)
+        print(
+            json.dumps(
+                {
+                    "run": i + 1,
+                    "prompt_tokens": r.prompt_tokens,
+                    "cached_tokens": r.cached_tokens,
+                    "completion_tokens": r.completion_tokens,
+                    "finish_reason": r.finish_reason,
+                    "ttft_ms": round(r.ttft_s * 1000, 1),
+                }
+            )
+        )
+        print(r.text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cachegate", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    lab = sub.add_parser("lab", help="the prefix-cache experiment and the seed's worked numbers")
+    lab.add_argument("--tokens", type=int, default=13, help="prompt length (default 13)")
+    lab.add_argument("--change-position", type=int, default=5, help="0-based token to change")
+    lab.add_argument("--block-size", type=int, default=4)
+    lab.add_argument("--namespace-b", default=None, help="namespace of the second prompt")
+    lab.add_argument("--explain", action="store_true", help="first diff, block boundary, keys")
+    lab.add_argument("--trace", action="store_true", help="replay a trace through LRU and coverage")
+    lab.add_argument("--capacity", type=int, default=512, help="trace pool capacity in blocks")
+    lab.add_argument("--numbers", action="store_true", help="the seed's worked numbers")
+    lab.add_argument("--measure", action="store_true", help="also fit TTFT on the real engine")
+    lab.set_defaults(func=_cmd_lab)
+
+    gen = sub.add_parser(
+        "generate", help="run a chat prompt through the engine (repeat to see reuse)"
+    )
+    gen.add_argument("prompt")
+    gen.add_argument("--system", default="You are a concise assistant.")
+    gen.add_argument("--model", default=None, help="model path (default: bundled SmolLM2)")
+    gen.add_argument("--block-size", type=int, default=16)
+    gen.add_argument("--max-tokens", type=int, default=48)
+    gen.add_argument("--temperature", type=float, default=0.0)
+    gen.add_argument("--seed", type=int, default=None)
+    gen.add_argument("--namespace", default="cli")
+    gen.add_argument("--repeat", type=int, default=2)
+    gen.set_defaults(func=_cmd_generate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ValueError as exc:  # config and request errors are ValueErrors or RequestErrors
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

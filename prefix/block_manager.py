@@ -1,0 +1,93 @@
+"""Sequence-level block bookkeeping on top of the ``BlockPool`` (torch-free).
+
+The engine, the scheduler and the lab all admit, grow and release sequences
+through this one class, so the rules of seed 000 live in one place:
+match → check enough reclaimable blocks → pin + allocate (one step), commit a
+block's key once it is fully computed, release tail-first.
+"""
+
+from __future__ import annotations
+
+from prefix.block_pool import BlockPool
+from prefix.sequence import Sequence, SequenceStatus
+
+
+class BlockManager:
+    def __init__(self, pool: BlockPool, block_size: int, enable_prefix_caching: bool = True):
+        self.pool = pool
+        self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
+
+    def num_new_blocks_for_admission(self, seq: Sequence) -> int:
+        """Blocks the prompt would need beyond its cached hits (for the scheduler's check)."""
+        return seq.num_blocks_for(seq.num_prompt_tokens) - len(self._probe_hits(seq))
+
+    def admit(self, seq: Sequence) -> bool:
+        """Pin the longest cached prefix and allocate the rest of the prompt's blocks.
+
+        All-or-nothing: returns False and changes nothing when blocks are short.
+        """
+        seq.extend_keys()
+        reusable = self._reusable_keys(seq)
+        num_hits = len(self._probe_hits(seq))
+        num_new = seq.num_blocks_for(seq.num_prompt_tokens) - num_hits
+        allocation = self.pool.allocate_for_prefix(reusable, num_new)
+        if allocation is None:
+            return False
+        # The pool matched under the same state we probed, so the hit counts agree.
+        assert len(allocation.hit_block_ids) == num_hits
+        seq.block_table = list(allocation.block_table)
+        seq.num_cached_tokens = num_hits * self.block_size
+        seq.num_computed_tokens = seq.num_cached_tokens
+        seq.num_committed_blocks = num_hits
+        seq.status = SequenceStatus.RUNNING
+        return True
+
+    def commit_full_blocks(self, seq: Sequence) -> None:
+        """Give every fully computed block its chained key so later requests can hit it."""
+        if not self.enable_prefix_caching:
+            return
+        seq.extend_keys()
+        num_full = min(seq.num_computed_tokens // self.block_size, len(seq.block_keys))
+        for i in range(seq.num_committed_blocks, num_full):
+            parent = seq.block_table[i - 1] if i > 0 else None
+            self.pool.commit(seq.block_table[i], seq.block_keys[i], parent)
+        seq.num_committed_blocks = max(seq.num_committed_blocks, num_full)
+
+    def can_grow(self, seq: Sequence) -> bool:
+        return not self._needs_block(seq) or self.pool.can_allocate(1)
+
+    def ensure_decode_block(self, seq: Sequence) -> None:
+        """The token about to be decoded sits at position num_tokens - 1; give it a block.
+
+        Raises NoFreeBlocksError (nothing changed) when no block is reclaimable.
+        """
+        if self._needs_block(seq):
+            seq.block_table.extend(self.pool.allocate(1))
+
+    def release(self, seq: Sequence) -> None:
+        """Drop the sequence's references tail-first; its keyed blocks stay cached."""
+        if seq.block_table:
+            self.pool.release(seq.block_table)
+        seq.block_table = []
+        seq.num_computed_tokens = 0
+        seq.num_committed_blocks = 0
+
+    def _needs_block(self, seq: Sequence) -> bool:
+        return len(seq.block_table) * self.block_size < seq.num_tokens
+
+    def _reusable_keys(self, seq: Sequence) -> list[bytes]:
+        if not self.enable_prefix_caching:
+            return []
+        return seq.block_keys[: seq.max_reusable_blocks()]
+
+    def _probe_hits(self, seq: Sequence) -> list[int]:
+        """Cached run from the start, read without touching counters or LRU order."""
+        seq.extend_keys()
+        hits: list[int] = []
+        for key in self._reusable_keys(seq):
+            block_id = self.pool.lookup(key)
+            if block_id is None:
+                break
+            hits.append(block_id)
+        return hits

@@ -1,0 +1,56 @@
+"""Engine configuration: one frozen dataclass, validated on construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prefix.errors import EngineConfigError
+
+_DTYPES = ("float32", "float16", "bfloat16")
+_POLICIES = ("lru", "coverage")
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the prefix engine is built.
+
+    ``num_blocks`` fixes the pool size directly; otherwise it is derived from
+    ``kv_cache_bytes`` and the model's per-block KV size.
+    """
+
+    model_path: str | None = None  # None: the bundled SmolLM2-135M-Instruct GGUF
+    device: str | None = None  # None: CUDA when present, else CPU
+    dtype: str = "float32"
+    block_size: int = 16
+    kv_cache_bytes: int = 256 * MiB
+    num_blocks: int | None = None
+    eviction_policy: str = "lru"
+    max_model_len: int | None = None  # None: the model's context window
+    prefill_chunk_size: int = 512
+    enable_prefix_caching: bool = True
+    server_salt: str = ""
+
+    def __post_init__(self) -> None:
+        if self.dtype not in _DTYPES:
+            raise EngineConfigError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
+        if not 1 <= self.block_size <= 1024:
+            raise EngineConfigError(f"block_size must be in [1, 1024], got {self.block_size}")
+        if self.num_blocks is not None and self.num_blocks < 1:
+            raise EngineConfigError(f"num_blocks must be >= 1, got {self.num_blocks}")
+        if self.num_blocks is None and self.kv_cache_bytes < 1:
+            raise EngineConfigError(f"kv_cache_bytes must be >= 1, got {self.kv_cache_bytes}")
+        if self.eviction_policy not in _POLICIES:
+            raise EngineConfigError(
+                f"eviction_policy must be one of {_POLICIES}, got {self.eviction_policy!r}"
+            )
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise EngineConfigError(f"max_model_len must be >= 2, got {self.max_model_len}")
+        # Chunks end on block boundaries so each chunk can commit the blocks it filled.
+        if self.prefill_chunk_size < self.block_size or self.prefill_chunk_size % self.block_size:
+            raise EngineConfigError(
+                f"prefill_chunk_size ({self.prefill_chunk_size}) must be a positive multiple "
+                f"of block_size ({self.block_size})"
+            )
+        if self.device is not None and not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise EngineConfigError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")

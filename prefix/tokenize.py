@@ -1,0 +1,96 @@
+"""Prompt encoding (chat template or raw text) and incremental detokenization with stop strings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prefix.errors import RequestError
+
+# A prompt is raw text, ready token ids, or chat messages ({"role", "content"}).
+Prompt = str | Sequence[int] | Sequence[Mapping[str, Any]]
+
+
+class PromptEncoder:
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        if isinstance(prompt, str):
+            return list(self.tokenizer.encode(prompt, add_special_tokens=False))
+        items = list(prompt)
+        if all(isinstance(t, int) and not isinstance(t, bool) for t in items):
+            vocab = len(self.tokenizer)
+            bad = [t for t in items if not 0 <= t < vocab]
+            if bad:
+                raise RequestError(f"token ids out of range [0, {vocab}): {bad[:5]}")
+            return [int(t) for t in items]
+        if all(isinstance(m, Mapping) for m in items):
+            return self.encode_chat(items)
+        raise RequestError("prompt must be a string, a list of token ids or a list of messages")
+
+    def encode_chat(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        if not messages:
+            return []
+        for m in messages:
+            if m.get("role") not in ("system", "user", "assistant", "tool", "developer"):
+                raise RequestError(f"unknown message role {m.get('role')!r}")
+            if not isinstance(m.get("content", ""), str):
+                raise RequestError("message content must be a string")
+        text = self.tokenizer.apply_chat_template(
+            [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+        )
+        # The template already wrote every special token it wants.
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
+
+    def detokenizer(self, stop: Sequence[str] = ()) -> Detokenizer:
+        return Detokenizer(self, stop)
+
+
+class Detokenizer:
+    """Turns generated tokens into text deltas and watches for stop strings.
+
+    Text is re-decoded from all output tokens each step (byte-level BPE can only be
+    decoded reliably at token boundaries); a delta is released only once it cannot
+    be the start of a stop string, so a stop string never leaks to a stream.
+    """
+
+    def __init__(self, encoder: PromptEncoder, stop: Sequence[str]) -> None:
+        self.encoder = encoder
+        self.stop = tuple(stop)
+        self.token_ids: list[int] = []
+        self.text = ""
+        self._emitted = 0
+        self.stopped = False
+
+    def push(self, token_id: int) -> bool:
+        """Add a token; True when a stop string was reached (``text`` is cut before it)."""
+        self.token_ids.append(token_id)
+        full = self.encoder.decode(self.token_ids)
+        if full.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for more tokens
+            self.text = full[:-1]
+            return False
+        self.text = full
+        for s in self.stop:
+            idx = full.find(s)
+            if idx != -1:
+                self.text = full[:idx]
+                self.stopped = True
+                return True
+        return False
+
+    def delta(self, final: bool = False) -> str:
+        """Text that is safe to emit now (held back while it could begin a stop string)."""
+        safe = len(self.text)
+        if not final and not self.stopped:
+            for s in self.stop:
+                for k in range(min(len(s) - 1, len(self.text)), 0, -1):
+                    if self.text.endswith(s[:k]):
+                        safe = min(safe, len(self.text) - k)
+                        break
+        out = self.text[self._emitted : safe]
+        self._emitted = max(self._emitted, safe)
+        return out

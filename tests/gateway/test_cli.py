@@ -1,0 +1,46 @@
+"""The ``cachegate`` console script, run as users run it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from gateway.cli import main
+
+
+def run_cli(*args: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True, check=True
+    )
+    return out.stdout
+
+
+def test_lab_defaults_as_in_the_seed() -> None:
+    assert run_cli("lab").strip() == "reused=4 recompute=9"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--change-position", "9"], "reused=8 recompute=5"),
+        (["--block-size", "8"], "reused=0 recompute=13"),
+    ],
+)
+def test_lab_variants(capsys: pytest.CaptureFixture[str], args: list[str], expected: str) -> None:
+    assert main(["lab", *args]) == 0
+    assert capsys.readouterr().out.strip() == expected
+
+
+def test_lab_explain_trace_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lab", "--explain", "--trace", "--numbers"]) == 0
+    out = capsys.readouterr().out
+    assert "first differing token: position 5" in out
+    assert "lru" in out and "coverage" in out and "token hit rate" in out
+    assert "saved 256 MiB" in out and "2.515x" in out
+
+
+def test_lab_bad_argument_is_a_clean_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lab", "--change-position", "40"]) == 2
+    assert "change_position" in capsys.readouterr().err

@@ -18,27 +18,25 @@ class BlockManager:
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
 
-    def num_new_blocks_for_admission(self, seq: Sequence) -> int:
-        """Blocks the prompt would need beyond its cached hits (for the scheduler's check)."""
-        return seq.num_blocks_for(seq.num_prompt_tokens) - len(self._probe_hits(seq))
-
     def admit(self, seq: Sequence) -> bool:
-        """Pin the longest cached prefix and allocate the rest of the prompt's blocks.
+        """Pin the longest cached prefix and allocate blocks for the rest of the tokens.
 
-        All-or-nothing: returns False and changes nothing when blocks are short.
+        All-or-nothing: returns False and changes nothing when blocks are short. A
+        preempted sequence comes back through here over prompt + output tokens.
         """
         seq.extend_keys()
         reusable = self._reusable_keys(seq)
         num_hits = len(self._probe_hits(seq))
-        num_new = seq.num_blocks_for(seq.num_prompt_tokens) - num_hits
+        num_new = seq.num_blocks_for(seq.num_tokens) - num_hits
         allocation = self.pool.allocate_for_prefix(reusable, num_new)
         if allocation is None:
             return False
         # The pool matched under the same state we probed, so the hit counts agree.
         assert len(allocation.hit_block_ids) == num_hits
         seq.block_table = list(allocation.block_table)
-        seq.num_cached_tokens = num_hits * self.block_size
-        seq.num_computed_tokens = seq.num_cached_tokens
+        if seq.num_preemptions == 0:  # usage reports the reuse of the first admission
+            seq.num_cached_tokens = num_hits * self.block_size
+        seq.num_computed_tokens = num_hits * self.block_size
         seq.num_committed_blocks = num_hits
         seq.status = SequenceStatus.RUNNING
         return True
@@ -54,15 +52,26 @@ class BlockManager:
             self.pool.commit(seq.block_table[i], seq.block_keys[i], parent)
         seq.num_committed_blocks = max(seq.num_committed_blocks, num_full)
 
-    def can_grow(self, seq: Sequence) -> bool:
-        return not self._needs_block(seq) or self.pool.can_allocate(1)
+    def num_blocks_to_grow(self, seq: Sequence, num_tokens: int) -> int:
+        """Blocks the sequence still needs before it can hold ``num_tokens`` tokens."""
+        return max(0, seq.num_blocks_for(num_tokens) - len(seq.block_table))
+
+    def grow(self, seq: Sequence, num_tokens: int) -> bool:
+        """Allocate blocks so ``num_tokens`` fit; False (nothing changed) when short."""
+        needed = self.num_blocks_to_grow(seq, num_tokens)
+        if needed == 0:
+            return True
+        if not self.pool.can_allocate(needed):
+            return False
+        seq.block_table.extend(self.pool.allocate(needed))
+        return True
 
     def ensure_decode_block(self, seq: Sequence) -> None:
         """The token about to be decoded sits at position num_tokens - 1; give it a block.
 
         Raises NoFreeBlocksError (nothing changed) when no block is reclaimable.
         """
-        if self._needs_block(seq):
+        if self.num_blocks_to_grow(seq, seq.num_tokens):
             seq.block_table.extend(self.pool.allocate(1))
 
     def release(self, seq: Sequence) -> None:
@@ -72,9 +81,6 @@ class BlockManager:
         seq.block_table = []
         seq.num_computed_tokens = 0
         seq.num_committed_blocks = 0
-
-    def _needs_block(self, seq: Sequence) -> bool:
-        return len(seq.block_table) * self.block_size < seq.num_tokens
 
     def _reusable_keys(self, seq: Sequence) -> list[bytes]:
         if not self.enable_prefix_caching:

@@ -217,10 +217,15 @@ class BlockPool:
         If another block already holds ``key`` (two requests computed the same
         block at once), this block stays unkeyed and the existing block's id is
         returned: the cache keeps one copy, and this block becomes unkeyed free
-        when released. Pass the returned id as the next block's parent.
-        ``parent_block_id`` is the previous block of the chain (None for the
-        first); a parent without a key is not linked. Re-committing the same key
-        is a no-op; a different key on a keyed block raises ValueError.
+        when released (the caller may keep reading its own identical copy).
+
+        ``parent_block_id`` is the previous block of the chain, None for the
+        first. The caller's own previous block is always safe (the caller pins
+        it, so the id cannot be stale); a parent without a key (a duplicate) is
+        simply not linked, which only costs the coverage policy one link. The
+        id an earlier commit returned links better but is only valid while
+        that block is still cached. Re-committing the same key is a no-op; a
+        different key on a keyed block raises ValueError.
         """
         self._check_block(block_id)
         if not isinstance(key, bytes) or not key:

@@ -28,6 +28,8 @@ class EngineConfig:
     eviction_policy: str = "lru"
     max_model_len: int | None = None  # None: the model's context window
     prefill_chunk_size: int = 512
+    max_num_seqs: int = 32  # running sequences per step
+    max_num_batched_tokens: int = 1024  # tokens computed per step (decodes + prefill chunks)
     enable_prefix_caching: bool = True
     server_salt: str = ""
 
@@ -52,5 +54,7 @@ class EngineConfig:
                 f"prefill_chunk_size ({self.prefill_chunk_size}) must be a positive multiple "
                 f"of block_size ({self.block_size})"
             )
+        if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
+            raise EngineConfigError("max_num_seqs and max_num_batched_tokens must be >= 1")
         if self.device is not None and not (self.device == "cpu" or self.device.startswith("cuda")):
             raise EngineConfigError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")

@@ -39,6 +39,8 @@ class Sequence:
     num_committed_blocks: int = 0
     status: SequenceStatus = SequenceStatus.WAITING
     finish_reason: str | None = None
+    num_preemptions: int = 0
+    arrival_time: float = 0.0
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -64,12 +66,17 @@ class Sequence:
         return -(-num_tokens // self.block_size)
 
     def max_reusable_blocks(self) -> int:
-        """Blocks a prompt may take from the cache.
+        """Blocks an admission may take from the cache.
 
-        The last prompt token is always recomputed: the cache holds K/V, not the
-        logits of the final position. N=12, B=4 → 2 blocks (8 tokens); N=13 → 3.
+        The last token is always recomputed: the cache holds K/V, not the logits of
+        the final position. N=12, B=4 → 2 blocks (8 tokens); N=13 → 3. A preempted
+        sequence is re-admitted over prompt + output, so this counts all tokens.
         """
-        return (self.num_prompt_tokens - 1) // self.block_size
+        return (self.num_tokens - 1) // self.block_size
+
+    @property
+    def num_uncomputed_tokens(self) -> int:
+        return self.num_tokens - self.num_computed_tokens
 
     def extend_keys(self) -> None:
         """Compute chained keys for every block that is full but has no key yet."""

@@ -147,6 +147,13 @@ class Model:
         return b
 
 
+@dataclass
+class Request:
+    block_table: list[int]
+    keys: list[bytes]  # keys of the blocks the request fills; a prefix of block_table
+    num_committed: int = 0
+
+
 class PoolMachine(RuleBasedStateMachine):
     policy = "lru"
 
@@ -154,25 +161,41 @@ class PoolMachine(RuleBasedStateMachine):
         super().__init__()
         self.pool = BlockPool(NUM_BLOCKS, self.policy)
         self.model = Model(self.policy)
-        self.requests: list[list[int]] = []
+        self.requests: list[Request] = []
 
-    @rule(path=PATHS, num_private=st.integers(0, 2), num_commit=st.integers(0, 5))
-    def admit(self, path: list[int], num_private: int, num_commit: int) -> None:
+    @rule(path=PATHS, num_private=st.integers(0, 2))
+    def admit(self, path: list[int], num_private: int) -> None:
         keys = keys_of(path)
         num_new = len(keys) - len(self.model.match(keys)) + num_private
         got = self.pool.allocate_for_prefix(keys, num_new)
         assert got == self.model.allocate_for_prefix(keys, num_new)
-        if got is None:
-            return
-        table = got.block_table
-        num_hits = len(got.hit_block_ids)
-        # Commit some of the keyed new blocks, as a request preempted mid-prefill would.
-        parent = got.hit_block_ids[-1] if num_hits else None
-        for i in range(num_hits, min(len(keys), num_hits + num_commit)):
-            expected = self.model.commit(table[i], keys[i], parent)
-            parent = self.pool.commit(table[i], keys[i], parent)
-            assert parent == expected
-        self.requests.append(table)
+        if got is not None:
+            self.requests.append(Request(got.block_table, keys, len(got.hit_block_ids)))
+
+    @precondition(lambda self: any(r.num_committed < len(r.keys) for r in self.requests))
+    @rule(data=st.data(), physical_parent=st.booleans())
+    def commit(self, data: st.DataObject, physical_parent: bool) -> None:
+        """Some blocks of a request finished prefill (possibly long after admission).
+
+        Committing late lets two requests compute the same block (dedupe) and
+        lets a chain be committed under a parent that is reclaimable, or gets
+        evicted later, leaving gaps. The parent is either the id the previous
+        commit returned or, as a caller may also do, the request's own block.
+        """
+        pending = [r for r in self.requests if r.num_committed < len(r.keys)]
+        request = data.draw(st.sampled_from(pending))
+        count = data.draw(st.integers(1, len(request.keys) - request.num_committed))
+        for i in range(request.num_committed, request.num_committed + count):
+            block_id, key = request.block_table[i], request.keys[i]
+            if i == 0:
+                parent = None
+            elif physical_parent:
+                parent = request.block_table[i - 1]
+            else:
+                parent = self.model.lookup(request.keys[i - 1])
+            expected = self.model.commit(block_id, key, parent)
+            assert self.pool.commit(block_id, key, parent) == expected
+        request.num_committed += count
 
     @rule(num_blocks=st.integers(0, 3))
     def allocate_unkeyed(self, num_blocks: int) -> None:
@@ -182,14 +205,14 @@ class PoolMachine(RuleBasedStateMachine):
             return
         table = self.pool.allocate(num_blocks)
         assert table == self.model.take(num_blocks)
-        self.requests.append(table)
+        self.requests.append(Request(table, []))
 
     @precondition(lambda self: self.requests)
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
-        table = self.requests.pop(data.draw(st.integers(0, len(self.requests) - 1)))
-        self.pool.release(table)
-        self.model.release(table)
+        request = self.requests.pop(data.draw(st.integers(0, len(self.requests) - 1)))
+        self.pool.release(request.block_table)
+        self.model.release(request.block_table)
 
     @precondition(lambda self: any(r == 0 for r in self.model.ref))
     @rule(data=st.data())
@@ -197,6 +220,13 @@ class PoolMachine(RuleBasedStateMachine):
         free = [b for b in range(NUM_BLOCKS) if self.model.ref[b] == 0]
         with pytest.raises(ValueError):
             self.pool.release([data.draw(st.sampled_from(free))])
+
+    @precondition(lambda self: any(r == 0 for r in self.model.ref))
+    @rule(data=st.data(), path=PATHS.filter(bool))
+    def commit_an_unpinned_block_fails(self, data: st.DataObject, path: list[int]) -> None:
+        free = [b for b in range(NUM_BLOCKS) if self.model.ref[b] == 0]
+        with pytest.raises(ValueError):
+            self.pool.commit(data.draw(st.sampled_from(free)), keys_of(path)[-1], None)
 
     @rule(path=PATHS)
     def match(self, path: list[int]) -> None:

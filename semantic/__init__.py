@@ -1,1 +1,86 @@
-"""semantic package."""
+"""Semantic cache: answer a repeated question with no inference.
+
+A question is embedded (:mod:`semantic.embedder`) and compared, by cosine
+similarity in a FAISS index (:mod:`semantic.index`), only with earlier
+questions of the same *partition* (:mod:`semantic.partition`): same tenant
+namespace, model, embedder, answer-changing parameters and conversation
+context. The best candidate at or above the threshold that is fresh (TTL) and
+accepted by the entity validator (:mod:`semantic.hit_validator`) is served.
+Entries live in SQLite or PostgreSQL (:mod:`semantic.store`, schema by Alembic
+in ``migrations/``); indexes are rebuilt from the database at start-up.
+
+Typical wiring (the gateway does this)::
+
+    store = EntryStore(url); upgrade_database(url)
+    cache = SemanticCache(Embedder(), store, validator=validators_adapter)
+    cache.rebuild()
+    query = SemanticQuery.from_chat(tenant="acme", body=request_body)
+    result = cache.lookup(query, policy)
+    if not result.hit:
+        response = upstream(request_body)
+        cache.store(query, response, policy, embedding=result.embedding)
+
+``semantic`` imports nothing from ``gateway``, ``prefix`` or ``validators``.
+"""
+
+from semantic.cache import SemanticCache
+from semantic.cacheability import uncacheable_reason
+from semantic.embedder import Embedder, TextEmbedder, bundled_model_path
+from semantic.errors import (
+    EmbedderError,
+    EntryNotFoundError,
+    InvalidQuestionError,
+    InvalidRequestError,
+    InvalidVectorError,
+    SemanticError,
+    StoreUnavailableError,
+)
+from semantic.hit_validator import HitValidator
+from semantic.index import PartitionedIndex, VectorIndex
+from semantic.migrate import upgrade_database
+from semantic.partition import (
+    ANSWER_PARAMS,
+    IGNORED_PARAMS,
+    SemanticQuery,
+    partition_key,
+    split_question,
+)
+from semantic.policy import DEFAULT_POLICY, DEFAULT_THRESHOLD, SemanticPolicy
+from semantic.question import MAX_QUESTION_CHARS, normalize_question
+from semantic.results import LookupResult, StoreResult
+from semantic.store import DEFAULT_URL, EntryStore, NewEntry, StoredEntry
+
+__all__ = [
+    "ANSWER_PARAMS",
+    "DEFAULT_POLICY",
+    "DEFAULT_THRESHOLD",
+    "DEFAULT_URL",
+    "IGNORED_PARAMS",
+    "MAX_QUESTION_CHARS",
+    "Embedder",
+    "EmbedderError",
+    "EntryNotFoundError",
+    "EntryStore",
+    "HitValidator",
+    "InvalidQuestionError",
+    "InvalidRequestError",
+    "InvalidVectorError",
+    "LookupResult",
+    "NewEntry",
+    "PartitionedIndex",
+    "SemanticCache",
+    "SemanticError",
+    "SemanticPolicy",
+    "SemanticQuery",
+    "StoreResult",
+    "StoreUnavailableError",
+    "StoredEntry",
+    "TextEmbedder",
+    "VectorIndex",
+    "bundled_model_path",
+    "normalize_question",
+    "partition_key",
+    "split_question",
+    "uncacheable_reason",
+    "upgrade_database",
+]

@@ -1,0 +1,88 @@
+"""Alembic entry point for cachegate's single schema history.
+
+Database URL, first match wins:
+
+1. ``config.attributes["url"]`` — set in code by ``semantic.store.upgrade_database``
+   (or ``config.attributes["connection"]``, an open SQLAlchemy connection);
+2. ``alembic -x url=...`` on the command line;
+3. the ``CACHEGATE_DATABASE_URL`` environment variable (read only here, because
+   this file is Alembic's entry point; library code takes URLs as arguments);
+4. ``sqlalchemy.url`` from ``alembic.ini``.
+"""
+
+from __future__ import annotations
+
+import os
+from logging.config import fileConfig
+
+from alembic import context
+from sqlalchemy import Connection, MetaData, create_engine, pool
+
+from semantic.models import Base as SemanticBase
+
+config = context.config
+
+# Only the alembic CLI has an ini file; programmatic runs keep the caller's logging.
+if config.config_file_name is not None:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+# Every table's metadata, for autogenerate and `alembic check`. The gateway
+# appends its own declarative base's metadata here when it adds its tables.
+target_metadata: list[MetaData] = [SemanticBase.metadata]
+
+
+def database_url() -> str:
+    url = (
+        config.attributes.get("url")
+        or context.get_x_argument(as_dictionary=True).get("url")
+        or os.environ.get("CACHEGATE_DATABASE_URL")
+        or config.get_main_option("sqlalchemy.url")
+    )
+    if not url:
+        raise RuntimeError("no database URL: pass -x url=..., or set CACHEGATE_DATABASE_URL")
+    return str(url)
+
+
+def _configure(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        compare_type=True,
+        # SQLite cannot ALTER most things; batch mode copies the table instead.
+        render_as_batch=connection.dialect.name == "sqlite",
+    )
+
+
+def run_migrations_offline() -> None:
+    """Emit SQL to stdout (``alembic upgrade head --sql``) without connecting."""
+    context.configure(
+        url=database_url(),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        dialect_opts={"paramstyle": "named"},
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _configure(connection)
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    engine = create_engine(database_url(), poolclass=pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            _configure(connection)
+            with context.begin_transaction():
+                context.run_migrations()
+    finally:
+        engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

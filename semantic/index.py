@@ -1,0 +1,347 @@
+"""FAISS inner-product indexes with int64 ids, one per partition.
+
+A :class:`VectorIndex` holds the unit vectors of one partition; the inner
+product of unit vectors is the cosine similarity. It starts as an exact flat
+index and switches to HNSW (approximate, ``IndexHNSWFlat`` with
+``METRIC_INNER_PRODUCT``) once it holds more than ``approx_threshold`` vectors,
+because exact search grows linearly (about 10 ms per query at 100k x 384 on one
+core) while HNSW stays well under a millisecond. On a machine with faiss-gpu and
+a CUDA device the index is a GPU flat index at every size (exact search on a
+GPU is fast; HNSW has no GPU version).
+
+Removal works the same way for every kind of index: HNSW and GPU indexes cannot
+remove vectors, so the faiss index is addressed by position, this class maps
+positions to entry ids, and a removed (or replaced) vector becomes a tombstone:
+its bit is cleared in a bitmap that the search passes to faiss as an
+``IDSelectorBitmap`` (or, on a GPU, that filters an over-fetched result). When
+tombstones exceed ``compact_fraction`` of the index it is rebuilt from the live
+vectors. :class:`PartitionedIndex` maps partition keys to indexes; a search
+only ever looks inside one partition (the partition is a hard filter).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+import faiss
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from semantic.errors import InvalidVectorError
+
+DEFAULT_APPROX_THRESHOLD = 20_000
+
+# faiss's bundled type stubs lag its SWIG API (search parameters, selectors).
+_faiss: Any = faiss
+
+# OpenMP threads: a single-query search runs on one thread (the gateway's
+# parallelism is across requests; with the cores busy, a 2-thread search of 20k
+# vectors took 9 ms instead of 1 ms here); adds and rebuilds use all of them.
+# The setting is per calling thread in libgomp, so each call sets what it needs.
+_BUILD_THREADS = max(1, faiss.omp_get_max_threads())
+
+_gpu_resources: Any = None
+_gpu_lock = threading.Lock()
+
+
+def gpu_available() -> bool:
+    """True when this faiss build has GPU support and sees a CUDA device."""
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+def _gpu_res() -> Any:
+    global _gpu_resources
+    with _gpu_lock:  # one StandardGpuResources (scratch memory) per process
+        if _gpu_resources is None:
+            _gpu_resources = faiss.StandardGpuResources()
+        return _gpu_resources
+
+
+def check_vectors(vectors: ArrayLike, dim: int) -> NDArray[np.float32]:
+    """Return ``vectors`` as a C-contiguous ``(n, dim)`` float32 array of unit vectors.
+
+    Raises :class:`InvalidVectorError` for a wrong shape, NaN/inf or a zero
+    vector (which has no direction, so no cosine).
+    """
+    try:
+        arr = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InvalidVectorError(f"not a numeric array: {exc}") from exc
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    if arr.ndim != 2 or arr.shape[1] != dim:
+        raise InvalidVectorError(f"expected vectors of dimension {dim}, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise InvalidVectorError("vector contains NaN or infinity")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    if (norms < 1e-12).any():
+        raise InvalidVectorError("vector has zero norm")
+    return np.ascontiguousarray(arr / norms, dtype=np.float32)
+
+
+def _check_ids(ids: ArrayLike, n: int) -> list[int]:
+    arr = np.asarray(ids)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1 or arr.shape[0] != n or (n and arr.dtype.kind not in "iu"):
+        raise InvalidVectorError(f"expected {n} integer ids, got {arr.shape} {arr.dtype}")
+    out = [int(i) for i in arr]
+    if any(i < 0 or i >= 2**63 for i in out):
+        raise InvalidVectorError("ids must be in [0, 2**63)")  # faiss uses -1 for "none"
+    if len(set(out)) != len(out):
+        raise InvalidVectorError("duplicate ids in one batch")
+    return out
+
+
+class VectorIndex:
+    """One partition's vectors: exact while small, HNSW above ``approx_threshold``.
+
+    Thread-safe: every method takes the index's own lock.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        approx_threshold: int = DEFAULT_APPROX_THRESHOLD,
+        hnsw_m: int = 32,
+        ef_construction: int = 40,
+        ef_search: int = 64,
+        compact_fraction: float = 0.25,
+        use_gpu: bool | None = None,
+    ) -> None:
+        if dim < 1 or approx_threshold < 1 or not 0 < compact_fraction <= 1:
+            raise ValueError("dim and approx_threshold must be >= 1, compact_fraction in (0, 1]")
+        self.dim = dim
+        self.approx_threshold = approx_threshold
+        self.hnsw_m = hnsw_m
+        self.ef_construction = ef_construction
+        self.ef_search = ef_search
+        self.compact_fraction = compact_fraction
+        self.use_gpu = gpu_available() if use_gpu is None else use_gpu
+        self._lock = threading.RLock()
+        self._reset("flat")
+
+    # -- state -------------------------------------------------------------------
+    def _reset(self, kind: str) -> None:
+        self.kind = kind
+        self._index = self._new_index(kind)
+        self._pos_ids: list[int] = []  # faiss position -> entry id (also dead positions)
+        self._where: dict[int, int] = {}  # live entry id -> faiss position
+        self._bits = np.zeros(64, dtype=np.uint8)  # live bitmap over positions, little-endian
+        self._dead = 0
+
+    def _new_index(self, kind: str) -> Any:
+        if self.use_gpu:
+            self.kind = "gpu-flat"
+            return faiss.GpuIndexFlatIP(_gpu_res(), self.dim)
+        if kind == "hnsw":
+            index = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = self.ef_construction
+            index.hnsw.efSearch = self.ef_search
+            return index
+        return faiss.IndexFlatIP(self.dim)
+
+    def _set_bits(self, start: int, count: int) -> None:
+        end = start + count
+        if (end + 7) // 8 > self._bits.shape[0]:
+            grown = np.zeros(max((end + 7) // 8, 2 * self._bits.shape[0]), dtype=np.uint8)
+            grown[: self._bits.shape[0]] = self._bits
+            self._bits = grown
+        if count <= 64:
+            for pos in range(start, end):
+                self._bits[pos >> 3] |= np.uint8(1 << (pos & 7))
+            return
+        flags = np.unpackbits(self._bits, bitorder="little")  # bulk adds: vectorized
+        flags[start:end] = 1
+        self._bits = np.packbits(flags, bitorder="little")
+
+    def _kill(self, pos: int) -> None:
+        self._bits[pos >> 3] &= np.uint8(~(1 << (pos & 7)) & 0xFF)
+        self._dead += 1
+
+    def _is_live(self, pos: int) -> bool:
+        return bool(self._bits[pos >> 3] & (1 << (pos & 7)))
+
+    # -- public API --------------------------------------------------------------
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._where)
+
+    def __contains__(self, entry_id: object) -> bool:
+        with self._lock:
+            return entry_id in self._where
+
+    @property
+    def tombstones(self) -> int:
+        with self._lock:
+            return self._dead
+
+    def ids(self) -> list[int]:
+        with self._lock:
+            return sorted(self._where)
+
+    def add(self, ids: ArrayLike, vectors: ArrayLike) -> None:
+        """Add (or replace: upsert by id) vectors. Validates everything before mutating."""
+        vecs = check_vectors(vectors, self.dim)
+        id_list = _check_ids(ids, vecs.shape[0])
+        if not id_list:
+            return
+        with self._lock:
+            faiss.omp_set_num_threads(_BUILD_THREADS)
+            for entry_id in id_list:
+                old = self._where.get(entry_id)
+                if old is not None:
+                    self._kill(old)
+            start = len(self._pos_ids)
+            self._index.add(vecs)
+            self._pos_ids.extend(id_list)
+            self._set_bits(start, len(id_list))
+            for offset, entry_id in enumerate(id_list):
+                self._where[entry_id] = start + offset
+            self._maybe_rebuild()
+
+    def remove(self, ids: Iterable[int]) -> int:
+        """Remove ids (unknown ids are ignored); returns how many were present."""
+        with self._lock:
+            removed = 0
+            for entry_id in ids:
+                pos = self._where.pop(int(entry_id), None)
+                if pos is not None:
+                    self._kill(pos)
+                    removed += 1
+            if removed:
+                self._maybe_rebuild()
+            return removed
+
+    def search(self, vector: ArrayLike, k: int) -> list[tuple[int, float]]:
+        """The ``k`` nearest live entries as ``(entry_id, cosine)``, best first."""
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        query = check_vectors(vector, self.dim)
+        if query.shape[0] != 1:
+            raise InvalidVectorError("search takes one query vector")
+        with self._lock:
+            live = len(self._where)
+            if live == 0:
+                return []
+            faiss.omp_set_num_threads(1)
+            want = min(k, live)
+            if self._dead and self.kind == "gpu-flat":
+                # GPU indexes take no selector: over-fetch by the tombstone count.
+                fetch = min(len(self._pos_ids), want + self._dead)
+                scores, positions = self._index.search(query, fetch)
+            else:
+                scores, positions = self._index.search(query, want, params=self._params(want))
+            out: list[tuple[int, float]] = []
+            for score, pos in zip(scores[0], positions[0], strict=True):
+                if pos < 0 or not self._is_live(int(pos)):
+                    continue
+                out.append((self._pos_ids[int(pos)], min(1.0, float(score))))
+                if len(out) == want:
+                    break
+            return out
+
+    def _params(self, k: int) -> Any:
+        selector = (
+            faiss.IDSelectorBitmap(len(self._pos_ids), faiss.swig_ptr(self._bits))
+            if self._dead
+            else None
+        )
+        if self.kind == "hnsw":
+            return _faiss.SearchParametersHNSW(sel=selector, efSearch=max(self.ef_search, k))
+        return _faiss.SearchParameters(sel=selector) if selector is not None else None
+
+    # -- rebuilds ----------------------------------------------------------------
+    def _maybe_rebuild(self) -> None:
+        live = len(self._where)
+        if self.kind == "flat" and live > self.approx_threshold:
+            self._rebuild("hnsw")
+        elif self._dead > self._max_tombstones():
+            # Hysteresis: fall back to flat only well below the switch point.
+            back_to_flat = self.kind == "hnsw" and live < self.approx_threshold // 2
+            self._rebuild("flat" if back_to_flat else self.kind)
+
+    def _max_tombstones(self) -> float:
+        allowed = self.compact_fraction * len(self._pos_ids)
+        # A GPU search over-fetches by the tombstone count, and GPU k is capped at 2048.
+        return min(allowed, 1024) if self.kind == "gpu-flat" else allowed
+
+    def _rebuild(self, kind: str) -> None:
+        faiss.omp_set_num_threads(_BUILD_THREADS)
+        items = sorted(self._where.items(), key=lambda item: item[1])
+        if items:
+            everything = self._index.reconstruct_n(0, len(self._pos_ids))
+            vecs = np.ascontiguousarray(everything[[pos for _, pos in items]])
+        self._reset(kind)
+        if items:
+            self._index.add(vecs)
+            self._pos_ids = [entry_id for entry_id, _ in items]
+            self._where = {entry_id: pos for pos, entry_id in enumerate(self._pos_ids)}
+            self._set_bits(0, len(items))
+
+
+class PartitionedIndex:
+    """Partition key -> :class:`VectorIndex`, created on first add, dropped when empty.
+
+    Mutations are serialized by one lock (so a partition cannot be dropped while
+    another thread adds to it); searches only take the lock of their partition.
+    """
+
+    def __init__(self, dim: int, **index_options: Any) -> None:
+        self.dim = dim
+        self._options = index_options
+        self._indexes: dict[str, VectorIndex] = {}
+        self._lock = threading.RLock()
+
+    def add(self, partition: str, ids: ArrayLike, vectors: ArrayLike) -> None:
+        vecs = check_vectors(vectors, self.dim)  # validate before creating a partition
+        with self._lock:
+            index = self._indexes.get(partition)
+            if index is None:
+                index = VectorIndex(self.dim, **self._options)
+            index.add(ids, vecs)
+            self._indexes[partition] = index
+
+    def search(self, partition: str, vector: ArrayLike, k: int) -> list[tuple[int, float]]:
+        index = self._indexes.get(partition)
+        return [] if index is None else index.search(vector, k)
+
+    def remove(self, partition: str, ids: Iterable[int]) -> int:
+        with self._lock:
+            index = self._indexes.get(partition)
+            if index is None:
+                return 0
+            removed = index.remove(ids)
+            if len(index) == 0:
+                del self._indexes[partition]
+            return removed
+
+    def drop(self, partition: str) -> int:
+        with self._lock:
+            index = self._indexes.pop(partition, None)
+            return 0 if index is None else len(index)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._indexes.clear()
+
+    def size(self, partition: str) -> int:
+        index = self._indexes.get(partition)
+        return 0 if index is None else len(index)
+
+    def get(self, partition: str) -> VectorIndex | None:
+        return self._indexes.get(partition)
+
+    def partitions(self) -> list[str]:
+        with self._lock:
+            return list(self._indexes)
+
+    def __contains__(self, partition: object) -> bool:
+        return partition in self._indexes
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(len(index) for index in self._indexes.values())

@@ -1,0 +1,46 @@
+"""Per-call cache policy: the knobs a tenant's policy sets for one request."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+#: Default similarity threshold (cosine). Provisional: the evaluation harness
+#: (bench/semantic_eval.py) chooses the shipped default from its curves.
+DEFAULT_THRESHOLD = 0.90
+
+
+@dataclass(frozen=True)
+class SemanticPolicy:
+    """How one lookup or store behaves.
+
+    threshold      minimum cosine similarity for a candidate (0 < threshold <= 1)
+    ttl_seconds    lifetime of a stored entry; ``None`` = no expiry (store only)
+    sliding_ttl    opt-in: a hit pushes the entry's expiry to now + its ttl
+                   (absolute expiry by default, so a popular answer cannot
+                   live forever without being refreshed from the model)
+    entity_kinds   entity kinds the validator compares; ``None`` = all it knows
+    guards         scenario guards that apply (checked on lookup and on store)
+    top_k          candidates fetched from the index; the best one at or above
+                   the threshold that the validator accepts is served
+    """
+
+    threshold: float = DEFAULT_THRESHOLD
+    ttl_seconds: int | None = None
+    sliding_ttl: bool = False
+    entity_kinds: Collection[str] | None = None
+    guards: Collection[str] = ()
+    top_k: int = 5
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
+        if self.ttl_seconds is not None and self.ttl_seconds <= 0:
+            raise ValueError(f"ttl_seconds must be positive or None, got {self.ttl_seconds}")
+        if self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if isinstance(self.guards, str) or isinstance(self.entity_kinds, str):
+            raise TypeError("guards and entity_kinds are collections of names, not one str")
+
+
+DEFAULT_POLICY = SemanticPolicy()

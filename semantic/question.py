@@ -1,0 +1,78 @@
+"""Question text: validation, normalization and the digest used for idempotent backfill.
+
+Validation happens before anything is embedded or written, so a bad question
+never reaches the index or the database. Normalization is deliberately
+conservative: it only removes differences that cannot change the answer
+(Unicode compatibility forms, case, runs of whitespace, trailing question
+marks/full stops). Anything stronger (stemming, dropping stop words) could merge
+two questions with different answers, and the normalized form is what makes two
+writes "the same entry".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+from semantic.errors import InvalidQuestionError
+
+#: Largest question accepted, in characters. A cheap guard applied before the
+#: tokenizer runs (so a multi-megabyte body costs nothing); the real limit is
+#: the embedder's token window, checked in :meth:`semantic.embedder.Embedder.embed`.
+MAX_QUESTION_CHARS = 4096
+
+_WHITESPACE = re.compile(r"\s+")
+# Trailing sentence punctuation (ASCII and full-width) never changes what is asked.
+_TRAILING_PUNCT = re.compile(r"[\s?!.。？！…]+$")
+
+
+def coerce_question(value: object) -> str:
+    """Return ``value`` as a valid question string or raise :class:`InvalidQuestionError`.
+
+    Accepts ``str`` or UTF-8 ``bytes``. Rejects other types, invalid UTF-8 (also
+    lone surrogates in a ``str``, which cannot be stored or encoded), NUL
+    characters (PostgreSQL text cannot hold them), blank text and text longer
+    than :data:`MAX_QUESTION_CHARS`.
+    """
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            text = bytes(value).decode("utf-8", errors="strict")
+        except UnicodeDecodeError as exc:
+            raise InvalidQuestionError(f"question is not valid UTF-8: {exc.reason}") from exc
+    elif isinstance(value, str):
+        text = value
+        try:
+            text.encode("utf-8", errors="strict")
+        except UnicodeEncodeError as exc:
+            raise InvalidQuestionError(f"question is not valid UTF-8: {exc.reason}") from exc
+    else:
+        raise InvalidQuestionError(f"question must be str, not {type(value).__name__}")
+    if "\x00" in text:
+        raise InvalidQuestionError("question contains a NUL character")
+    if not text.strip():
+        raise InvalidQuestionError("question is empty")
+    if len(text) > MAX_QUESTION_CHARS:
+        raise InvalidQuestionError(
+            f"question has {len(text)} characters; the limit is {MAX_QUESTION_CHARS}"
+        )
+    return text
+
+
+def normalize_question(text: str) -> str:
+    """The form two questions must share to be one cache entry (see module docstring)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    collapsed = _WHITESPACE.sub(" ", folded).strip()
+    stripped = _TRAILING_PUNCT.sub("", collapsed)
+    # A question made only of punctuation keeps its punctuation rather than becoming "".
+    return stripped or collapsed
+
+
+def question_digest(normalized: str) -> str:
+    """SHA-256 hex of a normalized question: the fixed-width half of the unique key.
+
+    The unique constraint uses the digest, not the text, because a PostgreSQL
+    btree row is limited to about 2.7 kB and a 4,096-character question in UTF-8
+    can be 16 kB.
+    """
+    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()

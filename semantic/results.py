@@ -1,0 +1,58 @@
+"""What lookup and store return: small frozen records with a machine-readable reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+# Miss reasons. Validator refusals add two parametrized forms:
+# "entity_mismatch:<kind>" and "guarded:<scenario>".
+BELOW_THRESHOLD = "below_threshold"
+EXPIRED = "expired"
+EMPTY = "empty"
+
+# Reasons a response is not stored (besides "guarded:<scenario>").
+SKIP_TRUNCATED = "truncated"  # finish_reason "length"
+SKIP_REFUSED = "refused"  # finish_reason "content_filter" or a message refusal
+SKIP_ERROR = "error"  # an error body, or not a response object at all
+SKIP_EMPTY = "empty"  # no choices, or a choice with no text
+SKIP_FINISH_PREFIX = "finish_reason"  # "finish_reason:<value>": anything but "stop"
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    """A hit (``hit`` True, ``reason`` None) or a miss with exactly one reason.
+
+    ``score`` is the best cosine similarity seen in the partition (``None`` when
+    nothing was searched). On a hit ``entry_id``/``answer``/``cached_question``
+    describe the served entry; on an ``expired`` or validator miss ``entry_id``
+    names the best refused candidate (for misfire review), and ``answer`` is None.
+    ``embedding`` is the question's vector when one was computed: pass it back to
+    :meth:`SemanticCache.store` to skip a second embedding after a miss.
+    """
+
+    hit: bool
+    partition_key: str
+    reason: str | None = None
+    score: float | None = None
+    entry_id: int | None = None
+    answer: dict[str, Any] | None = None
+    cached_question: str | None = None
+    expires_at: datetime | None = None
+    embedding: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class StoreResult:
+    """``stored`` True with the entry id (``created`` False: an existing entry was
+    updated), or ``stored`` False with the reason the answer was not cached."""
+
+    stored: bool
+    partition_key: str
+    entry_id: int | None = None
+    created: bool = False
+    reason: str | None = None

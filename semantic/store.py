@@ -1,0 +1,340 @@
+"""Persistent cache entries: SQLAlchemy 2 over SQLite (default) or PostgreSQL.
+
+The database is the source of truth; the FAISS indexes are rebuilt from it at
+start-up. Every method returns plain :class:`StoredEntry` values (never ORM
+objects bound to a session), so results can cross threads freely.
+
+Errors: a database that cannot be reached, times out, or has no schema yet
+raises :class:`~semantic.errors.StoreUnavailableError` (the gateway fails open);
+anything else from the database is a bug and propagates unchanged.
+
+The schema is created and changed only by Alembic (:func:`upgrade_database`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import Engine, create_engine, delete, event, func, select, update
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from semantic.errors import EntryNotFoundError, StoreUnavailableError
+from semantic.migrate import upgrade_database
+from semantic.models import SemanticEntry
+from semantic.question import normalize_question, question_digest
+
+__all__ = ["DEFAULT_URL", "EntryStore", "NewEntry", "StoredEntry", "upgrade_database"]
+
+#: A SQLite file in the working directory: embedded, zero set-up.
+DEFAULT_URL = "sqlite:///cachegate.db"
+
+_CHUNK = 500  # ids per IN (...) clause; SQLite allows 32k parameters, keep statements small
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """What the cache writes; the store derives the normalized question and its digest."""
+
+    partition_key: str
+    tenant: str
+    question: str
+    answer: dict[str, Any]
+    embedding: NDArray[np.float32]
+    embedder_id: str
+    entities: dict[str, Any] | None = None
+    expires_at: datetime | None = None
+    ttl_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """One row of ``semantic_entries``, detached from any session."""
+
+    id: int
+    partition_key: str
+    tenant: str
+    question: str
+    normalized_question: str
+    answer: dict[str, Any]
+    embedding: NDArray[np.float32] = field(repr=False, compare=False)
+    embedder_id: str
+    entities: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+    ttl_seconds: int | None
+    hit_count: int
+    last_hit_at: datetime | None
+
+    def is_expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+
+def _to_entry(row: SemanticEntry) -> StoredEntry:
+    return StoredEntry(
+        id=row.id,
+        partition_key=row.partition_key,
+        tenant=row.tenant,
+        question=row.question,
+        normalized_question=row.normalized_question,
+        answer=row.answer,
+        embedding=np.frombuffer(row.embedding, dtype="<f4").astype(np.float32),
+        embedder_id=row.embedder_id,
+        entities=row.entities,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        expires_at=row.expires_at,
+        ttl_seconds=row.ttl_seconds,
+        hit_count=row.hit_count,
+        last_hit_at=row.last_hit_at,
+    )
+
+
+def _is_missing_schema(exc: sa_exc.DBAPIError) -> bool:
+    # PostgreSQL "undefined_table" arrives as ProgrammingError (SQLite's as OperationalError).
+    return getattr(exc.orig, "sqlstate", None) == "42P01"
+
+
+@contextlib.contextmanager
+def _unavailable_on_db_errors(url: str) -> Iterator[None]:
+    try:
+        yield
+    except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
+        detail = str(getattr(exc, "orig", None) or exc).strip()
+        hint = " (run semantic.store.upgrade_database)" if "no such table" in detail else ""
+        raise StoreUnavailableError(
+            f"semantic store {url} unavailable: {detail[:300]}{hint}"
+        ) from exc
+    except sa_exc.ProgrammingError as exc:
+        if _is_missing_schema(exc):
+            raise StoreUnavailableError(
+                f"semantic store {url} has no schema; run semantic.store.upgrade_database"
+            ) from exc
+        raise
+
+
+def make_engine(url: str, *, connect_timeout: float = 5.0) -> Engine:
+    """An engine with the settings the cache relies on (WAL for SQLite, timeouts)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        memory = parsed.database in (None, "", ":memory:")
+        engine = create_engine(
+            parsed,
+            # Pooled connections move between the gateway's threads.
+            connect_args={"check_same_thread": False, "timeout": connect_timeout},
+            poolclass=StaticPool if memory else None,
+        )
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            # WAL: lookups (readers) and backfills (the writer) do not block each other.
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+        return engine
+    connect_args: dict[str, Any] = {}
+    if parsed.get_backend_name() == "postgresql":
+        connect_args["connect_timeout"] = max(1, round(connect_timeout))
+    return create_engine(parsed, connect_args=connect_args, pool_pre_ping=True)
+
+
+class EntryStore:
+    """CRUD for cache entries; one instance per process, shared by threads."""
+
+    def __init__(self, url: str = DEFAULT_URL, *, connect_timeout: float = 5.0) -> None:
+        self.url = make_url(url).render_as_string(hide_password=True)
+        self.engine = make_engine(url, connect_timeout=connect_timeout)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def __repr__(self) -> str:
+        return f"EntryStore({self.url!r})"
+
+    def _session(self) -> Session:
+        return self._sessions()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def ping(self) -> None:
+        """Raise :class:`StoreUnavailableError` unless the table can be queried."""
+        self.count()
+
+    # -- writes ------------------------------------------------------------------
+    def upsert(self, entry: NewEntry, *, now: datetime) -> tuple[StoredEntry, bool]:
+        """Insert, or update the row with the same (partition, normalized question).
+
+        Returns the stored entry and whether it was created. A concurrent insert
+        of the same question (another replica) loses the unique-constraint race
+        and is retried once as an update.
+        """
+        for moment in (now, entry.expires_at):
+            if moment is not None and moment.tzinfo is None:
+                raise ValueError("naive datetime: pass an aware (UTC) datetime")
+        normalized = normalize_question(entry.question)
+        digest = question_digest(normalized)
+        embedding = np.ascontiguousarray(entry.embedding, dtype="<f4").tobytes()
+        with _unavailable_on_db_errors(self.url):
+            for attempt in range(2):
+                try:
+                    with self._session() as session, session.begin():
+                        row = session.scalars(
+                            select(SemanticEntry).where(
+                                SemanticEntry.partition_key == entry.partition_key,
+                                SemanticEntry.question_digest == digest,
+                            )
+                        ).one_or_none()
+                        created = row is None
+                        if row is None:
+                            row = SemanticEntry(
+                                partition_key=entry.partition_key,
+                                question_digest=digest,
+                                created_at=now,
+                                hit_count=0,
+                            )
+                            session.add(row)
+                        row.tenant = entry.tenant
+                        row.question = entry.question
+                        row.normalized_question = normalized
+                        row.answer = entry.answer
+                        row.embedding = embedding
+                        row.embedder_id = entry.embedder_id
+                        row.entities = entry.entities
+                        row.expires_at = entry.expires_at
+                        row.ttl_seconds = entry.ttl_seconds
+                        row.updated_at = now
+                        session.flush()
+                        return _to_entry(row), created
+                except sa_exc.IntegrityError:
+                    if attempt:
+                        raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def record_hit(
+        self, entry_id: int, *, at: datetime, expires_at: datetime | None = None
+    ) -> None:
+        """Count a hit atomically (``hit_count + 1`` in SQL); optionally move the expiry."""
+        values: dict[str, Any] = {"hit_count": SemanticEntry.hit_count + 1, "last_hit_at": at}
+        if expires_at is not None:
+            values["expires_at"] = expires_at
+        with _unavailable_on_db_errors(self.url), self._session() as session, session.begin():
+            session.execute(
+                update(SemanticEntry).where(SemanticEntry.id == entry_id).values(values)
+            )
+
+    def delete(
+        self, ids: Iterable[int], *, expired_at: datetime | None = None
+    ) -> list[tuple[int, str]]:
+        """Delete entries by id; returns ``(id, partition_key)`` of those deleted.
+
+        With ``expired_at``, only rows still expired at that time are deleted, so
+        a lazy expiry cannot remove an entry that a backfill has just refreshed.
+        """
+        id_list = [int(i) for i in ids]
+        removed: list[tuple[int, str]] = []
+        with _unavailable_on_db_errors(self.url), self._session() as session, session.begin():
+            for start in range(0, len(id_list), _CHUNK):
+                statement = delete(SemanticEntry).where(
+                    SemanticEntry.id.in_(id_list[start : start + _CHUNK])
+                )
+                if expired_at is not None:
+                    statement = statement.where(
+                        SemanticEntry.expires_at.is_not(None),
+                        SemanticEntry.expires_at <= expired_at,
+                    )
+                result = session.execute(
+                    statement.returning(SemanticEntry.id, SemanticEntry.partition_key)
+                )
+                removed.extend((int(i), str(p)) for i, p in result)
+        return removed
+
+    def delete_where(
+        self, *, partition_key: str | None = None, tenant: str | None = None
+    ) -> list[tuple[int, str]]:
+        """Delete every entry of a partition and/or tenant; returns ``(id, partition_key)``."""
+        if partition_key is None and tenant is None:
+            raise ValueError("delete_where needs partition_key and/or tenant")
+        statement = delete(SemanticEntry)
+        if partition_key is not None:
+            statement = statement.where(SemanticEntry.partition_key == partition_key)
+        if tenant is not None:
+            statement = statement.where(SemanticEntry.tenant == tenant)
+        with _unavailable_on_db_errors(self.url), self._session() as session, session.begin():
+            result = session.execute(
+                statement.returning(SemanticEntry.id, SemanticEntry.partition_key)
+            )
+            return [(int(i), str(p)) for i, p in result]
+
+    def purge_expired(self, now: datetime) -> list[tuple[int, str]]:
+        """Delete entries whose expiry has passed; returns ``(id, partition_key)``."""
+        with _unavailable_on_db_errors(self.url), self._session() as session, session.begin():
+            result = session.execute(
+                delete(SemanticEntry)
+                .where(SemanticEntry.expires_at.is_not(None), SemanticEntry.expires_at <= now)
+                .returning(SemanticEntry.id, SemanticEntry.partition_key)
+            )
+            return [(int(i), str(p)) for i, p in result]
+
+    # -- reads -------------------------------------------------------------------
+    def get(self, entry_id: int) -> StoredEntry:
+        found = self.get_many([entry_id])
+        if entry_id not in found:
+            raise EntryNotFoundError(f"no semantic cache entry {entry_id}")
+        return found[entry_id]
+
+    def get_many(self, ids: Iterable[int]) -> dict[int, StoredEntry]:
+        id_list = [int(i) for i in ids]
+        out: dict[int, StoredEntry] = {}
+        with _unavailable_on_db_errors(self.url), self._session() as session:
+            for start in range(0, len(id_list), _CHUNK):
+                rows = session.scalars(
+                    select(SemanticEntry).where(
+                        SemanticEntry.id.in_(id_list[start : start + _CHUNK])
+                    )
+                )
+                out.update((row.id, _to_entry(row)) for row in rows)
+        return out
+
+    def count(
+        self,
+        *,
+        partition_key: str | None = None,
+        tenant: str | None = None,
+        embedder_id: str | None = None,
+    ) -> int:
+        statement = select(func.count()).select_from(SemanticEntry)
+        if partition_key is not None:
+            statement = statement.where(SemanticEntry.partition_key == partition_key)
+        if tenant is not None:
+            statement = statement.where(SemanticEntry.tenant == tenant)
+        if embedder_id is not None:
+            statement = statement.where(SemanticEntry.embedder_id == embedder_id)
+        with _unavailable_on_db_errors(self.url), self._session() as session:
+            return int(session.scalar(statement) or 0)
+
+    def iter_entries(
+        self, *, embedder_id: str | None = None, batch_size: int = 1000
+    ) -> Iterator[StoredEntry]:
+        """All entries (of one embedder) in id order, fetched in keyset-paginated batches."""
+        last_id = -1
+        while True:
+            statement = select(SemanticEntry).where(SemanticEntry.id > last_id)
+            if embedder_id is not None:
+                statement = statement.where(SemanticEntry.embedder_id == embedder_id)
+            statement = statement.order_by(SemanticEntry.id).limit(batch_size)
+            with _unavailable_on_db_errors(self.url), self._session() as session:
+                batch = [_to_entry(row) for row in session.scalars(statement)]
+            if not batch:
+                return
+            yield from batch
+            last_id = batch[-1].id

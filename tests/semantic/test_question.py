@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import pytest
+
+from semantic.errors import InvalidQuestionError
+from semantic.question import (
+    MAX_QUESTION_CHARS,
+    coerce_question,
+    normalize_question,
+    question_digest,
+)
+
+
+def test_accepts_text_and_utf8_bytes() -> None:
+    assert coerce_question("How do I reset my password?") == "How do I reset my password?"
+    assert coerce_question("今天天气如何".encode()) == "今天天气如何"
+    assert coerce_question("x" * MAX_QUESTION_CHARS) == "x" * MAX_QUESTION_CHARS
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("", "empty"),
+        ("   \n\t", "empty"),
+        (None, "must be str"),
+        (42, "must be str"),
+        (b"\xff\xfe order", "UTF-8"),
+        ("lone \udc80 surrogate", "UTF-8"),
+        ("nul\x00inside", "NUL"),
+        ("x" * (MAX_QUESTION_CHARS + 1), "limit"),
+    ],
+)
+def test_rejects_bad_questions(value: object, message: str) -> None:
+    with pytest.raises(InvalidQuestionError, match=message):
+        coerce_question(value)
+
+
+def test_normalization_removes_only_answer_neutral_differences() -> None:
+    same = [
+        "How do I reset my password?",
+        "how do I reset my  password",
+        "HOW DO I RESET MY PASSWORD ? ",
+        "How do I reset my password？",  # full-width question mark
+    ]
+    assert {normalize_question(q) for q in same} == {"how do i reset my password"}
+    # Positive control: words, digits and negation still distinguish questions.
+    assert normalize_question("enable 2FA") != normalize_question("disable 2FA")
+    assert normalize_question("order 12345") != normalize_question("order 12346")
+    assert normalize_question("???") == "???"
+
+
+def test_digest_is_fixed_width_and_content_addressed() -> None:
+    assert len(question_digest("a" * 10_000)) == 64
+    assert question_digest("a") == question_digest("a")
+    assert question_digest("a") != question_digest("b")

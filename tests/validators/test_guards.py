@@ -1,0 +1,155 @@
+"""Scenario guards: every guard and rule, in English and Chinese, with negatives."""
+
+from __future__ import annotations
+
+import pytest
+
+from validators import GUARDS, Guard, GuardMatch, UnknownGuardError, first_guard
+
+FIRES = [
+    # time_sensitive
+    ("time_sensitive", "now", "What is the price right now?"),
+    ("time_sensitive", "now", "Is the branch currently open?"),
+    ("time_sensitive", "now", "现在几点"),
+    ("time_sensitive", "now", "目前的利率是多少"),
+    ("time_sensitive", "latest", "What is the latest iPhone?"),
+    ("time_sensitive", "latest", "最新的政策是什么"),
+    ("time_sensitive", "current_value", "What's the current price of gold?"),
+    ("time_sensitive", "current_value", "today's score for the Lakers"),
+    ("time_sensitive", "current_value", "实时路况怎么样"),
+    ("time_sensitive", "news", "any news about the merger?"),
+    ("time_sensitive", "news", "今天有什么新闻"),
+    ("time_sensitive", "markets", "What is Apple's stock price?"),
+    ("time_sensitive", "markets", "what's the exchange rate for euros"),
+    ("time_sensitive", "markets", "今日股价多少"),
+    ("time_sensitive", "markets", "美元汇率是多少"),
+    ("time_sensitive", "weather", "Will it rain? What's the weather like?"),
+    ("time_sensitive", "weather", "明天天气如何"),
+    ("time_sensitive", "clock", "what time is it in dallas"),
+    ("time_sensitive", "clock", "今天几号"),
+    ("time_sensitive", "traffic", "how's traffic on I-95"),
+    ("time_sensitive", "traffic", "去机场的路况"),
+    # personalized
+    ("personalized", "my_data", "What is my account balance?"),
+    ("personalized", "my_data", "Where is my order?"),
+    ("personalized", "my_data", "Why was my credit card charged twice?"),
+    ("personalized", "my_data", "when is my next payday"),
+    ("personalized", "first_person", "How much do I owe?"),
+    ("personalized", "first_person", "when do i get paid"),
+    ("personalized", "my_data_zh", "我的账户被锁了"),
+    ("personalized", "my_data_zh", "我的订单到哪了"),
+    ("personalized", "my_data_zh", "我还有多少钱"),
+    ("personalized", "pii", "Send the receipt to jane@example.com"),
+    ("personalized", "pii", "Call me at +1 555-123-4567"),
+    ("personalized", "pii", "请打13812345678"),
+    ("personalized", "pii", "Is order 12345 shipped?"),
+    ("personalized", "pii", "card ending in 4242"),
+    ("personalized", "pii", "IBAN GB82 WEST 1234 5698 7654 32"),
+    # numeric_computation
+    ("numeric_computation", "keyword", "Calculate the interest on a loan"),
+    ("numeric_computation", "keyword", "帮我计算一下利息"),
+    ("numeric_computation", "expression", "how much is 3*7"),
+    ("numeric_computation", "expression", "what is 400 times 2"),
+    ("numeric_computation", "expression", "3 + 4 = ?"),
+    ("numeric_computation", "expression", "三乘以七"),
+    ("numeric_computation", "expression", "100除以4"),
+    ("numeric_computation", "keyword", "100减去4等于多少"),
+    ("numeric_computation", "operation", "divide 100 by 12"),
+    ("numeric_computation", "operation", "how many teaspoons is one tablespoon"),
+    ("numeric_computation", "percent_of", "what is 15% of 200"),
+    ("numeric_computation", "percent_of", "百分之十五是多少"),
+    ("numeric_computation", "how_much_is", "how much is 30 usd in euros"),
+    ("numeric_computation", "how_much_is", "convert 20 miles to km"),
+    # high_risk
+    ("high_risk", "medical", "What dosage of ibuprofen is safe?"),
+    ("high_risk", "medical", "What are the symptoms of flu?"),
+    ("high_risk", "medical", "这个药一天吃几次"),
+    ("high_risk", "medical", "头痛是什么症状"),
+    ("high_risk", "medical", "do i need any shots before i travel to peru"),
+    ("high_risk", "legal", "Can I sue my landlord?"),
+    ("high_risk", "legal", "Is it legal to record a call?"),
+    ("high_risk", "legal", "合同纠纷怎么处理"),
+    ("high_risk", "legal", "这样做违法吗"),
+    ("high_risk", "financial_advice", "Should I invest in bitcoin?"),
+    ("high_risk", "financial_advice", "Which stocks should I buy?"),
+    ("high_risk", "financial_advice", "给我一些投资建议"),
+    ("high_risk", "financial_advice", "这只股票该不该买"),
+]
+
+QUIET = [
+    ("time_sensitive", "How do I reset my password?"),
+    ("time_sensitive", "What should I do with my old card?"),
+    ("time_sensitive", "怎么重置密码"),
+    ("time_sensitive", "Where do you live?"),
+    ("personalized", "How do I reset a password?"),
+    ("personalized", "What is the fee for international transfers?"),
+    ("personalized", "do I need form w2 for taxes"),
+    ("personalized", "where is flight dl123"),
+    ("personalized", "国际转账手续费是多少"),
+    ("numeric_computation", "How many cards can I have?"),
+    ("numeric_computation", "Transfers take 3-5 business days"),
+    ("numeric_computation", "Is the branch open on 3/5?"),
+    ("numeric_computation", "Call 555-123-4567"),
+    ("numeric_computation", "怎么开户"),
+    ("high_risk", "How do I buy crypto in the app?"),
+    ("high_risk", "Where is the food court?"),
+    ("high_risk", "怎么修改密码"),
+    ("high_risk", "What is the exchange rate?"),
+]
+
+
+@pytest.mark.parametrize(("guard", "rule", "text"), FIRES)
+def test_guard_fires_with_its_rule(guard: str, rule: str, text: str) -> None:
+    match = GUARDS[guard].check(text)
+    assert match is not None, text
+    assert (match.guard, match.rule) == (guard, rule), match
+    assert match.reason == f"guarded:{guard}"
+    assert match.phrase
+    assert match.end > match.start
+
+
+@pytest.mark.parametrize(("guard", "text"), QUIET)
+def test_guard_stays_quiet(guard: str, text: str) -> None:
+    assert GUARDS[guard].check(text) is None
+
+
+def test_every_rule_has_a_firing_example() -> None:
+    covered = {(g, r) for g, r, _ in FIRES}
+    declared = {(g.name, r.name) for g in GUARDS.values() for r in g.rules}
+    assert declared == covered
+    assert set(GUARDS) == {"time_sensitive", "personalized", "numeric_computation", "high_risk"}
+    for guard in GUARDS.values():
+        assert isinstance(guard, Guard)
+        assert guard.description
+
+
+def test_first_guard_order_is_deterministic() -> None:
+    text = "What is my account balance right now?"  # time_sensitive and personalized
+    a = first_guard(text, ["personalized", "time_sensitive"])
+    b = first_guard(text, {"time_sensitive", "personalized"})
+    assert a == b
+    assert a is not None and a.guard == "time_sensitive"
+    only = first_guard(text, ["personalized"])
+    assert only is not None and only.guard == "personalized"
+    assert first_guard(text, []) is None
+    assert first_guard("How do I reset my password?", list(GUARDS)) is None
+
+
+def test_unknown_guard_names_raise() -> None:
+    with pytest.raises(UnknownGuardError, match="medical"):
+        first_guard("hello", ["medical"])
+    with pytest.raises(UnknownGuardError):
+        first_guard("hello", ["time_sensitive", "nope"])
+    assert isinstance(UnknownGuardError("x"), ValueError)
+
+
+def test_match_serializes() -> None:
+    match = GUARDS["personalized"].check("Where is my order?")
+    assert isinstance(match, GuardMatch)
+    assert match.to_dict() == {
+        "guard": "personalized",
+        "rule": "my_data",
+        "phrase": "my order",
+        "start": 9,
+        "end": 17,
+    }

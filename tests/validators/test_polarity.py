@@ -1,0 +1,139 @@
+"""Negation and action polarity."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.validators.conftest import mismatch
+from validators import extract_entities
+from validators.polarity import ACTION_PAIRS, compare_polarity
+
+SAME = [
+    ("How do I reset my password?", "How can I reset my password?"),
+    ("How do I enable 2FA?", "How do I turn on 2FA?"),
+    ("How do I enable 2FA?", "How do I set up two-factor authentication?"),
+    ("How do I enable 2FA?", "How do I use 2FA?"),  # one-sided default pole
+    ("How do I disable 2FA?", "How do I turn 2FA off?"),
+    ("How do I disable 2FA?", "How can I switch off 2FA?"),
+    ("怎么开启双重认证", "如何打开双重认证"),
+    ("怎么关闭通知", "怎么关掉通知"),
+    ("Why hasn't my card arrived?", "Why has my card not arrived?"),
+    ("Why hasn't my card arrived?", "Why didnt my card arrive?"),
+    ("I don't know how to reset my password", "How do I reset my password?"),
+    ("I'm not sure how to top up", "How do I top up?"),
+    ("Can I pay by card or not?", "Can I pay by card?"),
+    ("能不能退款", "可以退款吗"),
+    ("是不是要收手续费", "要收手续费吗"),
+    ("有没有优惠", "有优惠吗"),
+    ("不好意思，怎么改密码", "怎么改密码"),
+    ("我不知道怎么改密码", "怎么改密码"),
+    ("别人能看到我的余额吗", "他人能看到我的余额吗"),
+    ("What's different between the cards?", "What's the difference between the cards?"),
+    ("两张卡有什么不同", "两张卡有什么区别"),
+    ("How do I freeze my card?", "How do I lock my card?"),
+    ("How do I unfreeze my card?", "How do I unlock my card?"),
+    ("I can't log in", "I cannot log in"),
+    ("I can't log in", "I'm unable to log in"),
+    ("我无法登录", "我不能登录"),
+    ("Is there a wireless option?", "Is there a 无线 option?"),
+]
+
+DIFFERENT = [
+    ("How do I enable 2FA?", "How do I disable 2FA?"),
+    ("How do I turn on notifications?", "How do I turn off notifications?"),
+    ("How do I turn notifications on?", "How do I turn notifications off?"),
+    ("How do I activate my card?", "How do I deactivate my card?"),
+    ("怎么开启通知", "怎么关闭通知"),
+    ("How do I disable 2FA?", "How do I use 2FA?"),  # one-sided reversing pole
+    ("How can I not pay the fee", "How can I pay the fee"),
+    ("Why did my card arrive?", "Why didn't my card arrive?"),
+    ("I never got my refund", "I got my refund"),
+    ("Can I travel without a visa?", "Can I travel with a visa?"),
+    ("Can I use the card abroad?", "Can't I use the card abroad?"),
+    ("我能退款吗", "我不能退款吗"),
+    ("收到钱了", "没收到钱"),
+    ("别扣我的钱", "扣我的钱"),
+    ("交易已完成", "交易未完成"),
+    ("How do I freeze my card?", "How do I unfreeze my card?"),
+    ("怎么冻结银行卡", "怎么解冻银行卡"),
+    ("How do I subscribe?", "How do I unsubscribe?"),
+    ("How do I open an account?", "How do I close an account?"),
+    ("How do I cancel my reservation?", "How do I confirm my reservation?"),
+    ("How do I cancel my reservation?", "Tell me about my reservation"),
+    ("怎么取消订单", "怎么下单"),
+    ("How do I link my bank account?", "How do I unlink my bank account?"),
+    ("怎么绑定银行卡", "怎么解绑银行卡"),
+    ("How do I log in?", "How do I log out?"),
+    ("Why was my payment accepted?", "Why was my payment declined?"),
+    ("How do I deposit cash?", "How do I withdraw cash?"),
+    ("怎么充值", "怎么提现"),
+    ("How do I send money?", "How do I receive money?"),
+    ("Should I buy bitcoin?", "Should I sell bitcoin?"),
+    ("Can I increase my limit?", "Can I decrease my limit?"),
+    ("能提高额度吗", "能降低额度吗"),
+    ("How do I upgrade my plan?", "How do I downgrade my plan?"),
+    ("What is the maximum transfer?", "What is the minimum transfer?"),
+    ("单笔转账最高多少", "单笔转账最低多少"),
+    ("Can I cancel before it ships?", "Can I cancel after it ships?"),
+    ("flights for more than 200 dollars", "flights for less than 200 dollars"),
+    ("flights for less than 200 dollars", "flights for 200 dollars"),
+    ("I paid 3 days ago", "I will pay 3 days from now"),
+    ("3天前的交易", "3天后的交易"),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), SAME)
+def test_same_polarity_agrees(a: str, b: str) -> None:
+    assert mismatch(a, b) is None, (extract_entities(a), extract_entities(b))
+
+
+@pytest.mark.parametrize(("a", "b"), DIFFERENT)
+def test_opposite_polarity_refuses(a: str, b: str) -> None:
+    assert mismatch(a, b) == "polarity", (extract_entities(a), extract_entities(b))
+
+
+def test_polarity_is_always_present() -> None:
+    assert extract_entities("hello")["polarity"] == {"positive"}
+    assert extract_entities("How do I enable 2FA?")["polarity"] == {"positive", "toggle:+"}
+    assert extract_entities("How do I disable 2FA?")["polarity"] == {"positive", "toggle:-"}
+    assert extract_entities("How can I not pay the fee")["polarity"] == {"negative"}
+
+
+def test_compare_polarity_rules() -> None:
+    assert compare_polarity({"positive"}, {"positive"})
+    assert not compare_polarity({"positive"}, {"negative"})
+    assert compare_polarity({"positive", "toggle:+"}, {"positive"})
+    assert not compare_polarity({"positive", "toggle:-"}, {"positive"})
+    assert not compare_polarity({"positive", "toggle:+"}, {"positive", "toggle:-"})
+    assert not compare_polarity({"positive", "toggle:+", "toggle:-"}, {"positive", "toggle:+"})
+    assert compare_polarity({"positive", "order:-"}, {"positive"})  # "after 2 weeks"
+    assert not compare_polarity({"positive", "comparison:+"}, {"positive"})
+
+
+def test_every_pair_is_detected_in_both_languages() -> None:
+    samples = {
+        "toggle": ("enable", "disable", "开启", "关闭"),
+        "lock": ("freeze", "unfreeze", "冻结", "解冻"),
+        "subscription": ("subscribe", "unsubscribe", "订阅", "退订"),
+        "existence": ("create", "delete", "添加", "删除"),
+        "booking": ("book", "cancel", "预订", "取消"),
+        "link": ("link", "unlink", "绑定", "解绑"),
+        "visibility": ("show", "hide", "显示", "隐藏"),
+        "session": ("log in", "log out", "登录", "登出"),
+        "acceptance": ("accept", "decline", "接受", "拒绝"),
+        "funds": ("deposit", "withdraw", "充值", "提现"),
+        "direction": ("send", "receive money", "汇出", "收款"),
+        "trade": ("buy", "sell", "购买", "出售"),
+        "change": ("increase", "decrease", "提高", "降低"),
+        "grade": ("upgrade", "downgrade", "升级", "降级"),
+        "extreme": ("maximum", "minimum", "最高", "最低"),
+        "order": ("before", "after", "之前", "之后"),
+        "relative": ("from now", "ago", "3天后", "3天前"),
+        "comparison": ("more than", "less than", "超过", "低于"),
+    }
+    assert set(samples) == {p.name for p in ACTION_PAIRS}
+    for name, (en_plus, en_minus, zh_plus, zh_minus) in samples.items():
+        for text, pole in ((en_plus, "+"), (en_minus, "-"), (zh_plus, "+"), (zh_minus, "-")):
+            values = extract_entities(f"x {text} y")["polarity"]
+            assert f"{name}:{pole}" in values, (text, values)
+            assert f"{name}:{'-' if pole == '+' else '+'}" not in values, (text, values)

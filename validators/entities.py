@@ -1,0 +1,312 @@
+"""Entity extraction and comparison: the check that stops a cached answer from
+being served to a question that differs in a number, a date, an ID or a "not".
+
+Kinds (``ENTITY_KINDS``, also the order in which a refusal names the first
+mismatching kind): amount, currency, percentage, date, time, year, version,
+identifier, email, url, phone, number, polarity. The canonical value of each
+kind is documented in the module that extracts it: ``quantities`` (amount,
+currency, percentage, number), ``temporal`` (date, time, year), ``identifiers``
+(identifier, version, email, url, phone), ``polarity``.
+
+**Numbers inside specific entities.** Extractors run most specific first and
+each accepted span is masked, so a digit belongs to exactly one entity: the
+``20`` of ``$20`` is only the amount ``USD:20``, the ``12345`` of ``order
+12345`` only the identifier ``12345``, the ``10`` of ``iOS 10`` only the
+version ``ios:10``. The ``number`` kind holds only the numbers left over. So
+"I want to transfer $20" and "I'd like to send 20 dollars" agree (both
+``amount={USD:20}``, no ``number``), "order 12345" vs "order 12346" refuse on
+``identifier`` rather than on a generic ``number``, and a value that changes
+form ("$20" vs "20") still refuses, because the kind is present on one side
+only: that direction is the safe one. A consequence for callers that compare
+a subset of kinds: excluding ``amount`` does not move amounts into ``number``;
+pass ``kinds=None`` (all kinds) unless a policy deliberately relaxes one.
+
+**Rule.** A kind present in either question must have equal value sets on
+both sides; ``polarity`` is always present and compared by
+``polarity.compare_polarity`` (negation must agree; action pairs such as
+enable/disable must not contradict). Values are sets: a value said twice
+counts once ("20 and 20" == "20").
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from validators.errors import InvalidEntitiesError, StaleEntitiesError, UnknownEntityKindError
+from validators.identifiers import extract_contacts, extract_identifiers, extract_versions
+from validators.polarity import compare_polarity, known_polarity_value, polarity_values
+from validators.quantities import extract_amounts, extract_numbers, extract_percentages
+from validators.scan import MASK, EntitySpan, Scanner
+from validators.temporal import (
+    extract_dates,
+    extract_numeric_dates,
+    extract_times,
+    extract_years,
+)
+from validators.text import prepare
+
+ENTITY_KINDS: tuple[str, ...] = (
+    "amount",
+    "currency",
+    "percentage",
+    "date",
+    "time",
+    "year",
+    "version",
+    "identifier",
+    "email",
+    "url",
+    "phone",
+    "number",
+    "polarity",
+)
+#: Version of the extraction rules; stored in ``Entities.to_dict()`` so that
+#: entities persisted by other rules are re-extracted rather than compared.
+ENTITIES_VERSION = 1
+_VERSION_KEY = "_v"
+
+MATCH = "match"
+MISMATCH = "mismatch"
+ABSENT = "absent"
+
+
+class Entities(Mapping[str, frozenset[str]]):
+    """An immutable mapping ``kind → frozenset of canonical values``.
+
+    Only kinds with at least one value are present; iteration follows
+    ``ENTITY_KINDS``. Hashable and comparable; ``to_dict``/``from_dict`` give
+    a JSON-serialisable form for the semantic store."""
+
+    __slots__ = ("_data", "_hash")
+    _data: dict[str, frozenset[str]]
+    _hash: int
+
+    def __init__(self, data: Mapping[str, Iterable[str]] | None = None) -> None:
+        data = data or {}
+        for kind in data:
+            if kind not in ENTITY_KINDS:
+                raise UnknownEntityKindError(f"unknown entity kind {kind!r}")
+        items: dict[str, frozenset[str]] = {}
+        for kind in ENTITY_KINDS:
+            values = data.get(kind)
+            if values is None or isinstance(values, str):
+                if isinstance(values, str):
+                    raise InvalidEntitiesError(f"values of {kind!r} must be a collection of str")
+                continue
+            frozen = frozenset(values)
+            if not all(isinstance(v, str) for v in frozen):
+                raise InvalidEntitiesError(f"values of {kind!r} must be str")
+            if frozen:
+                items[kind] = frozen
+        object.__setattr__(self, "_data", items)
+        object.__setattr__(self, "_hash", hash(frozenset(items.items())))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Entities is immutable")
+
+    def __getitem__(self, kind: str) -> frozenset[str]:
+        return self._data[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Entities):
+            return self._data == other._data
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={sorted(v)}" for k, v in self._data.items())
+        return f"Entities({body})"
+
+    def values_of(self, kind: str) -> frozenset[str]:
+        """The values of ``kind`` (empty when absent); unknown kinds raise."""
+        _check_kind(kind)
+        return self._data.get(kind, frozenset())
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"_v": ENTITIES_VERSION, kind: sorted list of values, ...}``."""
+        out: dict[str, Any] = {_VERSION_KEY: ENTITIES_VERSION}
+        out.update({kind: sorted(values) for kind, values in self._data.items()})
+        return out
+
+    @classmethod
+    def from_dict(cls, data: object) -> Entities:
+        """Inverse of ``to_dict``. Raises ``StaleEntitiesError`` when the dict
+        was written by other extraction rules and ``InvalidEntitiesError`` when
+        it is malformed; either way the caller should re-extract."""
+        if not isinstance(data, Mapping):
+            raise InvalidEntitiesError(f"entities must be a mapping, not {type(data).__name__}")
+        version = data.get(_VERSION_KEY)
+        if version != ENTITIES_VERSION:
+            raise StaleEntitiesError(
+                f"entities were extracted by rules version {version!r}, "
+                f"current is {ENTITIES_VERSION}"
+            )
+        body = {k: v for k, v in data.items() if k != _VERSION_KEY}
+        for kind, values in body.items():
+            if kind not in ENTITY_KINDS:
+                raise InvalidEntitiesError(f"unknown entity kind {kind!r}")
+            if not isinstance(values, list | tuple):
+                raise InvalidEntitiesError(f"values of {kind!r} must be a list")
+        entities = cls(body)
+        if "polarity" not in entities or not all(
+            known_polarity_value(v) for v in entities["polarity"]
+        ):
+            raise InvalidEntitiesError("polarity values are missing or unknown")
+        return entities
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in ENTITY_KINDS:
+        raise UnknownEntityKindError(
+            f"unknown entity kind {kind!r}; known kinds: {', '.join(ENTITY_KINDS)}"
+        )
+
+
+def _scan(text: str) -> Scanner:
+    scan = Scanner(text)
+    extract_contacts(scan)
+    extract_identifiers(scan)
+    extract_numeric_dates(scan)
+    extract_versions(scan)
+    extract_dates(scan)
+    extract_times(scan)
+    extract_percentages(scan)
+    extract_amounts(scan)
+    extract_years(scan)
+    extract_numbers(scan)
+    return scan
+
+
+def _analyse(text: str) -> tuple[tuple[EntitySpan, ...], Entities]:
+    scan = _scan(text)
+    spans = tuple(sorted(scan.found, key=lambda s: (s.start, s.end, s.kind, s.value)))
+    data: dict[str, set[str]] = {}
+    for span in spans:
+        data.setdefault(span.kind, set()).add(span.value)
+    currencies = list(dict.fromkeys(s.value for s in spans if s.kind == "currency"))
+    if len(currencies) > 1:  # "usd to eur" is not "eur to usd": keep the order they are named in
+        data["currency"].add("order:" + ">".join(currencies))
+    times = data.get("time")
+    if times and any(not v.startswith("period:") for v in times):
+        data["time"] = {v for v in times if not v.startswith("period:")}
+    # masked entities read as "_" so "turn 2FA off" keeps its shape and "no-reply@x.com" is no "no"
+    data["polarity"] = set(polarity_values(scan.work.replace(MASK, "_")))
+    return spans, Entities(data)
+
+
+# Questions repeat (the guard, the lookup and the backfill all read the same one), so
+# results are cached, but only for short texts: the cache must not hold 100k-char inputs.
+_CACHE_MAX_CHARS = 4096
+_analyse_cached = functools.lru_cache(maxsize=4096)(_analyse)
+
+
+def _analysis(prepared: str) -> tuple[tuple[EntitySpan, ...], Entities]:
+    if len(prepared) <= _CACHE_MAX_CHARS:
+        return _analyse_cached(prepared)
+    return _analyse(prepared)
+
+
+def find_entities(text: object) -> list[EntitySpan]:
+    """Every extracted value with its span in the *prepared* text (NFKC), in
+    text order. Polarity is not span-based and is not included."""
+    return list(_analysis(prepare(text))[0])
+
+
+def extract_entities(text: object) -> Entities:
+    """Extract every entity kind from ``text`` (``str`` or UTF-8 ``bytes``).
+    Raises ``InvalidTextError`` (empty, not text, invalid UTF-8, too long)."""
+    return _analysis(prepare(text))[1]
+
+
+@dataclass(frozen=True, slots=True)
+class KindVerdict:
+    """How one kind compared: ``match``, ``mismatch`` or ``absent`` (in neither)."""
+
+    kind: str
+    verdict: str
+    left: frozenset[str]
+    right: frozenset[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "left": sorted(self.left), "right": sorted(self.right)}
+
+
+@dataclass(frozen=True, slots=True)
+class EntityComparison:
+    """The per-kind verdicts of ``compare_entities``, in ``ENTITY_KINDS`` order."""
+
+    verdicts: tuple[KindVerdict, ...]
+
+    @property
+    def matches(self) -> bool:
+        """True when no compared kind mismatches (the hit may be served)."""
+        return not self.mismatches
+
+    @property
+    def mismatches(self) -> tuple[str, ...]:
+        return tuple(v.kind for v in self.verdicts if v.verdict == MISMATCH)
+
+    @property
+    def mismatch_kind(self) -> str | None:
+        """The first mismatching kind in ``ENTITY_KINDS`` order, or None."""
+        mismatches = self.mismatches
+        return mismatches[0] if mismatches else None
+
+    def verdict(self, kind: str) -> str:
+        _check_kind(kind)
+        for v in self.verdicts:
+            if v.kind == kind:
+                return v.verdict
+        raise UnknownEntityKindError(f"kind {kind!r} was not compared")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "matches": self.matches,
+            "mismatch_kind": self.mismatch_kind,
+            "mismatches": list(self.mismatches),
+            "kinds": {v.kind: v.to_dict() for v in self.verdicts},
+        }
+
+
+def _as_entities(value: Mapping[str, Iterable[str]]) -> Entities:
+    return value if isinstance(value, Entities) else Entities(value)
+
+
+def compare_entities(
+    a: Mapping[str, Iterable[str]],
+    b: Mapping[str, Iterable[str]],
+    kinds: Collection[str] | None = None,
+) -> EntityComparison:
+    """Compare two entity sets kind by kind (all kinds when ``kinds`` is None;
+    unknown kinds raise ``UnknownEntityKindError``). A kind present in either
+    side must match; see the module docstring for the rule."""
+    left, right = _as_entities(a), _as_entities(b)
+    if isinstance(kinds, str):
+        kinds = (kinds,)
+    selected = set(ENTITY_KINDS) if kinds is None else set(kinds)
+    for kind in selected:
+        _check_kind(kind)
+    verdicts = []
+    for kind in ENTITY_KINDS:
+        if kind not in selected:
+            continue
+        lv, rv = left.get(kind, frozenset()), right.get(kind, frozenset())
+        if not lv and not rv:
+            verdict = ABSENT
+        elif kind == "polarity":
+            verdict = MATCH if compare_polarity(lv, rv) else MISMATCH
+        else:
+            verdict = MATCH if lv == rv else MISMATCH
+        verdicts.append(KindVerdict(kind, verdict, lv, rv))
+    return EntityComparison(tuple(verdicts))

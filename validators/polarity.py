@@ -1,0 +1,268 @@
+"""Negation and action polarity.
+
+The ``polarity`` kind always holds exactly one of ``"positive"`` / ``"negative"``
+plus one ``pair:+`` or ``pair:-`` value for every action pair the text
+mentions. "How do I enable 2FA?" → ``{"positive", "toggle:+"}``; "How do I
+disable 2FA?" → ``{"positive", "toggle:-"}``; "How can I not pay the fee?" →
+``{"negative"}``.
+
+Negation is "any negation cue" (not, n't, never, no, without, cannot, unable,
+不, 没, 别, 未, 无, 勿 …), not a parity count: in a question two cues are
+far more often two negated clauses than a double negative. Cues that are not
+negations are removed first: hedges ("not sure", "don't know", "不知道",
+"不好意思"), question tags ("or not", "whether or not"), A-not-A questions
+(能不能, 是不是, 有没有 — these ask a plain yes/no question) and words that merely
+contain the characters (不过, 不同, 别人, 特别, 无线, 未来, 没关系 …).
+
+Action pairs are compared by ``compare_polarity``: when both texts mention a
+pair, the poles must be equal (enable vs disable refuses). When only one text
+mentions it, a pair's *default* pole is allowed ("How do I set up 2FA?" ≈
+"How do I use 2FA?"), but the reversing pole is not ("How do I turn off
+notifications?" must not get the answer to "notifications settings?"). Pairs
+with no default (more/less than) refuse on any one-sided mention; before/after
+and ago/from now refuse only when both texts mention them with different poles
+(a one-sided "after 2 weeks" is usually a duration, not a contrast).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Set
+from dataclasses import dataclass
+
+_I = re.IGNORECASE
+_A = r"(?<![A-Za-z])"
+_Z = r"(?![A-Za-z])"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionPair:
+    name: str
+    plus: str  # regex alternatives for the "+" pole
+    minus: str  # regex alternatives for the "-" pole
+    # the pole a one-sided mention may have without refusing: "+", "-", "any" or None
+    default: str | None
+
+
+def _en(words: str) -> str:
+    return rf"{_A}(?:{words}){_Z}"
+
+
+ACTION_PAIRS: tuple[ActionPair, ...] = (
+    ActionPair(
+        "toggle",
+        _en(
+            r"enabl(?:e|es|ed|ing)|activat(?:e|es|ed|ing|ion)|turn(?:s|ed|ing)?\s(?:\w+\s){0,2}?on"
+            r"|switch(?:es|ed|ing)?\s(?:\w+\s){0,2}?on|set(?:s|ting)?\sup|setup"
+        )
+        + "|开启|打开|启用|激活|开通|启动",
+        _en(
+            r"disabl(?:e|es|ed|ing)|deactivat(?:e|es|ed|ing|ion)|turn(?:s|ed|ing)?\s(?:\w+\s){0,2}?off"
+            r"|switch(?:es|ed|ing)?\s(?:\w+\s){0,2}?off|shut(?:s|ting)?\s(?:\w+\s){0,2}?(?:off|down)"
+        )
+        + "|关闭|关掉|关上|停用|禁用",
+        "+",
+    ),
+    ActionPair(
+        "lock",
+        _en(
+            r"lock(?:s|ed|ing)?|block(?:s|ed|ing)?|freez(?:e|es|ing)|froze|frozen|suspend(?:s|ed|ing)?"
+        )
+        + "|冻结|锁定|锁住|封锁|挂失",
+        _en(
+            r"unlock(?:s|ed|ing)?|unblock(?:s|ed|ing)?|unfreez(?:e|es|ing)|unfroze|unfrozen"
+            r"|unsuspend(?:s|ed|ing)?"
+        )
+        + "|解冻|解锁|解封|解除锁定|解除冻结",
+        "+",
+    ),
+    ActionPair(
+        "subscription",
+        _en(
+            r"subscrib(?:e|es|ed|ing)|sign(?:s|ed|ing)?\sup|opt(?:s|ed|ing)?\sin|enrol(?:l|ls|led|ling)?"
+        )
+        + "|订阅|报名",
+        _en(r"unsubscrib(?:e|es|ed|ing)|opt(?:s|ed|ing)?\sout") + "|退订|取消订阅",
+        "+",
+    ),
+    ActionPair(
+        "existence",
+        _en(r"add(?:s|ed|ing)?|creat(?:e|es|ed|ing)|open(?:s|ed|ing)?")
+        + "|添加|新增|创建|新建|开户",
+        _en(r"remov(?:e|es|ed|ing)|delet(?:e|es|ed|ing)|clos(?:e|es|ed|ing)")
+        + "|删除|移除|删掉|销户|注销",
+        "+",
+    ),
+    ActionPair(
+        "booking",
+        _en(
+            r"book(?:s|ed|ing)?|plac(?:e|es|ed|ing)|confirm(?:s|ed|ing)?|reserv(?:e|es|ed|ing)"
+            r"|schedul(?:e|es|ed|ing)"
+        )
+        + "|预订|预定|预约|下单|确认",
+        _en(r"cancel(?:s|led|ed|ling|ing|lation|ation)?|revok(?:e|es|ed|ing)|undo|call\soff")
+        + "|取消|撤销|撤回",
+        "+",
+    ),
+    ActionPair(
+        "link",
+        _en(r"link(?:s|ed|ing)?|connect(?:s|ed|ing)?|pair(?:s|ed|ing)?|bind|attach(?:es|ed|ing)?")
+        + "|绑定|关联|连接",
+        _en(r"unlink(?:s|ed|ing)?|disconnect(?:s|ed|ing)?|unpair(?:s|ed|ing)?|detach(?:es|ed|ing)?")
+        + "|解绑|解除绑定|断开",
+        "+",
+    ),
+    ActionPair(
+        "visibility",
+        _en(r"show(?:s|n|ed|ing)?|display(?:s|ed|ing)?|unhid(?:e|es|ing)") + "|显示",
+        _en(r"hid(?:e|es|den|ing)") + "|隐藏",
+        "+",
+    ),
+    ActionPair(
+        "session",
+        _en(r"log(?:s|ged|ging)?\s?in(?:to)?|sign(?:s|ed|ing)?\s?in(?:to)?") + "|登录|登陆",
+        _en(r"log(?:s|ged|ging)?\s?out|sign(?:s|ed|ing)?\s?out") + "|退出登录|登出",
+        "+",
+    ),
+    ActionPair(
+        "acceptance",
+        _en(r"accept(?:s|ed|ing)?|approv(?:e|es|ed|ing|al)") + "|接受|同意|批准|通过",
+        _en(r"declin(?:e|es|ed|ing)|reject(?:s|ed|ing|ion)?|refus(?:e|es|ed|ing)|den(?:y|ies|ied)")
+        + "|拒绝|驳回|拒付",
+        "+",
+    ),
+    ActionPair(
+        "funds",
+        _en(r"deposit(?:s|ed|ing)?|top(?:s|ped|ping)?[\s-]?up|topup") + "|充值|存款|存钱|存入",
+        _en(r"withdraw(?:s|n|al|ing)?|withdrew|cash(?:ed|ing)?\sout") + "|取款|取钱|提现|取现",
+        "+",
+    ),
+    ActionPair(
+        "direction",
+        _en(r"send(?:s|ing)?|sent") + "|发送|汇出|转出",
+        # only money being received: "I haven't received my card" is a delivery question
+        _en(
+            r"receiv(?:e|es|ed|ing)\s(?:(?:a|the|my|some|any|this|that)\s)?"
+            r"(?:money|payments?|funds|transfers?|wires?|remittances?)|get(?:ting)?\spaid"
+        )
+        + "|收款|收钱|接收转账|转入",
+        "+",
+    ),
+    ActionPair(
+        "trade",
+        _en(r"buy(?:s|ing)?|bought|purchas(?:e|es|ed|ing)") + "|购买|买入",
+        _en(r"sell(?:s|ing)?|sold") + "|出售|卖出",
+        "+",
+    ),
+    ActionPair(
+        "change",
+        _en(r"increas(?:e|es|ed|ing)|rais(?:e|es|ed|ing)|boost(?:s|ed|ing)?")
+        + "|提高|增加|上调|提升",
+        _en(r"decreas(?:e|es|ed|ing)|reduc(?:e|es|ed|ing)|lower(?:s|ed|ing)?") + "|降低|减少|下调",
+        "+",
+    ),
+    ActionPair(
+        "grade",
+        _en(r"upgrad(?:e|es|ed|ing)") + "|升级",
+        _en(r"downgrad(?:e|es|ed|ing)") + "|降级",
+        "+",
+    ),
+    ActionPair(
+        "extreme",
+        _en(r"max|maximum|highest|largest|biggest|upper\slimit") + "|最高|最大|最多|上限",
+        _en(r"min|minimum|lowest|smallest|lower\slimit") + "|最低|最小|最少|下限",
+        "+",
+    ),
+    ActionPair(
+        "order",
+        _en(r"before|prior\sto|earlier\sthan") + "|之前|以前",
+        _en(r"after|later\sthan") + "|之后|以后",
+        "any",
+    ),
+    ActionPair(
+        "relative",
+        _en(r"from\snow|later|hence") + "|(?<=[天周月年时钟])后",
+        _en(r"ago") + "|(?<=[天周月年时钟])前",
+        "any",
+    ),
+    ActionPair(
+        "comparison",
+        _en(r"more\sthan|greater\sthan|above|exceed(?:s|ed|ing)?") + "|超过|多于|高于|以上",
+        _en(r"less\sthan|fewer\sthan|below") + "|少于|低于|不足|以下",
+        None,
+    ),
+)
+_PAIRS = {p.name: p for p in ACTION_PAIRS}
+# The minus pole is matched first (and masked) so "unlock" is not also "lock".
+_PAIR_RES = [(p.name, re.compile(p.minus, _I), re.compile(p.plus, _I)) for p in ACTION_PAIRS]
+
+NOT_NEGATION = re.compile(
+    _en(
+        r"not\ssure|(?:do\s?n[o']?t|did\s?n[o']?t)\s(?:know|remember)|no\sidea|(?:whether\s)?or\snot"
+        r"|no\sproblem|no\sworries|oh\sno|(?:can\s?n[o']?t|cannot)\sremember|not\sonly|no\smatter|nothing\selse"
+    )
+    + r"|不知道|不清楚|不确定|不记得|不好意思|对不起|不过|不错|不少|不断|不同|不久|不仅"
+    + r"|不管|不论|不但|差不多|不得不|了不起|要不然|不然|不如|没关系"
+    + r"|别人|别的|特别|区别|类别|级别|告别|识别|分别|差别"
+    + r"|个别|性别|鉴别|辨别|别墅|别名|别处|无论|无线|无人机|无聊|无所谓|无限|无数|未来|未成年"
+    + r"|([\u4e00-\u9fff])[不没]\1|(可以|知道|需要|能够)[不没]\1",
+    _I,
+)
+NEGATION = re.compile(
+    _en(
+        r"not|never|no|none|nothing|nobody|nowhere|neither|nor|without|cannot|unable|nope"
+        r"|dont|doesnt|didnt|cant|wont|isnt|arent|wasnt|werent|hasnt|havent|hadnt|shouldnt"
+        r"|wouldnt|couldnt|mustnt|aint"
+    )
+    + r"|n't"
+    + _Z
+    + r"|[不没沒别別未无無勿莫甭]",
+    _I,
+)
+
+
+def polarity_values(text: str) -> frozenset[str]:
+    """The polarity values of an (already masked) text."""
+    work = NOT_NEGATION.sub(lambda m: " " * len(m.group()), text)
+    values = {"negative" if NEGATION.search(work) else "positive"}
+    for name, minus, plus in _PAIR_RES:
+        found_minus = False
+
+        def _blank(m: re.Match[str]) -> str:
+            nonlocal found_minus
+            found_minus = True
+            return " " * len(m.group())
+
+        rest = minus.sub(_blank, text)
+        if found_minus:
+            values.add(f"{name}:-")
+        if plus.search(rest):
+            values.add(f"{name}:+")
+    return frozenset(values)
+
+
+def compare_polarity(a: Set[str], b: Set[str]) -> bool:
+    """True when two polarity value sets do not contradict each other."""
+    if ("negative" in a) != ("negative" in b):
+        return False
+    for pair in ACTION_PAIRS:
+        prefix = pair.name + ":"
+        pa = {v for v in a if v.startswith(prefix)}
+        pb = {v for v in b if v.startswith(prefix)}
+        if pa == pb:
+            continue
+        if pa and pb:
+            return False
+        one_sided = pa or pb
+        if pair.default == "any":
+            continue
+        if pair.default is None or one_sided != {prefix + pair.default}:
+            return False
+    return True
+
+
+def known_polarity_value(value: str) -> bool:
+    if value in ("positive", "negative"):
+        return True
+    name, _, pole = value.partition(":")
+    return name in _PAIRS and pole in ("+", "-")

@@ -69,6 +69,28 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_engine(args: argparse.Namespace) -> int:
+    from gateway.settings import get_settings
+    from prefix.config import EngineConfig
+    from prefix.server import run_server
+
+    s = get_settings()
+    config = EngineConfig(
+        model_path=args.model or s.model_path,
+        device=args.device or s.device,
+        dtype=args.dtype or s.dtype,
+        block_size=args.block_size or s.block_size,
+        kv_cache_bytes=(args.kv_cache_mib or s.kv_cache_mib) * 1024 * 1024,
+        eviction_policy=args.eviction_policy or s.eviction_policy,
+        max_num_seqs=args.max_num_seqs or s.max_num_seqs,
+        enable_prefix_caching=s.enable_prefix_caching and not args.no_prefix_caching,
+        server_salt=s.server_salt.get_secret_value() if s.server_salt else "",
+    )
+    key = s.engine_key.get_secret_value() if s.engine_key else None
+    run_server(args.host or s.host, args.port or s.engine_port, config, trusted_key=key)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cachegate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -84,6 +106,21 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument("--numbers", action="store_true", help="the seed's worked numbers")
     lab.add_argument("--measure", action="store_true", help="also fit TTFT on the real engine")
     lab.set_defaults(func=_cmd_lab)
+
+    eng = sub.add_parser("engine", help="the engine's own OpenAI-compatible model server")
+    # Every option defaults to its CACHEGATE_* setting (gateway/settings.py); the shared
+    # secret that lets a caller pick a namespace comes only from CACHEGATE_ENGINE_KEY.
+    eng.add_argument("--host", default=None, help="default 127.0.0.1")
+    eng.add_argument("--port", type=int, default=None, help="default 8001")
+    eng.add_argument("--model", default=None, help="model path (default: bundled SmolLM2)")
+    eng.add_argument("--device", default=None, help="cpu or cuda[:N] (default: CUDA if present)")
+    eng.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"])
+    eng.add_argument("--block-size", type=int, default=None, help="default 16")
+    eng.add_argument("--kv-cache-mib", type=int, default=None, help="KV pool budget (256)")
+    eng.add_argument("--eviction-policy", default=None, choices=["lru", "coverage"])
+    eng.add_argument("--max-num-seqs", type=int, default=None, help="default 32")
+    eng.add_argument("--no-prefix-caching", action="store_true")
+    eng.set_defaults(func=_cmd_engine)
 
     gen = sub.add_parser(
         "generate", help="run a chat prompt through the engine (repeat to see reuse)"

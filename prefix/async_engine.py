@@ -12,7 +12,7 @@ import asyncio
 import logging
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 
@@ -78,7 +78,7 @@ class AsyncEngine:
         cache_salt: str | None = None,
         extras: Seq[Extra] = (),
         request_id: str | None = None,
-    ) -> AsyncIterator[RequestOutput]:
+    ) -> AsyncGenerator[RequestOutput, None]:
         """Stream one request's outputs; raises RequestError before the first yield."""
         if not self.is_alive:
             raise EngineDeadError(f"the engine is not running: {self.error!r}")
@@ -139,13 +139,24 @@ class AsyncEngine:
             except queue.Empty:
                 return
             if kind == "add":
-                seq, params = payload  # type: ignore[misc]
-                assert isinstance(seq, Sequence) and isinstance(params, SamplingParams)
-                self.engine.add_sequence(seq, params)
+                assert isinstance(payload, tuple)
+                seq: Sequence = payload[0]
+                params: SamplingParams = payload[1]
+                try:
+                    self.engine.add_sequence(seq, params)
+                except Exception as exc:  # one bad request must not stop the engine
+                    log.exception("could not add request %s", seq.request_id)
+                    self._fail(seq.request_id, exc)
             elif kind == "abort":
                 out = self.engine.abort(str(payload))
                 if out is not None:
                     self._dispatch(out)
+
+    def _fail(self, request_id: str, exc: BaseException) -> None:
+        with self._streams_lock:
+            stream = self._streams.get(request_id)
+        if stream is not None:
+            stream.loop.call_soon_threadsafe(stream.queue.put_nowait, exc)
 
     def _dispatch(self, out: RequestOutput) -> None:
         if self.on_output is not None:

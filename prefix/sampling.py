@@ -9,6 +9,9 @@ import torch
 from prefix.errors import InvalidSamplingParamsError
 
 
+GREEDY_BELOW = 1e-5
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """What to generate. Validated on construction; bad values raise a RequestError."""
@@ -32,6 +35,8 @@ class SamplingParams:
             raise InvalidSamplingParamsError(
                 f"temperature must be in [0, 2], got {self.temperature}"
             )
+        if self.seed is not None and not (-(2**63) <= self.seed < 2**64):
+            raise InvalidSamplingParamsError(f"seed must be in [-2**63, 2**64), got {self.seed}")
         if not (0.0 < self.top_p <= 1.0):
             raise InvalidSamplingParamsError(f"top_p must be in (0, 1], got {self.top_p}")
         if any(not isinstance(s, str) or s == "" for s in self.stop):
@@ -41,7 +46,9 @@ class SamplingParams:
 
     @property
     def is_greedy(self) -> bool:
-        return self.temperature == 0.0
+        # Below this, logits / temperature overflows to inf and softmax to NaN; the
+        # distribution is a point mass anyway.
+        return self.temperature < GREEDY_BELOW
 
 
 class Sampler:
@@ -57,7 +64,8 @@ class Sampler:
         if not params.is_greedy:
             self.generator = torch.Generator(device="cpu")
             if params.seed is not None:
-                self.generator.manual_seed(params.seed)
+                # manual_seed takes [-2**63, 2**64); map negatives into it unambiguously.
+                self.generator.manual_seed(params.seed % 2**64)
             else:
                 self.generator.seed()
 

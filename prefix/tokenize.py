@@ -18,7 +18,7 @@ class PromptEncoder:
     def encode(self, prompt: Prompt) -> list[int]:
         if isinstance(prompt, str):
             return list(self.tokenizer.encode(prompt, add_special_tokens=False))
-        items = list(prompt)
+        items: list[Any] = list(prompt)
         if all(isinstance(t, int) and not isinstance(t, bool) for t in items):
             vocab = len(self.tokenizer)
             bad = [t for t in items if not 0 <= t < vocab]

@@ -108,7 +108,7 @@ class VectorIndex:
         approx_threshold: int = DEFAULT_APPROX_THRESHOLD,
         hnsw_m: int = 32,
         ef_construction: int = 40,
-        ef_search: int = 64,
+        ef_search: int = 128,
         compact_fraction: float = 0.25,
         use_gpu: bool | None = None,
     ) -> None:

@@ -21,10 +21,10 @@ from prefix.block_pool import Allocation, BlockPool
 from prefix.errors import NoFreeBlocksError
 from prefix.hashing import ModelFingerprint, block_keys, chain_root
 
-NUM_BLOCKS = 8
+NUM_BLOCKS = 10
 ROOT = chain_root(ModelFingerprint("m", "d", "float32", 1, "rope"), "ns", "salt")
-# Paths of up to 5 one-token blocks over a 3-letter alphabet: prefixes are shared often.
-PATHS = st.lists(st.integers(0, 2), max_size=5)
+# Paths of up to 4 one-token blocks over a 2-letter alphabet: prefixes are shared often.
+PATHS = st.lists(st.integers(0, 1), max_size=4)
 
 
 @functools.cache
@@ -152,6 +152,11 @@ class Request:
     block_table: list[int]
     keys: list[bytes]  # keys of the blocks the request fills; a prefix of block_table
     num_committed: int = 0
+    num_released: int = 0  # head blocks already released (sliding window)
+
+    @property
+    def held(self) -> list[int]:
+        return self.block_table[self.num_released :]
 
 
 class PoolMachine(RuleBasedStateMachine):
@@ -163,7 +168,7 @@ class PoolMachine(RuleBasedStateMachine):
         self.model = Model(self.policy)
         self.requests: list[Request] = []
 
-    @rule(path=PATHS, num_private=st.integers(0, 2))
+    @rule(path=PATHS, num_private=st.integers(0, 1))
     def admit(self, path: list[int], num_private: int) -> None:
         keys = keys_of(path)
         num_new = len(keys) - len(self.model.match(keys)) + num_private
@@ -197,7 +202,7 @@ class PoolMachine(RuleBasedStateMachine):
             assert self.pool.commit(block_id, key, parent) == expected
         request.num_committed += count
 
-    @rule(num_blocks=st.integers(0, 3))
+    @rule(num_blocks=st.integers(0, 2))
     def allocate_unkeyed(self, num_blocks: int) -> None:
         if num_blocks > self.model.num_free():
             with pytest.raises(NoFreeBlocksError):
@@ -207,12 +212,36 @@ class PoolMachine(RuleBasedStateMachine):
         assert table == self.model.take(num_blocks)
         self.requests.append(Request(table, []))
 
+    @rule()
+    def pressure(self) -> None:
+        """A big request takes every free block and finishes: evicts all that is reclaimable."""
+        num_free = self.model.num_free()
+        table = self.pool.allocate(num_free)
+        assert table == self.model.take(num_free)
+        self.pool.release(table)
+        self.model.release(table)
+
     @precondition(lambda self: self.requests)
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
         request = self.requests.pop(data.draw(st.integers(0, len(self.requests) - 1)))
-        self.pool.release(request.block_table)
-        self.model.release(request.block_table)
+        self.pool.release(request.held)
+        self.model.release(request.held)
+
+    @precondition(lambda self: any(r.num_committed > r.num_released for r in self.requests))
+    @rule(data=st.data())
+    def release_head(self, data: st.DataObject) -> None:
+        """Drop a request's oldest committed blocks while it keeps the rest (a sliding
+        window): the chain's head can then be evicted while its tail stays cached,
+        the A→B→C case of seed 000."""
+        request = data.draw(
+            st.sampled_from([r for r in self.requests if r.num_committed > r.num_released])
+        )
+        count = data.draw(st.integers(1, request.num_committed - request.num_released))
+        head = request.block_table[request.num_released : request.num_released + count]
+        self.pool.release(head)
+        self.model.release(head)
+        request.num_released += count
 
     @precondition(lambda self: any(r == 0 for r in self.model.ref))
     @rule(data=st.data())

@@ -1,0 +1,42 @@
+"""All process settings, read from ``CACHEGATE_*`` environment variables (and ``.env``).
+
+This is the only module that reads the environment; everything else receives
+values from ``get_settings()`` or from its caller.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CACHEGATE_", env_file=".env", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    data_dir: Path = Path("data")
+
+    # ---- prefix engine ----
+    model_path: str | None = None  # None: the bundled SmolLM2-135M-Instruct GGUF
+    device: str | None = None  # None: CUDA when present, else CPU
+    dtype: str = "float32"
+    block_size: int = Field(16, ge=1, le=1024)
+    kv_cache_mib: int = Field(256, ge=1)
+    eviction_policy: str = "lru"
+    max_num_seqs: int = Field(32, ge=1)
+    enable_prefix_caching: bool = True
+    engine_port: int = Field(8001, ge=1, le=65535)
+    # Shared secret between gateway and engine server: only requests carrying it may
+    # choose a prefix namespace through the trusted header.
+    engine_key: SecretStr | None = None
+    server_salt: SecretStr | None = None
+    cache_dir: Path | None = None  # weights-digest sidecar (default ~/.cache/cachegate)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,252 @@
+"""The subset of the OpenAI HTTP API the engine server speaks (pydantic v2 models).
+
+Requests are validated in *strict* mode (``"5"`` is not an integer, ``true`` is not
+a number) and unknown fields are ignored, as the OpenAI API does for fields it does
+not know. The server turns a ``ValidationError`` into a 400 ``invalid_request_error``
+with :func:`validation_error_message` (never FastAPI's 422).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+Role = Literal["system", "user", "assistant", "tool", "developer"]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ------------------------------------------------------------------ requests
+
+
+class TextPart(_Request):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(_Request):
+    role: Role
+    # A string, a list of text parts (joined with "\n"), or null (an assistant turn
+    # that only carried tool calls).
+    content: str | list[TextPart] | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(p.text for p in self.content)
+
+
+class StreamOptions(_Request):
+    include_usage: bool = False
+
+
+class _SamplingFields(_Request):
+    """Fields shared by chat and text completions."""
+
+    model: str
+    temperature: float | None = None  # None: 1.0, as in the OpenAI API
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: str | list[str] | None = Field(default=None)
+    # The range torch.Generator.manual_seed accepts (a larger seed would fail in the engine).
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**64 - 1)
+    n: int | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = None
+    # Non-standard: narrows prefix-cache reuse to requests with the same salt.
+    cache_salt: str | None = None
+    # Non-standard (as in vLLM): keep generating past the end-of-sequence token.
+    ignore_eos: bool = False
+
+    @field_validator("stop")
+    @classmethod
+    def _at_most_four_stops(cls, v: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(v, list) and len(v) > 4:
+            raise ValueError("at most 4 stop sequences are allowed")
+        return v
+
+    def stop_tuple(self) -> tuple[str, ...]:
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream and self.stream_options and self.stream_options.include_usage)
+
+    def requested_max_tokens(self) -> int | None:
+        return self.max_tokens
+
+
+class ChatCompletionRequest(_SamplingFields):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = None
+
+    def requested_max_tokens(self) -> int | None:
+        if self.max_completion_tokens is not None:
+            return self.max_completion_tokens
+        return self.max_tokens
+
+    def prompt_messages(self) -> list[dict[str, str]]:
+        """Messages for the chat template ("developer" is the newer name of "system")."""
+        return [
+            {"role": "system" if m.role == "developer" else m.role, "content": m.text()}
+            for m in self.messages
+        ]
+
+
+class CompletionRequest(_SamplingFields):
+    # A string, token ids, or a list holding exactly one string (batches: not supported).
+    prompt: str | list[int] | list[str]
+
+    @field_validator("prompt")
+    @classmethod
+    def _one_prompt(cls, v: str | list[int] | list[str]) -> str | list[int] | list[str]:
+        if isinstance(v, list) and v and isinstance(v[0], str) and len(v) != 1:
+            raise ValueError("only one prompt per request is supported")
+        return v
+
+    def engine_prompt(self) -> str | list[int]:
+        if isinstance(self.prompt, list) and self.prompt and isinstance(self.prompt[0], str):
+            return str(self.prompt[0])
+        return self.prompt  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------ responses
+
+
+class PromptTokensDetails(_Response):
+    cached_tokens: int = 0
+
+
+class Usage(_Response):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+    @classmethod
+    def of(cls, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> Usage:
+        return cls(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+            prompt_tokens_details=PromptTokensDetails(cached_tokens=cached_tokens),
+        )
+
+
+class AssistantMessage(_Response):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(_Response):
+    index: int = 0
+    message: AssistantMessage
+    finish_reason: str | None
+    logprobs: None = None
+
+
+class ChatCompletionResponse(_Response):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int = Field(default_factory=lambda: int(time.time()))
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class DeltaMessage(_Response):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChatChunkChoice(_Response):
+    index: int = 0
+    delta: DeltaMessage
+    finish_reason: str | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(_Response):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int = Field(default_factory=lambda: int(time.time()))
+    model: str
+    choices: list[ChatChunkChoice]
+    usage: Usage | None = None
+
+
+class CompletionChoice(_Response):
+    index: int = 0
+    text: str
+    finish_reason: str | None = None
+    logprobs: None = None
+
+
+class CompletionResponse(_Response):
+    """A text completion, or one chunk of a streamed one (same object name)."""
+
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int = Field(default_factory=lambda: int(time.time()))
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+
+
+class ModelCard(_Response):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = Field(default_factory=lambda: int(time.time()))
+    owned_by: str = "cachegate"
+    max_model_len: int
+
+
+class ModelList(_Response):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+# ------------------------------------------------------------------ errors and helpers
+
+
+def error_body(
+    message: str, type: str, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    """The OpenAI error shape: ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def validation_error_message(exc: ValidationError) -> tuple[str, str | None]:
+    """A one-line message and the offending top-level parameter of a request error."""
+    errors = exc.errors(include_url=False)
+    # Union members each report an error: the deepest one is the most specific.
+    err = max(errors, key=lambda e: len(e["loc"]))
+    loc = [str(p) for p in err["loc"]]
+    param = loc[0] if loc else None
+    # Union members add their type name to the location ("stop", "str"): drop those.
+    path = ".".join(p for p in loc if not any(c in p for c in "[]") and p not in _TYPE_TAGS)
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "missing":
+        return f"'{path}' is a required property", param
+    return (f"invalid value for '{path}': {msg}" if path else msg), param
+
+
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "TextPart"}
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"

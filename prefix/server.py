@@ -1,0 +1,587 @@
+"""The engine's own OpenAI-compatible model server (``cachegate engine --host --port``).
+
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (JSON or SSE
+``data: {...}`` events ending with ``data: [DONE]``), ``GET /v1/models``,
+``GET /health``, ``GET /metrics`` (Prometheus).
+
+Identity (who may reuse whose KV blocks): the prefix namespace comes only from
+the trusted header ``x-cachegate-namespace``, and only when the same request
+carries ``x-cachegate-engine-key`` equal to the server's ``trusted_key``
+(constant-time comparison). Without a configured key, or with a missing or wrong
+key, the header is ignored and the request runs in the shared namespace
+``"default"``; this never fails the request. The gateway must therefore not give
+a tenant the namespace ``"default"``. A body ``cache_salt`` is mixed into the
+chain root on top of the namespace, so it can only narrow reuse.
+
+Defaults: ``temperature`` 1.0 and ``top_p`` 1.0 as in the OpenAI API;
+``max_tokens`` (or ``max_completion_tokens``) defaults to what is left of the
+context window, capped at ``DEFAULT_MAX_TOKENS`` (256) so a forgotten limit
+cannot tie up a slot for thousands of tokens; ``n`` must be 1. The non-standard
+``ignore_eos`` (as in vLLM) and ``cache_salt`` fields are accepted; other
+unknown fields are ignored. Every error has the OpenAI shape
+``{"error": {"message", "type", "param", "code"}}``.
+
+Each request logs one access line (logger ``cachegate.access``) with the request
+id, the namespace id (a short hash of the chain root, never the key or the raw
+namespace), status, TTFT and token counts; the engine logs its own per-request
+line (reused tokens, first differing block).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from jinja2 import TemplateError
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
+
+from prefix.async_engine import AsyncEngine, EngineDeadError
+from prefix.config import EngineConfig
+from prefix.engine import PrefixEngine, RequestOutput
+from prefix.errors import (
+    InvalidSamplingParamsError,
+    KVBudgetExceededError,
+    NoFreeBlocksError,
+    PromptTooLongError,
+    RequestError,
+)
+from prefix.hashing import short
+from prefix.metrics import CONTENT_TYPE, EngineMetrics
+from prefix.openai_protocol import (
+    AssistantMessage,
+    ChatChoice,
+    ChatChunkChoice,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    CompletionChoice,
+    CompletionRequest,
+    CompletionResponse,
+    DeltaMessage,
+    ModelCard,
+    ModelList,
+    Usage,
+    error_body,
+    new_id,
+    validation_error_message,
+)
+from prefix.sampling import SamplingParams
+from prefix.tokenize import Prompt
+
+NAMESPACE_HEADER = "x-cachegate-namespace"
+KEY_HEADER = "x-cachegate-engine-key"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_MAX_TOKENS = 256
+# Temperatures below this sample greedily (as in vLLM): dividing logits by a tiny
+# temperature overflows to inf/NaN, which the sampler cannot draw from.
+GREEDY_BELOW = 1e-5
+
+access_log = logging.getLogger("cachegate.access")
+log = logging.getLogger("cachegate.prefix.server")
+
+
+class ApiError(Exception):
+    """An error answered in the OpenAI shape."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+
+    def response(self) -> JSONResponse:
+        body = error_body(self.message, self.type, self.param, self.code)
+        return JSONResponse(body, status_code=self.status)
+
+
+def resolve_namespace(headers: Mapping[str, str], trusted_key: str | None) -> str:
+    """The tenant namespace of a request: the trusted header, or ``"default"``."""
+    namespace = headers.get(NAMESPACE_HEADER)
+    if not namespace or trusted_key is None:
+        return DEFAULT_NAMESPACE
+    key = headers.get(KEY_HEADER)
+    # Starlette decodes header bytes as latin-1: encoding back gives the raw bytes.
+    given = (key or "").encode("latin-1", "replace")
+    if key is None or not hmac.compare_digest(given, trusted_key.encode("utf-8")):
+        log.warning("namespace header without a valid engine key: using the default namespace")
+        return DEFAULT_NAMESPACE
+    return namespace
+
+
+@dataclass
+class _Ctx:
+    """One request as it goes through the server, for the access log."""
+
+    request_id: str
+    path: str
+    namespace_id: str
+    started: float = field(default_factory=time.perf_counter)
+    first_token_at: float | None = None
+    last: RequestOutput | None = None
+
+    def log(self, status: int | str, **extra: Any) -> None:
+        ttft = None if self.first_token_at is None else self.first_token_at - self.started
+        fields = {
+            "request_id": self.request_id,
+            "namespace_id": self.namespace_id,
+            "status": status,
+            "ttft_ms": None if ttft is None else round(ttft * 1000, 2),
+            "duration_ms": round((time.perf_counter() - self.started) * 1000, 2),
+        }
+        if self.last is not None:
+            fields |= {
+                "prompt_tokens": self.last.prompt_tokens,
+                "cached_tokens": self.last.cached_tokens,
+                "completion_tokens": self.last.completion_tokens,
+                "finish_reason": self.last.finish_reason,
+            }
+        fields |= extra
+        text = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
+        access_log.info("POST %s %s", self.path, text, extra=fields | {"path": self.path})
+
+    def saw(self, out: RequestOutput) -> None:
+        if self.first_token_at is None and out.new_token_ids:
+            self.first_token_at = time.perf_counter()
+        self.last = out
+
+
+class _EventStream(StreamingResponse):
+    """SSE response that always closes its generator (and so aborts the engine request).
+
+    Starlette cancels the body iterator when the client disconnects, but an iterator
+    abandoned while suspended at a ``yield`` is only closed by the garbage
+    collector; this closes it deterministically, shielded from the cancellation.
+    """
+
+    def __init__(self, events: AsyncGenerator[str, None], request_id: str) -> None:
+        headers = {
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+            "X-Request-Id": request_id,
+        }
+        super().__init__(events, media_type="text/event-stream", headers=headers)
+        self._events = events
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._events.aclose()
+
+
+def _temperature(value: float | None) -> float:
+    if value is None:
+        return 1.0  # the OpenAI default
+    return 0.0 if 0.0 <= value < GREEDY_BELOW else value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _sse(payload: dict[str, Any]) -> str:
+    return f"data: {json.dumps(payload, separators=(',', ':'), ensure_ascii=False)}\n\n"
+
+
+_SAMPLING_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed")
+
+
+def _engine_error(exc: BaseException, prompt_param: str = "messages") -> ApiError:
+    if isinstance(exc, PromptTooLongError | KVBudgetExceededError):
+        return ApiError(400, str(exc), param=prompt_param, code="context_length_exceeded")
+    if isinstance(exc, InvalidSamplingParamsError):
+        # Its messages start with the parameter's name ("top_p must be in (0, 1] ...").
+        name = str(exc).split(" ", 1)[0]
+        return ApiError(400, str(exc), param=name if name in _SAMPLING_PARAMS else None)
+    if isinstance(exc, RequestError):
+        return ApiError(400, str(exc), param=prompt_param)
+    if isinstance(exc, NoFreeBlocksError):
+        return ApiError(503, str(exc), type="server_error", code="overloaded")
+    if isinstance(exc, EngineDeadError):
+        return ApiError(503, str(exc), type="server_error", code="engine_dead")
+    raise exc
+
+
+def create_engine_app(
+    engine: PrefixEngine,
+    *,
+    served_model_name: str | None = None,
+    trusted_key: str | None = None,
+    max_body_bytes: int = 1_000_000,
+) -> FastAPI:
+    """An OpenAI-compatible FastAPI app over ``engine``; its lifespan runs an AsyncEngine."""
+    model_name = served_model_name or engine.loaded.model_id
+    accepted_models = {model_name, engine.loaded.model_id}
+    metrics = EngineMetrics(engine)
+    holder: dict[str, AsyncEngine] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async_engine = AsyncEngine(engine, on_output=metrics.observe)
+        async_engine.start()
+        holder["engine"] = app.state.async_engine = async_engine
+        try:
+            yield
+        finally:
+            holder.pop("engine", None)
+            await asyncio.to_thread(async_engine.shutdown)
+
+    app = FastAPI(title="cachegate prefix engine", lifespan=lifespan)
+    app.state.metrics = metrics
+    app.state.engine = engine
+
+    def running_engine() -> AsyncEngine:
+        ae = holder.get("engine")
+        if ae is None or not ae.is_alive:
+            error = None if ae is None else ae.error
+            raise ApiError(
+                503, f"the engine is not running ({error!r})", "server_error", None, "engine_dead"
+            )
+        return ae
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> Response:
+        return exc.response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return ApiError(exc.status_code, str(exc.detail), kind).response()
+
+    @app.exception_handler(Exception)
+    async def _internal_error(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error")
+        return ApiError(500, f"internal error: {type(exc).__name__}", "server_error").response()
+
+    async def read_json(request: Request) -> dict[str, Any]:
+        limit = max_body_bytes
+        too_large = ApiError(
+            413,
+            f"the request body is larger than the limit of {limit} bytes",
+            code="request_too_large",
+        )
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > 8 * limit:
+            raise too_large  # not worth draining: the connection will be closed
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > 8 * limit:
+                raise too_large
+            if size <= limit:
+                chunks.append(chunk)
+        if size > limit:  # drained, so the client can read the answer
+            raise too_large
+        raw = b"".join(chunks)
+        if not raw.strip():
+            raise ApiError(400, "the request body is empty; expected a JSON object")
+        try:
+            body = json.loads(raw, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as e:
+            raise ApiError(400, f"the request body is not valid JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        return body
+
+    async def prepare(
+        request: Request, chat: bool, ctx: _Ctx
+    ) -> tuple[ChatCompletionRequest | CompletionRequest, list[int], SamplingParams, str]:
+        body = await read_json(request)
+        schema = ChatCompletionRequest if chat else CompletionRequest
+        try:
+            req = schema.model_validate(body)
+        except ValidationError as e:
+            message, param = validation_error_message(e)
+            raise ApiError(400, message, param=param) from None
+        if req.model not in accepted_models:
+            raise ApiError(
+                404,
+                f"the model {req.model!r} does not exist; this server serves {model_name!r}",
+                param="model",
+                code="model_not_found",
+            )
+        if req.n is not None and req.n != 1:
+            raise ApiError(400, "n > 1 is not supported" if req.n > 1 else "n must be 1", param="n")
+        namespace = resolve_namespace(request.headers, trusted_key)
+        ctx.namespace_id = short(engine.chain_root(namespace, req.cache_salt))
+        prompt_param = "messages" if chat else "prompt"
+        prompt: Prompt
+        if isinstance(req, ChatCompletionRequest):
+            if not engine.loaded.has_chat_template:
+                raise ApiError(
+                    400, "this model has no chat template; use /v1/completions", param="messages"
+                )
+            prompt = req.prompt_messages()
+        else:
+            prompt = req.engine_prompt()
+        try:
+            token_ids = await asyncio.to_thread(engine.encoder.encode, prompt)
+        except RequestError as e:
+            raise _engine_error(e, prompt_param) from None
+        except (ValueError, TypeError, TemplateError) as e:  # the chat template refused it
+            raise ApiError(400, f"cannot build the prompt: {e}", param=prompt_param) from None
+        max_tokens = req.requested_max_tokens()
+        if max_tokens is None:
+            max_tokens = max(1, min(DEFAULT_MAX_TOKENS, engine.max_model_len - len(token_ids)))
+        try:
+            params = SamplingParams(
+                max_tokens=max_tokens,
+                temperature=_temperature(req.temperature),
+                top_p=1.0 if req.top_p is None else req.top_p,
+                stop=req.stop_tuple(),
+                seed=req.seed,
+                ignore_eos=req.ignore_eos,
+            )
+            # Validates length and KV budget now, so a stream never starts for a bad request.
+            await asyncio.to_thread(
+                engine.new_sequence, token_ids, params, namespace, req.cache_salt
+            )
+        except RequestError as e:
+            raise _engine_error(e, prompt_param) from None
+        return req, token_ids, params, namespace
+
+    async def serve(request: Request, chat: bool) -> Response:
+        ctx = _Ctx(
+            new_id("chatcmpl" if chat else "cmpl"),
+            request.url.path,
+            short(engine.chain_root(DEFAULT_NAMESPACE)),
+        )
+        try:
+            ae = running_engine()
+            req, token_ids, params, namespace = await prepare(request, chat, ctx)
+        except ApiError as e:
+            ctx.log(e.status, error=e.code or e.type)
+            return e.response()
+        # generate() is an async generator (annotated as an iterator): aclose() aborts it.
+        outputs = cast(
+            AsyncGenerator[RequestOutput, None],
+            ae.generate(
+                token_ids,
+                params,
+                namespace=namespace,
+                cache_salt=req.cache_salt,
+                request_id=ctx.request_id,
+            ),
+        )
+        if req.stream:
+            events = (chat_events if chat else completion_events)(ctx, outputs, req.include_usage)
+            return _EventStream(events, ctx.request_id)
+        try:
+            text = await collect(ctx, outputs, request.receive)
+        except ApiError as e:
+            ctx.log(e.status, error=e.code or e.type)
+            return e.response()
+        if text is None:
+            ctx.log(499, error="client_disconnected")
+            return Response(status_code=499)
+        out = ctx.last
+        assert out is not None
+        usage = Usage.of(out.prompt_tokens, out.completion_tokens, out.cached_tokens)
+        result: ChatCompletionResponse | CompletionResponse
+        if chat:
+            result = ChatCompletionResponse(
+                id=ctx.request_id,
+                model=model_name,
+                usage=usage,
+                choices=[
+                    ChatChoice(
+                        message=AssistantMessage(content=text), finish_reason=out.finish_reason
+                    )
+                ],
+            )
+        else:
+            result = CompletionResponse(
+                id=ctx.request_id,
+                model=model_name,
+                usage=usage,
+                choices=[CompletionChoice(text=text, finish_reason=out.finish_reason)],
+            )
+        ctx.log(200)
+        return JSONResponse(result.model_dump(), headers={"X-Request-Id": ctx.request_id})
+
+    async def collect(
+        ctx: _Ctx, outputs: AsyncGenerator[RequestOutput, None], receive: Receive
+    ) -> str | None:
+        """The whole completion text, or None when the client went away first."""
+
+        async def consume() -> str:
+            parts: list[str] = []
+            async for out in outputs:
+                ctx.saw(out)
+                parts.append(out.delta)
+            return "".join(parts)
+
+        async def disconnected() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        collector = asyncio.ensure_future(consume())
+        watcher = asyncio.ensure_future(disconnected())
+        try:
+            await asyncio.wait({collector, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if not collector.done():
+                return None
+            try:
+                return collector.result()
+            except (RequestError, NoFreeBlocksError, EngineDeadError) as e:
+                raise _engine_error(e) from None
+        finally:
+            watcher.cancel()
+            collector.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(collector, watcher, return_exceptions=True)
+                await outputs.aclose()  # aborts the engine request unless it finished
+
+    def chat_events(
+        ctx: _Ctx, outputs: AsyncGenerator[RequestOutput, None], include_usage: bool
+    ) -> AsyncGenerator[str, None]:
+        def chunk(delta: DeltaMessage, reason: str | None = None) -> str:
+            c = ChatCompletionChunk(
+                id=ctx.request_id,
+                model=model_name,
+                choices=[ChatChunkChoice(delta=delta, finish_reason=reason)],
+            )
+            return _sse(_chunk_dict(c, include_usage))
+
+        async def body() -> AsyncGenerator[str, None]:
+            yield chunk(DeltaMessage(role="assistant", content=""))
+            async for out in outputs:
+                ctx.saw(out)
+                if out.delta:
+                    yield chunk(DeltaMessage(content=out.delta))
+                if out.finished:
+                    yield chunk(DeltaMessage(), out.finish_reason)
+
+        return stream_events(ctx, outputs, body(), include_usage, chat=True)
+
+    def completion_events(
+        ctx: _Ctx, outputs: AsyncGenerator[RequestOutput, None], include_usage: bool
+    ) -> AsyncGenerator[str, None]:
+        async def body() -> AsyncGenerator[str, None]:
+            async for out in outputs:
+                ctx.saw(out)
+                if out.delta or out.finished:
+                    c = CompletionResponse(
+                        id=ctx.request_id,
+                        model=model_name,
+                        choices=[CompletionChoice(text=out.delta, finish_reason=out.finish_reason)],
+                    )
+                    yield _sse(_chunk_dict(c, include_usage))
+
+        return stream_events(ctx, outputs, body(), include_usage, chat=False)
+
+    async def stream_events(
+        ctx: _Ctx,
+        outputs: AsyncGenerator[RequestOutput, None],
+        body: AsyncGenerator[str, None],
+        include_usage: bool,
+        chat: bool,
+    ) -> AsyncGenerator[str, None]:
+        """The SSE events; closing this generator closes ``body`` and aborts the request."""
+        status: int | str = 200
+        outcome = "client_disconnected"
+        try:
+            async for event in body:
+                yield event
+            out = ctx.last
+            if include_usage and out is not None:
+                usage = Usage.of(out.prompt_tokens, out.completion_tokens, out.cached_tokens)
+                final: ChatCompletionChunk | CompletionResponse = (
+                    ChatCompletionChunk(
+                        id=ctx.request_id, model=model_name, choices=[], usage=usage
+                    )
+                    if chat
+                    else CompletionResponse(
+                        id=ctx.request_id, model=model_name, choices=[], usage=usage
+                    )
+                )
+                yield _sse(final.model_dump(exclude_none=True) | {"usage": usage.model_dump()})
+            outcome = "finished"
+            yield "data: [DONE]\n\n"
+        except (RequestError, NoFreeBlocksError, EngineDeadError) as e:
+            err = _engine_error(e)
+            status, outcome = err.status, "error"
+            yield _sse(error_body(err.message, err.type, err.param, err.code))
+            yield "data: [DONE]\n\n"
+        finally:
+            with anyio.CancelScope(shield=True):
+                await body.aclose()
+                await outputs.aclose()  # aborts the engine request unless it finished
+            ctx.log(status, stream=True, outcome=outcome)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        return await serve(request, chat=True)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await serve(request, chat=False)
+
+    @app.get("/v1/models")
+    async def models() -> Response:
+        card = ModelCard(id=model_name, max_model_len=engine.max_model_len)
+        return JSONResponse(ModelList(data=[card]).model_dump())
+
+    @app.get("/health")
+    async def health() -> Response:
+        running_engine()
+        return JSONResponse(
+            {
+                "status": "ok",
+                "model": model_name,
+                "running": engine.num_running,
+                "waiting": engine.num_waiting,
+            }
+        )
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    return app
+
+
+def _chunk_dict(chunk: ChatCompletionChunk | CompletionResponse, include_usage: bool) -> dict:
+    d = chunk.model_dump(exclude_none=True)
+    if include_usage:
+        d["usage"] = None  # as OpenAI does: null on every chunk but the last
+    return d
+
+
+def run_server(
+    host: str,
+    port: int,
+    config: EngineConfig,
+    trusted_key: str | None,
+    *,
+    served_model_name: str | None = None,
+) -> None:
+    """Load the engine and serve it with uvicorn until interrupted (blocks)."""
+    import uvicorn
+
+    engine = PrefixEngine(config)
+    app = create_engine_app(engine, served_model_name=served_model_name, trusted_key=trusted_key)
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -8,7 +8,6 @@ import torch
 
 from prefix.errors import InvalidSamplingParamsError
 
-
 GREEDY_BELOW = 1e-5
 
 

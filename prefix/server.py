@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -41,24 +40,25 @@ from typing import Any, cast
 
 import anyio
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
-from jinja2 import TemplateError
-from pydantic import ValidationError
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import Receive, Scope, Send
+from starlette.types import Receive
 
 from prefix.async_engine import AsyncEngine, EngineDeadError
 from prefix.config import EngineConfig
 from prefix.engine import PrefixEngine, RequestOutput
 from prefix.errors import (
-    InvalidSamplingParamsError,
-    KVBudgetExceededError,
     NoFreeBlocksError,
-    PromptTooLongError,
     RequestError,
 )
 from prefix.hashing import short
+from prefix.http_util import ApiError, EventStream, read_json, sse
 from prefix.metrics import CONTENT_TYPE, EngineMetrics
+from prefix.openai_adapter import (
+    engine_error,
+    parse_request,
+    to_engine_request,
+)
 from prefix.openai_protocol import (
     AssistantMessage,
     ChatChoice,
@@ -75,44 +75,15 @@ from prefix.openai_protocol import (
     Usage,
     error_body,
     new_id,
-    validation_error_message,
 )
 from prefix.sampling import SamplingParams
-from prefix.tokenize import Prompt
 
 NAMESPACE_HEADER = "x-cachegate-namespace"
 KEY_HEADER = "x-cachegate-engine-key"
 DEFAULT_NAMESPACE = "default"
-DEFAULT_MAX_TOKENS = 256
-# Temperatures below this sample greedily (as in vLLM): dividing logits by a tiny
-# temperature overflows to inf/NaN, which the sampler cannot draw from.
-GREEDY_BELOW = 1e-5
 
 access_log = logging.getLogger("cachegate.access")
 log = logging.getLogger("cachegate.prefix.server")
-
-
-class ApiError(Exception):
-    """An error answered in the OpenAI shape."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        type: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
-
-    def response(self) -> JSONResponse:
-        body = error_body(self.message, self.type, self.param, self.code)
-        return JSONResponse(body, status_code=self.status)
 
 
 def resolve_namespace(headers: Mapping[str, str], trusted_key: str | None) -> str:
@@ -166,64 +137,6 @@ class _Ctx:
         self.last = out
 
 
-class _EventStream(StreamingResponse):
-    """SSE response that always closes its generator (and so aborts the engine request).
-
-    Starlette cancels the body iterator when the client disconnects, but an iterator
-    abandoned while suspended at a ``yield`` is only closed by the garbage
-    collector; this closes it deterministically, shielded from the cancellation.
-    """
-
-    def __init__(self, events: AsyncGenerator[str, None], request_id: str) -> None:
-        headers = {
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-            "X-Request-Id": request_id,
-        }
-        super().__init__(events, media_type="text/event-stream", headers=headers)
-        self._events = events
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._events.aclose()
-
-
-def _temperature(value: float | None) -> float:
-    if value is None:
-        return 1.0  # the OpenAI default
-    return 0.0 if 0.0 <= value < GREEDY_BELOW else value
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _sse(payload: dict[str, Any]) -> str:
-    return f"data: {json.dumps(payload, separators=(',', ':'), ensure_ascii=False)}\n\n"
-
-
-_SAMPLING_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed")
-
-
-def _engine_error(exc: BaseException, prompt_param: str = "messages") -> ApiError:
-    if isinstance(exc, PromptTooLongError | KVBudgetExceededError):
-        return ApiError(400, str(exc), param=prompt_param, code="context_length_exceeded")
-    if isinstance(exc, InvalidSamplingParamsError):
-        # Its messages start with the parameter's name ("top_p must be in (0, 1] ...").
-        name = str(exc).split(" ", 1)[0]
-        return ApiError(400, str(exc), param=name if name in _SAMPLING_PARAMS else None)
-    if isinstance(exc, RequestError):
-        return ApiError(400, str(exc), param=prompt_param)
-    if isinstance(exc, NoFreeBlocksError):
-        return ApiError(503, str(exc), type="server_error", code="overloaded")
-    if isinstance(exc, EngineDeadError):
-        return ApiError(503, str(exc), type="server_error", code="engine_dead")
-    raise exc
-
-
 def create_engine_app(
     engine: PrefixEngine,
     *,
@@ -275,47 +188,11 @@ def create_engine_app(
         log.exception("unhandled error")
         return ApiError(500, f"internal error: {type(exc).__name__}", "server_error").response()
 
-    async def read_json(request: Request) -> dict[str, Any]:
-        limit = max_body_bytes
-        too_large = ApiError(
-            413,
-            f"the request body is larger than the limit of {limit} bytes",
-            code="request_too_large",
-        )
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > 8 * limit:
-            raise too_large  # not worth draining: the connection will be closed
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > 8 * limit:
-                raise too_large
-            if size <= limit:
-                chunks.append(chunk)
-        if size > limit:  # drained, so the client can read the answer
-            raise too_large
-        raw = b"".join(chunks)
-        if not raw.strip():
-            raise ApiError(400, "the request body is empty; expected a JSON object")
-        try:
-            body = json.loads(raw, parse_constant=_reject_constant)
-        except (ValueError, RecursionError) as e:
-            raise ApiError(400, f"the request body is not valid JSON: {e}") from None
-        if not isinstance(body, dict):
-            raise ApiError(400, "the request body must be a JSON object")
-        return body
-
     async def prepare(
         request: Request, chat: bool, ctx: _Ctx
     ) -> tuple[ChatCompletionRequest | CompletionRequest, list[int], SamplingParams, str]:
-        body = await read_json(request)
-        schema = ChatCompletionRequest if chat else CompletionRequest
-        try:
-            req = schema.model_validate(body)
-        except ValidationError as e:
-            message, param = validation_error_message(e)
-            raise ApiError(400, message, param=param) from None
+        body = await read_json(request, max_body_bytes)
+        req = parse_request(body, chat)
         if req.model not in accepted_models:
             raise ApiError(
                 404,
@@ -323,44 +200,9 @@ def create_engine_app(
                 param="model",
                 code="model_not_found",
             )
-        if req.n is not None and req.n != 1:
-            raise ApiError(400, "n > 1 is not supported" if req.n > 1 else "n must be 1", param="n")
         namespace = resolve_namespace(request.headers, trusted_key)
         ctx.namespace_id = short(engine.chain_root(namespace, req.cache_salt))
-        prompt_param = "messages" if chat else "prompt"
-        prompt: Prompt
-        if isinstance(req, ChatCompletionRequest):
-            if not engine.loaded.has_chat_template:
-                raise ApiError(
-                    400, "this model has no chat template; use /v1/completions", param="messages"
-                )
-            prompt = req.prompt_messages()
-        else:
-            prompt = req.engine_prompt()
-        try:
-            token_ids = await asyncio.to_thread(engine.encoder.encode, prompt)
-        except RequestError as e:
-            raise _engine_error(e, prompt_param) from None
-        except (ValueError, TypeError, TemplateError) as e:  # the chat template refused it
-            raise ApiError(400, f"cannot build the prompt: {e}", param=prompt_param) from None
-        max_tokens = req.requested_max_tokens()
-        if max_tokens is None:
-            max_tokens = max(1, min(DEFAULT_MAX_TOKENS, engine.max_model_len - len(token_ids)))
-        try:
-            params = SamplingParams(
-                max_tokens=max_tokens,
-                temperature=_temperature(req.temperature),
-                top_p=1.0 if req.top_p is None else req.top_p,
-                stop=req.stop_tuple(),
-                seed=req.seed,
-                ignore_eos=req.ignore_eos,
-            )
-            # Validates length and KV budget now, so a stream never starts for a bad request.
-            await asyncio.to_thread(
-                engine.new_sequence, token_ids, params, namespace, req.cache_salt
-            )
-        except RequestError as e:
-            raise _engine_error(e, prompt_param) from None
+        token_ids, params = await to_engine_request(engine, req, namespace)
         return req, token_ids, params, namespace
 
     async def serve(request: Request, chat: bool) -> Response:
@@ -388,7 +230,7 @@ def create_engine_app(
         )
         if req.stream:
             events = (chat_events if chat else completion_events)(ctx, outputs, req.include_usage)
-            return _EventStream(events, ctx.request_id)
+            return EventStream(events, ctx.request_id)
         try:
             text = await collect(ctx, outputs, request.receive)
         except ApiError as e:
@@ -447,7 +289,7 @@ def create_engine_app(
             try:
                 return collector.result()
             except (RequestError, NoFreeBlocksError, EngineDeadError) as e:
-                raise _engine_error(e) from None
+                raise engine_error(e) from None
         finally:
             watcher.cancel()
             collector.cancel()
@@ -464,7 +306,7 @@ def create_engine_app(
                 model=model_name,
                 choices=[ChatChunkChoice(delta=delta, finish_reason=reason)],
             )
-            return _sse(_chunk_dict(c, include_usage))
+            return sse(_chunk_dict(c, include_usage))
 
         async def body() -> AsyncGenerator[str, None]:
             yield chunk(DeltaMessage(role="assistant", content=""))
@@ -489,7 +331,7 @@ def create_engine_app(
                         model=model_name,
                         choices=[CompletionChoice(text=out.delta, finish_reason=out.finish_reason)],
                     )
-                    yield _sse(_chunk_dict(c, include_usage))
+                    yield sse(_chunk_dict(c, include_usage))
 
         return stream_events(ctx, outputs, body(), include_usage, chat=False)
 
@@ -518,13 +360,13 @@ def create_engine_app(
                         id=ctx.request_id, model=model_name, choices=[], usage=usage
                     )
                 )
-                yield _sse(final.model_dump(exclude_none=True) | {"usage": usage.model_dump()})
+                yield sse(final.model_dump(exclude_none=True) | {"usage": usage.model_dump()})
             outcome = "finished"
             yield "data: [DONE]\n\n"
         except (RequestError, NoFreeBlocksError, EngineDeadError) as e:
-            err = _engine_error(e)
+            err = engine_error(e)
             status, outcome = err.status, "error"
-            yield _sse(error_body(err.message, err.type, err.param, err.code))
+            yield sse(error_body(err.message, err.type, err.param, err.code))
             yield "data: [DONE]\n\n"
         finally:
             with anyio.CancelScope(shield=True):

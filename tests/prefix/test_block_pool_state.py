@@ -212,14 +212,15 @@ class PoolMachine(RuleBasedStateMachine):
         assert table == self.model.take(num_blocks)
         self.requests.append(Request(table, []))
 
-    @rule()
-    def pressure(self) -> None:
-        """A big request takes every free block and finishes: evicts all that is reclaimable."""
-        num_free = self.model.num_free()
-        table = self.pool.allocate(num_free)
-        assert table == self.model.take(num_free)
-        self.pool.release(table)
-        self.model.release(table)
+    @rule(data=st.data())
+    def fill(self, data: st.DataObject) -> None:
+        """A request takes every unkeyed free block and evicts a few more: keeps the
+        pool full, so later allocations must choose victims one at a time."""
+        num_evict = data.draw(st.integers(0, min(2, len(self.model.evictable))))
+        num_blocks = len(self.model.unkeyed_free) + num_evict
+        table = self.pool.allocate(num_blocks)
+        assert table == self.model.take(num_blocks)
+        self.requests.append(Request(table, []))
 
     @precondition(lambda self: self.requests)
     @rule(data=st.data())

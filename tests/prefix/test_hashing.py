@@ -69,8 +69,9 @@ def test_serialize_known_bytes() -> None:
     assert serialize(True) == b"B" + (1).to_bytes(8, "big") + b"\x01"
     assert serialize(-1) == b"I" + (1).to_bytes(8, "big") + b"\xff"
     assert serialize(255) == b"I" + (2).to_bytes(8, "big") + b"\x00\xff"
-    assert serialize(("ab", "c")).hex() == (
-        "540000000000000015" "530000000000000002" "6162" "530000000000000001" "63"
+    length = [n.to_bytes(8, "big") for n in range(22)]
+    assert serialize(("ab", "c")) == (
+        b"T" + length[21] + b"S" + length[2] + b"ab" + b"S" + length[1] + b"c"
     )
 
 
@@ -220,11 +221,13 @@ def test_extras_boundaries_are_unambiguous() -> None:
     assert block_key(ROOT, tokens, [("lora", "ab"), ("lora", "c")]) != block_key(
         ROOT, tokens, [("lora", "a"), ("lora", "bc")]
     )
-    assert block_key(ROOT, tokens, [("mm", "img", 12)]) != block_key(ROOT, tokens, [("mm", "img1", 2)])
+    assert block_key(ROOT, tokens, [("mm", "img", 12)]) != block_key(
+        ROOT, tokens, [("mm", "img1", 2)]
+    )
 
 
 def test_extras_order_matters() -> None:
-    a, b = ("mm", "img-a", 0), ("mm", "img-b", 0)
+    a, b = mm_extra("img-a", 0), mm_extra("img-b", 0)
     assert block_key(ROOT, [1, 2, 3, 4], [a, b]) != block_key(ROOT, [1, 2, 3, 4], [b, a])
 
 
@@ -263,6 +266,8 @@ def test_lora_changes_every_key() -> None:
         [("mm", "digest", 1.0)],
         [("mm", "", 0)],
         [("gpu", "X")],
+        [("gpu", "X", 0)],
+        [("LORA", "X")],
         [()],
     ],
 )

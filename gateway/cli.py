@@ -91,9 +91,28 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.settings import get_settings
+
+    s = get_settings()
+    host, port = args.host or s.host, args.port or s.port
+    logging.getLogger("cachegate").setLevel(logging.INFO)
+    print(f"cachegate gateway on http://{host}:{port} (loading model and embedder ...)", flush=True)
+    uvicorn.run(create_app(s), host=host, port=port, log_level="info")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cachegate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="the gateway: semantic cache + prefix engine")
+    serve.add_argument("--host", default=None, help="default CACHEGATE_HOST or 127.0.0.1")
+    serve.add_argument("--port", type=int, default=None, help="default CACHEGATE_PORT or 8000")
+    serve.set_defaults(func=_cmd_serve)
 
     lab = sub.add_parser("lab", help="the prefix-cache experiment and the seed's worked numbers")
     lab.add_argument("--tokens", type=int, default=13, help="prompt length (default 13)")

@@ -19,6 +19,24 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     data_dir: Path = Path("data")
+    # Default: a SQLite file under data_dir; PostgreSQL by URL for several replicas.
+    database_url: str | None = None
+    admin_token: SecretStr | None = None
+    dev_tenant: str | None = "dev"  # created with a key on first start; None: no dev tenant
+    dev_api_key: SecretStr | None = None  # fixes the dev key so scripts can use a known one
+    max_body_bytes: int = Field(1_000_000, ge=1024)
+
+    # ---- upstream: the in-process engine unless a URL is given ----
+    upstream_url: str | None = None
+    upstream_model: str | None = None  # the model name the upstream serves
+    upstream_api_key: SecretStr | None = None
+    upstream_connect_timeout: float = Field(2.0, gt=0)
+    upstream_read_timeout: float = Field(60.0, gt=0)
+    upstream_retries: int = Field(2, ge=0, le=10)
+
+    # ---- semantic layer ----
+    semantic_enabled: bool = True
+    embedder_path: str | None = None  # None: the bundled all-MiniLM-L6-v2
 
     # ---- prefix engine ----
     model_path: str | None = None  # None: the bundled SmolLM2-135M-Instruct GGUF
@@ -35,6 +53,11 @@ class Settings(BaseSettings):
     engine_key: SecretStr | None = None
     server_salt: SecretStr | None = None
     cache_dir: Path | None = None  # weights-digest sidecar (default ~/.cache/cachegate)
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'cachegate.db').resolve()}"
 
 
 @lru_cache(maxsize=1)

@@ -5,19 +5,20 @@ Database URL, first match wins:
 1. ``config.attributes["url"]`` — set in code by ``semantic.store.upgrade_database``
    (or ``config.attributes["connection"]``, an open SQLAlchemy connection);
 2. ``alembic -x url=...`` on the command line;
-3. the ``CACHEGATE_DATABASE_URL`` environment variable (read only here, because
-   this file is Alembic's entry point; library code takes URLs as arguments);
-4. ``sqlalchemy.url`` from ``alembic.ini``.
+3. ``sqlalchemy.url`` from ``alembic.ini``.
+
+The environment is not read here: ``gateway.settings`` is the one place that
+does, and the gateway runs migrations in code with the URL it resolved.
 """
 
 from __future__ import annotations
 
-import os
 from logging.config import fileConfig
 
 from alembic import context
 from sqlalchemy import Connection, MetaData, create_engine, pool
 
+from gateway.models import Base as GatewayBase
 from semantic.models import Base as SemanticBase
 
 config = context.config
@@ -26,20 +27,18 @@ config = context.config
 if config.config_file_name is not None:
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
-# Every table's metadata, for autogenerate and `alembic check`. The gateway
-# appends its own declarative base's metadata here when it adds its tables.
-target_metadata: list[MetaData] = [SemanticBase.metadata]
+# Every table's metadata, for autogenerate and `alembic check`.
+target_metadata: list[MetaData] = [SemanticBase.metadata, GatewayBase.metadata]
 
 
 def database_url() -> str:
     url = (
         config.attributes.get("url")
         or context.get_x_argument(as_dictionary=True).get("url")
-        or os.environ.get("CACHEGATE_DATABASE_URL")
         or config.get_main_option("sqlalchemy.url")
     )
     if not url:
-        raise RuntimeError("no database URL: pass -x url=..., or set CACHEGATE_DATABASE_URL")
+        raise RuntimeError("no database URL: pass -x url=... or set sqlalchemy.url")
     return str(url)
 
 

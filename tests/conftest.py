@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+from prefix.loader import LoadedModel, default_model_path, load_model
+from semantic.embedder import Embedder
+from tests.prefix.tiny_models import save_tiny_model
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -18,3 +24,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def smol_loaded() -> LoadedModel:
+    """The bundled SmolLM2-135M-Instruct (fp32, CPU); ~15 s to load."""
+    return load_model(default_model_path(), device="cpu", verbose=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    """A 2-layer random Llama (vocab 128) with a word-level tokenizer ("t5 t9 ...")."""
+    directory: Path = tmp_path_factory.mktemp("tiny-llama")
+    save_tiny_model(directory, "llama")
+    return load_model(str(directory), device="cpu", verbose=False, cache_dir=directory / "cache")
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The bundled all-MiniLM-L6-v2, loaded once per session (about 3 s on CPU)."""
+    return Embedder(progress=False)

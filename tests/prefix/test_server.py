@@ -12,11 +12,8 @@ import asyncio
 import dataclasses
 import json
 import logging
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -26,32 +23,9 @@ from prefix.config import EngineConfig
 from prefix.engine import PrefixEngine
 from prefix.loader import LoadedModel
 from prefix.server import KEY_HEADER, NAMESPACE_HEADER, create_engine_app, resolve_namespace
+from tests.live_server import serving
 
 KEY = "engine-secret"
-
-
-@contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """Run ``app`` with uvicorn on a free local port; yields the base URL."""
-    import uvicorn
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
 
 
 def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> bool:

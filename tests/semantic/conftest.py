@@ -15,12 +15,6 @@ from tests.semantic.helpers import PG_SERVER_URL, ManualClock
 
 
 @pytest.fixture(scope="session")
-def embedder() -> Embedder:
-    """The bundled all-MiniLM-L6-v2, loaded once per session (about 3 s on CPU)."""
-    return Embedder(progress=False)
-
-
-@pytest.fixture(scope="session")
 def other_embedder() -> Embedder:
     """The same weights loaded by path under another name: another embedder id."""
     return Embedder(bundled_model_path(), name="minilm-by-path", progress=False)

@@ -1,0 +1,226 @@
+"""``create_app()``: the gateway as an ASGI app. Heavy objects (model, embedder,
+indexes, DB, HTTP client) are built in the lifespan, never at import, and each
+can be handed in ready-made (tests swap them)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import generate_latest
+from sqlalchemy import create_engine, text
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gateway.errors import GatewayError
+from gateway.inprocess import InProcessUpstream
+from gateway.metrics import GatewayMetrics
+from gateway.pipeline import Pipeline
+from gateway.routes import GatewayState, router
+from gateway.settings import Settings, get_settings
+from gateway.tenants import TenantStore
+from gateway.upstream import HttpUpstream, Upstream
+from prefix.engine import PrefixEngine
+from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache, upgrade_database
+from validators import Validator
+
+log = logging.getLogger("cachegate.gateway")
+
+
+@dataclass
+class Components:
+    """Ready-made parts for ``create_app``; anything left None is built from settings."""
+
+    engine: PrefixEngine | None = None
+    upstream: Upstream | None = None
+    embedder: Embedder | None = None
+    semantic_cache: SemanticCache | None = None
+
+
+def build_engine(settings: Settings, salt: str) -> PrefixEngine:
+    from prefix.config import EngineConfig
+
+    return PrefixEngine(
+        EngineConfig(
+            model_path=settings.model_path,
+            device=settings.device,
+            dtype=settings.dtype,
+            block_size=settings.block_size,
+            kv_cache_bytes=settings.kv_cache_mib * 1024 * 1024,
+            eviction_policy=settings.eviction_policy,
+            max_num_seqs=settings.max_num_seqs,
+            enable_prefix_caching=settings.enable_prefix_caching,
+            server_salt=salt,
+        )
+    )
+
+
+def create_app(settings: Settings | None = None, components: Components | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    parts = components or Components()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        url = settings.resolved_database_url()
+        if url.startswith("sqlite:///"):
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(upgrade_database, url)
+        db = create_engine(url, pool_pre_ping=True)
+        tenants = TenantStore(db)
+        salt = (
+            settings.server_salt.get_secret_value()
+            if settings.server_salt
+            else await asyncio.to_thread(tenants.server_secret, "prefix_salt")
+        )
+        await asyncio.to_thread(_dev_tenant, settings, tenants)
+        upstream: Upstream
+        if parts.upstream is not None:
+            upstream = parts.upstream
+        else:
+            upstream = await asyncio.to_thread(_build_upstream, settings, parts, salt)
+        cache = parts.semantic_cache
+        if cache is None and settings.semantic_enabled:
+            cache = await asyncio.to_thread(_build_cache, settings, parts, url)
+        metrics = GatewayMetrics()
+        app.state.gateway = GatewayState(
+            tenants=tenants,
+            pipeline=Pipeline(cache, metrics),
+            upstream=upstream,
+            metrics=metrics,
+            max_body_bytes=settings.max_body_bytes,
+        )
+        app.state.db = db
+        try:
+            yield
+        finally:
+            await upstream.aclose()
+            if cache is not None:
+                cache.entries.close()
+            db.dispose()
+
+    app = FastAPI(title="cachegate", version="0.1.0", lifespan=lifespan)
+    app.include_router(router)
+    _install_error_handlers(app)
+
+    @app.get("/health")
+    async def health() -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/ready")
+    async def ready(request: Request) -> Response:
+        gw: GatewayState = request.app.state.gateway
+        checks = {
+            "upstream": await gw.upstream.is_ready(),
+            "database": await asyncio.to_thread(_db_ok, request.app.state.db),
+            "semantic_store": gw.pipeline.store_ok,
+        }
+        ok = checks["upstream"] and checks["database"]
+        return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        gw: GatewayState = request.app.state.gateway
+        body = gw.metrics.render()
+        if isinstance(gw.upstream, InProcessUpstream):
+            body += generate_latest(gw.upstream.metrics.registry)
+        return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return app
+
+
+def _db_ok(db: object) -> bool:
+    try:
+        with db.connect() as conn:  # type: ignore[attr-defined]
+            conn.execute(text("SELECT 1"))
+        return True
+    except Exception:
+        return False
+
+
+def _dev_tenant(settings: Settings, tenants: TenantStore) -> None:
+    if not settings.dev_tenant:
+        return
+    fixed = settings.dev_api_key.get_secret_value() if settings.dev_api_key else None
+    new_key = tenants.ensure_dev_tenant(settings.dev_tenant, fixed)
+    if new_key is None:
+        return
+    base = f"http://{settings.host}:{settings.port}/v1"
+    print(
+        f"\ncachegate: development tenant {settings.dev_tenant!r}, API key (shown once):\n"
+        f"  {new_key}\n\n"
+        f"  curl {base}/chat/completions -H 'Authorization: Bearer {new_key}' \\\n"
+        f"    -H 'Content-Type: application/json' \\\n"
+        f'    -d \'{{"model": "<see /v1/models>", "messages": '
+        f'[{{"role": "user", "content": "Hello"}}]}}\'\n\n'
+        f"  from openai import OpenAI\n"
+        f"  client = OpenAI(base_url='{base}', api_key='{new_key}')\n",
+        flush=True,
+    )
+
+
+def _build_upstream(settings: Settings, parts: Components, salt: str) -> Upstream:
+    if settings.upstream_url:
+        return HttpUpstream(
+            settings.upstream_url,
+            model=settings.upstream_model or "default",
+            api_key=settings.upstream_api_key.get_secret_value()
+            if settings.upstream_api_key
+            else None,
+            engine_key=settings.engine_key.get_secret_value() if settings.engine_key else None,
+            connect_timeout=settings.upstream_connect_timeout,
+            read_timeout=settings.upstream_read_timeout,
+            retries=settings.upstream_retries,
+        )
+    engine = parts.engine or build_engine(settings, salt)
+    return InProcessUpstream(engine)
+
+
+def _build_cache(settings: Settings, parts: Components, url: str) -> SemanticCache:
+    embedder = parts.embedder or Embedder(settings.embedder_path)
+    cache = SemanticCache(
+        embedder, EntryStore(url), PartitionedIndex(embedder.dim), validator=Validator()
+    )
+    cache.rebuild(progress=True)
+    return cache
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(GatewayError)
+    async def _gateway_error(request: Request, exc: GatewayError) -> Response:
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        body = {"error": {"message": str(exc.detail), "type": kind, "param": None, "code": None}}
+        return JSONResponse(body, status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        body = {
+            "error": {
+                "message": str(exc),
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        }
+        return JSONResponse(body, status_code=400)
+
+    @app.exception_handler(Exception)
+    async def _internal_error(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s", request.url.path)
+        body = {
+            "error": {
+                "message": f"internal error: {type(exc).__name__}",
+                "type": "server_error",
+                "param": None,
+                "code": None,
+            }
+        }
+        return JSONResponse(body, status_code=500)

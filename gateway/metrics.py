@@ -1,0 +1,88 @@
+"""Prometheus metrics of the gateway, per tenant and per layer, in the app's own registry.
+
+``/metrics`` renders this registry and, when the engine runs in-process, the
+engine's own (``prefix_*``) beside it.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.requests = Counter(
+            "cachegate_requests",
+            "Requests by tenant and outcome",
+            ["tenant", "cache"],
+            registry=r,
+        )
+        self.semantic_hits = Counter(
+            "cachegate_semantic_hits",
+            "Requests answered from the semantic cache",
+            ["tenant"],
+            registry=r,
+        )
+        self.semantic_misses = Counter(
+            "cachegate_semantic_misses",
+            "Semantic lookups that missed, by reason",
+            ["tenant", "reason"],
+            registry=r,
+        )
+        self.validator_rejections = Counter(
+            "cachegate_validator_rejections",
+            "Candidates above the threshold refused by a validator, by kind",
+            ["tenant", "kind"],
+            registry=r,
+        )
+        self.prefix_query_tokens = Counter(
+            "cachegate_prefix_query_tokens",
+            "Prompt tokens sent to the prefix engine",
+            ["tenant"],
+            registry=r,
+        )
+        self.prefix_hit_tokens = Counter(
+            "cachegate_prefix_hit_tokens",
+            "Prompt tokens reused from the prefix cache",
+            ["tenant"],
+            registry=r,
+        )
+        self.ttft = Histogram(
+            "cachegate_time_to_first_token_seconds",
+            "Time to the first answer byte",
+            ["tenant", "layer"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.latency = Histogram(
+            "cachegate_request_latency_seconds",
+            "Whole request latency",
+            ["tenant", "layer"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.upstream_errors = Counter(
+            "cachegate_upstream_errors", "Upstream failures by kind", ["kind"], registry=r
+        )
+        self.backfills = Counter(
+            "cachegate_backfills", "Semantic backfills by result", ["tenant", "result"], registry=r
+        )
+        self.store_unavailable = Counter(
+            "cachegate_semantic_store_unavailable",
+            "Requests served without the semantic layer because the database was down",
+            registry=r,
+        )
+
+    def semantic_miss(self, tenant: str, reason: str) -> None:
+        kind = reason.split(":", 1)
+        self.semantic_misses.labels(tenant, kind[0]).inc()
+        if kind[0] == "entity_mismatch" and len(kind) == 2:
+            self.validator_rejections.labels(tenant, kind[1]).inc()
+        elif kind[0] == "judge_refused":
+            self.validator_rejections.labels(tenant, "judge").inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

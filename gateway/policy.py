@@ -1,0 +1,88 @@
+"""A tenant's cache policy: validated, versioned in the DB, effective on the next request."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from semantic import SemanticPolicy
+from validators import ENTITY_KINDS, GUARDS
+
+DEFAULT_THRESHOLD = 0.89
+DEFAULT_GUARDS = ("time_sensitive", "personalized", "numeric_computation", "high_risk")
+
+
+class JudgeBand(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    low: float = Field(ge=0.0, le=1.0)
+    high: float = Field(ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> JudgeBand:
+        if self.low > self.high:
+            raise ValueError("judge_band.low must be <= judge_band.high")
+        return self
+
+
+class TenantPolicy(BaseModel):
+    """Every knob an operator sets per tenant (see the admin API)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    semantic_enabled: bool = True
+    # "guarded": every question except the guarded scenarios; "allowlist": only
+    # questions about one of `allowlist_topics` (answers known to be stable).
+    mode: Literal["guarded", "allowlist"] = "guarded"
+    allowlist_topics: list[str] = Field(default_factory=list, max_length=200)
+    threshold: float = Field(DEFAULT_THRESHOLD, gt=0.0, le=1.0)
+    ttl_seconds: int | None = Field(86_400, gt=0)
+    sliding_ttl: bool = False
+    entity_kinds: list[str] | None = None  # None: every kind the validators know
+    guards: list[str] = Field(default_factory=lambda: list(DEFAULT_GUARDS))
+    judge_band: JudgeBand | None = None
+    max_temperature: float = Field(1.0, ge=0.0, le=2.0)
+    store_enabled: bool = True
+    sample_rate: float = Field(0.05, ge=0.0, le=1.0)
+    prefix_namespace: str | None = Field(None, min_length=1, max_length=128)  # sharing group
+    kv_block_quota: int | None = Field(None, gt=0)
+    rate_limit_rpm: int | None = Field(None, gt=0)
+
+    @field_validator("entity_kinds")
+    @classmethod
+    def _known_kinds(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None:
+            unknown = sorted(set(v) - set(ENTITY_KINDS))
+            if unknown:
+                raise ValueError(f"unknown entity kind(s) {unknown}; known: {list(ENTITY_KINDS)}")
+        return v
+
+    @field_validator("guards")
+    @classmethod
+    def _known_guards(cls, v: list[str]) -> list[str]:
+        unknown = sorted(set(v) - set(GUARDS))
+        if unknown:
+            raise ValueError(f"unknown guard(s) {unknown}; known: {list(GUARDS)}")
+        return v
+
+    @field_validator("allowlist_topics")
+    @classmethod
+    def _clean_topics(cls, v: list[str]) -> list[str]:
+        topics = [t.strip().lower() for t in v if t.strip()]
+        if any(len(t) > 200 for t in topics):
+            raise ValueError("allowlist topics are at most 200 characters")
+        return topics
+
+    def semantic_policy(self) -> SemanticPolicy:
+        return SemanticPolicy(
+            threshold=self.threshold,
+            ttl_seconds=self.ttl_seconds,
+            sliding_ttl=self.sliding_ttl,
+            entity_kinds=self.entity_kinds,
+            guards=tuple(self.guards),
+        )
+
+    def is_allowlisted(self, question: str) -> bool:
+        q = question.lower()
+        return any(topic in q for topic in self.allowlist_topics)

@@ -1,0 +1,217 @@
+"""Tenants, their API keys and policies, read through a short-lived in-memory cache.
+
+Keys are 256-bit random tokens (``cg-…``), so a plain SHA-256 is a sound
+at-rest hash: there is nothing to brute-force. Authentication results and
+policies are cached for ``cache_seconds`` (policy writes through this store
+drop the entry at once; other replicas see them within that time). When the
+database is down, the last known answer for a key keeps serving, so the
+gateway fails open to the upstream instead of locking every tenant out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session, sessionmaker
+
+from gateway.errors import AuthenticationError, PermissionDeniedError, ServiceUnavailableError
+from gateway.models import ApiKey, PolicyVersion, ServerSecret, Tenant
+from gateway.policy import TenantPolicy
+
+KEY_PREFIX = "cg-"
+
+
+def hash_key(raw_key: str) -> str:
+    return hashlib.sha256(raw_key.encode("utf-8")).hexdigest()
+
+
+def new_api_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class TenantContext:
+    """What a request knows about its caller."""
+
+    tenant_id: str
+    name: str
+    policy: TenantPolicy
+    policy_version: int
+
+    @property
+    def prefix_namespace(self) -> str:
+        # A sharing group is an admin decision (seed 000: a public document for an
+        # authorized group); by default every tenant has its own namespace.
+        group = self.policy.prefix_namespace
+        return f"group:{group}" if group else f"tenant:{self.tenant_id}"
+
+    @property
+    def semantic_namespace(self) -> str:
+        return f"tenant:{self.tenant_id}"
+
+
+class TenantStore:
+    def __init__(self, engine: Engine, cache_seconds: float = 2.0) -> None:
+        self.engine = engine
+        self.sessions = sessionmaker(engine, expire_on_commit=False)
+        self.cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, TenantContext | None]] = {}
+        self._lock = threading.Lock()
+
+    # ---- authentication -------------------------------------------------------------
+    def authenticate(self, raw_key: str | None) -> TenantContext:
+        if not raw_key:
+            raise AuthenticationError(
+                "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key"
+            )
+        digest = hash_key(raw_key)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(digest)
+        if cached is not None and now - cached[0] < self.cache_seconds:
+            ctx = cached[1]
+        else:
+            try:
+                ctx = self._load(digest)
+            except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+                if cached is not None:  # fail open on the last known answer
+                    ctx = cached[1]
+                else:
+                    raise ServiceUnavailableError(
+                        "the key store is unavailable; try again shortly"
+                    ) from exc
+            else:
+                with self._lock:
+                    self._cache[digest] = (now, ctx)
+        if ctx is None:
+            raise AuthenticationError("invalid API key", code="invalid_api_key")
+        return ctx
+
+    def _load(self, digest: str) -> TenantContext | None:
+        with self.sessions() as s:
+            row = s.execute(
+                select(Tenant, ApiKey)
+                .join(ApiKey, ApiKey.tenant_id == Tenant.id)
+                .where(ApiKey.key_hash == digest, ApiKey.revoked_at.is_(None))
+            ).first()
+            if row is None:
+                return None
+            tenant = row[0]
+            if tenant.disabled:
+                raise PermissionDeniedError(f"tenant {tenant.id!r} is disabled")
+            policy, version = self._policy(s, tenant.id)
+            return TenantContext(tenant.id, tenant.name, policy, version)
+
+    def invalidate_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    # ---- tenants, keys, policies ------------------------------------------------------
+    def create_tenant(self, tenant_id: str, name: str | None = None) -> Tenant:
+        now = utc_now()
+        with self.sessions.begin() as s:
+            tenant = Tenant(
+                id=tenant_id, name=name or tenant_id, disabled=False, created_at=now, updated_at=now
+            )
+            s.add(tenant)
+        return tenant
+
+    def get_tenant(self, tenant_id: str) -> Tenant | None:
+        with self.sessions() as s:
+            return s.get(Tenant, tenant_id)
+
+    def issue_key(self, tenant_id: str, name: str = "", raw_key: str | None = None) -> str:
+        """A new key for the tenant, returned once; only its hash is stored."""
+        raw = raw_key or new_api_key()
+        with self.sessions.begin() as s:
+            s.add(
+                ApiKey(
+                    tenant_id=tenant_id,
+                    name=name,
+                    key_prefix=raw[:10],
+                    key_hash=hash_key(raw),
+                    created_at=utc_now(),
+                )
+            )
+        return raw
+
+    def has_key(self, raw_key: str) -> bool:
+        with self.sessions() as s:
+            return (
+                s.scalar(select(ApiKey.id).where(ApiKey.key_hash == hash_key(raw_key))) is not None
+            )
+
+    def set_policy(self, tenant_id: str, policy: TenantPolicy, created_by: str) -> int:
+        with self.sessions.begin() as s:
+            current = s.scalar(
+                select(func.max(PolicyVersion.version)).where(PolicyVersion.tenant_id == tenant_id)
+            )
+            version = (current or 0) + 1
+            s.add(
+                PolicyVersion(
+                    tenant_id=tenant_id,
+                    version=version,
+                    policy=policy.model_dump(mode="json"),
+                    created_at=utc_now(),
+                    created_by=created_by,
+                )
+            )
+        self.invalidate_cache()
+        return version
+
+    def policy(self, tenant_id: str) -> tuple[TenantPolicy, int]:
+        with self.sessions() as s:
+            return self._policy(s, tenant_id)
+
+    @staticmethod
+    def _policy(s: Session, tenant_id: str) -> tuple[TenantPolicy, int]:
+        row = s.execute(
+            select(PolicyVersion)
+            .where(PolicyVersion.tenant_id == tenant_id)
+            .order_by(PolicyVersion.version.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+        if row is None:
+            return TenantPolicy(), 0
+        return TenantPolicy.model_validate(row.policy), row.version
+
+    # ---- server secrets ---------------------------------------------------------------
+    def server_secret(self, name: str) -> str:
+        """The named secret, generated and stored on first use (shared by all replicas)."""
+        with self.sessions() as s:
+            row = s.get(ServerSecret, name)
+            if row is not None:
+                return row.value
+        try:
+            with self.sessions.begin() as s:
+                s.add(ServerSecret(name=name, value=secrets.token_hex(32), created_at=utc_now()))
+        except sa_exc.IntegrityError:
+            pass  # another replica stored it first; its value is the truth
+        with self.sessions() as s:
+            stored = s.get(ServerSecret, name)
+            assert stored is not None
+            return stored.value
+
+    def ensure_dev_tenant(self, tenant_id: str, raw_key: str | None) -> str | None:
+        """Create the development tenant and key on first start; returns a new key or None."""
+        if self.get_tenant(tenant_id) is None:
+            self.create_tenant(tenant_id, "development tenant")
+        if raw_key is not None:
+            if not self.has_key(raw_key):
+                self.issue_key(tenant_id, "dev", raw_key)
+                return raw_key
+            return None
+        with self.sessions() as s:
+            has_any = s.scalar(select(ApiKey.id).where(ApiKey.tenant_id == tenant_id).limit(1))
+        return None if has_any else self.issue_key(tenant_id, "dev")

@@ -75,6 +75,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     from prefix.server import run_server
 
     s = get_settings()
+    logging.getLogger("cachegate").setLevel(logging.INFO)
     config = EngineConfig(
         model_path=args.model or s.model_path,
         device=args.device or s.device,

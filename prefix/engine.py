@@ -259,18 +259,20 @@ class PrefixEngine:
     ) -> RequestOutput:
         self._requests.pop(req.seq.request_id, None)
         out = self._output(req, new_tokens or [], req.detok.delta(final=True), True, reason)
+        fields = {
+            "request_id": req.seq.request_id,
+            "prompt_tokens": req.seq.num_prompt_tokens,
+            "reused_tokens": req.seq.num_cached_tokens,
+            "first_miss_block": req.seq.num_cached_tokens // self.block_size,
+            "namespace_id": short(req.seq.root),  # a digest, never the namespace or salt
+            "ttft_ms": None if out.ttft_s is None else round(out.ttft_s * 1000, 2),
+            "finish_reason": reason,
+            "preemptions": req.seq.num_preemptions,
+        }
+        # key=value in the message for people, the same fields as record attributes for
+        # structured handlers (JSON formatters read them from `extra`).
         log.info(
-            "request finished",
-            extra={
-                "request_id": req.seq.request_id,
-                "prompt_tokens": req.seq.num_prompt_tokens,
-                "reused_tokens": req.seq.num_cached_tokens,
-                "first_miss_block": req.seq.num_cached_tokens // self.block_size,
-                "namespace_id": short(req.seq.root),
-                "ttft_ms": None if out.ttft_s is None else round(out.ttft_s * 1000, 2),
-                "finish_reason": reason,
-                "preemptions": req.seq.num_preemptions,
-            },
+            "request finished %s", " ".join(f"{k}={v}" for k, v in fields.items()), extra=fields
         )
         return out
 

@@ -27,9 +27,11 @@ class EngineConfig:
     num_blocks: int | None = None
     eviction_policy: str = "lru"
     max_model_len: int | None = None  # None: the model's context window
-    prefill_chunk_size: int = 512
+    # Large chunks keep CPU matmuls efficient; long prompts are still split (on block
+    # boundaries) so decodes of other requests are not starved behind them.
+    prefill_chunk_size: int = 2048
     max_num_seqs: int = 32  # running sequences per step
-    max_num_batched_tokens: int = 1024  # tokens computed per step (decodes + prefill chunks)
+    max_num_batched_tokens: int = 2048  # tokens computed per step (decodes + prefill chunks)
     enable_prefix_caching: bool = True
     server_salt: str = ""
 

@@ -61,6 +61,12 @@ class BlockPool:
     ``CoverageLRUPolicy``) and reports changes to the policy. Parent links are
     stored with the parent's key and ignored once that key is evicted, so
     evicting a parent costs O(1) and never walks its children.
+
+    Cost. Everything is O(1) per block (amortised), plus the policy's cost
+    (O(1) for LRU, O(log n) for coverage), except ``match_prefix``
+    (O(len(keys))), ``check_integrity`` (O(num_blocks)) and a ``commit`` that
+    starts a new branch, which credits every ancestor: O(chain depth), about
+    once per request (where its new blocks leave the cached prefix).
     """
 
     def __init__(

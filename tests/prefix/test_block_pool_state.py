@@ -168,28 +168,58 @@ class PoolMachine(RuleBasedStateMachine):
         self.model = Model(self.policy)
         self.requests: list[Request] = []
 
+    @rule(
+        path=PATHS,
+        num_private=st.integers(0, 1),
+        num_commit=st.integers(0, 4),
+        physical_parent=st.booleans(),
+    )
+    def admit(
+        self, path: list[int], num_private: int, num_commit: int, physical_parent: bool
+    ) -> None:
+        """Admit a request and commit the first ``num_commit`` blocks it computes."""
+        self._admit(path, num_private, num_commit, physical_parent)
+
     @rule(path=PATHS, num_private=st.integers(0, 1))
-    def admit(self, path: list[int], num_private: int) -> None:
+    def run_request(self, path: list[int], num_private: int) -> None:
+        """The common case in one step: admit, compute and commit everything, finish."""
+        request = self._admit(path, num_private, len(path), physical_parent=True)
+        if request is not None:
+            self.requests.pop()  # the one _admit just appended
+            self.pool.release(request.held)
+            self.model.release(request.held)
+
+    def _admit(
+        self, path: list[int], num_private: int, num_commit: int, physical_parent: bool
+    ) -> Request | None:
         keys = keys_of(path)
         num_new = len(keys) - len(self.model.match(keys)) + num_private
         got = self.pool.allocate_for_prefix(keys, num_new)
         assert got == self.model.allocate_for_prefix(keys, num_new)
-        if got is not None:
-            self.requests.append(Request(got.block_table, keys, len(got.hit_block_ids)))
+        if got is None:
+            return None
+        request = Request(got.block_table, keys, len(got.hit_block_ids))
+        self.requests.append(request)
+        self._commit(request, min(num_commit, len(keys) - request.num_committed), physical_parent)
+        return request
 
     @precondition(lambda self: any(r.num_committed < len(r.keys) for r in self.requests))
     @rule(data=st.data(), physical_parent=st.booleans())
     def commit(self, data: st.DataObject, physical_parent: bool) -> None:
-        """Some blocks of a request finished prefill (possibly long after admission).
+        """More blocks of a running request finished prefill, long after admission.
 
         Committing late lets two requests compute the same block (dedupe) and
         lets a chain be committed under a parent that is reclaimable, or gets
-        evicted later, leaving gaps. The parent is either the id the previous
-        commit returned or, as a caller may also do, the request's own block.
+        evicted later, leaving gaps.
         """
         pending = [r for r in self.requests if r.num_committed < len(r.keys)]
         request = data.draw(st.sampled_from(pending))
         count = data.draw(st.integers(1, len(request.keys) - request.num_committed))
+        self._commit(request, count, physical_parent)
+
+    def _commit(self, request: Request, count: int, physical_parent: bool) -> None:
+        # The parent is the request's own previous block or, as a caller may also
+        # do, the id the previous commit returned (the cached copy).
         for i in range(request.num_committed, request.num_committed + count):
             block_id, key = request.block_table[i], request.keys[i]
             if i == 0:
@@ -213,14 +243,15 @@ class PoolMachine(RuleBasedStateMachine):
         self.requests.append(Request(table, []))
 
     @rule(data=st.data())
-    def fill(self, data: st.DataObject) -> None:
-        """A request takes every unkeyed free block and evicts a few more: keeps the
-        pool full, so later allocations must choose victims one at a time."""
-        num_evict = data.draw(st.integers(0, min(2, len(self.model.evictable))))
-        num_blocks = len(self.model.unkeyed_free) + num_evict
+    def pressure(self, data: st.DataObject) -> None:
+        """A short request takes every unkeyed free block and evicts a few cached
+        ones, then finishes: the victims, in order, must be the model's."""
+        num_evict = data.draw(st.integers(1, 3)) if self.model.evictable else 0
+        num_blocks = len(self.model.unkeyed_free) + min(num_evict, len(self.model.evictable))
         table = self.pool.allocate(num_blocks)
         assert table == self.model.take(num_blocks)
-        self.requests.append(Request(table, []))
+        self.pool.release(table)
+        self.model.release(table)
 
     @precondition(lambda self: self.requests)
     @rule(data=st.data())

@@ -1,7 +1,8 @@
-"""The gateway's tables: tenants, their hashed API keys, versioned policies, server secrets.
+"""The gateway's tables: tenants, hashed API keys, versioned policies, server secrets,
+and the operations tables: audit log, misfire samples, request stats, engine snapshots.
 
 Declared on the gateway's own ``Base``; the one Alembic history in
-``migrations/`` creates them (``0002_gateway_tenants``). Never ``create_all``.
+``migrations/`` creates them (``0002_gateway_tenants``, ``0003_operations_tables``). Never ``create_all``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from semantic.models import NAMING_CONVENTION, UTCDateTime
@@ -71,3 +82,81 @@ class ServerSecret(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class AuditEvent(Base):
+    """Every admin action: who, when, what, on which tenant."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    actor: Mapped[str] = mapped_column(String(255))
+    action: Mapped[str] = mapped_column(String(64))
+    tenant_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    target: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class MisfireSample(Base):
+    """A sampled semantic hit waiting for (or carrying) a human label and a shadow verdict."""
+
+    __tablename__ = "misfire_samples"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(String(64), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    request_id: Mapped[str] = mapped_column(String(64))
+    entry_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    partition_key: Mapped[str] = mapped_column(String(64))
+    question: Mapped[str] = mapped_column(Text)
+    matched_question: Mapped[str] = mapped_column(Text)
+    served_answer: Mapped[str] = mapped_column(Text)
+    score: Mapped[float] = mapped_column(Float)
+    threshold: Mapped[float] = mapped_column(Float)
+    entity_comparison: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # human review: label "correct" | "misfire", None while pending
+    label: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    labeled_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    labeled_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    # shadow verification: the model asked again in the background
+    shadow_verdict: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    shadow_similarity: Mapped[float | None] = mapped_column(Float, nullable=True)
+    shadow_answer: Mapped[str | None] = mapped_column(Text, nullable=True)
+    shadow_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class RequestStat(Base):
+    """One served request, for reports (hit rates over time, TTFT with cache on vs off)."""
+
+    __tablename__ = "request_stats"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    tenant_id: Mapped[str] = mapped_column(String(64), index=True)
+    cache: Mapped[str] = mapped_column(String(16))  # semantic-hit | prefix-hit | miss | bypass
+    semantic: Mapped[str] = mapped_column(String(200))  # x-cachegate-semantic
+    score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cached_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    ttft_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    latency_ms: Mapped[float] = mapped_column(Float)
+    stream: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class EngineSnapshot(Base):
+    """The prefix cache's memory and eviction counters over time (leaks show as a rising floor)."""
+
+    __tablename__ = "engine_snapshots"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    blocks_total: Mapped[int] = mapped_column(Integer)
+    blocks_used: Mapped[int] = mapped_column(Integer)
+    blocks_cached: Mapped[int] = mapped_column(Integer)
+    bytes_per_block: Mapped[int] = mapped_column(Integer)
+    evictions: Mapped[int] = mapped_column(Integer)
+    query_blocks: Mapped[int] = mapped_column(Integer)
+    hit_blocks: Mapped[int] = mapped_column(Integer)

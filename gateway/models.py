@@ -2,7 +2,8 @@
 and the operations tables: audit log, misfire samples, request stats, engine snapshots.
 
 Declared on the gateway's own ``Base``; the one Alembic history in
-``migrations/`` creates them (``0002_gateway_tenants``, ``0003_operations_tables``). Never ``create_all``.
+``migrations/`` creates them (``0002_gateway_tenants``,
+``0003_operations_tables``). Never ``create_all``.
 """
 
 from __future__ import annotations

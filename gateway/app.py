@@ -117,7 +117,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
         checks = {
             "upstream": await gw.upstream.is_ready(),
             "database": await asyncio.to_thread(_db_ok, request.app.state.db),
-            "semantic_store": gw.pipeline.store_ok,
+            "semantic_store": await gw.pipeline.check_store(),
         }
         ok = checks["upstream"] and checks["database"]
         return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)

@@ -12,6 +12,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import text
+
 from gateway.metrics import GatewayMetrics
 from gateway.tenants import TenantContext
 from semantic import SemanticCache, SemanticQuery
@@ -140,8 +143,28 @@ class Pipeline:
         self.metrics.backfills.labels(ctx.tenant_id, outcome.split(":", 1)[0]).inc()
         return outcome
 
+    async def check_store(self) -> bool:
+        """Ping the semantic store now (for /ready) and remember the answer, so
+        readiness follows an outage and its recovery without waiting for a request."""
+        if self.cache is None:
+            return True
+        try:
+            await asyncio.to_thread(_ping, self.cache)
+        except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
+            if self.store_ok:
+                log.error("semantic store unavailable: %s", exc)
+            self.store_ok = False
+            return False
+        self.store_ok = True
+        return True
+
     def _store_down(self, exc: Exception) -> None:
         if self.store_ok:
             log.error("semantic store unavailable, serving without it: %s", exc)
         self.store_ok = False
         self.metrics.store_unavailable.inc()
+
+
+def _ping(cache: SemanticCache) -> None:
+    with cache.entries.engine.connect() as conn:
+        conn.execute(text("SELECT 1"))

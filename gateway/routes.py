@@ -130,7 +130,15 @@ async def _handle(request: Request, kind: Kind) -> Response:
     headers |= {"x-cachegate-cache": _cache_label(decision, cached)}
     if cached is not None:
         headers["x-cachegate-cached-tokens"] = str(cached)
-    return EventStream(flow.stream(first, events, writer), request_id, headers)
+    return _event_stream(flow.stream(first, events, writer), request_id, headers)
+
+
+def _event_stream(
+    events: AsyncGenerator[str, None], request_id: str, headers: dict[str, str]
+) -> EventStream:
+    # EventStream sets X-Request-Id itself; passing ours too would send the header twice.
+    extra = {k: v for k, v in headers.items() if k.lower() != "x-request-id"}
+    return EventStream(events, request_id, extra)
 
 
 def _bad_request(err: ApiError) -> GatewayError:
@@ -195,7 +203,7 @@ def _semantic_hit(
         for event in writer.finish(finish_reason, use):
             yield event
 
-    return EventStream(replay(), request_id, headers)
+    return _event_stream(replay(), request_id, headers)
 
 
 class _Miss:
@@ -230,6 +238,9 @@ class _Miss:
                 else:
                     done = event
                 event = await anext(events, None)
+        except GatewayError as err:  # broke after the first event: counted like the rest
+            self.gw.metrics.upstream_errors.labels(type(err).__name__).inc()
+            raise
         finally:
             await _close(events)
         assert done is not None

@@ -155,6 +155,15 @@ class HttpUpstream:
                 raise UpstreamTimeoutError(
                     f"the upstream at {self.base_url} did not answer in time"
                 ) from exc
+            except httpx.TransportError as exc:
+                # E.g. it closed the connection without a response: nothing reached the
+                # client yet, so this is retried like a refused connection.
+                if attempt == self.retries:
+                    raise UpstreamError(
+                        f"the upstream at {self.base_url} failed before answering: {exc!r}"
+                    ) from exc
+                await asyncio.sleep(0.05 * 2**attempt)
+                continue
             if response.status_code >= 400:
                 raise await self._error(response)
             return response
@@ -162,8 +171,12 @@ class HttpUpstream:
 
     @staticmethod
     async def _error(response: httpx.Response) -> GatewayError:
-        raw = await response.aread()
-        await response.aclose()
+        try:
+            raw = await response.aread()
+        except httpx.HTTPError:
+            raw = b""  # the status line is enough; a body that never comes is not
+        finally:
+            await response.aclose()
         try:
             err = json.loads(raw)["error"]
             message = str(err.get("message", raw[:200]))

@@ -1,0 +1,561 @@
+"""The gateway end to end: one live uvicorn server per module over the real SmolLM2
+engine (in-process), the real all-MiniLM-L6-v2 embedder and a real SQLite file,
+driven by the official ``openai`` client and by raw ``httpx``.
+
+Every test makes its own tenant, so each starts with an empty semantic
+partition and a cold prefix namespace of its own. Answers are greedy
+(temperature 0) and short (a one-sentence system prompt), so they end with
+"stop" inside max_tokens and are backfilled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from gateway.app import Components
+from gateway.inprocess import InProcessUpstream
+from gateway.models import ApiKey, Tenant
+from gateway.policy import DEFAULT_THRESHOLD, TenantPolicy
+from gateway.tenants import utc_now
+from prefix.engine import PrefixEngine
+from prefix.loader import LoadedModel
+from semantic import Embedder, SemanticQuery
+from tests.gateway.conftest import (
+    BLOCK_SIZE,
+    LONG_SYSTEM,
+    MAX_TOKENS,
+    SHORT_SYSTEM,
+    Gateway,
+    assert_openai_error,
+    cached_tokens,
+    chat_body,
+    content,
+    gateway_settings,
+    metric,
+    running_gateway,
+    smol_engine,
+    sse_payloads,
+    wait_until,
+)
+
+pytestmark = pytest.mark.slow
+
+CHAT = "/v1/chat/completions"
+
+# Pairs checked with the real embedder: similarity >= 0.89 (the default threshold)
+# and no validator or guard objection; SmolLM2 answers the first in one sentence.
+CAPITAL = "What is the capital of France?"
+CAPITAL_PARAPHRASES = ("What's the capital city of France?", "Which city is the capital of France?")
+SKY = "What color is the sky?"
+SKY_PARAPHRASE = "What colour is the sky?"
+# Similar wording (0.93), different amount: the validators must refuse the candidate.
+SEND_100 = "Can I send 100 euros to Spain?"
+SEND_900 = "Can I send 900 euros to Spain?"
+
+
+@pytest.fixture(scope="module")
+def gw(
+    smol_loaded: LoadedModel, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateway]:
+    data_dir: Path = tmp_path_factory.mktemp("gateway-e2e")
+    parts = Components(engine=smol_engine(smol_loaded), embedder=embedder)
+    with running_gateway(gateway_settings(data_dir), parts) as gateway:
+        yield gateway
+
+
+def engine_of(gw: Gateway) -> PrefixEngine:
+    upstream = gw.state.upstream
+    assert isinstance(upstream, InProcessUpstream)
+    return upstream.engine
+
+
+def engine_requests(gw: Gateway, **labels: str) -> float:
+    """Requests the prefix engine finished (any finish reason unless given)."""
+    return metric(gw.metrics(), "prefix_requests_total", **labels)
+
+
+def post(client: httpx.Client, body: dict[str, Any], **headers: str) -> httpx.Response:
+    r = client.post(CHAT, json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    return r
+
+
+def ask(question: str, system: str = SHORT_SYSTEM) -> list[Any]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+
+# ----------------------------------------------------------------- service endpoints
+
+
+def test_models_health_ready_and_text_completions(gw: Gateway) -> None:
+    _, key = gw.tenant("svc")
+    models = gw.openai(key).models.list()
+    assert [m.id for m in models.data] == [gw.model]
+    assert models.data[0].owned_by == "cachegate"
+    assert_openai_error(httpx.get(f"{gw.url}/v1/models", timeout=10), 401)
+
+    assert httpx.get(f"{gw.url}/health", timeout=10).json() == {"status": "ok"}
+    ready = httpx.get(f"{gw.url}/ready", timeout=10)
+    assert ready.status_code == 200, ready.text
+    assert ready.json() == {
+        "ready": True,
+        "checks": {"upstream": True, "database": True, "semantic_store": True},
+    }
+
+    # /v1/completions through the openai client: a truncated answer is never backfilled.
+    raw = gw.openai(key).completions.with_raw_response.create(
+        model=gw.model, prompt="The capital of France is", max_tokens=4, temperature=0
+    )
+    completion = raw.parse()
+    assert completion.object == "text_completion" and completion.choices[0].text
+    assert completion.choices[0].finish_reason == "length"
+    assert completion.usage is not None and completion.usage.completion_tokens == 4
+    assert raw.headers["x-cachegate-backfill"] == "skipped:truncated"
+
+
+# ----------------------------------------------------------------- semantic layer
+
+
+def test_semantic_hit_on_a_paraphrase(gw: Gateway) -> None:
+    _, key = gw.tenant("para")
+    client = gw.openai(key)
+    first_raw = client.chat.completions.with_raw_response.create(
+        model=gw.model, messages=ask(CAPITAL), max_tokens=MAX_TOKENS, temperature=0
+    )
+    assert first_raw.headers["x-cachegate-semantic"] == "miss:empty"
+    assert first_raw.headers["x-cachegate-cache"] == "miss"
+    assert first_raw.headers["x-cachegate-backfill"] == "stored"
+    first = first_raw.parse()
+    answer = first.choices[0].message.content
+    assert first.choices[0].finish_reason == "stop" and answer and answer.strip()
+    assert first.usage is not None
+    ran = engine_requests(gw)
+
+    second_raw = client.chat.completions.with_raw_response.create(
+        model=gw.model, messages=ask(CAPITAL_PARAPHRASES[0]), max_tokens=MAX_TOKENS, temperature=0
+    )
+    assert second_raw.headers["x-cachegate-cache"] == "semantic-hit"
+    assert second_raw.headers["x-cachegate-semantic"] == "hit"
+    similarity = float(second_raw.headers["x-cachegate-similarity"])
+    assert DEFAULT_THRESHOLD <= similarity < 0.9999, similarity
+    second = second_raw.parse()
+    assert second.choices[0].message.content == answer
+    assert second.choices[0].finish_reason == "stop"
+    assert second.id != first.id and second.id.startswith("chatcmpl-")
+    assert second.model == gw.model and second.object == "chat.completion"
+    assert second.usage is not None
+    assert second.usage.prompt_tokens == first.usage.prompt_tokens
+    assert second.usage.completion_tokens == first.usage.completion_tokens
+    assert second.usage.prompt_tokens_details is not None
+    assert second.usage.prompt_tokens_details.cached_tokens == second.usage.prompt_tokens
+    assert second_raw.headers["x-cachegate-cached-tokens"] == str(second.usage.prompt_tokens)
+
+    # The other paraphrase over raw httpx: the same answer, and still no inference.
+    with gw.http(key) as http:
+        third = post(http, chat_body(gw.model, CAPITAL_PARAPHRASES[1]))
+    assert third.headers["x-cachegate-cache"] == "semantic-hit"
+    assert content(third) == answer
+    assert engine_requests(gw) == ran
+
+
+def test_entity_changed_question_misses_and_the_model_answers(gw: Gateway) -> None:
+    tenant, key = gw.tenant("entity")
+    with gw.http(key) as http:
+        first = post(http, chat_body(gw.model, SEND_100))
+        assert first.headers["x-cachegate-backfill"] == "stored"
+        ran = engine_requests(gw)
+
+        changed = post(http, chat_body(gw.model, SEND_900))
+        assert changed.headers["x-cachegate-semantic"] == "miss:entity_mismatch:amount"
+        assert changed.headers["x-cachegate-cache"] in ("miss", "prefix-hit")
+        assert "x-cachegate-similarity" not in changed.headers
+        assert engine_requests(gw) == ran + 1  # the model answered it
+        assert changed.json()["usage"]["completion_tokens"] >= 1
+        assert changed.headers["x-cachegate-backfill"] == "stored"  # an entry of its own
+
+        # Each amount now hits its own entry, never the other one.
+        again_900 = post(http, chat_body(gw.model, SEND_900))
+        again_100 = post(http, chat_body(gw.model, SEND_100))
+    assert again_900.headers["x-cachegate-cache"] == "semantic-hit"
+    assert again_100.headers["x-cachegate-cache"] == "semantic-hit"
+    assert content(again_900) == content(changed)
+    assert content(again_100) == content(first)
+    assert engine_requests(gw) == ran + 1
+    text = gw.metrics()
+    assert metric(text, "cachegate_validator_rejections_total", tenant=tenant, kind="amount") == 1
+    assert (
+        metric(text, "cachegate_semantic_misses_total", tenant=tenant, reason="entity_mismatch")
+        == 1
+    )
+
+
+def test_backfill_then_hit_without_inference(gw: Gateway) -> None:
+    tenant, key = gw.tenant("backfill")
+    body = chat_body(gw.model, "How many legs does a spider have?")
+    assert gw.semantic_verdict(tenant, body) == "empty"
+    with gw.http(key) as http:
+        first = post(http, body)
+        assert first.headers["x-cachegate-semantic"] == "miss:empty"
+        assert first.headers["x-cachegate-backfill"] == "stored"
+        assert first.json()["choices"][0]["finish_reason"] == "stop"
+        assert gw.semantic_verdict(tenant, body) is None  # the cache itself now holds it
+        ran = engine_requests(gw)
+        second = post(http, body)
+    assert engine_requests(gw) == ran  # zero inference
+    assert second.headers["x-cachegate-cache"] == "semantic-hit"
+    assert second.headers["x-cachegate-similarity"] == "1.0000"
+    assert content(second) == content(first)
+    assert second.json()["usage"]["prompt_tokens"] == first.json()["usage"]["prompt_tokens"]
+    assert second.headers["x-request-id"] == second.json()["id"] != first.json()["id"]
+
+
+# ----------------------------------------------------------------- prefix layer
+
+
+def test_prefix_hit_visible_in_cached_tokens(gw: Gateway) -> None:
+    _, key = gw.tenant("prefix")
+    client = gw.openai(key)
+    first_raw = client.chat.completions.with_raw_response.create(
+        model=gw.model,
+        messages=ask("How long does a transfer abroad take?", LONG_SYSTEM),
+        max_tokens=6,
+        temperature=0,
+    )
+    first = first_raw.parse()
+    assert first.usage is not None and first.usage.prompt_tokens_details is not None
+    assert first.usage.prompt_tokens > 64
+    assert first.usage.prompt_tokens_details.cached_tokens == 0  # a cold namespace
+    assert first_raw.headers["x-cachegate-cache"] == "miss"
+    assert first_raw.headers["x-cachegate-cached-tokens"] == "0"
+
+    second_raw = client.chat.completions.with_raw_response.create(
+        model=gw.model,
+        messages=ask("Is there a fee for card disputes?", LONG_SYSTEM),
+        max_tokens=6,
+        temperature=0,
+    )
+    second = second_raw.parse()
+    assert second.usage is not None and second.usage.prompt_tokens_details is not None
+    reused = second.usage.prompt_tokens_details.cached_tokens
+    assert reused is not None
+    assert 64 <= reused < second.usage.prompt_tokens and reused % BLOCK_SIZE == 0, reused
+    assert second_raw.headers["x-cachegate-cache"] == "prefix-hit"
+    assert second_raw.headers["x-cachegate-cached-tokens"] == str(reused)
+    assert second_raw.headers["x-cachegate-semantic"].startswith("miss")
+
+
+# ----------------------------------------------------------------- streaming
+
+
+def test_streaming_miss_then_semantic_hit_replayed_as_sse(gw: Gateway) -> None:
+    tenant, key = gw.tenant("stream")
+    client = gw.openai(key)
+    ran = engine_requests(gw)
+    # A miss streams token by token from the engine (openai client iterating the SSE).
+    miss_raw = client.chat.completions.with_raw_response.create(
+        model=gw.model,
+        messages=ask(SKY),
+        max_tokens=MAX_TOKENS,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    assert miss_raw.headers["content-type"].startswith("text/event-stream")
+    assert miss_raw.headers["x-cachegate-cache"] == "miss"
+    assert miss_raw.headers["x-cachegate-semantic"] == "miss:empty"
+    assert miss_raw.headers["x-cachegate-cached-tokens"] == "0"
+    chunks = list(miss_raw.parse())
+    assert engine_requests(gw) == ran + 1
+    assert {c.id for c in chunks} == {miss_raw.headers["x-request-id"]}
+    deltas = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finishes[-1] == "stop" and not any(finishes[:-1])
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None
+    assert all(c.usage is None for c in chunks[:-1])
+    assert usage.completion_tokens >= len(deltas) >= 3  # one event per token, not one blob
+    answer = "".join(deltas)
+    assert answer.strip()
+
+    # The streamed answer was collected and backfilled: the paraphrase is a hit,
+    # replayed as a valid SSE stream the openai client can iterate.
+    hit_raw = client.chat.completions.with_raw_response.create(
+        model=gw.model,
+        messages=ask(SKY_PARAPHRASE),
+        max_tokens=MAX_TOKENS,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    assert hit_raw.headers["x-cachegate-cache"] == "semantic-hit"
+    assert hit_raw.headers["content-type"].startswith("text/event-stream")
+    hit_chunks = list(hit_raw.parse())
+    assert hit_chunks[0].choices[0].delta.role == "assistant"
+    replayed = "".join(c.choices[0].delta.content or "" for c in hit_chunks if c.choices)
+    assert replayed == answer
+    hit_usage = hit_chunks[-1].usage
+    assert hit_usage is not None and hit_usage.completion_tokens == usage.completion_tokens
+    assert [c.choices[0].finish_reason for c in hit_chunks if c.choices][-1] == "stop"
+    assert engine_requests(gw) == ran + 1  # the replay ran no inference
+
+    # The same hit over raw httpx: SSE framing, chunk objects, usage only at the end.
+    body = chat_body(gw.model, SKY_PARAPHRASE, stream=True, stream_options={"include_usage": True})
+    with gw.http(key) as http:
+        r = post(http, body)
+        plain = post(http, chat_body(gw.model, SKY_PARAPHRASE))  # not streamed: the same text
+    payloads = sse_payloads(r.text)
+    assert all(p["object"] == "chat.completion.chunk" for p in payloads)
+    assert {p["id"] for p in payloads} == {r.headers["x-request-id"]}
+    assert all(p["usage"] is None for p in payloads[:-1])
+    assert payloads[-1]["choices"] == [] and payloads[-1]["usage"]["completion_tokens"] >= 1
+    text = "".join(p["choices"][0]["delta"].get("content", "") for p in payloads[:-1])
+    assert text == answer == content(plain)
+    assert (
+        len([p for p in payloads if p["choices"] and p["choices"][0]["delta"].get("content")]) > 1
+    )
+    assert engine_requests(gw) == ran + 1
+    assert (
+        metric(gw.metrics(), "cachegate_semantic_hits_total", tenant=tenant) == 3
+    )  # two streamed replays and one plain
+
+
+def test_streamed_miss_without_usage_option_and_client_disconnect(gw: Gateway) -> None:
+    tenant, key = gw.tenant("disc")
+    # Without stream_options.include_usage there is no usage chunk (as in the OpenAI API).
+    short = chat_body(gw.model, "Name a fruit.", max_tokens=4, stream=True)
+    with gw.http(key) as http:
+        payloads = sse_payloads(post(http, short).text)
+    assert payloads and all("usage" not in p for p in payloads)
+    assert payloads[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+
+    # A client that disconnects mid-stream aborts the engine request; nothing is backfilled.
+    body = chat_body(
+        gw.model, "Write a very long story about a dragon.", max_tokens=200, stream=True
+    )
+    body["ignore_eos"] = True  # our engine's extension: it would run all 200 tokens
+    aborted = engine_requests(gw, finish_reason="abort")
+    with (
+        gw.http(key) as http,
+        http.stream("POST", CHAT, json=body) as r,
+    ):
+        assert r.status_code == 200
+        lines = r.iter_lines()
+        assert next(lines).startswith("data: ")
+    assert wait_until(lambda: engine_requests(gw, finish_reason="abort") == aborted + 1)
+    engine = engine_of(gw)
+    assert wait_until(lambda: engine.pool.num_used_blocks == 0 and not engine.has_unfinished())
+    assert gw.semantic_verdict(tenant, body) == "empty"
+
+
+# ----------------------------------------------------------------- tenant isolation
+
+
+def test_tenant_isolation_semantic_and_prefix(gw: Gateway) -> None:
+    a_id, a_key = gw.tenant("iso-a")
+    b_id, b_key = gw.tenant("iso-b")
+    body = chat_body(gw.model, CAPITAL)
+    with gw.http(a_key) as a, gw.http(b_key) as b:
+        stored = post(a, body)
+        assert stored.headers["x-cachegate-backfill"] == "stored"
+        control = post(a, body)  # positive control: A's own entry is served to A
+        assert control.headers["x-cachegate-cache"] == "semantic-hit"
+        assert control.headers["x-cachegate-similarity"] == "1.0000"
+
+        ran = engine_requests(gw)
+        other = post(b, body)  # the identical question from tenant B
+        assert other.headers["x-cachegate-semantic"] == "miss:empty"
+        assert other.headers["x-cachegate-cache"] != "semantic-hit"
+        assert "x-cachegate-similarity" not in other.headers
+        assert engine_requests(gw) == ran + 1  # B was answered by the model
+
+        # Prefix layer: A reuses its own long system prompt (positive control) ...
+        sys_a1 = post(a, chat_body(gw.model, "How do disputes work?", LONG_SYSTEM, 4))
+        sys_a2 = post(a, chat_body(gw.model, "Are transfers instant?", LONG_SYSTEM, 4))
+        assert cached_tokens(sys_a1) == 0
+        a_reused = cached_tokens(sys_a2)
+        assert a_reused >= 64
+        # ... but B's identical prompt finds nothing from A's namespace.
+        sys_b = post(b, chat_body(gw.model, "Are transfers instant?", LONG_SYSTEM, 4))
+        assert cached_tokens(sys_b) == 0
+        assert sys_b.headers["x-cachegate-cached-tokens"] == "0"
+        assert sys_b.headers["x-cachegate-cache"] == "miss"
+        # B's own second request then reuses B's blocks: the namespace works for B too.
+        sys_b2 = post(b, chat_body(gw.model, "How do disputes work?", LONG_SYSTEM, 4))
+        assert cached_tokens(sys_b2) == a_reused
+    text = gw.metrics()
+    assert metric(text, "cachegate_semantic_hits_total", tenant=a_id) == 1
+    assert metric(text, "cachegate_semantic_hits_total", tenant=b_id) == 0
+
+
+# ----------------------------------------------------------------- cache controls
+
+
+def test_cache_control_no_cache_skips_the_lookup(gw: Gateway) -> None:
+    tenant, key = gw.tenant("nocache")
+    body = chat_body(gw.model, "What is the tallest mountain on Earth?", max_tokens=12)
+    canned = "CANNED ANSWER FROM THE CACHE"
+    query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=f"tenant:{tenant}")
+    stored = gw.cache.store(
+        query,
+        {
+            "id": "chatcmpl-canned",
+            "object": "chat.completion",
+            "model": gw.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": canned},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+        },
+        TenantPolicy().semantic_policy(),
+    )
+    assert stored.stored
+    client = gw.openai(key)
+    ran = engine_requests(gw)
+    bypass = client.chat.completions.with_raw_response.create(
+        model=gw.model,
+        messages=body["messages"],
+        max_tokens=12,
+        temperature=0,
+        extra_headers={"Cache-Control": "no-cache"},
+    )
+    assert bypass.headers["x-cachegate-semantic"] == "skipped:no-cache"
+    assert bypass.headers["x-cachegate-cache"] == "bypass"
+    assert bypass.parse().choices[0].message.content != canned
+    assert engine_requests(gw) == ran + 1
+    # Positive control: the same request without the header is served the stored answer.
+    hit = client.chat.completions.with_raw_response.create(
+        model=gw.model, messages=body["messages"], max_tokens=12, temperature=0
+    )
+    assert hit.headers["x-cachegate-cache"] == "semantic-hit"
+    assert hit.parse().choices[0].message.content == canned
+
+
+def test_cache_control_no_store_skips_the_backfill(gw: Gateway) -> None:
+    tenant, key = gw.tenant("nostore")
+    body = chat_body(gw.model, "Who wrote Romeo and Juliet?")
+    with gw.http(key) as http:
+        first = post(http, body, **{"Cache-Control": "no-store"})
+        assert first.headers["x-cachegate-backfill"] == "skipped:no-store"
+        assert first.json()["choices"][0]["finish_reason"] == "stop"  # it was cacheable
+        assert gw.semantic_verdict(tenant, body) == "empty"
+        second = post(http, body)  # nothing was stored: a miss, answered by the model
+        assert second.headers["x-cachegate-semantic"] == "miss:empty"
+        assert second.headers["x-cachegate-backfill"] == "stored"
+        third = post(http, body)  # positive control: now it is cached
+        assert third.headers["x-cachegate-cache"] == "semantic-hit"
+
+
+# ----------------------------------------------------------------- auth and policy
+
+
+def test_authentication_and_disabled_tenant(gw: Gateway) -> None:
+    body = chat_body(gw.model, CAPITAL)
+    with httpx.Client(base_url=gw.url, timeout=30) as anon:
+        err = assert_openai_error(anon.post(CHAT, json=body), 401, "invalid_request_error")
+        assert err["code"] == "invalid_api_key"
+        wrong = {"Authorization": "Bearer cg-not-a-real-key"}
+        assert_openai_error(anon.post(CHAT, json=body, headers=wrong), 401)
+        basic = {"Authorization": "Basic dXNlcjpwYXNz"}
+        assert_openai_error(anon.post(CHAT, json=body, headers=basic), 401)
+    with pytest.raises(openai.AuthenticationError):
+        gw.openai("cg-not-a-real-key").models.list()
+
+    tenant, key = gw.tenant("off")
+    assert len(gw.openai(key).models.list().data) == 1
+    with gw.tenants.sessions.begin() as s:
+        row = s.get(Tenant, tenant)
+        assert row is not None
+        row.disabled = True
+    gw.tenants.invalidate_cache()
+    with gw.http(key) as http:
+        err = assert_openai_error(http.post(CHAT, json=body), 403, "permission_error")
+        assert tenant in err["message"]
+        assert_openai_error(http.get("/v1/models"), 403)
+    with pytest.raises(openai.PermissionDeniedError):
+        gw.openai(key).models.list()
+
+    # A revoked key is refused at once (after the cache is dropped), a new one works.
+    other, other_key = gw.tenant("revoke")
+    assert len(gw.openai(other_key).models.list().data) == 1
+    with gw.tenants.sessions.begin() as s:
+        for api_key in s.query(ApiKey).filter(ApiKey.tenant_id == other):
+            api_key.revoked_at = utc_now()
+    gw.tenants.invalidate_cache()
+    with pytest.raises(openai.AuthenticationError):
+        gw.openai(other_key).models.list()
+    assert len(gw.openai(gw.tenants.issue_key(other)).models.list().data) == 1
+
+
+def test_policy_change_takes_effect_on_the_next_request(gw: Gateway) -> None:
+    tenant, key = gw.tenant("policy")
+    original = chat_body(gw.model, CAPITAL)
+    paraphrase = chat_body(gw.model, CAPITAL_PARAPHRASES[0])  # similarity 0.957
+    with gw.http(key) as http:
+        assert post(http, original).headers["x-cachegate-backfill"] == "stored"
+        assert post(http, paraphrase).headers["x-cachegate-cache"] == "semantic-hit"
+
+        gw.tenants.set_policy(tenant, TenantPolicy(semantic_enabled=False), created_by="tests")
+        ran = engine_requests(gw)
+        off = post(http, paraphrase)
+        assert off.headers["x-cachegate-semantic"] == "skipped:policy"
+        assert off.headers["x-cachegate-cache"] != "semantic-hit"
+        assert off.headers["x-cachegate-backfill"] == "skipped:not_cacheable"
+        assert engine_requests(gw) == ran + 1
+
+        gw.tenants.set_policy(tenant, TenantPolicy(threshold=0.99), created_by="tests")
+        strict = post(http, paraphrase)
+        assert strict.headers["x-cachegate-semantic"] == "miss:below_threshold"
+        assert engine_requests(gw) == ran + 2
+        exact = post(http, original)  # 1.0 still clears 0.99
+        assert exact.headers["x-cachegate-cache"] == "semantic-hit"
+
+        gw.tenants.set_policy(tenant, TenantPolicy(max_temperature=0.5), created_by="tests")
+        hot = post(http, chat_body(gw.model, CAPITAL, max_tokens=8) | {"temperature": 0.9})
+        assert hot.headers["x-cachegate-semantic"] == "skipped:temperature"
+
+
+# ----------------------------------------------------------------- metrics
+
+
+def test_metrics_count_hits_misses_backfills_and_prefix_tokens(gw: Gateway) -> None:
+    tenant, key = gw.tenant("metrics")
+    before = gw.metrics()
+    with gw.http(key) as http:
+        post(http, chat_body(gw.model, "How do disputes work?", LONG_SYSTEM, 4))
+        reuse = post(http, chat_body(gw.model, "Are transfers instant?", LONG_SYSTEM, 4))
+        post(http, chat_body(gw.model, CAPITAL))
+        post(http, chat_body(gw.model, CAPITAL))
+    after = gw.metrics()
+    reused = cached_tokens(reuse)
+    assert reused >= 64
+
+    def grew(name: str, **labels: str) -> float:
+        return metric(after, name, **labels) - metric(before, name, **labels)
+
+    assert grew("cachegate_semantic_hits_total", tenant=tenant) == 1
+    assert grew("cachegate_semantic_misses_total", tenant=tenant, reason="empty") >= 1
+    assert grew("cachegate_backfills_total", tenant=tenant, result="stored") == 1
+    assert grew("cachegate_backfills_total", tenant=tenant, result="skipped") == 2  # truncated
+    assert grew("cachegate_requests_total", tenant=tenant, cache="semantic-hit") == 1
+    assert grew("cachegate_requests_total", tenant=tenant, cache="prefix-hit") >= 1
+    assert grew("cachegate_prefix_hit_tokens_total", tenant=tenant) >= reused
+    assert grew("cachegate_prefix_query_tokens_total", tenant=tenant) > reused
+    assert grew("cachegate_request_latency_seconds_count", tenant=tenant, layer="semantic") == 1
+    assert grew("cachegate_request_latency_seconds_count", tenant=tenant, layer="upstream") == 3
+    assert grew("cachegate_time_to_first_token_seconds_count", tenant=tenant) == 4
+    # The engine's own series sit beside them on the same page.
+    assert grew("prefix_cache_hits_total") >= reused
+    assert grew("prefix_cache_queries_total") > grew("prefix_cache_hits_total")
+    assert grew("prefix_requests_total") == 3

@@ -172,6 +172,7 @@ def _build_upstream(settings: Settings, parts: Components, salt: str) -> Upstrea
             if settings.upstream_api_key
             else None,
             engine_key=settings.engine_key.get_secret_value() if settings.engine_key else None,
+            salt=salt,
             connect_timeout=settings.upstream_connect_timeout,
             read_timeout=settings.upstream_read_timeout,
             retries=settings.upstream_retries,

@@ -10,6 +10,8 @@ engine key over HTTP).
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -71,6 +73,12 @@ class Upstream(Protocol):
     async def aclose(self) -> None: ...
 
 
+def tenant_cache_salt(server_salt: str, namespace: str, client_salt: object) -> str:
+    """HMAC of the tenant's namespace (and the client's salt) under the server secret."""
+    message = json.dumps([namespace, client_salt if isinstance(client_salt, str) else None])
+    return hmac.new(server_salt.encode(), message.encode(), hashlib.sha256).hexdigest()
+
+
 class HttpUpstream:
     """An OpenAI-compatible server (our ``cachegate engine``, vLLM, SGLang, llama.cpp…).
 
@@ -93,8 +101,10 @@ class HttpUpstream:
         read_timeout: float = 60.0,
         retries: int = 2,
         transport: httpx.AsyncBaseTransport | None = None,
+        salt: str = "",
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.salt = salt
         self.model = model
         self.engine_key = engine_key
         self.retries = retries
@@ -122,6 +132,10 @@ class HttpUpstream:
     async def stream(self, req: UpstreamRequest) -> AsyncIterator[Event]:
         path = "/v1/chat/completions" if req.kind == "chat" else "/v1/completions"
         body = dict(req.body) | {"stream": True, "stream_options": {"include_usage": True}}
+        # Every tenant's prefix reuse is narrowed by a salt only the gateway can compute,
+        # so isolation holds on any upstream that honours `cache_salt` (ours, vLLM) even
+        # without the engine key; a client's own salt is folded in and can only narrow.
+        body["cache_salt"] = tenant_cache_salt(self.salt, req.namespace, body.get("cache_salt"))
         headers = {"x-request-id": req.request_id}
         if self.engine_key:
             headers |= {NAMESPACE_HEADER: req.namespace, KEY_HEADER: self.engine_key}

@@ -300,6 +300,26 @@ def test_http_upstream_streams_backfills_and_keeps_tenant_namespaces(
     assert cached_tokens(b_cold) == 0 and b_cold.headers["x-cachegate-cache"] == "miss"
 
 
+def test_http_upstream_without_engine_key_still_isolates_tenants(
+    engine_url: str, embedder: Embedder, tmp_path: Path
+) -> None:
+    """No trusted header: every tenant lands in the engine's "default" namespace, yet the
+    gateway's per-tenant cache_salt still keeps their prefix blocks apart."""
+    upstream = HttpUpstream(engine_url, model=MODEL, salt="server-secret")
+    with running_gateway(
+        gateway_settings(tmp_path), Components(upstream=upstream, embedder=embedder)
+    ) as gw:
+        _, key_a = gw.tenant("nokey-a")
+        _, key_b = gw.tenant("nokey-b")
+        body = chat_body(MODEL, "Can I freeze my card online?", LONG_SYSTEM, 4)
+        with gw.http(key_a) as a, gw.http(key_b) as b:
+            a.post(CHAT, json=body)
+            a_again = cached_tokens(a.post(CHAT, json=body))  # positive control
+            b_first = cached_tokens(b.post(CHAT, json=body))
+        assert a_again >= 64
+        assert b_first == 0
+
+
 # ----------------------------------------------------------------- upstream down
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -43,6 +44,9 @@ from semantic.results import BELOW_THRESHOLD, EMPTY, EXPIRED, LookupResult, Stor
 from semantic.store import EntryStore, NewEntry, StoredEntry
 
 logger = logging.getLogger(__name__)
+
+#: Question texts whose embeddings are kept (LRU); 4,096 × 384 floats ≈ 6 MiB.
+VECTOR_CACHE_SIZE = 4096
 
 Clock = Callable[[], datetime]
 
@@ -88,6 +92,8 @@ class SemanticCache:
         self._clock = clock
         # Serializes database+index mutations so the two never disagree for long.
         self._write_lock = threading.RLock()
+        self._vector_lock = threading.Lock()
+        self._vectors: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
 
     @property
     def embedder_id(self) -> str:
@@ -103,7 +109,20 @@ class SemanticCache:
         return query.partition_key(self.embedder_id)
 
     def _embed(self, question: str) -> NDArray[np.float32]:
-        return check_vectors(self.embedder.embed([question]), self.embedder.dim)[0]
+        # Popular questions repeat word for word; an embedding is ~10 ms of CPU, a dict
+        # hit microseconds. The vector depends only on the text and this embedder.
+        with self._vector_lock:
+            cached = self._vectors.get(question)
+            if cached is not None:
+                self._vectors.move_to_end(question)
+                return cached
+        vector = check_vectors(self.embedder.embed([question]), self.embedder.dim)[0]
+        vector.setflags(write=False)
+        with self._vector_lock:
+            self._vectors[question] = vector
+            if len(self._vectors) > VECTOR_CACHE_SIZE:
+                self._vectors.popitem(last=False)
+        return vector
 
     # -- lookup ------------------------------------------------------------------
     def lookup(self, query: SemanticQuery, policy: SemanticPolicy = DEFAULT_POLICY) -> LookupResult:
@@ -162,13 +181,15 @@ class SemanticCache:
     ) -> str | None:
         if self.validator is None:
             return None
+        # The guards already passed on this question in lookup(): only entities (and the
+        # judge) are left to check against each candidate.
         refusal = self.validator.check(
             query.question,
             entry.question,
             entry.entities,
             score,
             policy.entity_kinds,
-            policy.guards,
+            (),
         )
         return refusal or None
 

@@ -1,0 +1,242 @@
+"""Gateway load benchmark, the server process (``gateway_load.py --_serve SPEC``).
+
+Loads SmolLM2 and the embedder once, fills the semantic cache (``prepare``), times
+the semantic layer in-process (``microbench``), instruments the gateway with timers,
+then serves the engine server, the gateway and the gateway-over-HTTP on local ports
+until the client closes its stdin. See bench/gateway_load.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.gateway_load_common import (
+    API_KEY,
+    PHASE2_ANSWER,
+    READY,
+    TENANT,
+    chat_body,
+    loadavg,
+    summary,
+)
+from bench.gateway_load_prepare import fake_answer, prepare
+from bench.gateway_load_profile import (
+    TimedASGI,
+    Timers,
+    instrument_thread_pools,
+    wrap_async,
+    wrap_sync,
+)
+
+
+def microbench(cache: Any, policy: Any, model: str, prep: dict, n: int, tenants: Any) -> dict:
+    """In-process costs of the semantic layer, measured before any server runs."""
+    from datetime import UTC, datetime
+
+    from semantic import SemanticQuery
+
+    def q(text: str, max_tokens: int) -> Any:
+        return SemanticQuery.from_chat(
+            tenant=TENANT, body=chat_body(model, text, max_tokens), namespace=f"tenant:{TENANT}"
+        )
+
+    hits = prep["phase2"]["hit_questions"] or [prep["phase1"]["question"]]
+    p2 = [q(hits[i % len(hits)], 24) for i in range(n)]
+    miss = q(prep["phase1"]["question"], 1)
+    out: dict[str, Any] = {}
+
+    def run(label: str, fn: Callable[[int], Any]) -> None:
+        fn(0)
+        samples = []
+        for i in range(n):
+            t0 = time.perf_counter()
+            fn(i)
+            samples.append((time.perf_counter() - t0) * 1000)
+        out[label] = summary(samples, 3)
+
+    vec = cache._embed(miss.question)
+    key = cache.partition_key(miss)
+    entry_id = cache.lookup(p2[0], policy).entry_id
+    answer = fake_answer(model, PHASE2_ANSWER, 30)
+    # backfill of a new question into a partition of its own (max_tokens=2), with the
+    # vector from its lookup, as the gateway does after a miss
+    fresh = [q(hits[i % len(hits)] + f" (case {i})", 2) for i in range(n + 1)]
+    fresh_vecs = cache.embedder.embed([f.question for f in fresh])
+    out["loadavg_before"] = loadavg()
+    run("embed_one_question", lambda i: cache._embed(p2[i].question))
+    for size in (8, 32):
+        texts = [p.question for p in p2[:size]] * (size // max(1, len(p2[:size])) + 1)
+        batch = texts[:size]
+        run(f"embed_batch_of_{size}", lambda i, b=batch: cache.embedder.embed(b))
+        out[f"embed_batch_of_{size}"]["per_question_p50"] = round(
+            out[f"embed_batch_of_{size}"]["p50"] / size, 3
+        )
+    run("index_search_top5", lambda i: cache.index.search(key, vec, policy.top_k))
+    run("lookup_miss_below_threshold", lambda i: cache.lookup(miss, policy))
+    run("lookup_hit", lambda i: cache.lookup(p2[i], policy))
+    if entry_id is not None:
+        run(
+            "record_hit_db_update",
+            lambda i: cache.entries.record_hit(entry_id, at=datetime.now(UTC)),
+        )
+        run("get_many_one_row", lambda i: cache.entries.get_many([entry_id]))
+    run(
+        "store_embedding_given",
+        lambda i: cache.store(fresh[i], answer, policy, embedding=fresh_vecs[i]),
+    )
+    run("authenticate_cached", lambda i: tenants.authenticate(API_KEY))
+    out["loadavg_after"] = loadavg()
+    return out
+
+
+def engine_on(loaded: Any, settings: Any) -> Any:
+    """A ``PrefixEngine`` built by ``gateway.app.build_engine`` (the gateway's own
+    Settings -> EngineConfig mapping) on weights already loaded: engines built this way
+    share the weights, each with its own KV pool. ``build_engine`` takes no loaded
+    model, so its ``PrefixEngine`` is given one for the call (with ``loaded`` set,
+    the config's ``model_path`` and ``device`` are not read)."""
+    import functools
+    from unittest import mock
+
+    import gateway.app
+    from prefix.engine import PrefixEngine
+
+    salt = settings.server_salt.get_secret_value() if settings.server_salt else ""
+    with mock.patch.object(
+        gateway.app, "PrefixEngine", functools.partial(PrefixEngine, loaded=loaded)
+    ):
+        return gateway.app.build_engine(settings, salt)
+
+
+def serve_main(spec_path: str) -> None:
+    """The server process: load, prepare, measure in-process, serve until stdin closes."""
+    import torch
+    from pydantic import SecretStr
+    from sqlalchemy import create_engine
+
+    import gateway.routes as routes
+    from gateway.app import Components, create_app
+    from gateway.policy import TenantPolicy
+    from gateway.settings import Settings
+    from gateway.tenants import TenantStore
+    from prefix.loader import default_model_path, load_model
+    from prefix.server import create_engine_app
+    from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache, upgrade_database
+    from tests.live_server import serving
+    from validators import Validator
+
+    spec = json.loads(Path(spec_path).read_text())
+    started = time.perf_counter()
+
+    def say(msg: str) -> None:
+        print(f"[{time.perf_counter() - started:5.1f}s] {msg}", flush=True)
+
+    tmp = Path(spec["tmp"])
+    url = f"sqlite:///{tmp / 'cachegate.db'}"
+    base = {
+        "data_dir": tmp,
+        "database_url": url,
+        "dev_tenant": None,
+        "server_salt": SecretStr("gateway-load-bench"),
+    }
+    settings = Settings(_env_file=None, **base)  # type: ignore[call-arg]
+    device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    say(f"loading SmolLM2 ({device}, {settings.dtype}) ...")
+    loaded = load_model(
+        settings.model_path or default_model_path(),
+        device=device,
+        dtype=getattr(torch, settings.dtype),
+    )
+    say("loading embedder ...")
+    embedder = Embedder(settings.embedder_path, progress=False)
+    upgrade_database(url)
+    tenants = TenantStore(create_engine(url))
+    tenants.create_tenant(TENANT, "gateway load bench")
+    tenants.issue_key(TENANT, "bench", API_KEY)
+    cache = SemanticCache(
+        embedder, EntryStore(url), PartitionedIndex(embedder.dim), validator=Validator()
+    )
+    policy = TenantPolicy().semantic_policy()  # the tenant has no policy row: the defaults
+    say("preparing the semantic cache (phase-2 entries, paraphrase checks, trace) ...")
+    prep = prepare(spec, cache, policy, loaded.model_id)
+    p2 = prep["phase2"]
+    say(
+        f"  stored {p2['stored']} questions; {p2['verified_hits']} of {p2['candidates']} "
+        f"held-out paraphrases are verified hits; trace of {len(prep['phase3']['trace'])} requests"
+    )
+    say("in-process cost of the semantic layer (nothing else running) ...")
+    micro = microbench(cache, policy, loaded.model_id, prep, spec["micro_n"], tenants)
+    for label, s in micro.items():
+        if isinstance(s, dict):
+            say(f"  {label}: p50 {s['p50']:.2f} ms, p99 {s['p99']:.2f} ms")
+    say(f"  load average before/after: {micro['loadavg_before']} / {micro['loadavg_after']}")
+
+    timers = Timers()
+    timers.enabled = False
+    for obj, name, label in (
+        (cache, "lookup", "cache.lookup (in thread)"),
+        (cache, "_embed", "embed"),
+        (cache.index, "search", "index.search"),
+        (cache.entries, "get_many", "db.get_many"),
+        (cache.entries, "record_hit", "db.record_hit"),
+        (cache.entries, "upsert", "db.upsert (backfill)"),
+        (cache.validator, "check", "validator.check"),
+        (cache.validator, "guard", "validator.guard"),
+    ):
+        wrap_sync(obj, name, timers, label)
+    wrap_async(routes, "authenticate", timers, "authenticate (await, incl. thread hop)")
+    instrument_thread_pools(timers)
+    wrap_sync(routes, "_semantic_hit", timers, "build hit response")
+
+    gw_engine = engine_on(loaded, settings)
+    direct_engine = engine_on(loaded, settings)
+    gw_app = create_app(
+        settings, Components(engine=gw_engine, embedder=embedder, semantic_cache=cache)
+    )
+    say("starting the engine server and the gateways ...")
+    with contextlib.ExitStack() as stack:
+        engine_url = stack.enter_context(serving(create_engine_app(direct_engine)))
+        gw_url = stack.enter_context(serving(TimedASGI(gw_app, timers)))
+        http_settings = Settings(  # type: ignore[call-arg]
+            _env_file=None,
+            upstream_url=engine_url,
+            upstream_model=loaded.model_id,
+            semantic_enabled=False,
+            **base,
+        )
+        gw_http_url = stack.enter_context(serving(create_app(http_settings)))
+        state = gw_app.state.gateway
+        wrap_async(state.pipeline, "lookup", timers, "pipeline.lookup (await, incl. thread hop)")
+        # tenants of the running app are its own TenantStore: time that one too
+        wrap_sync(state.tenants, "authenticate", timers, "tenants.authenticate (in thread)")
+        timers.enabled = True
+        info = {
+            "engine_url": engine_url,
+            "gateway_url": gw_url,
+            "gateway_http_url": gw_http_url,
+            "model": loaded.model_id,
+            "device": device,
+            "embedder": embedder.embedder_id,
+            "torch_threads": torch.get_num_threads(),
+            "default_thread_pool_workers": min(32, (os.cpu_count() or 1) + 4),
+            "policy": {
+                "threshold": policy.threshold,
+                "guards": list(policy.guards),
+                "top_k": policy.top_k,
+                "ttl_seconds": policy.ttl_seconds,
+            },
+            "prepare": prep,
+            "in_process": micro,
+            "startup_s": round(time.perf_counter() - started, 1),
+        }
+        say("ready")
+        print(READY + json.dumps(info), flush=True)
+        sys.stdin.read()  # the client closes our stdin when it is done
+        say("shutting down")

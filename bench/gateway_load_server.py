@@ -99,20 +99,11 @@ def microbench(cache: Any, policy: Any, model: str, prep: dict, n: int, tenants:
 def engine_on(loaded: Any, settings: Any) -> Any:
     """A ``PrefixEngine`` built by ``gateway.app.build_engine`` (the gateway's own
     Settings -> EngineConfig mapping) on weights already loaded: engines built this way
-    share the weights, each with its own KV pool. ``build_engine`` takes no loaded
-    model, so its ``PrefixEngine`` is given one for the call (with ``loaded`` set,
-    the config's ``model_path`` and ``device`` are not read)."""
-    import functools
-    from unittest import mock
-
+    share the weights, each with its own KV pool."""
     import gateway.app
-    from prefix.engine import PrefixEngine
 
     salt = settings.server_salt.get_secret_value() if settings.server_salt else ""
-    with mock.patch.object(
-        gateway.app, "PrefixEngine", functools.partial(PrefixEngine, loaded=loaded)
-    ):
-        return gateway.app.build_engine(settings, salt)
+    return gateway.app.build_engine(settings, salt, loaded=loaded)
 
 
 def serve_main(spec_path: str) -> None:

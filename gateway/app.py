@@ -17,15 +17,23 @@ from prometheus_client import generate_latest
 from sqlalchemy import create_engine, text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gateway.admin import router as admin_router
+from gateway.admin_models import validation_message
 from gateway.errors import GatewayError
 from gateway.inprocess import InProcessUpstream
 from gateway.metrics import GatewayMetrics
+from gateway.openapi_docs import document_openai_routes
+from gateway.ops import start_operations
 from gateway.pipeline import Pipeline
+from gateway.ratelimit import RateLimiter
+from gateway.report_api import report_router
+from gateway.review_api import review_router
 from gateway.routes import GatewayState, router
 from gateway.settings import Settings, get_settings
 from gateway.tenants import TenantStore
 from gateway.upstream import HttpUpstream, Upstream
 from prefix.engine import PrefixEngine
+from prefix.loader import LoadedModel
 from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache, upgrade_database
 from validators import Validator
 
@@ -42,7 +50,10 @@ class Components:
     semantic_cache: SemanticCache | None = None
 
 
-def build_engine(settings: Settings, salt: str) -> PrefixEngine:
+def build_engine(
+    settings: Settings, salt: str, loaded: LoadedModel | None = None
+) -> PrefixEngine:
+    """The in-process engine from settings; ``loaded`` shares weights already in memory."""
     from prefix.config import EngineConfig
 
     return PrefixEngine(
@@ -56,7 +67,8 @@ def build_engine(settings: Settings, salt: str) -> PrefixEngine:
             max_num_seqs=settings.max_num_seqs,
             enable_prefix_caching=settings.enable_prefix_caching,
             server_salt=salt,
-        )
+        ),
+        loaded=loaded,
     )
 
 
@@ -95,9 +107,11 @@ def create_app(settings: Settings | None = None, components: Components | None =
             max_body_bytes=settings.max_body_bytes,
         )
         app.state.db = db
+        ops = start_operations(settings, app.state.gateway, db)  # stats, snapshots, sampling
         try:
             yield
         finally:
+            await ops.aclose()
             await upstream.aclose()
             if cache is not None:
                 cache.entries.close()
@@ -105,6 +119,13 @@ def create_app(settings: Settings | None = None, components: Components | None =
 
     app = FastAPI(title="cachegate", version="0.1.0", lifespan=lifespan)
     app.include_router(router)
+    app.include_router(admin_router)
+    document_openai_routes(app)  # the /v1 request bodies in /openapi.json
+    app.include_router(review_router())  # /admin/review (gateway/review_api.py)
+    app.include_router(report_router())  # /admin/reports (gateway/report_api.py)
+    app.state.settings = settings
+    app.state.admin_token = settings.admin_token  # None: the admin routes answer 403
+    app.state.rate_limiter = RateLimiter()  # per replica; see gateway/ratelimit.py
     _install_error_handlers(app)
 
     @app.get("/health")
@@ -203,11 +224,12 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        message, param = validation_message(exc.errors())
         body = {
             "error": {
-                "message": str(exc),
+                "message": message,
                 "type": "invalid_request_error",
-                "param": None,
+                "param": param,
                 "code": None,
             }
         }

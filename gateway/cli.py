@@ -92,6 +92,39 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    """Ask a running gateway for the misfire report (JSON) and print its summary."""
+    import httpx
+
+    from gateway.report_text import format_summary
+    from gateway.settings import get_settings
+
+    s = get_settings()
+    url = (args.url or f"http://{s.host}:{s.port}").rstrip("/")
+    token = args.token or (s.admin_token.get_secret_value() if s.admin_token else None)
+    if not token:
+        raise ValueError("no admin token: pass --token or set CACHEGATE_ADMIN_TOKEN")
+    params: dict[str, str | float] = {"format": "json", "target": args.target}
+    params |= {"hours": args.hours, "criterion": args.criterion}
+    if args.tenant:
+        params["tenant"] = args.tenant
+    try:
+        r = httpx.get(
+            f"{url}/admin/reports/misfires",
+            params=params,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=120,
+        )
+    except httpx.HTTPError as exc:
+        print(f"error: cannot reach the gateway at {url}: {exc}", file=sys.stderr)
+        return 1
+    if r.status_code != 200:
+        print(f"error: the gateway answered {r.status_code}: {r.text[:500]}", file=sys.stderr)
+        return 1
+    print(json.dumps(r.json(), indent=2) if args.json else format_summary(r.json()))
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -155,6 +188,18 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--namespace", default="cli")
     gen.add_argument("--repeat", type=int, default=2)
     gen.set_defaults(func=_cmd_generate)
+
+    rep = sub.add_parser(
+        "report", help="misfire and cache report of a running gateway (admin token)"
+    )
+    rep.add_argument("--url", default=None, help="gateway URL (default http://HOST:PORT)")
+    rep.add_argument("--token", default=None, help="admin token (default CACHEGATE_ADMIN_TOKEN)")
+    rep.add_argument("--tenant", default=None, help="one tenant (default: all)")
+    rep.add_argument("--target", type=float, default=0.01, help="target misfire rate (0.01)")
+    rep.add_argument("--criterion", default="wilson_upper", choices=["wilson_upper", "point"])
+    rep.add_argument("--hours", type=float, default=168.0, help="window in hours (168)")
+    rep.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    rep.set_defaults(func=_cmd_report)
     return parser
 
 

@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import APIRouter, Request
@@ -31,11 +31,16 @@ from gateway.responses import (
     response_body,
     usage,
 )
+from gateway.stats import RequestRecord
 from gateway.tenants import TenantContext, TenantStore
 from gateway.upstream import Delta, Done, Event, Upstream, UpstreamRequest
 from prefix.http_util import ApiError, EventStream, read_json
 from prefix.openai_adapter import parse_request
 from prefix.openai_protocol import new_id
+
+if TYPE_CHECKING:
+    from gateway.review import MisfireSampler
+    from gateway.stats import StatsRecorder
 
 router = APIRouter()
 
@@ -47,6 +52,8 @@ class GatewayState:
     upstream: Upstream
     metrics: GatewayMetrics
     max_body_bytes: int = 1_000_000
+    stats: StatsRecorder | None = None  # one row per finished request (gateway/stats.py)
+    review: MisfireSampler | None = None  # samples semantic hits for review (gateway/review.py)
 
 
 def state(request: Request) -> GatewayState:
@@ -63,7 +70,11 @@ def bearer(request: Request) -> str | None:
 
 
 async def authenticate(request: Request) -> TenantContext:
-    return await asyncio.to_thread(state(request).tenants.authenticate, bearer(request))
+    tenants, key = state(request).tenants, bearer(request)
+    ctx = tenants.cached(key)
+    if ctx is not None:
+        return ctx
+    return await asyncio.to_thread(tenants.authenticate, key)
 
 
 @router.get("/v1/models")
@@ -91,6 +102,7 @@ async def _handle(request: Request, kind: Kind) -> Response:
     started = time.perf_counter()
     gw = state(request)
     ctx = await authenticate(request)
+    request.app.state.rate_limiter.check(ctx)  # 429 + Retry-After (gateway/ratelimit.py)
     try:
         body = await read_json(request, gw.max_body_bytes)
         parse_request(body, chat=kind == "chat")  # validates types before any work
@@ -189,6 +201,13 @@ def _semantic_hit(
     gw.metrics.requests.labels(ctx.tenant_id, "semantic-hit").inc()
     gw.metrics.ttft.labels(ctx.tenant_id, "semantic").observe(elapsed)
     gw.metrics.latency.labels(ctx.tenant_id, "semantic").observe(elapsed)
+    if gw.stats is not None:
+        tokens = (prompt_tokens, prompt_tokens, use["completion_tokens"])
+        ms = elapsed * 1000
+        row = RequestRecord(ctx.tenant_id, "semantic-hit", decision.header, result.score, *tokens)
+        gw.stats.record(row.timed(ms, ms, stream), body)
+    if gw.review is not None:
+        gw.review.on_hit(ctx, kind, body, decision, request_id)  # returns at once
     if not stream:
         payload = response_body(kind, request_id, body["model"], text, finish_reason, use)
         return JSONResponse(payload, headers=headers)
@@ -302,4 +321,12 @@ class _Miss:
         now = time.perf_counter()
         gw.metrics.ttft.labels(tenant, "upstream").observe((self.first_byte or now) - self.started)
         gw.metrics.latency.labels(tenant, "upstream").observe(now - self.started)
+        if gw.stats is not None:
+            result = self.decision.result
+            score = result.score if result is not None else None
+            tokens = (done.prompt_tokens, done.cached_tokens, done.completion_tokens)
+            row = RequestRecord(tenant, label, self.decision.header, score, *tokens)
+            ttft_ms = ((self.first_byte or now) - self.started) * 1000
+            row = row.timed(ttft_ms, (now - self.started) * 1000, self.body.get("stream") is True)
+            gw.stats.record(row, self.body)
         return payload

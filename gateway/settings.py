@@ -54,6 +54,15 @@ class Settings(BaseSettings):
     server_salt: SecretStr | None = None
     cache_dir: Path | None = None  # weights-digest sidecar (default ~/.cache/cachegate)
 
+    # ---- misfire review, statistics and reports (gateway/review.py, stats.py, reports.py) ----
+    # Ask the upstream again for sampled semantic hits and compare (background, never blocks).
+    shadow_verification: bool = False
+    shadow_min_similarity: float = Field(0.80, ge=0.0, le=1.0)
+    stats_flush_seconds: float = Field(2.0, gt=0)
+    engine_snapshot_seconds: float = Field(30.0, ge=0)  # 0: no engine snapshots
+    price_per_million_prompt_tokens: float = Field(0.50, ge=0)
+    price_per_million_completion_tokens: float = Field(1.50, ge=0)
+
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url

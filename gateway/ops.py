@@ -1,0 +1,53 @@
+"""Starts and stops the operations side of the gateway with the app's lifespan:
+the request statistics writer, the engine snapshotter (in-process engine only)
+and the misfire sampler (with shadow verification when the settings ask)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+
+from gateway.inprocess import InProcessUpstream
+from gateway.review import MisfireSampler
+from gateway.routes import GatewayState
+from gateway.settings import Settings
+from gateway.stats import EngineSnapshotter, StatsRecorder, pool_snapshot
+
+
+@dataclass
+class Operations:
+    stats: StatsRecorder
+    review: MisfireSampler
+    snapshots: EngineSnapshotter | None
+
+    async def aclose(self) -> None:
+        await self.review.aclose()
+        if self.snapshots is not None:
+            await self.snapshots.stop()
+        await self.stats.stop()
+
+
+def start_operations(settings: Settings, gw: GatewayState, db: Engine) -> Operations:
+    """Build, start and attach (``gw.stats``, ``gw.review``) the background parts."""
+    registry = gw.metrics.registry
+    stats = StatsRecorder(db, registry, flush_seconds=settings.stats_flush_seconds)
+    cache = gw.pipeline.cache
+    review = MisfireSampler(
+        db,
+        gw.upstream,
+        cache.embedder if cache is not None else None,
+        shadow=settings.shadow_verification,
+        min_similarity=settings.shadow_min_similarity,
+        registry=registry,
+    )
+    snapshots = None
+    if isinstance(gw.upstream, InProcessUpstream):
+        engine = gw.upstream.engine
+        snapshots = EngineSnapshotter(
+            db, lambda: pool_snapshot(engine), settings.engine_snapshot_seconds
+        )
+        snapshots.start()
+    stats.start()
+    gw.stats, gw.review = stats, review
+    return Operations(stats, review, snapshots)

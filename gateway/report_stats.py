@@ -1,0 +1,176 @@
+"""The statistics behind the misfire report: pure functions over plain numbers.
+
+- **Wilson score interval** (95%, z = 1.959964) for a proportion k/n::
+
+      p = k/n,  d = 1 + z²/n
+      centre = (p + z²/2n) / d,   half = z·sqrt(p(1-p)/n + z²/4n²) / d
+      interval = [centre - half, centre + half]   (None when n = 0)
+
+- **Score buckets**: half-open ``[lo, hi)`` except the last, which includes its
+  upper edge; a score below the first edge falls in an ``< first`` bucket.
+- **Threshold curve**: for each distinct labelled score t (ascending), the
+  labelled samples with score ≥ t: n(t), misfires k(t), k/n and its Wilson
+  upper bound.
+- **Recommended threshold** for a target misfire rate: the lowest t on the curve
+  whose criterion is ≤ target; criterion ``wilson_upper`` (default: the 95%
+  upper bound, so a handful of lucky samples never justifies a threshold) or
+  ``point`` (k/n). None when no t qualifies. Samples only exist above the
+  threshold in force when they were taken, so the recommendation can only
+  confirm or raise a threshold, never justify a lower one.
+- **Percentiles**: numpy's default linear interpolation between order statistics.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+Z95 = 1.959963984540054
+Criterion = Literal["wilson_upper", "point"]
+DEFAULT_EDGES: tuple[float, ...] = (
+    0.80,
+    0.82,
+    0.84,
+    0.86,
+    0.88,
+    0.90,
+    0.92,
+    0.94,
+    0.96,
+    0.98,
+    1.00,
+)
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    if n <= 0:
+        return None
+    p = k / n
+    d = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / d
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def samples_needed(target: float, z: float = Z95) -> int:
+    """The fewest labelled samples with no misfire whose Wilson upper bound is ≤ target
+    (upper(0, n) = z²/(n + z²) ≤ target  ⇔  n ≥ z²(1/target - 1))."""
+    if not 0 < target < 1:
+        return 0
+    return math.ceil(min(z * z * (1 / target - 1), 1e15))  # a tiny target: "practically never"
+
+
+def rate(k: int, n: int) -> float | None:
+    return k / n if n else None
+
+
+def proportion(k: int, n: int) -> dict[str, Any]:
+    ci = wilson(k, n)
+    return {
+        "k": k,
+        "n": n,
+        "rate": rate(k, n),
+        "wilson_low": ci[0] if ci else None,
+        "wilson_high": ci[1] if ci else None,
+    }
+
+
+@dataclass(frozen=True)
+class Labelled:
+    score: float
+    misfire: bool
+
+
+def buckets(
+    samples: Sequence[Labelled], edges: Sequence[float] = DEFAULT_EDGES
+) -> list[dict[str, Any]]:
+    """Misfire rate per score bucket (see the module docstring for the edges)."""
+    out: list[dict[str, Any]] = []
+    below = [s for s in samples if s.score < edges[0]]
+    if below:
+        out.append({"low": None, "high": edges[0], **_count(below)})
+    for i, (lo, hi) in enumerate(itertools.pairwise(edges)):
+        last = i == len(edges) - 2
+        inside = [s for s in samples if lo <= s.score < hi or (last and s.score >= hi)]
+        out.append({"low": lo, "high": hi, **_count(inside)})
+    return out
+
+
+def _count(samples: Sequence[Labelled]) -> dict[str, Any]:
+    k = sum(s.misfire for s in samples)
+    return proportion(k, len(samples))
+
+
+def threshold_curve(samples: Sequence[Labelled]) -> list[dict[str, Any]]:
+    """One point per distinct labelled score: the samples at or above it."""
+    ordered = sorted(samples, key=lambda s: s.score)
+    total = len(ordered)
+    points: list[dict[str, Any]] = []
+    misfires_above = sum(s.misfire for s in ordered)
+    i = 0
+    while i < total:
+        t = ordered[i].score
+        n = total - i
+        points.append({"threshold": t, "coverage": n / total, **proportion(misfires_above, n)})
+        while i < total and ordered[i].score == t:
+            misfires_above -= ordered[i].misfire
+            i += 1
+    return points
+
+
+def recommend(
+    curve: Sequence[dict[str, Any]], target: float, criterion: Criterion = "wilson_upper"
+) -> dict[str, Any]:
+    key = "wilson_high" if criterion == "wilson_upper" else "rate"
+    for point in curve:
+        if point[key] is not None and point[key] <= target:
+            return {
+                "threshold": point["threshold"],
+                "target": target,
+                "criterion": criterion,
+                "labelled_at_or_above": point["n"],
+                "misfires_at_or_above": point["k"],
+                "misfire_rate": point["rate"],
+                "wilson_high": point["wilson_high"],
+                "reason": None,
+            }
+    need = samples_needed(target)
+    reason = (
+        "no labelled samples yet"
+        if not curve
+        else f"no threshold meets the target; with zero misfires the 95% Wilson upper bound "
+        f"reaches {target:g} only after {need} labelled samples"
+        if criterion == "wilson_upper"
+        else "no threshold meets the target"
+    )
+    return {
+        "threshold": None,
+        "target": target,
+        "criterion": criterion,
+        "labelled_at_or_above": 0,
+        "misfires_at_or_above": 0,
+        "misfire_rate": None,
+        "wilson_high": None,
+        "reason": reason,
+        "samples_needed_at_zero_misfires": need,
+    }
+
+
+def percentiles(values: Sequence[float], qs: Sequence[float] = (50, 99)) -> dict[str, Any]:
+    if not values:
+        return {"count": 0, **{f"p{q:g}": None for q in qs}}
+    arr = np.asarray(values, dtype=np.float64)
+    return {"count": len(values), **{f"p{q:g}": float(np.percentile(arr, q)) for q in qs}}
+
+
+def thin(points: Sequence[Any], limit: int) -> list[Any]:
+    """At most ``limit`` evenly spaced items, keeping the first and the last."""
+    if len(points) <= limit:
+        return list(points)
+    idx = np.unique(np.linspace(0, len(points) - 1, limit).round().astype(int))
+    return [points[i] for i in idx]

@@ -1,0 +1,104 @@
+"""The report's summary as plain text (``cachegate report``) and the value formatters
+shared with the HTML page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def fmt_pct(x: float | None, digits: int = 1) -> str:
+    return "–" if x is None else f"{100 * x:.{digits}f}%"
+
+
+def fmt_ms(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1f} ms"
+
+
+def fmt_bytes(x: float | None) -> str:
+    if x is None:
+        return "–"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(x) < 1024 or unit == "GiB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    raise AssertionError("unreachable")
+
+
+def fmt_flops(x: float | None) -> str:
+    if x is None:
+        return "– (model size unknown)"
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if x >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f} FLOP"
+
+
+def _ci(m: dict[str, Any]) -> str:
+    if m.get("wilson_low") is None:
+        return "n/a"
+    return f"[{fmt_pct(m['wilson_low'])}, {fmt_pct(m['wilson_high'])}]"
+
+
+def _section(name: str, s: dict[str, Any]) -> list[str]:
+    t, m, pre, ttft, sav = s["traffic"], s["misfires"], s["prefix"], s["ttft_ms"], s["savings"]
+    rec = s["recommended_threshold"]
+    rec_text = (
+        f"{rec['threshold']:.4f}"
+        if rec["threshold"] is not None
+        else f"none ({rec.get('reason') or 'no data'})"
+    )
+    on, off = ttft["cache_on"], ttft["cache_off"]
+    by_cache = ", ".join(f"{k} {v}" for k, v in t["by_cache"].items())
+    lines = [
+        f"== {name} ==",
+        f"requests              {t['requests']}  ({by_cache or 'none'})",
+        f"semantic hit rate     {fmt_pct(t['semantic_hit_rate'])} of requests, "
+        f"{fmt_pct(t['eligible_hit_rate'])} of lookups",
+        f"misfire rate          {fmt_pct(m['rate'])}  {m['misfires']}/{m['labelled']} labelled, "
+        f"95% Wilson {_ci(m)}, {m['pending']} pending",
+        f"recommended threshold {rec_text}  (target {fmt_pct(rec['target'])}, {rec['criterion']})",
+        f"prefix hit rate       tokens {fmt_pct(pre['token_hit_rate'])}  |  "
+        f"requests {fmt_pct(pre['request_hit_rate'])}",
+        f"TTFT p50/p99          cache on {fmt_ms(on['p50'])}/{fmt_ms(on['p99'])} (n={on['count']})"
+        f"  |  cache off {fmt_ms(off['p50'])}/{fmt_ms(off['p99'])} (n={off['count']})",
+        f"saved                 {sav['prompt_tokens_saved']} prompt tokens, "
+        f"prefill {fmt_flops(sav['prefill_flops_saved'])}, ${sav['cost_saved_usd']:.4f}",
+    ]
+    buckets = [b for b in s["score_buckets"] if b["n"]]
+    if buckets:
+        lines.append(
+            "score buckets         "
+            + "  ".join(
+                f"[{'<' if b['low'] is None else format(b['low'], '.2f')},{b['high']:.2f}) "
+                f"{b['k']}/{b['n']}"
+                for b in buckets
+            )
+        )
+    for f in s.get("antipatterns", []):
+        who = f" [{f['tenant']}]" if "tenant" in f else ""
+        lines.append(
+            f"anti-pattern{who}: {f['title']}: {f['pairs']}/{f['pairs_checked']} pairs, first "
+            f"difference at token {f['first_diff_token']}, +{f['gain_tokens_per_request']} "
+            f"tokens/request reusable if fixed"
+        )
+    return lines
+
+
+def format_summary(report: dict[str, Any]) -> str:
+    scope = report["scope"]
+    eng = report["engine"]
+    latest = eng.get("latest") or {}
+    lines = [
+        f"cachegate report: {scope['tenant'] or 'all tenants'}, last {scope['hours']:g} h "
+        f"(since {scope['since']})",
+        "",
+        *_section(scope["tenant"] or "overall", report["summary"]),
+        "",
+        f"engine: evictions {eng['evictions'] if eng['evictions'] is not None else '–'}, "
+        f"KV cached {fmt_bytes(latest.get('cached_bytes'))}, used "
+        f"{fmt_bytes(latest.get('used_bytes'))} of {fmt_bytes(latest.get('total_bytes'))} "
+        f"({eng['snapshots']} snapshots)",
+    ]
+    for tid, s in report.get("tenants", {}).items():
+        lines += ["", *[ln for ln in _section(f"tenant {tid}", s) if "anti-pattern" not in ln]]
+    return "\n".join(lines)

@@ -61,6 +61,8 @@ class InProcessUpstream:
             namespace=req.namespace,
             cache_salt=parsed.cache_salt,
             request_id=req.request_id,
+            kv_block_quota=req.kv_block_quota,
+            quota_key=req.tenant_id,
         )
         try:
             async for out in outputs:

@@ -124,7 +124,14 @@ async def _handle(request: Request, kind: Kind) -> Response:
     headers = {"x-request-id": request_id, "x-cachegate-semantic": decision.header[:200]}
     if decision.status == "hit":
         return _semantic_hit(gw, ctx, kind, body, decision, headers, stream, include_usage, started)
-    upstream_req = UpstreamRequest(kind, body, ctx.prefix_namespace, request_id)
+    upstream_req = UpstreamRequest(
+        kind,
+        body,
+        ctx.prefix_namespace,
+        request_id,
+        tenant_id=ctx.tenant_id,
+        kv_block_quota=ctx.policy.kv_block_quota,
+    )
     events = gw.upstream.stream(upstream_req)
     try:
         first = await anext(events)  # errors before the first byte keep their HTTP status

@@ -39,6 +39,8 @@ class UpstreamRequest:
     body: dict[str, Any]  # the client's body, validated; gateway-only fields removed
     namespace: str  # the tenant's prefix namespace (never from the client)
     request_id: str
+    tenant_id: str | None = None
+    kv_block_quota: int | None = None  # enforced by the in-process engine only
 
 
 @dataclass(frozen=True)

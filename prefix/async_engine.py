@@ -78,12 +78,22 @@ class AsyncEngine:
         cache_salt: str | None = None,
         extras: Seq[Extra] = (),
         request_id: str | None = None,
+        kv_block_quota: int | None = None,
+        quota_key: str | None = None,
     ) -> AsyncGenerator[RequestOutput, None]:
         """Stream one request's outputs; raises RequestError before the first yield."""
         if not self.is_alive:
             raise EngineDeadError(f"the engine is not running: {self.error!r}")
         seq = await asyncio.to_thread(
-            self.engine.new_sequence, prompt, params, namespace, cache_salt, extras, request_id
+            self.engine.new_sequence,
+            prompt,
+            params,
+            namespace,
+            cache_salt,
+            extras,
+            request_id,
+            kv_block_quota,
+            quota_key,
         )
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
         with self._streams_lock:

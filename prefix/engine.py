@@ -132,8 +132,14 @@ class PrefixEngine:
         cache_salt: str | None = None,
         extras: Seq[Extra] = (),
         request_id: str | None = None,
+        kv_block_quota: int | None = None,
+        quota_key: str | None = None,
     ) -> Sequence:
-        """Tokenize and validate; raises a RequestError for prompts that can never run."""
+        """Tokenize and validate; raises a RequestError for prompts that can never run.
+
+        ``kv_block_quota`` caps the blocks that requests with the same ``quota_key``
+        (default: the namespace) hold at once; a request that alone needs more is refused.
+        """
         token_ids = self.encoder.encode(prompt)
         n = len(token_ids)
         if n == 0:
@@ -150,6 +156,13 @@ class PrefixEngine:
                 f"the prompt needs {needed} KV blocks of {self.block_size} tokens but the pool "
                 f"has only {self.pool.num_blocks} ({self.pool.num_blocks * self.block_size} tokens)"
             )
+        if kv_block_quota is not None:
+            total = -(-(n + params.max_tokens) // self.block_size)
+            if total > kv_block_quota:
+                raise KVBudgetExceededError(
+                    f"the request needs up to {total} KV blocks ({n} prompt + "
+                    f"{params.max_tokens} new tokens) but its KV block quota is {kv_block_quota}"
+                )
         seq = Sequence(
             prompt_token_ids=token_ids,
             root=self.chain_root(namespace, cache_salt),
@@ -157,6 +170,8 @@ class PrefixEngine:
             max_tokens=params.max_tokens,
             extras=tuple(extras),
             arrival_time=time.perf_counter(),
+            quota_key=(quota_key or namespace) if kv_block_quota is not None else None,
+            kv_block_quota=kv_block_quota,
         )
         if request_id is not None:
             seq.request_id = request_id

@@ -111,23 +111,51 @@ class Scheduler:
             if seq.status is not SequenceStatus.RUNNING:  # preempted earlier in this loop
                 continue
             end = self._chunk_end(seq, budget)
+            if not self._fit_quota(seq, end, out):
+                continue  # seq itself was preempted to stay within its tenant's quota
             if not self._grow_or_preempt(seq, end, out):
                 continue  # seq itself was preempted
             budget -= self._place(seq, end, out)
         # Admit only when nothing had to be preempted: admitting now would just evict again.
+        index = 0
         while (
-            self.waiting
+            index < len(self.waiting)
             and not out.preempted
             and budget > 0
             and len(self.running) < self.max_num_seqs
         ):
-            seq = self.waiting[0]
+            seq = self.waiting[index]
+            if self._over_quota(seq, seq.num_blocks_for(seq.num_tokens)):
+                index += 1  # its tenant is at its quota; others may still go ahead of it
+                continue
             if not self.blocks.admit(seq):
                 break  # FCFS: the head waits until blocks are released
-            self.waiting.popleft()
+            del self.waiting[index]
             self.running.append(seq)
             budget -= self._place(seq, self._chunk_end(seq, budget), out)
         return out
+
+    # ---- per-tenant KV quota --------------------------------------------------------
+    def _held(self, key: str) -> int:
+        return sum(len(s.block_table) for s in self.running if s.quota_key == key)
+
+    def _over_quota(self, seq: Sequence, new_blocks: int) -> bool:
+        if seq.quota_key is None or seq.kv_block_quota is None:
+            return False
+        return self._held(seq.quota_key) + new_blocks > seq.kv_block_quota
+
+    def _fit_quota(self, seq: Sequence, end: int, out: SchedulerOutput) -> bool:
+        """Preempt the tenant's newest sequences until ``seq`` may grow to ``end`` tokens.
+
+        A single sequence never exceeds its quota alone (the engine refuses such a
+        request up front), so this always terminates.
+        """
+        while self._over_quota(seq, self.blocks.num_blocks_to_grow(seq, end)):
+            victim = next(s for s in reversed(self.running) if s.quota_key == seq.quota_key)
+            self._preempt(victim, out)
+            if victim is seq:
+                return False
+        return True
 
     def _chunk_end(self, seq: Sequence, budget: int) -> int:
         start = seq.num_computed_tokens

@@ -41,6 +41,10 @@ class Sequence:
     finish_reason: str | None = None
     num_preemptions: int = 0
     arrival_time: float = 0.0
+    # Per-tenant KV quota: sequences sharing a quota_key may hold at most
+    # kv_block_quota blocks at once (counted per sequence, shared blocks included).
+    quota_key: str | None = None
+    kv_block_quota: int | None = None
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -85,3 +85,18 @@ def test_sharing_group_names_are_validated(gw: Gateway) -> None:
             assert r.status_code == 400, (bad, r.text)
         ok = client.patch("/tenants/share-bad/policy", json={"prefix_namespace": "g" * 128})
         assert ok.status_code == 200
+
+
+def test_kv_block_quota_from_the_policy_is_enforced_by_the_engine(gw: Gateway) -> None:
+    with admin(gw) as client:
+        key = new_tenant(client, "quota-a", NO_SEMANTIC | {"kv_block_quota": 4})
+    with gw.http(key) as http:
+        fits = http.post(
+            "/v1/completions", json=completion(gw.model, prompt(500)[: 6 * 2], max_tokens=4)
+        )
+        too_big = http.post(
+            "/v1/completions", json=completion(gw.model, prompt(600), max_tokens=40)
+        )
+    assert fits.status_code == 200, fits.text  # positive control: within the quota
+    assert too_big.status_code == 400
+    assert "KV block quota is 4" in too_big.json()["error"]["message"]

@@ -248,3 +248,28 @@ def test_smollm2_stop_strings_and_eos(smol_loaded: LoadedModel) -> None:
     cut = engine.generate(question, SamplingParams(max_tokens=30, stop=("Paris",)))
     assert cut.finish_reason == "stop"
     assert "Paris" not in cut.text and full.text.startswith(cut.text)
+
+
+def test_kv_block_quota_refuses_oversize_and_serves_within(engine: PrefixEngine) -> None:
+    params = SamplingParams(max_tokens=6, ignore_eos=True)
+    with pytest.raises(KVBudgetExceededError, match="KV block quota is 3"):
+        engine.new_sequence(tokens(10), params, "q", kv_block_quota=3)  # needs 4 blocks
+    # Two requests of one tenant whose quota fits one at a time still both finish,
+    # with the same tokens as without a quota.
+    prompts = [tokens(8, seed=20), tokens(8, seed=21)]
+    ids = []
+    for i, p in enumerate(prompts):
+        seq = engine.new_sequence(
+            p, params, "q", request_id=f"quota-{i}", kv_block_quota=4, quota_key="tenant-q"
+        )
+        engine.add_sequence(seq, params)
+        ids.append(seq.request_id)
+    got: dict[str, list[int]] = {rid: [] for rid in ids}
+    while engine.has_unfinished():
+        held = sum(len(s.block_table) for s in engine.scheduler.running)
+        assert held <= 4
+        for out in engine.step():
+            got[out.request_id].extend(out.new_token_ids)
+    for rid, p in zip(ids, prompts, strict=True):
+        assert got[rid] == engine.generate(p, params, "other").token_ids
+    engine.pool.check_integrity()

@@ -21,6 +21,7 @@ from gateway.admin import router as admin_router
 from gateway.admin_models import validation_message
 from gateway.errors import GatewayError
 from gateway.inprocess import InProcessUpstream
+from gateway.judge import UpstreamJudge
 from gateway.metrics import GatewayMetrics
 from gateway.openapi_docs import document_openai_routes
 from gateway.ops import start_operations
@@ -50,9 +51,7 @@ class Components:
     semantic_cache: SemanticCache | None = None
 
 
-def build_engine(
-    settings: Settings, salt: str, loaded: LoadedModel | None = None
-) -> PrefixEngine:
+def build_engine(settings: Settings, salt: str, loaded: LoadedModel | None = None) -> PrefixEngine:
     """The in-process engine from settings; ``loaded`` shares weights already in memory."""
     from prefix.config import EngineConfig
 
@@ -101,7 +100,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
         metrics = GatewayMetrics()
         app.state.gateway = GatewayState(
             tenants=tenants,
-            pipeline=Pipeline(cache, metrics),
+            pipeline=Pipeline(cache, metrics, UpstreamJudge(upstream, upstream.models()[0])),
             upstream=upstream,
             metrics=metrics,
             max_body_bytes=settings.max_body_bytes,

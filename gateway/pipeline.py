@@ -15,6 +15,7 @@ from typing import Any, Literal
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
+from gateway.judge import UpstreamJudge
 from gateway.metrics import GatewayMetrics
 from gateway.tenants import TenantContext
 from semantic import SemanticCache, SemanticQuery
@@ -52,9 +53,15 @@ class SemanticDecision:
 
 
 class Pipeline:
-    def __init__(self, cache: SemanticCache | None, metrics: GatewayMetrics) -> None:
+    def __init__(
+        self,
+        cache: SemanticCache | None,
+        metrics: GatewayMetrics,
+        judge: UpstreamJudge | None = None,
+    ) -> None:
         self.cache = cache
         self.metrics = metrics
+        self.judge = judge
         self.store_ok = True  # last semantic DB call succeeded (shown by /ready)
 
     async def lookup(
@@ -84,12 +91,30 @@ class Pipeline:
         except InvalidRequestError as exc:
             return SemanticDecision("skipped", f"uncacheable:{exc}"[:120])
         self.store_ok = True
+        if result.hit and await self._judge_refuses(ctx, query, result):
+            self.metrics.semantic_miss(ctx.tenant_id, "judge_refused")
+            return SemanticDecision("miss", "judge_refused", query, result)
         if result.hit:
             self.metrics.semantic_hits.labels(ctx.tenant_id).inc()
             return SemanticDecision("hit", None, query, result)
         reason = result.reason or "miss"
         self.metrics.semantic_miss(ctx.tenant_id, reason)
         return SemanticDecision("miss", reason, query, result)
+
+    async def _judge_refuses(
+        self, ctx: TenantContext, query: SemanticQuery, result: LookupResult
+    ) -> bool:
+        band = ctx.policy.judge_band
+        if band is None or self.judge is None or result.score is None:
+            return False
+        if not band.low <= result.score <= band.high:
+            return False
+        verdict = await self.judge.same_answer(
+            query.question, result.cached_question or "", ctx.prefix_namespace
+        )
+        if not verdict.same:
+            log.info("judge refused a hit (score %.4f): %s", result.score, verdict.reason)
+        return not verdict.same
 
     def _skip_reason(
         self, ctx: TenantContext, body: dict[str, Any], cc: CacheControl

@@ -30,6 +30,10 @@ At 100k the HNSW index (above ``DEFAULT_APPROX_THRESHOLD`` the index switches
 from exact flat search to HNSW) is also compared with an exact flat index over
 the same vectors: search time and recall@1/@5.
 
+Parts: bench/semantic_latency_index.py (bulk fill, flat-index comparison),
+bench/semantic_latency_timing.py (timing, table); this file holds the command
+line and the measurements per size.
+
 Writes bench/results/semantic_latency.json. Run:
 .venv/bin/python bench/semantic_latency.py   (about 4-6 minutes on 2 busy cores)
 """
@@ -37,30 +41,30 @@ Writes bench/results/semantic_latency.json. Run:
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-from sqlalchemy import insert
-from tqdm import tqdm
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import RESULTS, environment, write_json
-from bench.semantic_pairs import DATA_DIR, load_banking77, load_clinc150
+from bench.semantic_common import embed_batches, fits, query, reply
+from bench.semantic_data import DATA_DIR, load_banking77, load_clinc150
+from bench.semantic_latency_index import (
+    ANSWER_CHARS,
+    TOP_K,
+    Filler,
+    Precomputed,
+    compare_with_flat,
+)
+from bench.semantic_latency_timing import summary, table, time_each
 from semantic import (
     DEFAULT_THRESHOLD,
     Embedder,
@@ -68,167 +72,14 @@ from semantic import (
     LookupResult,
     SemanticCache,
     SemanticPolicy,
-    SemanticQuery,
-    VectorIndex,
     normalize_question,
     upgrade_database,
 )
 from semantic.index import DEFAULT_APPROX_THRESHOLD
-from semantic.models import SemanticEntry
-from semantic.question import question_digest
 from validators import Validator
 
 GOAL_LOOKUP_P50_MS = 15.0
 GOAL_SEARCH_P50_MS = 2.0
-TOP_K = 5
-
-
-def pct(samples: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples), q)) if samples else float("nan")
-
-
-def summary(samples: Sequence[float]) -> dict[str, Any]:
-    return {
-        "n": len(samples),
-        "p50_ms": round(pct(samples, 50), 3),
-        "p90_ms": round(pct(samples, 90), 3),
-        "p99_ms": round(pct(samples, 99), 3),
-        "mean_ms": round(statistics.fmean(samples), 3) if samples else None,
-        "max_ms": round(max(samples), 3) if samples else None,
-    }
-
-
-def time_each(items: Sequence[Any], fn: Callable[[Any], Any], desc: str) -> tuple[list, list]:
-    """Wall time in ms of ``fn(item)`` for each item, and the results."""
-    gc.collect()
-    times, results = [], []
-    for item in tqdm(items, desc=desc, unit="op", leave=False):
-        t0 = time.perf_counter_ns()
-        results.append(fn(item))
-        times.append((time.perf_counter_ns() - t0) / 1e6)
-    return times, results
-
-
-def embed_batches(embedder: Embedder, texts: Sequence[str], batch: int = 256) -> NDArray:
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    out = np.empty((len(texts), embedder.dim), dtype=np.float32)
-    with tqdm(total=len(texts), desc="embedding pool", unit="text") as bar:
-        for lo in range(0, len(order), batch):
-            idx = order[lo : lo + batch]
-            out[idx] = embedder.embed([texts[i] for i in idx])
-            bar.update(len(idx))
-    return out
-
-
-def reply(text: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion",
-        "model": "bench-model",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": f"(answer to: {text[:60]})"},
-                "finish_reason": "stop",
-            }
-        ],
-    }
-
-
-def query(text: str) -> SemanticQuery:
-    return SemanticQuery(tenant="bench", model="bench-model", question=text)
-
-
-class Filler:
-    """Writes synthetic-but-real entries straight into the table, in bulk."""
-
-    def __init__(
-        self,
-        store: EntryStore,
-        embedder_id: str,
-        partition: str,
-        texts: Sequence[str],
-        vectors: NDArray[np.float32],
-        entities: Sequence[dict[str, Any]],
-        noise: float,
-        seed: int,
-    ) -> None:
-        self.store = store
-        self.embedder_id = embedder_id
-        self.partition = partition
-        self.texts = texts
-        self.vectors = vectors
-        self.entities = entities
-        self.sigma = noise / np.sqrt(vectors.shape[1])
-        self.rng = np.random.default_rng(seed)
-        self.written = 0
-        self.ids: list[int] = []
-        self.id_text: dict[int, str] = {}
-        self.all_vectors: list[NDArray[np.float32]] = []
-
-    def fill(self, count: int, chunk: int = 5000) -> float:
-        started = time.perf_counter()
-        now = datetime.now(UTC)
-        pool = len(self.texts)
-        with tqdm(total=count, desc="bulk insert", unit="row", leave=False) as bar:
-            while count > 0:
-                n = min(chunk, count)
-                positions = np.arange(self.written, self.written + n)
-                base, copy = positions % pool, positions // pool
-                vecs = self.vectors[base].copy()
-                noisy = copy > 0
-                if noisy.any():
-                    vecs[noisy] += self.rng.normal(0, self.sigma, (int(noisy.sum()), vecs.shape[1]))
-                    vecs[noisy] /= np.linalg.norm(vecs[noisy], axis=1, keepdims=True)
-                vecs = vecs.astype("<f4")
-                rows = []
-                for b, c, v in zip(base.tolist(), copy.tolist(), vecs, strict=True):
-                    text = self.texts[b]
-                    norm = normalize_question(text)
-                    rows.append(
-                        {
-                            "partition_key": self.partition,
-                            "tenant": "bench",
-                            "question": text,
-                            "normalized_question": norm,
-                            "question_digest": question_digest(
-                                norm if c == 0 else f"{norm}\x00bench-copy-{c}"
-                            ),
-                            "answer": reply(text),
-                            "embedding": v.tobytes(),
-                            "embedder_id": self.embedder_id,
-                            "entities": self.entities[b],
-                            "created_at": now,
-                            "updated_at": now,
-                            "expires_at": None,
-                            "ttl_seconds": None,
-                            "hit_count": 0,
-                        }
-                    )
-                statement = insert(SemanticEntry).returning(
-                    SemanticEntry.id, sort_by_parameter_order=True
-                )
-                with self.store.engine.begin() as conn:
-                    new_ids = [int(i) for (i,) in conn.execute(statement, rows)]
-                self.ids += new_ids
-                self.id_text.update(zip(new_ids, (r["question"] for r in rows), strict=True))
-                self.all_vectors.append(vecs.astype(np.float32))
-                self.written += n
-                count -= n
-                bar.update(n)
-        return time.perf_counter() - started
-
-
-class Precomputed:
-    """A TextEmbedder that answers from a table: the lookup path without the model."""
-
-    def __init__(self, inner: Embedder, table: dict[str, NDArray[np.float32]]) -> None:
-        self.embedder_id = inner.embedder_id
-        self.dim = inner.dim
-        self.table = table
-
-    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        return np.stack([self.table[t] for t in texts])
 
 
 def lookup_with(cache: SemanticCache, policy: SemanticPolicy, text: str) -> LookupResult:
@@ -266,9 +117,7 @@ def main() -> None:
     embedder = Embedder()
     validator = Validator()
     questions = load_banking77(args.data_dir) + load_clinc150(args.data_dir)
-    texts = [q.text for q in questions]
-    counts = embedder.count_tokens(texts)
-    texts = [t for t, n in zip(texts, counts, strict=True) if n <= embedder.max_tokens]
+    texts = [q.text for q in fits(embedder, questions)]
     random.Random(args.seed).shuffle(texts)
     # One entry per normalized question: the two datasets share a few questions.
     unique: dict[str, str] = {}
@@ -359,12 +208,16 @@ def main() -> None:
             group = store_texts[size_i]
             group_vecs = store_vecs[size_i * 2 * args.stores : (size_i + 1) * 2 * args.stores]
             store_ms, stored = time_each(
-                group[: args.stores], lambda t: cache.store(query(t), reply(t), policy), "store"
+                group[: args.stores],
+                lambda t: cache.store(query(t), reply(t, ANSWER_CHARS), policy),
+                "store",
             )
             pairs = list(zip(group[args.stores :], group_vecs[args.stores :], strict=True))
             store_vec_ms, stored_vec = time_each(
                 pairs,
-                lambda p: cache.store(query(p[0]), reply(p[0]), policy, embedding=p[1]),
+                lambda p: cache.store(
+                    query(p[0]), reply(p[0], ANSWER_CHARS), policy, embedding=p[1]
+                ),
                 "store (embedding given)",
             )
             created = sum(r.created for r in stored + stored_vec)
@@ -450,102 +303,6 @@ def main() -> None:
         },
     )
     print(f"total {total:.0f} s")
-
-
-def compare_with_flat(
-    cache: SemanticCache,
-    partition: str,
-    filler: Filler,
-    queries: NDArray[np.float32],
-    dim: int,
-) -> dict[str, Any]:
-    """Exact flat search over the same vectors: its latency and HNSW's recall."""
-    index = cache.index.get(partition)
-    assert index is not None
-    ids = filler.ids
-    vectors = np.concatenate(filler.all_vectors)
-    # Entries written through store() by the earlier sizes: read their vectors back.
-    others = sorted(set(index.ids()) - set(ids))
-    entries = cache.entries.get_many(others)
-    flat = VectorIndex(dim, approx_threshold=10**9)
-    flat.add(np.asarray(ids, dtype=np.int64), vectors)
-    if others:
-        flat.add(
-            np.asarray(others, dtype=np.int64), np.stack([entries[i].embedding for i in others])
-        )
-    assert len(flat) == len(index)
-    text = {**filler.id_text, **{i: e.question for i, e in entries.items()}}
-    flat_ms, exact = time_each(list(queries), lambda v: flat.search(v, TOP_K), "flat search")
-    default_ef = index.ef_search
-    by_ef: dict[str, Any] = {}
-    for ef in sorted({default_ef, 128, 256}):
-        index.ef_search = ef  # read at search time (SearchParametersHNSW)
-        ms, approx = time_each(
-            list(queries), lambda v: cache.index.search(partition, v, TOP_K), f"hnsw ef={ef}"
-        )
-        pairs = list(zip(approx, exact, strict=True))
-        by_ef[str(ef)] = {
-            "search": summary(ms),
-            "recall_at_1": round(float(np.mean([a[0][0] == e[0][0] for a, e in pairs])), 4),
-            "recall_at_5": round(
-                float(
-                    np.mean([len({i for i, _ in a} & {i for i, _ in e}) / len(e) for a, e in pairs])
-                ),
-                4,
-            ),
-            "top1_same_question_text": round(
-                float(np.mean([text[a[0][0]] == text[e[0][0]] for a, e in pairs])), 4
-            ),
-        }
-    index.ef_search = default_ef
-    base = by_ef[str(default_ef)]
-    return {
-        "flat_search_same_vectors": summary(flat_ms),
-        "hnsw_ef_search_default": default_ef,
-        "hnsw_recall_at_1": base["recall_at_1"],
-        "hnsw_recall_at_5": base["recall_at_5"],
-        "hnsw_top1_same_question_text": base["top1_same_question_text"],
-        "hnsw_by_ef_search": by_ef,
-    }
-
-
-def table(results: list[dict[str, Any]], embed: dict[str, Any]) -> str:
-    lines = [
-        "| entries | index | lookup p50 / p99 (ms) | hits in sample "
-        "| lookup without the model p50 / p99 (ms) | search only p50 / p99 (ms) "
-        "| store p50 / p99 (ms) | store, embedding given p50 / p99 (ms) | rebuild (s) |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in results:
-        lk, s, ne = r["lookup"], r["search_only"], r["lookup_without_embedding"]
-        st, sv = r["store_with_embedding_step"], r["store_embedding_given"]
-        hits = r["lookup"]["outcomes"].get("hit", 0)
-        lines.append(
-            f"| {r['entries']:,} | {r['index_kind']} | {lk['p50_ms']:.2f} / {lk['p99_ms']:.2f} "
-            f"| {hits}/{lk['n']} | {ne['p50_ms']:.2f} / {ne['p99_ms']:.2f} "
-            f"| {s['p50_ms']:.3f} / {s['p99_ms']:.3f} "
-            f"| {st['p50_ms']:.2f} / {st['p99_ms']:.2f} | {sv['p50_ms']:.2f} / {sv['p99_ms']:.2f} "
-            f"| {r['rebuild_s']:.1f} |"
-        )
-    lines.append("")
-    lines.append(
-        f"embedding one question alone: p50 {embed['p50_ms']:.2f} ms, p99 {embed['p99_ms']:.2f} ms"
-    )
-    for r in results:
-        if "flat_search_same_vectors" in r:
-            f = r["flat_search_same_vectors"]
-            lines.append(
-                f"at {r['entries']:,}: exact flat search p50 {f['p50_ms']:.2f} ms / p99 "
-                f"{f['p99_ms']:.2f} ms; HNSW recall@1 {r['hnsw_recall_at_1']:.3f}, "
-                f"recall@5 {r['hnsw_recall_at_5']:.3f} (efSearch {r['hnsw_ef_search_default']})"
-            )
-            for ef, e in r["hnsw_by_ef_search"].items():
-                lines.append(
-                    f"  efSearch {ef}: search p50 {e['search']['p50_ms']:.3f} ms / p99 "
-                    f"{e['search']['p99_ms']:.3f} ms, recall@1 {e['recall_at_1']:.3f}, "
-                    f"recall@5 {e['recall_at_5']:.3f}"
-                )
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from gateway.tenants import TenantStore
 from prefix.config import EngineConfig
 from prefix.engine import PrefixEngine
 from prefix.loader import LoadedModel
-from semantic import SemanticCache, SemanticQuery
+from semantic import Embedder, SemanticCache, SemanticQuery
 from tests.live_server import serving
 
 PG_SERVER_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -229,3 +229,19 @@ def pg_schema(pg_available: None) -> Iterator[str]:
     finally:
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+# ----------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="session")
+def e2e_gw(
+    smol_loaded: LoadedModel, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateway]:
+    """The end-to-end gateway of test_e2e.py and test_e2e_tenants.py, built once: the
+    real SmolLM2 engine in-process (its own cold block pool), the real embedder and a
+    real SQLite file."""
+    data_dir: Path = tmp_path_factory.mktemp("gateway-e2e")
+    parts = Components(engine=smol_engine(smol_loaded), embedder=embedder)
+    with running_gateway(gateway_settings(data_dir), parts) as gateway:
+        yield gateway

@@ -1,4 +1,4 @@
-"""The gateway end to end: one live uvicorn server per module over the real SmolLM2
+"""The gateway end to end: one live uvicorn server (built once) over the real SmolLM2
 engine (in-process), the real all-MiniLM-L6-v2 embedder and a real SQLite file,
 driven by the official ``openai`` client and by raw ``httpx``.
 
@@ -6,88 +6,52 @@ Every test makes its own tenant, so each starts with an empty semantic
 partition and a cold prefix namespace of its own. Answers are greedy
 (temperature 0) and short (a one-sentence system prompt), so they end with
 "stop" inside max_tokens and are backfilled.
+
+This file: service endpoints, the semantic and prefix layers, streaming;
+test_e2e_tenants.py: tenant isolation, cache controls, auth, policy, metrics.
+Both share one session-scoped gateway (``e2e_gw`` in conftest.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
 import httpx
-import openai
 import pytest
 
-from gateway.app import Components
-from gateway.inprocess import InProcessUpstream
-from gateway.models import ApiKey, Tenant
-from gateway.policy import DEFAULT_THRESHOLD, TenantPolicy
-from gateway.tenants import utc_now
-from prefix.engine import PrefixEngine
-from prefix.loader import LoadedModel
-from semantic import Embedder, SemanticQuery
+from gateway.policy import DEFAULT_THRESHOLD
 from tests.gateway.conftest import (
     BLOCK_SIZE,
     LONG_SYSTEM,
     MAX_TOKENS,
-    SHORT_SYSTEM,
     Gateway,
     assert_openai_error,
-    cached_tokens,
     chat_body,
     content,
-    gateway_settings,
     metric,
-    running_gateway,
-    smol_engine,
     sse_payloads,
     wait_until,
+)
+from tests.gateway.e2e_support import (
+    CAPITAL,
+    CAPITAL_PARAPHRASES,
+    CHAT,
+    SEND_100,
+    SEND_900,
+    SKY,
+    SKY_PARAPHRASE,
+    ask,
+    engine_of,
+    engine_requests,
+    post,
 )
 
 pytestmark = pytest.mark.slow
 
-CHAT = "/v1/chat/completions"
 
-# Pairs checked with the real embedder: similarity >= 0.89 (the default threshold)
-# and no validator or guard objection; SmolLM2 answers the first in one sentence.
-CAPITAL = "What is the capital of France?"
-CAPITAL_PARAPHRASES = ("What's the capital city of France?", "Which city is the capital of France?")
-SKY = "What color is the sky?"
-SKY_PARAPHRASE = "What colour is the sky?"
-# Similar wording (0.93), different amount: the validators must refuse the candidate.
-SEND_100 = "Can I send 100 euros to Spain?"
-SEND_900 = "Can I send 900 euros to Spain?"
-
-
-@pytest.fixture(scope="module")
-def gw(
-    smol_loaded: LoadedModel, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Gateway]:
-    data_dir: Path = tmp_path_factory.mktemp("gateway-e2e")
-    parts = Components(engine=smol_engine(smol_loaded), embedder=embedder)
-    with running_gateway(gateway_settings(data_dir), parts) as gateway:
-        yield gateway
-
-
-def engine_of(gw: Gateway) -> PrefixEngine:
-    upstream = gw.state.upstream
-    assert isinstance(upstream, InProcessUpstream)
-    return upstream.engine
-
-
-def engine_requests(gw: Gateway, **labels: str) -> float:
-    """Requests the prefix engine finished (any finish reason unless given)."""
-    return metric(gw.metrics(), "prefix_requests_total", **labels)
-
-
-def post(client: httpx.Client, body: dict[str, Any], **headers: str) -> httpx.Response:
-    r = client.post(CHAT, json=body, headers=headers)
-    assert r.status_code == 200, r.text
-    return r
-
-
-def ask(question: str, system: str = SHORT_SYSTEM) -> list[Any]:
-    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+@pytest.fixture
+def gw(e2e_gw: Gateway) -> Gateway:
+    """The session's end-to-end gateway (tests/gateway/conftest.py), built once for
+    test_e2e*.py."""
+    return e2e_gw
 
 
 # ----------------------------------------------------------------- service endpoints
@@ -353,209 +317,3 @@ def test_streamed_miss_without_usage_option_and_client_disconnect(gw: Gateway) -
     engine = engine_of(gw)
     assert wait_until(lambda: engine.pool.num_used_blocks == 0 and not engine.has_unfinished())
     assert gw.semantic_verdict(tenant, body) == "empty"
-
-
-# ----------------------------------------------------------------- tenant isolation
-
-
-def test_tenant_isolation_semantic_and_prefix(gw: Gateway) -> None:
-    a_id, a_key = gw.tenant("iso-a")
-    b_id, b_key = gw.tenant("iso-b")
-    body = chat_body(gw.model, CAPITAL)
-    with gw.http(a_key) as a, gw.http(b_key) as b:
-        stored = post(a, body)
-        assert stored.headers["x-cachegate-backfill"] == "stored"
-        control = post(a, body)  # positive control: A's own entry is served to A
-        assert control.headers["x-cachegate-cache"] == "semantic-hit"
-        assert control.headers["x-cachegate-similarity"] == "1.0000"
-
-        ran = engine_requests(gw)
-        other = post(b, body)  # the identical question from tenant B
-        assert other.headers["x-cachegate-semantic"] == "miss:empty"
-        assert other.headers["x-cachegate-cache"] != "semantic-hit"
-        assert "x-cachegate-similarity" not in other.headers
-        assert engine_requests(gw) == ran + 1  # B was answered by the model
-
-        # Prefix layer: A reuses its own long system prompt (positive control) ...
-        sys_a1 = post(a, chat_body(gw.model, "How do disputes work?", LONG_SYSTEM, 4))
-        sys_a2 = post(a, chat_body(gw.model, "Are transfers instant?", LONG_SYSTEM, 4))
-        assert cached_tokens(sys_a1) == 0
-        a_reused = cached_tokens(sys_a2)
-        assert a_reused >= 64
-        # ... but B's identical prompt finds nothing from A's namespace.
-        sys_b = post(b, chat_body(gw.model, "Are transfers instant?", LONG_SYSTEM, 4))
-        assert cached_tokens(sys_b) == 0
-        assert sys_b.headers["x-cachegate-cached-tokens"] == "0"
-        assert sys_b.headers["x-cachegate-cache"] == "miss"
-        # B's own second request then reuses B's blocks: the namespace works for B too.
-        sys_b2 = post(b, chat_body(gw.model, "How do disputes work?", LONG_SYSTEM, 4))
-        assert cached_tokens(sys_b2) == a_reused
-    text = gw.metrics()
-    assert metric(text, "cachegate_semantic_hits_total", tenant=a_id) == 1
-    assert metric(text, "cachegate_semantic_hits_total", tenant=b_id) == 0
-
-
-# ----------------------------------------------------------------- cache controls
-
-
-def test_cache_control_no_cache_skips_the_lookup(gw: Gateway) -> None:
-    tenant, key = gw.tenant("nocache")
-    body = chat_body(gw.model, "What is the tallest mountain on Earth?", max_tokens=12)
-    canned = "CANNED ANSWER FROM THE CACHE"
-    query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=f"tenant:{tenant}")
-    stored = gw.cache.store(
-        query,
-        {
-            "id": "chatcmpl-canned",
-            "object": "chat.completion",
-            "model": gw.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": canned},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
-        },
-        TenantPolicy().semantic_policy(),
-    )
-    assert stored.stored
-    client = gw.openai(key)
-    ran = engine_requests(gw)
-    bypass = client.chat.completions.with_raw_response.create(
-        model=gw.model,
-        messages=body["messages"],
-        max_tokens=12,
-        temperature=0,
-        extra_headers={"Cache-Control": "no-cache"},
-    )
-    assert bypass.headers["x-cachegate-semantic"] == "skipped:no-cache"
-    assert bypass.headers["x-cachegate-cache"] == "bypass"
-    assert bypass.parse().choices[0].message.content != canned
-    assert engine_requests(gw) == ran + 1
-    # Positive control: the same request without the header is served the stored answer.
-    hit = client.chat.completions.with_raw_response.create(
-        model=gw.model, messages=body["messages"], max_tokens=12, temperature=0
-    )
-    assert hit.headers["x-cachegate-cache"] == "semantic-hit"
-    assert hit.parse().choices[0].message.content == canned
-
-
-def test_cache_control_no_store_skips_the_backfill(gw: Gateway) -> None:
-    tenant, key = gw.tenant("nostore")
-    body = chat_body(gw.model, "Who wrote Romeo and Juliet?")
-    with gw.http(key) as http:
-        first = post(http, body, **{"Cache-Control": "no-store"})
-        assert first.headers["x-cachegate-backfill"] == "skipped:no-store"
-        assert first.json()["choices"][0]["finish_reason"] == "stop"  # it was cacheable
-        assert gw.semantic_verdict(tenant, body) == "empty"
-        second = post(http, body)  # nothing was stored: a miss, answered by the model
-        assert second.headers["x-cachegate-semantic"] == "miss:empty"
-        assert second.headers["x-cachegate-backfill"] == "stored"
-        third = post(http, body)  # positive control: now it is cached
-        assert third.headers["x-cachegate-cache"] == "semantic-hit"
-
-
-# ----------------------------------------------------------------- auth and policy
-
-
-def test_authentication_and_disabled_tenant(gw: Gateway) -> None:
-    body = chat_body(gw.model, CAPITAL)
-    with httpx.Client(base_url=gw.url, timeout=30) as anon:
-        err = assert_openai_error(anon.post(CHAT, json=body), 401, "invalid_request_error")
-        assert err["code"] == "invalid_api_key"
-        wrong = {"Authorization": "Bearer cg-not-a-real-key"}
-        assert_openai_error(anon.post(CHAT, json=body, headers=wrong), 401)
-        basic = {"Authorization": "Basic dXNlcjpwYXNz"}
-        assert_openai_error(anon.post(CHAT, json=body, headers=basic), 401)
-    with pytest.raises(openai.AuthenticationError):
-        gw.openai("cg-not-a-real-key").models.list()
-
-    tenant, key = gw.tenant("off")
-    assert len(gw.openai(key).models.list().data) == 1
-    with gw.tenants.sessions.begin() as s:
-        row = s.get(Tenant, tenant)
-        assert row is not None
-        row.disabled = True
-    gw.tenants.invalidate_cache()
-    with gw.http(key) as http:
-        err = assert_openai_error(http.post(CHAT, json=body), 403, "permission_error")
-        assert tenant in err["message"]
-        assert_openai_error(http.get("/v1/models"), 403)
-    with pytest.raises(openai.PermissionDeniedError):
-        gw.openai(key).models.list()
-
-    # A revoked key is refused at once (after the cache is dropped), a new one works.
-    other, other_key = gw.tenant("revoke")
-    assert len(gw.openai(other_key).models.list().data) == 1
-    with gw.tenants.sessions.begin() as s:
-        for api_key in s.query(ApiKey).filter(ApiKey.tenant_id == other):
-            api_key.revoked_at = utc_now()
-    gw.tenants.invalidate_cache()
-    with pytest.raises(openai.AuthenticationError):
-        gw.openai(other_key).models.list()
-    assert len(gw.openai(gw.tenants.issue_key(other)).models.list().data) == 1
-
-
-def test_policy_change_takes_effect_on_the_next_request(gw: Gateway) -> None:
-    tenant, key = gw.tenant("policy")
-    original = chat_body(gw.model, CAPITAL)
-    paraphrase = chat_body(gw.model, CAPITAL_PARAPHRASES[0])  # similarity 0.957
-    with gw.http(key) as http:
-        assert post(http, original).headers["x-cachegate-backfill"] == "stored"
-        assert post(http, paraphrase).headers["x-cachegate-cache"] == "semantic-hit"
-
-        gw.tenants.set_policy(tenant, TenantPolicy(semantic_enabled=False), created_by="tests")
-        ran = engine_requests(gw)
-        off = post(http, paraphrase)
-        assert off.headers["x-cachegate-semantic"] == "skipped:policy"
-        assert off.headers["x-cachegate-cache"] != "semantic-hit"
-        assert off.headers["x-cachegate-backfill"] == "skipped:not_cacheable"
-        assert engine_requests(gw) == ran + 1
-
-        gw.tenants.set_policy(tenant, TenantPolicy(threshold=0.99), created_by="tests")
-        strict = post(http, paraphrase)
-        assert strict.headers["x-cachegate-semantic"] == "miss:below_threshold"
-        assert engine_requests(gw) == ran + 2
-        exact = post(http, original)  # 1.0 still clears 0.99
-        assert exact.headers["x-cachegate-cache"] == "semantic-hit"
-
-        gw.tenants.set_policy(tenant, TenantPolicy(max_temperature=0.5), created_by="tests")
-        hot = post(http, chat_body(gw.model, CAPITAL, max_tokens=8) | {"temperature": 0.9})
-        assert hot.headers["x-cachegate-semantic"] == "skipped:temperature"
-
-
-# ----------------------------------------------------------------- metrics
-
-
-def test_metrics_count_hits_misses_backfills_and_prefix_tokens(gw: Gateway) -> None:
-    tenant, key = gw.tenant("metrics")
-    before = gw.metrics()
-    with gw.http(key) as http:
-        post(http, chat_body(gw.model, "How do disputes work?", LONG_SYSTEM, 4))
-        reuse = post(http, chat_body(gw.model, "Are transfers instant?", LONG_SYSTEM, 4))
-        post(http, chat_body(gw.model, CAPITAL))
-        post(http, chat_body(gw.model, CAPITAL))
-    after = gw.metrics()
-    reused = cached_tokens(reuse)
-    assert reused >= 64
-
-    def grew(name: str, **labels: str) -> float:
-        return metric(after, name, **labels) - metric(before, name, **labels)
-
-    assert grew("cachegate_semantic_hits_total", tenant=tenant) == 1
-    assert grew("cachegate_semantic_misses_total", tenant=tenant, reason="empty") >= 1
-    assert grew("cachegate_backfills_total", tenant=tenant, result="stored") == 1
-    assert grew("cachegate_backfills_total", tenant=tenant, result="skipped") == 2  # truncated
-    assert grew("cachegate_requests_total", tenant=tenant, cache="semantic-hit") == 1
-    assert grew("cachegate_requests_total", tenant=tenant, cache="prefix-hit") >= 1
-    assert grew("cachegate_prefix_hit_tokens_total", tenant=tenant) >= reused
-    assert grew("cachegate_prefix_query_tokens_total", tenant=tenant) > reused
-    assert grew("cachegate_request_latency_seconds_count", tenant=tenant, layer="semantic") == 1
-    assert grew("cachegate_request_latency_seconds_count", tenant=tenant, layer="upstream") == 3
-    assert grew("cachegate_time_to_first_token_seconds_count", tenant=tenant) == 4
-    # The engine's own series sit beside them on the same page.
-    assert grew("prefix_cache_hits_total") >= reused
-    assert grew("prefix_cache_queries_total") > grew("prefix_cache_hits_total")
-    assert grew("prefix_requests_total") == 3

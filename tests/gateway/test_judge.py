@@ -38,7 +38,7 @@ def ask(gw: Gateway, key: str) -> tuple[str, str]:
 def test_hits_inside_the_judge_band_need_the_models_yes(
     gw: Gateway, caplog: pytest.LogCaptureFixture
 ) -> None:
-    guards_off = {"guards": [], "entity_kinds": []}
+    guards_off: dict[str, list[str]] = {"guards": [], "entity_kinds": []}
     outside_id, outside_key = gw.tenant(
         "judge-out",
         TenantPolicy(**guards_off, judge_band=JudgeBand(low=0.0, high=0.5)),

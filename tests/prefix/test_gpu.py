@@ -18,9 +18,10 @@ pytestmark = pytest.mark.gpu
 def test_cached_prefix_logits_equal_full_forward_on_cuda(tiny_llama: LoadedModel) -> None:
     loaded = load_model(tiny_llama.path, device="cuda", verbose=False)
     assert loaded.model.device.type == "cuda"
-    cfg = {"block_size": 4, "num_blocks": 64}
-    engine = PrefixEngine(EngineConfig(**cfg), loaded=loaded)
-    plain = PrefixEngine(EngineConfig(**cfg, enable_prefix_caching=False), loaded=loaded)
+    engine = PrefixEngine(EngineConfig(block_size=4, num_blocks=64), loaded=loaded)
+    plain = PrefixEngine(
+        EngineConfig(block_size=4, num_blocks=64, enable_prefix_caching=False), loaded=loaded
+    )
     gen = torch.Generator().manual_seed(0)
     first = torch.randint(3, 128, (23,), generator=gen).tolist()
     second = first[:17] + torch.randint(3, 128, (6,), generator=gen).tolist()

@@ -19,8 +19,21 @@ def make(num_blocks: int = 32, **kw: int) -> Scheduler:
     return Scheduler(BlockManager(BlockPool(num_blocks), B), **kw)
 
 
-def seq(n: int, start: int = 0, max_tokens: int = 4, **kw: object) -> Sequence:
-    return Sequence(list(range(start, start + n)), lab_root(B, "t"), B, max_tokens, **kw)  # type: ignore[arg-type]
+def seq(
+    n: int,
+    start: int = 0,
+    max_tokens: int = 4,
+    quota_key: str | None = None,
+    kv_block_quota: int | None = None,
+) -> Sequence:
+    return Sequence(
+        list(range(start, start + n)),
+        lab_root(B, "t"),
+        B,
+        max_tokens,
+        quota_key=quota_key,
+        kv_block_quota=kv_block_quota,
+    )
 
 
 def run_step(s: Scheduler) -> SchedulerOutput:
@@ -97,8 +110,8 @@ def test_abort_releases_blocks_at_once() -> None:
 
 def test_tenant_quota_limits_its_own_requests_but_not_others() -> None:
     s = make(num_blocks=40)
-    quota = dict(quota_key="tenant-a", kv_block_quota=5)
-    a1, a2 = seq(10, max_tokens=4, **quota), seq(10, start=200, max_tokens=4, **quota)
+    a1 = seq(10, max_tokens=4, quota_key="tenant-a", kv_block_quota=5)
+    a2 = seq(10, start=200, max_tokens=4, quota_key="tenant-a", kv_block_quota=5)
     other = seq(10, start=400, max_tokens=4)
     for q in (a1, a2, other):
         s.add(q)
@@ -114,8 +127,8 @@ def test_tenant_quota_limits_its_own_requests_but_not_others() -> None:
 
 def test_quota_growth_preempts_the_tenants_newest_request() -> None:
     s = make(num_blocks=40)
-    quota = dict(quota_key="t", kv_block_quota=6)
-    a1, a2 = seq(8, max_tokens=6, **quota), seq(8, start=300, max_tokens=6, **quota)
+    a1 = seq(8, max_tokens=6, quota_key="t", kv_block_quota=6)
+    a2 = seq(8, start=300, max_tokens=6, quota_key="t", kv_block_quota=6)
     s.add(a1)
     s.add(a2)
     max_held = 0

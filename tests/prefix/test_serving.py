@@ -147,7 +147,7 @@ def test_cancelled_stream_frees_its_blocks(tiny_llama: LoadedModel) -> None:
             received += len(out.new_token_ids)
             if received >= 3:
                 break  # the client goes away mid-stream
-        await agen.aclose()  # type: ignore[attr-defined]
+        await agen.aclose()
         other_tokens, _ = await other
         deadline = time.monotonic() + 5
         while engine.pool.num_used_blocks and time.monotonic() < deadline:

@@ -8,21 +8,47 @@ block's key once it is fully computed, release tail-first.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from prefix.block_pool import BlockPool
 from prefix.sequence import Sequence, SequenceStatus
 
 
+class LowerTier(Protocol):
+    """A cache level below the pool (e.g. host memory), keyed by the same chained keys."""
+
+    def has(self, key: bytes) -> bool:
+        """Whether ``load(key, ...)`` can succeed now."""
+        ...
+
+    def load(self, key: bytes, block_id: int) -> bool:
+        """Fill physical block ``block_id`` with the KV stored under ``key``; False on a miss."""
+        ...
+
+
 class BlockManager:
-    def __init__(self, pool: BlockPool, block_size: int, enable_prefix_caching: bool = True):
+    def __init__(
+        self,
+        pool: BlockPool,
+        block_size: int,
+        enable_prefix_caching: bool = True,
+        lower_tier: LowerTier | None = None,
+    ):
         self.pool = pool
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
+        self.lower_tier = lower_tier
 
     def admit(self, seq: Sequence) -> bool:
         """Pin the longest cached prefix and allocate blocks for the rest of the tokens.
 
         All-or-nothing: returns False and changes nothing when blocks are short. A
         preempted sequence comes back through here over prompt + output tokens.
+
+        With a ``lower_tier``, the chain continues past the last pool hit: each next
+        reusable key the lower tier has fills the matching newly allocated block, which
+        is committed under its key and counts as cached. It stops at the first key
+        missing from both levels. The copies happen only after the allocation succeeded.
         """
         seq.extend_keys()
         reusable = self._reusable_keys(seq)
@@ -34,6 +60,7 @@ class BlockManager:
         # The pool matched under the same state we probed, so the hit counts agree.
         assert len(allocation.hit_block_ids) == num_hits
         seq.block_table = list(allocation.block_table)
+        num_hits += self._load_from_lower_tier(seq, reusable, num_hits)
         if seq.num_preemptions == 0:  # usage reports the reuse of the first admission
             seq.num_cached_tokens = num_hits * self.block_size
         seq.num_computed_tokens = num_hits * self.block_size
@@ -81,6 +108,22 @@ class BlockManager:
         seq.block_table = []
         seq.num_computed_tokens = 0
         seq.num_committed_blocks = 0
+
+    def _load_from_lower_tier(self, seq: Sequence, reusable: list[bytes], start: int) -> int:
+        """Fill and commit blocks ``start..`` of the chain from the lower tier; how many."""
+        tier = self.lower_tier
+        if tier is None:
+            return 0
+        num_loaded = 0
+        for i in range(start, len(reusable)):
+            key = reusable[i]
+            block_id = seq.block_table[i]
+            if not tier.has(key) or not tier.load(key, block_id):
+                break
+            parent = seq.block_table[i - 1] if i > 0 else None
+            self.pool.commit(block_id, key, parent)
+            num_loaded += 1
+        return num_loaded
 
     def _reusable_keys(self, seq: Sequence) -> list[bytes]:
         if not self.enable_prefix_caching:

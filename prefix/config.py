@@ -34,6 +34,9 @@ class EngineConfig:
     max_num_batched_tokens: int = 2048  # tokens computed per step (decodes + prefill chunks)
     enable_prefix_caching: bool = True
     server_salt: str = ""
+    # L2 host tier: bytes of host memory (pinned on CUDA) for blocks evicted from the
+    # GPU pool; 0 turns it off. Must hold at least one block when on.
+    host_tier_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -58,5 +61,13 @@ class EngineConfig:
             )
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise EngineConfigError("max_num_seqs and max_num_batched_tokens must be >= 1")
+        if (
+            isinstance(self.host_tier_bytes, bool)
+            or not isinstance(self.host_tier_bytes, int)
+            or self.host_tier_bytes < 0
+        ):
+            raise EngineConfigError(
+                f"host_tier_bytes must be an int >= 0, got {self.host_tier_bytes!r}"
+            )
         if self.device is not None and not (self.device == "cpu" or self.device.startswith("cuda")):
             raise EngineConfigError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")

@@ -62,6 +62,7 @@ def build_engine(settings: Settings, salt: str, loaded: LoadedModel | None = Non
             dtype=settings.dtype,
             block_size=settings.block_size,
             kv_cache_bytes=settings.kv_cache_mib * 1024 * 1024,
+            host_tier_bytes=settings.host_tier_mib * 1024 * 1024,
             eviction_policy=settings.eviction_policy,
             max_num_seqs=settings.max_num_seqs,
             enable_prefix_caching=settings.enable_prefix_caching,

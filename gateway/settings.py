@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     dtype: str = "float32"
     block_size: int = Field(16, ge=1, le=1024)
     kv_cache_mib: int = Field(256, ge=1)
+    host_tier_mib: int = Field(0, ge=0)  # L2: blocks evicted from the pool kept in host RAM
     eviction_policy: str = "lru"
     max_num_seqs: int = Field(32, ge=1)
     enable_prefix_caching: bool = True

@@ -32,7 +32,7 @@ from prefix.errors import (
     PromptTooLongError,
 )
 from prefix.hashing import Extra, ModelFingerprint, chain_root, short
-from prefix.host_tier import HostTier
+from prefix.host_tier import HostTier, HostTierAdapter
 from prefix.kv_cache import PagedKVCache
 from prefix.loader import LoadedModel, default_model_path, load_model
 from prefix.runner import ModelRunner
@@ -82,40 +82,6 @@ class _Request:
     first_token_at: float | None = None
 
 
-class _HostTierAdapter:
-    """Connects the torch-free pool and block manager to the host tier and the KV tensor.
-
-    ``on_evict`` (the pool's hook) copies a victim block's KV to the tier before the
-    new owner writes to it. ``has``/``load`` serve ``BlockManager.admit`` past the
-    last L1 hit; a key still cached in L1 there (an earlier block of its chain was
-    evicted, this one was not) is copied GPU to GPU instead.
-    """
-
-    def __init__(self, tier: HostTier, kv_cache: PagedKVCache) -> None:
-        self.tier = tier
-        self.kv_cache = kv_cache
-        self.pool: BlockPool | None = None  # set once the pool exists
-
-    def on_evict(self, block_id: int, old_key: bytes) -> None:
-        try:
-            self.tier.put(old_key, self.kv_cache.kv[:, :, block_id])
-        except Exception:  # the hook must not raise: losing an L2 copy only costs a recompute
-            log.exception("copying evicted block %d to the host tier failed", block_id)
-
-    def has(self, key: bytes) -> bool:
-        if key in self.tier or (self.pool is not None and self.pool.lookup(key) is not None):
-            return True
-        self.tier.record_miss()
-        return False
-
-    def load(self, key: bytes, block_id: int) -> bool:
-        src = self.pool.lookup(key) if self.pool is not None else None
-        if src is not None and src != block_id:
-            self.kv_cache.copy_block(src, block_id)
-            return True
-        return self.tier.load(key, self.kv_cache.kv[:, :, block_id])
-
-
 class PrefixEngine:
     """Engine core. All public methods are thread-safe (one internal lock)."""
 
@@ -147,7 +113,7 @@ class PrefixEngine:
             device=self.device,
         )
         self.host_tier: HostTier | None = None
-        lower: _HostTierAdapter | None = None
+        lower: HostTierAdapter | None = None
         if config.host_tier_bytes > 0 and config.enable_prefix_caching:
             kv = self.kv_cache
             shape = (kv.num_layers, 2, kv.block_size, kv.num_kv_heads, kv.head_dim)
@@ -155,7 +121,7 @@ class PrefixEngine:
                 self.host_tier = HostTier(config.host_tier_bytes, shape, kv.dtype)
             except ValueError as exc:
                 raise EngineConfigError(str(exc)) from exc
-            lower = _HostTierAdapter(self.host_tier, kv)
+            lower = HostTierAdapter(self.host_tier, kv)
         self.pool = BlockPool(
             self.kv_cache.num_blocks,
             policy=config.eviction_policy,

@@ -79,6 +79,26 @@ class _EngineCollector(Collector):
             ("prefix_cache_block_hits", "Prefix lookups that hit, in blocks", pool.num_hit_blocks),
         ):
             yield CounterMetricFamily(name, doc, value=float(total))
+        tier = engine.host_tier
+        if tier is None:
+            return
+        # Per-tier series, labelled so L3 can join them: hits, misses, bytes moved, time.
+        stats = tier.stats()
+        for name, doc, key in (
+            ("prefix_tier_hits", "Blocks found in a lower KV tier", "hits"),
+            ("prefix_tier_misses", "Chains that ended in a lower KV tier", "misses"),
+            ("prefix_tier_bytes_in", "Bytes copied into a lower KV tier", "bytes_in"),
+            ("prefix_tier_bytes_out", "Bytes copied back from a lower KV tier", "bytes_out"),
+            ("prefix_tier_seconds", "Time spent copying to and from a lower KV tier", "seconds"),
+        ):
+            family = CounterMetricFamily(name, doc, labels=["tier"])
+            family.add_metric(["l2_host"], float(stats[key]))
+            yield family
+        used = GaugeMetricFamily(
+            "prefix_tier_used_bytes", "Bytes held by a lower KV tier", labels=["tier"]
+        )
+        used.add_metric(["l2_host"], float(stats["used_bytes"]))
+        yield used
 
 
 class EngineMetrics:

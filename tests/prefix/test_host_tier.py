@@ -254,3 +254,19 @@ def test_chain_continues_through_a_block_still_in_l1(
     assert cached == 12
     reference, _ = plain.prefill_logits(A, namespace="t")
     torch.testing.assert_close(logits, reference, atol=ATOL, rtol=0)
+
+
+def test_tier_series_on_the_engine_metrics(tiny_llama: LoadedModel) -> None:
+    from prefix.metrics import EngineMetrics
+
+    engine = make(tiny_llama)
+    engine.prefill_logits(A, namespace="m")
+    push_out(engine)
+    engine.prefill_logits(A, namespace="m")  # three blocks back from L2
+    text = EngineMetrics(engine).render().decode()
+    assert 'prefix_tier_hits_total{tier="l2_host"} 3.0' in text
+    assert 'prefix_tier_bytes_out_total{tier="l2_host"}' in text
+    assert 'prefix_tier_used_bytes{tier="l2_host"}' in text
+    # without a tier there are no tier series at all
+    off = EngineMetrics(make(tiny_llama, host_tier_bytes=0)).render().decode()
+    assert "prefix_tier_" not in off

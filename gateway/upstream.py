@@ -26,11 +26,9 @@ from gateway.errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
+from prefix.trusted_namespace import KEY_HEADER, NAMESPACE_HEADER
 
 log = logging.getLogger("cachegate.gateway.upstream")
-
-NAMESPACE_HEADER = "x-cachegate-namespace"
-KEY_HEADER = "x-cachegate-engine-key"
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,10 @@ line (reused tokens, first differing block).
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 import anyio
 from fastapi import FastAPI, Request
@@ -44,6 +41,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive
 
+from prefix.access_log import RequestLog
 from prefix.async_engine import AsyncEngine, EngineDeadError
 from prefix.config import EngineConfig
 from prefix.engine import PrefixEngine, RequestOutput
@@ -77,64 +75,16 @@ from prefix.openai_protocol import (
     new_id,
 )
 from prefix.sampling import SamplingParams
+from prefix.trusted_namespace import (
+    DEFAULT_NAMESPACE,
+    KEY_HEADER,
+    NAMESPACE_HEADER,
+    resolve_namespace,
+)
 
-NAMESPACE_HEADER = "x-cachegate-namespace"
-KEY_HEADER = "x-cachegate-engine-key"
-DEFAULT_NAMESPACE = "default"
+__all__ = ["KEY_HEADER", "NAMESPACE_HEADER", "create_engine_app", "resolve_namespace", "run_server"]
 
-access_log = logging.getLogger("cachegate.access")
 log = logging.getLogger("cachegate.prefix.server")
-
-
-def resolve_namespace(headers: Mapping[str, str], trusted_key: str | None) -> str:
-    """The tenant namespace of a request: the trusted header, or ``"default"``."""
-    namespace = headers.get(NAMESPACE_HEADER)
-    if not namespace or trusted_key is None:
-        return DEFAULT_NAMESPACE
-    key = headers.get(KEY_HEADER)
-    # Starlette decodes header bytes as latin-1: encoding back gives the raw bytes.
-    given = (key or "").encode("latin-1", "replace")
-    if key is None or not hmac.compare_digest(given, trusted_key.encode("utf-8")):
-        log.warning("namespace header without a valid engine key: using the default namespace")
-        return DEFAULT_NAMESPACE
-    return namespace
-
-
-@dataclass
-class _Ctx:
-    """One request as it goes through the server, for the access log."""
-
-    request_id: str
-    path: str
-    namespace_id: str
-    started: float = field(default_factory=time.perf_counter)
-    first_token_at: float | None = None
-    last: RequestOutput | None = None
-
-    def log(self, status: int | str, **extra: Any) -> None:
-        ttft = None if self.first_token_at is None else self.first_token_at - self.started
-        fields = {
-            "request_id": self.request_id,
-            "namespace_id": self.namespace_id,
-            "status": status,
-            "ttft_ms": None if ttft is None else round(ttft * 1000, 2),
-            "duration_ms": round((time.perf_counter() - self.started) * 1000, 2),
-        }
-        if self.last is not None:
-            fields |= {
-                "prompt_tokens": self.last.prompt_tokens,
-                "cached_tokens": self.last.cached_tokens,
-                "completion_tokens": self.last.completion_tokens,
-                "finish_reason": self.last.finish_reason,
-            }
-        fields |= extra
-        text = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
-        access_log.info("POST %s %s", self.path, text, extra=fields | {"path": self.path})
-
-    def saw(self, out: RequestOutput) -> None:
-        if self.first_token_at is None and out.new_token_ids:
-            self.first_token_at = time.perf_counter()
-        self.last = out
 
 
 def create_engine_app(
@@ -189,7 +139,7 @@ def create_engine_app(
         return ApiError(500, f"internal error: {type(exc).__name__}", "server_error").response()
 
     async def prepare(
-        request: Request, chat: bool, ctx: _Ctx
+        request: Request, chat: bool, ctx: RequestLog
     ) -> tuple[ChatCompletionRequest | CompletionRequest, list[int], SamplingParams, str]:
         body = await read_json(request, max_body_bytes)
         req = parse_request(body, chat)
@@ -206,7 +156,7 @@ def create_engine_app(
         return req, token_ids, params, namespace
 
     async def serve(request: Request, chat: bool) -> Response:
-        ctx = _Ctx(
+        ctx = RequestLog(
             new_id("chatcmpl" if chat else "cmpl"),
             request.url.path,
             short(engine.chain_root(DEFAULT_NAMESPACE)),
@@ -265,7 +215,7 @@ def create_engine_app(
         return JSONResponse(result.model_dump(), headers={"X-Request-Id": ctx.request_id})
 
     async def collect(
-        ctx: _Ctx, outputs: AsyncGenerator[RequestOutput, None], receive: Receive
+        ctx: RequestLog, outputs: AsyncGenerator[RequestOutput, None], receive: Receive
     ) -> str | None:
         """The whole completion text, or None when the client went away first."""
 
@@ -298,7 +248,7 @@ def create_engine_app(
                 await outputs.aclose()  # aborts the engine request unless it finished
 
     def chat_events(
-        ctx: _Ctx, outputs: AsyncGenerator[RequestOutput, None], include_usage: bool
+        ctx: RequestLog, outputs: AsyncGenerator[RequestOutput, None], include_usage: bool
     ) -> AsyncGenerator[str, None]:
         def chunk(delta: DeltaMessage, reason: str | None = None) -> str:
             c = ChatCompletionChunk(
@@ -320,7 +270,7 @@ def create_engine_app(
         return stream_events(ctx, outputs, body(), include_usage, chat=True)
 
     def completion_events(
-        ctx: _Ctx, outputs: AsyncGenerator[RequestOutput, None], include_usage: bool
+        ctx: RequestLog, outputs: AsyncGenerator[RequestOutput, None], include_usage: bool
     ) -> AsyncGenerator[str, None]:
         async def body() -> AsyncGenerator[str, None]:
             async for out in outputs:
@@ -336,7 +286,7 @@ def create_engine_app(
         return stream_events(ctx, outputs, body(), include_usage, chat=False)
 
     async def stream_events(
-        ctx: _Ctx,
+        ctx: RequestLog,
         outputs: AsyncGenerator[RequestOutput, None],
         body: AsyncGenerator[str, None],
         include_usage: bool,

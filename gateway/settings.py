@@ -27,12 +27,16 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(1_000_000, ge=1024)
 
     # ---- upstream: the in-process engine unless a URL is given ----
+    # One URL, or several comma-separated engine replicas: requests are routed by their
+    # first prefix characters (consistent hashing) and fail over to the next replica.
     upstream_url: str | None = None
     upstream_model: str | None = None  # the model name the upstream serves
     upstream_api_key: SecretStr | None = None
     upstream_connect_timeout: float = Field(2.0, gt=0)
     upstream_read_timeout: float = Field(60.0, gt=0)
     upstream_retries: int = Field(2, ge=0, le=10)
+    route_prefix_chars: int = Field(256, ge=1)  # prompt characters that pick the replica
+    replica_cooldown_seconds: float = Field(5.0, ge=0)  # a failed replica is skipped this long
 
     # ---- semantic layer ----
     semantic_enabled: bool = True
@@ -45,6 +49,14 @@ class Settings(BaseSettings):
     block_size: int = Field(16, ge=1, le=1024)
     kv_cache_mib: int = Field(256, ge=1)
     host_tier_mib: int = Field(0, ge=0)  # L2: blocks evicted from the pool kept in host RAM
+    # L3: computed blocks written through (asynchronously) to a local directory and/or
+    # Redis, read back after a restart or by another engine with the same model and salt.
+    kv_disk_path: Path | None = None
+    kv_disk_mib: int = Field(4096, ge=1)
+    kv_redis_url: str | None = None
+    kv_redis_ttl_seconds: int = Field(86_400, ge=1)
+    kv_tier_timeout_seconds: float = Field(0.5, gt=0)  # bound on one L3 read
+    kv_tier_write_queue: int = Field(1024, ge=1)  # blocks waiting to be written; more are dropped
     eviction_policy: str = "lru"
     max_num_seqs: int = Field(32, ge=1)
     enable_prefix_caching: bool = True
@@ -63,6 +75,14 @@ class Settings(BaseSettings):
     engine_snapshot_seconds: float = Field(30.0, ge=0)  # 0: no engine snapshots
     price_per_million_prompt_tokens: float = Field(0.50, ge=0)
     price_per_million_completion_tokens: float = Field(1.50, ge=0)
+
+    # ---- replicas: changes made through one gateway reach the others ----
+    sync_poll_seconds: float = Field(1.0, gt=0)  # catch-up poll; LISTEN/NOTIFY wakes it early
+
+    def upstream_urls(self) -> list[str]:
+        if not self.upstream_url:
+            return []
+        return [u.strip() for u in self.upstream_url.split(",") if u.strip()]
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -37,6 +37,15 @@ class EngineConfig:
     # L2 host tier: bytes of host memory (pinned on CUDA) for blocks evicted from the
     # GPU pool; 0 turns it off. Must hold at least one block when on.
     host_tier_bytes: int = 0
+    # L3 shared tier: every computed block is written through, asynchronously, to a local
+    # directory (kept across restarts, bounded by kv_disk_bytes) and/or Redis (shared by
+    # engines with the same model and server_salt). None turns a store off.
+    kv_disk_path: str | None = None
+    kv_disk_bytes: int = 4096 * MiB
+    kv_redis_url: str | None = None
+    kv_redis_ttl_seconds: int = 86_400
+    kv_tier_timeout_s: float = 0.5  # bound on one L3 read; slower counts as a miss
+    kv_tier_write_queue: int = 1024  # blocks waiting to be written; more are dropped
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -69,5 +78,9 @@ class EngineConfig:
             raise EngineConfigError(
                 f"host_tier_bytes must be an int >= 0, got {self.host_tier_bytes!r}"
             )
+        if self.kv_disk_bytes < 1 or self.kv_redis_ttl_seconds < 1:
+            raise EngineConfigError("kv_disk_bytes and kv_redis_ttl_seconds must be >= 1")
+        if not self.kv_tier_timeout_s > 0 or self.kv_tier_write_queue < 1:
+            raise EngineConfigError("kv_tier_timeout_s must be > 0 and kv_tier_write_queue >= 1")
         if self.device is not None and not (self.device == "cpu" or self.device.startswith("cuda")):
             raise EngineConfigError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")

@@ -10,7 +10,10 @@ Hierarchy::
     │   ├── PromptTooLongError                 prompt + max_tokens exceed the context window
     │   ├── KVBudgetExceededError              the request can never fit in the KV pool
     │   └── InvalidSamplingParamsError         max_tokens <= 0, temperature < 0, top_p out of (0, 1]
-    └── NoFreeBlocksError                      transient: not enough reclaimable KV blocks now
+    ├── NoFreeBlocksError                      transient: not enough reclaimable KV blocks now
+    └── TierError                              an L3 block store failed (never reaches a client)
+        ├── TierUnavailableError               the store is down or slower than its timeout
+        └── CorruptBlockError                  a stored block failed its checks (a miss)
 
 Every error carries a human-readable message; the gateway maps ``RequestError``
 to HTTP 400 and ``NoFreeBlocksError`` to 503 in the OpenAI error shape.
@@ -53,3 +56,15 @@ class InvalidSamplingParamsError(RequestError):
 
 class NoFreeBlocksError(PrefixError):
     """Not enough reclaimable blocks right now; the caller may wait and retry."""
+
+
+class TierError(PrefixError):
+    """An L3 block store failed; the engine treats it as a miss, never as a request error."""
+
+
+class TierUnavailableError(TierError):
+    """The store could not be reached, or did not answer within its timeout."""
+
+
+class CorruptBlockError(TierError):
+    """A stored block is truncated, altered, or from another model/layout/key."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -70,23 +71,25 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_engine(args: argparse.Namespace) -> int:
+    from gateway.app import engine_config
     from gateway.settings import get_settings
-    from prefix.config import EngineConfig
     from prefix.server import run_server
 
     s = get_settings()
     logging.getLogger("cachegate").setLevel(logging.INFO)
-    config = EngineConfig(
-        model_path=args.model or s.model_path,
-        device=args.device or s.device,
-        dtype=args.dtype or s.dtype,
-        block_size=args.block_size or s.block_size,
-        kv_cache_bytes=(args.kv_cache_mib or s.kv_cache_mib) * 1024 * 1024,
-        eviction_policy=args.eviction_policy or s.eviction_policy,
-        max_num_seqs=args.max_num_seqs or s.max_num_seqs,
-        enable_prefix_caching=s.enable_prefix_caching and not args.no_prefix_caching,
-        server_salt=s.server_salt.get_secret_value() if s.server_salt else "",
+    config = engine_config(
+        s,
+        s.server_salt.get_secret_value() if s.server_salt else "",
+        model_path=args.model,
+        device=args.device,
+        dtype=args.dtype,
+        block_size=args.block_size,
+        kv_cache_bytes=args.kv_cache_mib * 1024 * 1024 if args.kv_cache_mib else None,
+        eviction_policy=args.eviction_policy,
+        max_num_seqs=args.max_num_seqs,
     )
+    if args.no_prefix_caching:
+        config = dataclasses.replace(config, enable_prefix_caching=False)
     key = s.engine_key.get_secret_value() if s.engine_key else None
     run_server(args.host or s.host, args.port or s.engine_port, config, trusted_key=key)
     return 0

@@ -64,6 +64,8 @@ class AsyncEngine:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        # Blocks queued for the disk/Redis tiers are what a restarted engine will reuse.
+        self.engine.flush_tiers(timeout)
 
     @property
     def is_alive(self) -> bool:

@@ -15,14 +15,15 @@ from prefix.sequence import Sequence, SequenceStatus
 
 
 class LowerTier(Protocol):
-    """A cache level below the pool (e.g. host memory), keyed by the same chained keys."""
+    """The cache levels below the pool (host memory, disk, Redis), under the same chained keys."""
 
-    def has(self, key: bytes) -> bool:
-        """Whether ``load(key, ...)`` can succeed now."""
+    def load_chain(self, keys: list[bytes], block_ids: list[int]) -> int:
+        """Fill ``block_ids[i]`` with the KV stored under ``keys[i]``, in order, stopping
+        at the first key no level has; returns how many blocks were filled."""
         ...
 
-    def load(self, key: bytes, block_id: int) -> bool:
-        """Fill physical block ``block_id`` with the KV stored under ``key``; False on a miss."""
+    def on_commit(self, key: bytes, block_id: int) -> None:
+        """A block was just computed and committed under ``key`` (write-through)."""
         ...
 
 
@@ -77,6 +78,8 @@ class BlockManager:
         for i in range(seq.num_committed_blocks, num_full):
             parent = seq.block_table[i - 1] if i > 0 else None
             self.pool.commit(seq.block_table[i], seq.block_keys[i], parent)
+            if self.lower_tier is not None:
+                self.lower_tier.on_commit(seq.block_keys[i], seq.block_table[i])
         seq.num_committed_blocks = max(seq.num_committed_blocks, num_full)
 
     def num_blocks_to_grow(self, seq: Sequence, num_tokens: int) -> int:
@@ -111,18 +114,14 @@ class BlockManager:
 
     def _load_from_lower_tier(self, seq: Sequence, reusable: list[bytes], start: int) -> int:
         """Fill and commit blocks ``start..`` of the chain from the lower tier; how many."""
-        tier = self.lower_tier
-        if tier is None:
+        if self.lower_tier is None or start >= len(reusable):
             return 0
-        num_loaded = 0
-        for i in range(start, len(reusable)):
-            key = reusable[i]
-            block_id = seq.block_table[i]
-            if not tier.has(key) or not tier.load(key, block_id):
-                break
+        num_loaded = self.lower_tier.load_chain(
+            reusable[start:], seq.block_table[start : len(reusable)]
+        )
+        for i in range(start, start + num_loaded):
             parent = seq.block_table[i - 1] if i > 0 else None
-            self.pool.commit(block_id, key, parent)
-            num_loaded += 1
+            self.pool.commit(seq.block_table[i], reusable[i], parent)
         return num_loaded
 
     def _reusable_keys(self, seq: Sequence) -> list[bytes]:

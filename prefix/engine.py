@@ -27,18 +27,18 @@ from prefix.block_pool import BlockPool
 from prefix.config import EngineConfig
 from prefix.errors import (
     EmptyPromptError,
-    EngineConfigError,
     KVBudgetExceededError,
     PromptTooLongError,
 )
 from prefix.hashing import Extra, ModelFingerprint, chain_root, short
-from prefix.host_tier import HostTier, HostTierAdapter
+from prefix.host_tier import HostTier
 from prefix.kv_cache import PagedKVCache
 from prefix.loader import LoadedModel, default_model_path, load_model
 from prefix.runner import ModelRunner
 from prefix.sampling import Sampler, SamplingParams
 from prefix.scheduler import Scheduler
 from prefix.sequence import Sequence
+from prefix.tier_setup import build_tier_chain
 from prefix.tokenize import Detokenizer, Prompt, PromptEncoder
 
 log = logging.getLogger("cachegate.prefix")
@@ -112,25 +112,17 @@ class PrefixEngine:
             dtype=_DTYPES[config.dtype],
             device=self.device,
         )
-        self.host_tier: HostTier | None = None
-        lower: HostTierAdapter | None = None
-        if config.host_tier_bytes > 0 and config.enable_prefix_caching:
-            kv = self.kv_cache
-            shape = (kv.num_layers, 2, kv.block_size, kv.num_kv_heads, kv.head_dim)
-            try:
-                self.host_tier = HostTier(config.host_tier_bytes, shape, kv.dtype)
-            except ValueError as exc:
-                raise EngineConfigError(str(exc)) from exc
-            lower = HostTierAdapter(self.host_tier, kv)
+        self.tiers = build_tier_chain(config, self.kv_cache, self.fingerprint)
+        self.host_tier: HostTier | None = self.tiers.host if self.tiers else None
         self.pool = BlockPool(
             self.kv_cache.num_blocks,
             policy=config.eviction_policy,
-            on_evict=None if lower is None else lower.on_evict,
+            on_evict=None if self.tiers is None else self.tiers.on_evict,
         )
-        if lower is not None:
-            lower.pool = self.pool
+        if self.tiers is not None:
+            self.tiers.pool = self.pool
         self.blocks = BlockManager(
-            self.pool, config.block_size, config.enable_prefix_caching, lower_tier=lower
+            self.pool, config.block_size, config.enable_prefix_caching, lower_tier=self.tiers
         )
         self.scheduler = Scheduler(
             self.blocks,
@@ -394,3 +386,13 @@ class PrefixEngine:
                 return logits.clone(), seq.num_cached_tokens
             finally:
                 self.blocks.release(seq)
+
+    # ---- lower tiers ----------------------------------------------------------------
+    def flush_tiers(self, timeout: float = 30.0) -> bool:
+        """Wait until every block queued for an L3 store is written; False on timeout."""
+        return self.tiers.flush(timeout) if self.tiers is not None else True
+
+    def close(self) -> None:
+        """Write what is queued for the L3 stores and stop their writer threads."""
+        if self.tiers is not None:
+            self.tiers.close()

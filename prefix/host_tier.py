@@ -2,7 +2,7 @@
 
 Blocks evicted from the GPU pool (L1) are copied here instead of being
 discarded; an admission that misses in L1 continues here along the same chain
-(see ``BlockManager.admit``). Keys are the same chained keys as L1, so tenant
+(see :mod:`prefix.tier_chain`). Keys are the same chained keys as L1, so tenant
 namespaces hold automatically: a key built under one chain root can never equal
 a key built under another.
 
@@ -20,13 +20,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING
 
 import torch
-
-if TYPE_CHECKING:
-    from prefix.block_pool import BlockPool
-    from prefix.kv_cache import PagedKVCache
 
 log = logging.getLogger("cachegate.prefix")
 
@@ -112,10 +107,6 @@ class HostTier:
         """Drop ``key`` if present (e.g. invalidation); whether it was there."""
         return self._entries.pop(key, None) is not None
 
-    def record_miss(self) -> None:
-        """Count a lookup that ended in this tier without calling ``get``."""
-        self.misses += 1
-
     def __contains__(self, key: object) -> bool:
         """Membership only: no LRU move, no counters."""
         return key in self._entries
@@ -149,37 +140,3 @@ class HostTier:
             f"HostTier(blocks={len(self._entries)}/{self.capacity_blocks}, "
             f"hits={self.hits}, misses={self.misses}, pinned={self.pin_memory})"
         )
-
-
-class HostTierAdapter:
-    """Connects the torch-free pool and block manager to the host tier and the KV tensor.
-
-    ``on_evict`` (the pool's hook) copies a victim block's KV to the tier before the
-    new owner writes to it. ``has``/``load`` serve ``BlockManager.admit`` past the
-    last L1 hit; a key still cached in L1 there (an earlier block of its chain was
-    evicted, this one was not) is copied GPU to GPU instead.
-    """
-
-    def __init__(self, tier: HostTier, kv_cache: PagedKVCache) -> None:
-        self.tier = tier
-        self.kv_cache = kv_cache
-        self.pool: BlockPool | None = None  # set once the pool exists
-
-    def on_evict(self, block_id: int, old_key: bytes) -> None:
-        try:
-            self.tier.put(old_key, self.kv_cache.kv[:, :, block_id])
-        except Exception:  # the hook must not raise: losing an L2 copy only costs a recompute
-            log.exception("copying evicted block %d to the host tier failed", block_id)
-
-    def has(self, key: bytes) -> bool:
-        if key in self.tier or (self.pool is not None and self.pool.lookup(key) is not None):
-            return True
-        self.tier.record_miss()
-        return False
-
-    def load(self, key: bytes, block_id: int) -> bool:
-        src = self.pool.lookup(key) if self.pool is not None else None
-        if src is not None and src != block_id:
-            self.kv_cache.copy_block(src, block_id)
-            return True
-        return self.tier.load(key, self.kv_cache.kv[:, :, block_id])

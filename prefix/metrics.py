@@ -79,25 +79,43 @@ class _EngineCollector(Collector):
             ("prefix_cache_block_hits", "Prefix lookups that hit, in blocks", pool.num_hit_blocks),
         ):
             yield CounterMetricFamily(name, doc, value=float(total))
-        tier = engine.host_tier
-        if tier is None:
+        tiers = engine.tiers.stats() if engine.tiers is not None else {}
+        if not tiers:
             return
-        # Per-tier series, labelled so L3 can join them: hits, misses, bytes moved, time.
-        stats = tier.stats()
+        # One series per level below the pool (l2_host, l3_disk, l3_redis).
         for name, doc, key in (
             ("prefix_tier_hits", "Blocks found in a lower KV tier", "hits"),
-            ("prefix_tier_misses", "Chains that ended in a lower KV tier", "misses"),
+            ("prefix_tier_misses", "Lookups that reached a lower KV tier and missed", "misses"),
             ("prefix_tier_bytes_in", "Bytes copied into a lower KV tier", "bytes_in"),
             ("prefix_tier_bytes_out", "Bytes copied back from a lower KV tier", "bytes_out"),
-            ("prefix_tier_seconds", "Time spent copying to and from a lower KV tier", "seconds"),
+            (
+                "prefix_tier_seconds",
+                "Time the engine spent moving blocks to/from a tier",
+                "seconds",
+            ),
+            ("prefix_tier_corrupt_blocks", "Stored blocks that failed their checks", "corrupt"),
+            ("prefix_tier_errors", "Tier reads that failed or timed out (misses)", "errors"),
+            (
+                "prefix_tier_dropped_writes",
+                "Blocks not written: write queue full",
+                "dropped_writes",
+            ),
+            (
+                "prefix_tier_write_errors",
+                "Blocks the store refused or failed to write",
+                "write_errors",
+            ),
         ):
             family = CounterMetricFamily(name, doc, labels=["tier"])
-            family.add_metric(["l2_host"], float(stats[key]))
+            for tier, stats in tiers.items():
+                if key in stats:
+                    family.add_metric([tier], float(stats[key]))
             yield family
         used = GaugeMetricFamily(
-            "prefix_tier_used_bytes", "Bytes held by a lower KV tier", labels=["tier"]
+            "prefix_tier_used_bytes", "Bytes held by a lower KV tier (-1: unknown)", labels=["tier"]
         )
-        used.add_metric(["l2_host"], float(stats["used_bytes"]))
+        for tier, stats in tiers.items():
+            used.add_metric([tier], float(stats["used_bytes"]))
         yield used
 
 

@@ -1,0 +1,97 @@
+"""Build the levels below the GPU pool from an :class:`EngineConfig`.
+
+Everything that must agree between engines sharing an L3 store is derived
+here, from the model fingerprint and the server salt:
+
+* the store namespace (a digest of the fingerprint): engines with a different
+  model, dtype or block size use different directories / Redis key prefixes;
+* the record fingerprint checked on every read (the full digest);
+* the HMAC key of every record (the server salt): a block written by an engine
+  with another secret fails its check instead of being used.
+
+Engines that should share blocks through Redis therefore need the same model
+file, dtype, block size and ``server_salt``; the chained keys need the same
+anyway (see :func:`prefix.hashing.chain_root`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+from prefix.config import EngineConfig
+from prefix.disk_store import DiskBlockStore
+from prefix.errors import EngineConfigError
+from prefix.hashing import ModelFingerprint
+from prefix.host_tier import HostTier
+from prefix.kv_cache import PagedKVCache
+from prefix.kv_record import BlockLayout, BlockStore
+from prefix.l3_tier import L3Tier
+from prefix.redis_store import RedisBlockStore
+from prefix.tier_chain import TierChain
+
+log = logging.getLogger("cachegate.prefix")
+
+__all__ = ["build_tier_chain", "fingerprint_digest"]
+
+
+def fingerprint_digest(fingerprint: ModelFingerprint) -> bytes:
+    """32 bytes naming everything that changes a block's KV (see ``ModelFingerprint``)."""
+    canonical = json.dumps(fingerprint.to_tuple(), separators=(",", ":"))
+    return hashlib.sha256(b"cachegate-kv-fingerprint\0" + canonical.encode()).digest()
+
+
+def build_tier_chain(
+    config: EngineConfig, kv_cache: PagedKVCache, fingerprint: ModelFingerprint
+) -> TierChain | None:
+    """The configured L2 and L3 levels, or None when none is on (or caching is off)."""
+    if not config.enable_prefix_caching:
+        return None
+    kv = kv_cache
+    shape = (kv.num_layers, 2, kv.block_size, kv.num_kv_heads, kv.head_dim)
+    host: HostTier | None = None
+    if config.host_tier_bytes > 0:
+        try:
+            host = HostTier(config.host_tier_bytes, shape, kv.dtype)
+        except ValueError as exc:
+            raise EngineConfigError(str(exc)) from exc
+    digest = fingerprint_digest(fingerprint)
+    namespace = digest.hex()[:16]
+    stores: list[BlockStore] = []
+    if config.kv_disk_path:
+        try:
+            stores.append(
+                DiskBlockStore(config.kv_disk_path, config.kv_disk_bytes, namespace=namespace)
+            )
+        except (OSError, ValueError) as exc:
+            raise EngineConfigError(f"kv_disk_path {config.kv_disk_path!r}: {exc}") from exc
+    if config.kv_redis_url:
+        stores.append(
+            RedisBlockStore(
+                config.kv_redis_url,
+                namespace=namespace,
+                ttl_seconds=config.kv_redis_ttl_seconds,
+                timeout_s=config.kv_tier_timeout_s,
+            )
+        )
+    layout = BlockLayout(dtype=config.dtype, shape=shape)
+    l3 = [
+        L3Tier(
+            store,
+            fingerprint=digest,
+            layout=layout,
+            dtype=kv.dtype,
+            integrity_key=config.server_salt.encode(),
+            write_queue=config.kv_tier_write_queue,
+        )
+        for store in stores
+    ]
+    chain = TierChain(kv_cache, host, l3)
+    if chain.is_empty:
+        return None
+    log.info(
+        "kv tiers: %s",
+        ", ".join(["l1_pool", *(["l2_host"] if host else []), *(t.name for t in l3)]),
+    )
+    return chain

@@ -67,6 +67,20 @@ class GatewayMetrics:
         self.upstream_errors = Counter(
             "cachegate_upstream_errors", "Upstream failures by kind", ["kind"], registry=r
         )
+        # Engine replicas (gateway/engine_pool.py): tries sent to each, and how often a
+        # request left one for the next replica on its hash-ring preference list.
+        self.upstream_requests = Counter(
+            "cachegate_upstream_requests",
+            "Tries sent to each engine replica",
+            ["replica"],
+            registry=r,
+        )
+        self.upstream_failovers = Counter(
+            "cachegate_upstream_failovers",
+            "Requests that failed over away from an engine replica",
+            ["replica"],
+            registry=r,
+        )
         self.backfills = Counter(
             "cachegate_backfills", "Semantic backfills by result", ["tenant", "result"], registry=r
         )

@@ -2,9 +2,10 @@
 
 Every write is a new ``policy_versions`` row (version = previous + 1, with who and
 when) and a ``policy.set`` audit event listing the changed fields, in one
-transaction; then the authentication cache of this replica is dropped, so the
-policy applies to the tenant's next request (other replicas: within the store's
-``cache_seconds``). Two admins writing at once: the loser of the unique
+transaction, with a ``tenant`` change-log row; then the authentication cache of
+this replica is dropped, so the policy applies to the tenant's next request
+(other replicas: when their replica-sync feed replays the row,
+:mod:`semantic.sync`). Two admins writing at once: the loser of the unique
 (tenant, version) race retries, and gets a 409 only after three tries.
 """
 
@@ -25,6 +26,7 @@ from gateway.errors import BadRequestError
 from gateway.models import PolicyVersion
 from gateway.policy import TenantPolicy
 from gateway.tenants import TenantStore
+from semantic.changes import log_tenant_change
 
 _WRITE_ATTEMPTS = 3
 
@@ -120,6 +122,7 @@ class PolicyAdmin:
                         s, actor, audit.POLICY_SET, tenant_id, f"v{row.version}", details
                     )
                     s.flush()
+                    log_tenant_change(s, tenant_id)
                     out = _policy_out(tenant_id, row)
                 break
             except sa_exc.IntegrityError:  # another admin wrote the same version first

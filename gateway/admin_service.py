@@ -1,10 +1,12 @@
 """What the admin API does to tenants and their API keys (policies:
 :mod:`gateway.admin_policies`).
 
-Every change writes its audit event in the same transaction and then drops the
-authentication cache of this replica (``TenantStore.invalidate_cache``), so it
-applies to the next request here; other replicas see it within the store's
-``cache_seconds``. Methods are synchronous (the routes run them in a thread).
+Every change writes its audit event and a ``tenant`` change-log row
+(:func:`semantic.changes.log_tenant_change`) in the same transaction, then drops
+the authentication cache of this replica (``TenantStore.invalidate_cache``), so
+it applies to the next request here; other replicas drop theirs when their
+replica-sync feed replays the row (:mod:`semantic.sync`). Methods are
+synchronous (the routes run them in a thread).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from gateway.policy import TenantPolicy
 from gateway.ratelimit import RateLimiter
 from gateway.tenants import TenantStore, hash_key, new_api_key, utc_now
 from semantic import SemanticCache
+from semantic.changes import log_tenant_change
 from semantic.errors import StoreUnavailableError
 
 
@@ -130,6 +133,7 @@ class TenantAdmin:
                     details["policy_version"] = 1
                 audit.add_event(s, actor, audit.TENANT_CREATE, body.id, body.id, details)
                 s.flush()
+                log_tenant_change(s, body.id)
                 out = _tenant_out(s, tenant)
         except sa_exc.IntegrityError:  # created concurrently
             raise ConflictError(f"tenant {body.id!r} already exists", param="id") from None
@@ -153,6 +157,7 @@ class TenantAdmin:
                 s, actor, audit.TENANT_UPDATE, tenant_id, tenant_id, {"name": [old, name]}
             )
             s.flush()
+            log_tenant_change(s, tenant_id)
             out = _tenant_out(s, tenant)
         self.store.invalidate_cache()
         return out
@@ -165,6 +170,7 @@ class TenantAdmin:
             action = audit.TENANT_DISABLE if disabled else audit.TENANT_ENABLE
             audit.add_event(s, actor, action, tenant_id, tenant_id, {"changed": changed})
             s.flush()
+            log_tenant_change(s, tenant_id)
             out = _tenant_out(s, tenant)
         self.store.invalidate_cache()  # a disabled tenant is refused on its next request
         return out
@@ -194,6 +200,7 @@ class TenantAdmin:
             s.execute(delete(Tenant).where(Tenant.id == tenant_id))
             details = {"semantic_entries": entries, "keys": keys, "policy_versions": versions}
             audit.add_event(s, actor, audit.TENANT_DELETE, tenant_id, tenant_id, details)
+            log_tenant_change(s, tenant_id)
         self.store.invalidate_cache()
         # A request that was already past authentication may have backfilled meanwhile.
         entries += self._drop_entries(tenant_id)
@@ -231,6 +238,7 @@ class TenantAdmin:
                 str(key.id),
                 {"key_id": key.id, "prefix": key.key_prefix, "name": name},
             )
+            log_tenant_change(s, tenant_id)  # a replica may have cached this key as unknown
             out = KeyIssued(**_key_out(key).model_dump(), key=raw)
         return out
 
@@ -263,6 +271,7 @@ class TenantAdmin:
                 str(key_id),
                 {"key_id": key_id, "prefix": key.key_prefix, "already_revoked": already},
             )
+            log_tenant_change(s, tenant_id)
             out = _key_out(key)
         self.store.invalidate_cache()  # the key is refused on its next request
         return out

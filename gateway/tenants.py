@@ -2,8 +2,12 @@
 
 Keys are 256-bit random tokens (``cg-…``), so a plain SHA-256 is a sound
 at-rest hash: there is nothing to brute-force. Authentication results and
-policies are cached for ``cache_seconds`` (policy writes through this store
-drop the entry at once; other replicas see them within that time). When the
+policies are cached for ``cache_seconds``. Every write that can change an
+authentication result or a policy logs a ``tenant`` change in its own
+transaction (:func:`semantic.changes.log_tenant_change`); the replica-sync feed
+(:mod:`semantic.sync`) replays it on every replica by calling
+:meth:`TenantStore.invalidate_cache`, so other replicas see the change as soon
+as the feed wakes (``cache_seconds`` bounds it if the feed is down). When the
 database is down, the last known answer for a key keeps serving, so the
 gateway fails open to the upstream instead of locking every tenant out.
 """
@@ -24,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from gateway.errors import AuthenticationError, PermissionDeniedError, ServiceUnavailableError
 from gateway.models import ApiKey, PolicyVersion, ServerSecret, Tenant
 from gateway.policy import TenantPolicy
+from semantic.changes import log_tenant_change
 
 KEY_PREFIX = "cg-"
 
@@ -139,6 +144,8 @@ class TenantStore:
                 id=tenant_id, name=name or tenant_id, disabled=False, created_at=now, updated_at=now
             )
             s.add(tenant)
+            s.flush()
+            log_tenant_change(s, tenant_id)
         return tenant
 
     def get_tenant(self, tenant_id: str) -> Tenant | None:
@@ -158,6 +165,8 @@ class TenantStore:
                     created_at=utc_now(),
                 )
             )
+            s.flush()
+            log_tenant_change(s, tenant_id)
         return raw
 
     def has_key(self, raw_key: str) -> bool:
@@ -181,6 +190,8 @@ class TenantStore:
                     created_by=created_by,
                 )
             )
+            s.flush()
+            log_tenant_change(s, tenant_id)
         self.invalidate_cache()
         return version
 

@@ -14,9 +14,10 @@ refuses the first and the second is served.
 
 The database is the source of truth and each process keeps the indexes in
 memory: writes go to the database first, then to the index, under one lock, so
-a reader never sees an index entry whose row was never written. A row that has
-vanished (another replica invalidated it) is dropped from the index when a
-lookup meets it; expired entries are deleted lazily the same way.
+a reader never sees an index entry whose row was never written. Other replicas'
+writes arrive through the change log (:mod:`semantic.sync`); a row that has
+vanished before that (another replica invalidated it) is also dropped from the
+index when a lookup meets it, and expired entries are deleted lazily the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -94,6 +96,12 @@ class SemanticCache:
         self._write_lock = threading.RLock()
         self._vector_lock = threading.Lock()
         self._vectors: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
+
+    @property
+    def write_lock(self) -> AbstractContextManager[bool]:
+        """Held across every database+index mutation; replaying another replica's
+        changes (:mod:`semantic.replay`) takes it too, for the same reason."""
+        return self._write_lock
 
     @property
     def embedder_id(self) -> str:

@@ -1,4 +1,6 @@
-"""The ``semantic_entries`` table (SQLAlchemy 2 declarative).
+"""The semantic package's tables (SQLAlchemy 2 declarative): ``semantic_entries``,
+the cache itself, and ``cache_changes``, the change log that replicas replay to
+keep their in-memory indexes in step (:mod:`semantic.changes`, :mod:`semantic.sync`).
 
 ``Base`` has its own ``MetaData``; the gateway declares its tables on its own
 base, and the single Alembic history in ``migrations/`` covers both (its
@@ -101,3 +103,25 @@ class SemanticEntry(Base):
     ttl_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)  # for sliding TTL
     hit_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     last_hit_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class CacheChange(Base):
+    """One change another replica must replay: written in the transaction of the change.
+
+    ``op`` is ``upsert``/``delete`` (``entry_id`` set), ``clear_partition``
+    (``partition_key`` set; ``tenant`` when the clear was narrowed to one tenant)
+    or ``tenant`` (a tenant's keys, policy or state changed). ``at`` is the
+    database's clock at the insert; replicas re-read a window of it because
+    sequence numbers are handed out before commit (see :mod:`semantic.sync`).
+    """
+
+    __tablename__ = "cache_changes"
+    # Never reuse a pruned seq on SQLite: a replica's position would skip new rows.
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    seq: Mapped[int] = mapped_column(EntryId, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    op: Mapped[str] = mapped_column(String(16))
+    partition_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    entry_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    tenant: Mapped[str | None] = mapped_column(String(255), nullable=True)

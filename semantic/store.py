@@ -9,6 +9,9 @@ raises :class:`~semantic.errors.StoreUnavailableError` (the gateway fails open);
 anything else from the database is a bug and propagates unchanged.
 
 The schema is created and changed only by Alembic (:func:`upgrade_database`).
+
+Every write also logs what it changed (:mod:`semantic.changes`) in its own
+transaction, so other replicas can replay it (:mod:`semantic.sync`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from semantic.changes import CLEAR_PARTITION, DELETE, UPSERT, NewChange, log_changes
 from semantic.errors import EntryNotFoundError, StoreUnavailableError
 from semantic.migrate import upgrade_database
 from semantic.models import SemanticEntry
@@ -97,6 +101,10 @@ def _to_entry(row: SemanticEntry) -> StoredEntry:
         hit_count=row.hit_count,
         last_hit_at=row.last_hit_at,
     )
+
+
+def _deletes(removed: Iterable[tuple[int, str]]) -> list[NewChange]:
+    return [NewChange(DELETE, partition_key, entry_id) for entry_id, partition_key in removed]
 
 
 def _is_missing_schema(exc: sa_exc.DBAPIError) -> bool:
@@ -214,6 +222,8 @@ class EntryStore:
                         row.ttl_seconds = entry.ttl_seconds
                         row.updated_at = now
                         session.flush()
+                        change = NewChange(UPSERT, entry.partition_key, row.id, entry.tenant)
+                        log_changes(session, [change])
                         return _to_entry(row), created
                 except sa_exc.IntegrityError:
                     if attempt:
@@ -256,6 +266,7 @@ class EntryStore:
                     statement.returning(SemanticEntry.id, SemanticEntry.partition_key)
                 )
                 removed.extend((int(i), str(p)) for i, p in result)
+            log_changes(session, _deletes(removed))
         return removed
 
     def delete_where(
@@ -273,7 +284,12 @@ class EntryStore:
             result = session.execute(
                 statement.returning(SemanticEntry.id, SemanticEntry.partition_key)
             )
-            return [(int(i), str(p)) for i, p in result]
+            removed = [(int(i), str(p)) for i, p in result]
+            # One row per partition touched, however many entries it held; a replica
+            # replaying it drops whatever that partition no longer has in the database.
+            partitions = sorted({p for _, p in removed})
+            log_changes(session, [NewChange(CLEAR_PARTITION, p, tenant=tenant) for p in partitions])
+            return removed
 
     def purge_expired(self, now: datetime) -> list[tuple[int, str]]:
         """Delete entries whose expiry has passed; returns ``(id, partition_key)``."""
@@ -283,9 +299,17 @@ class EntryStore:
                 .where(SemanticEntry.expires_at.is_not(None), SemanticEntry.expires_at <= now)
                 .returning(SemanticEntry.id, SemanticEntry.partition_key)
             )
-            return [(int(i), str(p)) for i, p in result]
+            removed = [(int(i), str(p)) for i, p in result]
+            log_changes(session, _deletes(removed))
+            return removed
 
     # -- reads -------------------------------------------------------------------
+    def ids_in_partition(self, partition_key: str) -> set[int]:
+        """The ids the database holds for one partition (what a replica's index may keep)."""
+        statement = select(SemanticEntry.id).where(SemanticEntry.partition_key == partition_key)
+        with _unavailable_on_db_errors(self.url), self._session() as session:
+            return {int(i) for i in session.scalars(statement)}
+
     def get(self, entry_id: int) -> StoredEntry:
         found = self.get_many([entry_id])
         if entry_id not in found:

@@ -4,9 +4,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from alembic import command
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, insert, inspect, select
 
 from semantic.errors import StoreUnavailableError
 from semantic.migrate import alembic_config, migrations_dir, upgrade_database
@@ -68,3 +69,80 @@ def test_alembic_cli_with_repo_ini(tmp_path: Path) -> None:
         capture_output=True,
     )
     assert {"semantic_entries", "tenants", "api_keys"} <= set(tables(f"sqlite:///{by_x}"))
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_upgrade_from_0003_keeps_entries_and_adds_the_change_log(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """An existing database (at 0003, with entries) upgrades in place to the change log."""
+    from datetime import UTC, datetime
+
+    from semantic.models import CacheChange, SemanticEntry
+    from semantic.store import EntryStore, NewEntry
+
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'old.db'}"
+    else:
+        url = str(request.getfixturevalue("pg_bare_url"))
+    upgrade_database(url, "0003")
+    assert "cache_changes" not in tables(url)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    engine = create_engine(url)
+    with engine.begin() as conn:  # a row written by the 0003-era code
+        conn.execute(
+            insert(SemanticEntry),
+            {
+                "partition_key": "p" * 64,
+                "tenant": "acme",
+                "question": "Old question?",
+                "normalized_question": "old question",
+                "question_digest": "d" * 64,
+                "answer": {"old": True},
+                "embedding": b"\0" * 16,
+                "embedder_id": "e",
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+    engine.dispose()
+
+    upgrade_database(url)
+    assert {"cache_changes", "semantic_entries"} <= tables(url)
+    check_models_match_migrations(url)
+    store = EntryStore(url)
+    try:
+        assert store.count() == 1  # the old entry survived
+        new = NewEntry("q" * 64, "acme", "New?", {"new": True}, np.ones(4, "f4"), "e")
+        stored, _ = store.upsert(new, now=now)
+        with store.engine.connect() as conn:
+            logged = conn.execute(select(CacheChange.op, CacheChange.entry_id)).all()
+        assert [tuple(row) for row in logged] == [("upsert", stored.id)]
+    finally:
+        store.close()
+    command.downgrade(alembic_config(url), "0003")
+    assert "cache_changes" not in tables(url) and "semantic_entries" in tables(url)
+
+
+@pytest.mark.postgres
+def test_replicas_migrating_at_once_all_succeed(pg_bare_url: str) -> None:
+    """N gateways started together on a fresh database: one migrates, the others wait on
+    the advisory lock and find the schema current (without it, the others fail with
+    duplicate-table errors). Separate processes, as replicas are: Alembic's context is
+    process-global."""
+    code = "import sys; from semantic.migrate import upgrade_database as up; up(sys.argv[1])"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, pg_bare_url],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=180)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], "\n".join(outputs)
+    check_models_match_migrations(pg_bare_url)

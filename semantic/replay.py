@@ -1,0 +1,94 @@
+"""Replay logged changes (:mod:`semantic.changes`) onto this replica's index.
+
+Replay trusts the database's *current* state, not the order of the log: an
+``upsert`` reloads its row (and drops the id when the row is gone), a
+``clear_partition`` drops every id of the partition that the database no longer
+holds, and a ``delete`` drops its id (ids are never reused, so a deleted id never
+comes back). Each step is idempotent and they converge in any order, which is
+what makes the feed simple: replaying a row twice, replaying this replica's own
+writes, or meeting an upsert after the delete that followed it are all harmless.
+
+Clearing a partition reconciles it with the database instead of dropping it
+whole: the gateway's partitions belong to one tenant, but the semantic package
+lets tenants share a namespace, and a tenant-narrowed clear must not hide the
+other tenant's entries on other replicas.
+
+Everything runs under the cache's write lock, like the cache's own writes, so a
+row this replica commits while a replay reads cannot be dropped by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from semantic.cache import SemanticCache
+from semantic.changes import CLEAR_PARTITION, DELETE, TENANT, UPSERT, Change
+from semantic.errors import InvalidVectorError
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What one replay did to the index, and the tenants whose settings changed."""
+
+    added: int
+    removed: int
+    tenants: frozenset[str]
+
+
+def replay(cache: SemanticCache | None, changes: Iterable[Change]) -> Replayed:
+    """Apply ``changes`` to ``cache``'s index (tenant changes are only collected)."""
+    upserts: dict[int, str | None] = {}
+    deletes: dict[str, set[int]] = {}
+    clears: set[str] = set()
+    tenants: set[str] = set()
+    for change in changes:
+        if change.op == UPSERT and change.entry_id is not None:
+            upserts[change.entry_id] = change.partition_key
+        elif change.op == DELETE and change.entry_id is not None and change.partition_key:
+            deletes.setdefault(change.partition_key, set()).add(change.entry_id)
+        elif change.op == CLEAR_PARTITION and change.partition_key:
+            clears.add(change.partition_key)
+        elif change.op == TENANT and change.tenant:
+            tenants.add(change.tenant)
+    if cache is None:
+        return Replayed(0, 0, frozenset(tenants))
+    with cache.write_lock:
+        added, removed = _upserts(cache, upserts)
+        for key, ids in deletes.items():
+            removed += cache.index.remove(key, ids)
+        for key in sorted(clears):
+            removed += _reconcile(cache, key)
+    return Replayed(added, removed, frozenset(tenants))
+
+
+def _upserts(cache: SemanticCache, upserts: dict[int, str | None]) -> tuple[int, int]:
+    if not upserts:
+        return 0, 0
+    rows = cache.entries.get_many(upserts)
+    added = removed = 0
+    for entry_id, logged_key in upserts.items():
+        row = rows.get(entry_id)
+        key = logged_key
+        if row is not None:
+            key = row.partition_key
+            try:
+                if row.embedder_id == cache.embedder_id:
+                    # Replaces the vector when the id is already indexed (VectorIndex.add
+                    # tombstones the old position first).
+                    cache.index.add(key, [entry_id], row.embedding.reshape(1, -1))
+                    added += 1
+                    continue
+            except InvalidVectorError:
+                pass  # a corrupt row is skipped, as rebuild() skips it
+        if key is not None:  # gone, another embedder's or unusable: not searchable here
+            removed += cache.index.remove(key, [entry_id])
+    return added, removed
+
+
+def _reconcile(cache: SemanticCache, key: str) -> int:
+    index = cache.index.get(key)
+    if index is None:
+        return 0
+    live = cache.entries.ids_in_partition(key)
+    return cache.index.remove(key, [i for i in index.ids() if i not in live])

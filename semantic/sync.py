@@ -1,0 +1,268 @@
+"""Replica sync: a background feed that replays the change log onto this replica.
+
+Several gateway replicas share one database; each keeps its FAISS indexes and
+its tenant cache in memory. Every write logs a row in ``cache_changes`` in its
+own transaction (:mod:`semantic.changes`); :class:`ChangeFeed` reads the rows
+this replica has not applied yet and replays them (:mod:`semantic.replay`):
+an entry stored through replica A becomes a hit on replica B, an invalidation
+shrinks B's index, a policy or key change drops B's auth cache.
+
+Wake-ups. On PostgreSQL the writer's transaction also runs
+``pg_notify('cachegate_changes', <schema>)``; the feed holds a dedicated
+autocommit connection doing ``LISTEN`` and polls as soon as a notification for
+its schema arrives (channels are per database, not per schema). It also polls
+every ``poll_seconds`` regardless: that bounds the delay when a notification is
+lost (listener reconnecting, database restart), and is the only mechanism on
+SQLite.
+
+Why LISTEN/NOTIFY and not Redis pub/sub: the change and its notification
+commit atomically in the database that is already the source of truth, so a
+rolled-back write notifies nobody and a committed one always leaves its log row;
+a Redis outage cannot delay or lose an invalidation (there is no second system
+on the path); and a lost notification costs at most one poll interval, because
+the log, not the message, is what is replayed.
+
+Ordering. Sequence numbers are handed out at insert, but transactions commit in
+any order, so "seq > last applied" alone can miss a row with a smaller seq that
+commits later. Each poll therefore also re-reads the rows at or below its
+position written within ``window_seconds`` of the previous poll (by the
+database's clock) and skips the seqs it already applied (a bounded dict of the
+window's seqs). A row is missed only if its transaction stays open longer than
+the window after logging it; the log is written last, just before the commit.
+
+Retention. A feed prunes rows older than ``retention_seconds`` now and then. A
+feed that has not polled successfully for about that long may have lost rows to
+a pruning replica, so it rebuilds its index from the entries table instead and
+tells the tenant callbacks that anything may have changed.
+
+Failures never stop the feed: errors are counted, logged at most every 30 s, and
+retried with backoff; once the database answers again the feed catches up from
+its position, without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine
+
+from semantic.cache import SemanticCache
+from semantic.changes import Change, db_now, last_seq, prune, read_after, read_late
+from semantic.listener import Listener
+from semantic.replay import replay
+from semantic.store import make_engine
+
+# Under "cachegate", the logger the gateway's CLI turns up to INFO (a name, not an import).
+log = logging.getLogger("cachegate.sync")
+
+#: Called with the tenants whose keys, policy or state changed (empty: possibly all).
+TenantCallback = Callable[[frozenset[str]], None]
+
+_LOG_EVERY = 30.0  # seconds between two logged errors
+_MAX_BACKOFF = 5.0
+
+
+class ChangeFeed:
+    """Replays other replicas' (and this one's) changes onto ``cache``; see the module."""
+
+    def __init__(
+        self,
+        url: str,
+        cache: SemanticCache | None = None,
+        *,
+        poll_seconds: float = 1.0,
+        listen: bool = True,
+        window_seconds: float = 10.0,
+        retention_seconds: float = 3600.0,
+        prune_every_seconds: float = 60.0,
+        batch_size: int = 5000,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        if poll_seconds <= 0 or window_seconds <= 0 or retention_seconds <= window_seconds:
+            raise ValueError("need poll_seconds > 0 and retention_seconds > window_seconds > 0")
+        self.cache = cache
+        self.poll_seconds = poll_seconds
+        self.window = timedelta(seconds=window_seconds)
+        self.retention_seconds = retention_seconds
+        self.prune_every_seconds = prune_every_seconds
+        self.batch_size = batch_size
+        self._engine: Engine = make_engine(url, connect_timeout=connect_timeout)
+        postgres = self._engine.dialect.name == "postgresql"
+        self._listener = Listener(self._engine, connect_timeout) if listen and postgres else None
+        self._callbacks: list[TenantCallback] = []
+        self._applied: dict[int, datetime] = {}  # seqs applied within the window
+        self._seq = 0  # every row up to here is applied, or inside the window
+        self._ref: datetime | None = None  # the database clock at the last good poll
+        self._last_ok: float | None = None  # monotonic start of the last good poll
+        self._last_prune = 0.0
+        self._counts = {"applied": 0, "errors": 0, "polls": 0, "rebuilds": 0, "pruned": 0}
+        self._poll_lock = threading.Lock()
+        self._progress = threading.Condition()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_logged = 0.0
+
+    # -- lifecycle -------------------------------------------------------------------
+    def on_tenant_change(self, callback: TenantCallback) -> None:
+        self._callbacks.append(callback)
+
+    def mark(self) -> None:
+        """Start from the log's current end (call before the initial rebuild, so that
+        nothing committed during it is missed). Without it, ``start`` marks; if the
+        database is down then, the first good poll rebuilds instead."""
+        with self._poll_lock, self._engine.connect() as conn:
+            now, seq = db_now(conn), last_seq(conn)
+        self._seq, self._ref, self._last_ok = seq, now, time.monotonic()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("the feed is already started")
+        if self._ref is None:
+            try:
+                self.mark()
+            except Exception as exc:  # the loop retries; its first good poll rebuilds
+                self._failed(exc)
+        how = "LISTEN/NOTIFY + poll" if self._listener else "poll only, every"
+        log.info("replica sync: %s %.1f s (%s)", how, self.poll_seconds, self._engine.dialect.name)
+        self._thread = threading.Thread(target=self._run, name="cachegate-sync", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._listener is not None:
+            self._listener.close()
+        self._engine.dispose()
+
+    def wait_until_caught_up(self, timeout: float = 10.0) -> bool:
+        """Wake the feed and wait for a good poll that started after this call."""
+        asked = time.monotonic()
+        self._wake.set()
+        with self._progress:
+            return self._progress.wait_for(
+                lambda: self._last_ok is not None and self._last_ok >= asked, timeout
+            )
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since start: ``applied`` (rows replayed), ``errors``, ``polls``,
+        ``rebuilds``, ``pruned``; ``last_seq`` (the position), ``lag`` (seconds since
+        the last good poll began) and ``listening`` (a LISTEN connection is up)."""
+        with self._progress:
+            lag = None if self._last_ok is None else time.monotonic() - self._last_ok
+            listening = self._listener is not None and self._listener.connected
+            return self._counts | {"last_seq": self._seq, "lag": lag, "listening": listening}
+
+    # -- the loop --------------------------------------------------------------------
+    def _run(self) -> None:
+        backoff = 0.0
+        while not self._stop.is_set():
+            self._wake.clear()  # a wake-up asked for from now on needs another poll
+            try:
+                more = self.sync_once()
+            except Exception as exc:  # the database is down (or a bug): never stop
+                self._failed(exc)
+                backoff = min(_MAX_BACKOFF, max(2 * backoff, min(self.poll_seconds, 0.5)))
+                self._stop.wait(backoff)
+                continue
+            if backoff:
+                log.warning("replica sync: recovered, caught up to seq %d", self._seq)
+                backoff = 0.0
+            if self._listener is not None and not self._listener.connected:
+                try:
+                    self._listener.connect()
+                    continue  # poll at once: something may have come while not listening
+                except Exception as exc:
+                    self._failed(exc)
+            if not more:
+                self._wait()
+
+    def _wait(self) -> None:
+        deadline = time.monotonic() + self.poll_seconds
+        while not self._stop.is_set() and not self._wake.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self._listener is None or not self._listener.connected:
+                self._wake.wait(left)
+            elif self._listener.wait(min(left, 0.2)):
+                return  # a notification for this schema, or the listener broke
+
+    def _failed(self, exc: Exception) -> None:
+        with self._progress:
+            self._counts["errors"] += 1
+        now = time.monotonic()
+        if now - self._last_logged >= _LOG_EVERY:
+            self._last_logged = now
+            log.warning("replica sync: %s: %s (retrying)", type(exc).__name__, str(exc)[:300])
+
+    # -- one poll --------------------------------------------------------------------
+    def sync_once(self) -> bool:
+        """Replay what is new; True when a full batch was read (more may be waiting)."""
+        with self._poll_lock:
+            started = time.monotonic()
+            if self._last_ok is None or started - self._last_ok > self._rebuild_after():
+                self._rebuild()
+            assert self._ref is not None
+            with self._engine.connect() as conn:
+                now = db_now(conn)
+                late = read_late(conn, self._seq, self._ref - self.window)
+                fresh = read_after(conn, self._seq, self.batch_size)
+            todo = [c for c in late if c.seq not in self._applied] + fresh
+            done = replay(self.cache, todo)
+            self._advance(todo, fresh, now, started)
+            if done.tenants:
+                self._notify_tenants(done.tenants)
+            if started - self._last_prune >= self.prune_every_seconds:
+                self._prune(now)
+            return len(fresh) >= self.batch_size
+
+    def _rebuild_after(self) -> float:
+        return self.retention_seconds - self.window.total_seconds()
+
+    def _rebuild(self) -> None:
+        """Start over from the entries table: the log may have lost rows we needed."""
+        with self._engine.connect() as conn:
+            now, seq = db_now(conn), last_seq(conn)
+        if self.cache is not None:
+            self.cache.rebuild(progress=False)
+        self._seq, self._ref, self._applied = seq, now, {}
+        with self._progress:
+            self._counts["rebuilds"] += 1
+        log.warning("replica sync: index rebuilt from the database (fell behind the log)")
+        self._notify_tenants(frozenset())
+
+    def _advance(self, todo: list[Change], fresh: list[Change], now: datetime, t: float) -> None:
+        for change in todo:
+            self._applied[change.seq] = change.at
+        horizon = now - 2 * self.window  # older seqs can never be read as "late" again
+        self._applied = {s: at for s, at in self._applied.items() if at >= horizon}
+        with self._progress:
+            if fresh:
+                self._seq = fresh[-1].seq
+            self._ref, self._last_ok = now, t
+            self._counts["applied"] += len(todo)
+            self._counts["polls"] += 1
+            self._progress.notify_all()
+
+    def _prune(self, now: datetime) -> None:
+        cutoff = now - timedelta(seconds=self.retention_seconds)
+        with self._engine.begin() as conn:
+            removed = prune(conn, cutoff)
+        self._last_prune = time.monotonic()
+        with self._progress:
+            self._counts["pruned"] += removed
+
+    def _notify_tenants(self, tenants: frozenset[str]) -> None:
+        for callback in self._callbacks:
+            try:
+                callback(tenants)
+            except Exception:
+                log.exception("replica sync: tenant callback failed")

@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -19,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway.admin import router as admin_router
 from gateway.admin_models import validation_message
+from gateway.engine_pool import EnginePool, build_upstream
 from gateway.errors import GatewayError
 from gateway.inprocess import InProcessUpstream
 from gateway.judge import UpstreamJudge
@@ -32,10 +34,12 @@ from gateway.review_api import review_router
 from gateway.routes import GatewayState, router
 from gateway.settings import Settings, get_settings
 from gateway.tenants import TenantStore
-from gateway.upstream import HttpUpstream, Upstream
+from gateway.upstream import Upstream
+from prefix.config import EngineConfig
 from prefix.engine import PrefixEngine
 from prefix.loader import LoadedModel
 from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache, upgrade_database
+from semantic.sync import ChangeFeed
 from validators import Validator
 
 log = logging.getLogger("cachegate.gateway")
@@ -51,25 +55,33 @@ class Components:
     semantic_cache: SemanticCache | None = None
 
 
+def engine_config(settings: Settings, salt: str, **overrides: Any) -> EngineConfig:
+    """The engine configuration from settings (the gateway's and ``cachegate engine``'s)."""
+    mib = 1024 * 1024
+    values: dict[str, Any] = {
+        "model_path": settings.model_path,
+        "device": settings.device,
+        "dtype": settings.dtype,
+        "block_size": settings.block_size,
+        "kv_cache_bytes": settings.kv_cache_mib * mib,
+        "host_tier_bytes": settings.host_tier_mib * mib,
+        "kv_disk_path": str(settings.kv_disk_path) if settings.kv_disk_path else None,
+        "kv_disk_bytes": settings.kv_disk_mib * mib,
+        "kv_redis_url": settings.kv_redis_url,
+        "kv_redis_ttl_seconds": settings.kv_redis_ttl_seconds,
+        "kv_tier_timeout_s": settings.kv_tier_timeout_seconds,
+        "kv_tier_write_queue": settings.kv_tier_write_queue,
+        "eviction_policy": settings.eviction_policy,
+        "max_num_seqs": settings.max_num_seqs,
+        "enable_prefix_caching": settings.enable_prefix_caching,
+        "server_salt": salt,
+    }
+    return EngineConfig(**(values | {k: v for k, v in overrides.items() if v is not None}))
+
+
 def build_engine(settings: Settings, salt: str, loaded: LoadedModel | None = None) -> PrefixEngine:
     """The in-process engine from settings; ``loaded`` shares weights already in memory."""
-    from prefix.config import EngineConfig
-
-    return PrefixEngine(
-        EngineConfig(
-            model_path=settings.model_path,
-            device=settings.device,
-            dtype=settings.dtype,
-            block_size=settings.block_size,
-            kv_cache_bytes=settings.kv_cache_mib * 1024 * 1024,
-            host_tier_bytes=settings.host_tier_mib * 1024 * 1024,
-            eviction_policy=settings.eviction_policy,
-            max_num_seqs=settings.max_num_seqs,
-            enable_prefix_caching=settings.enable_prefix_caching,
-            server_salt=salt,
-        ),
-        loaded=loaded,
-    )
+    return PrefixEngine(engine_config(settings, salt), loaded=loaded)
 
 
 def create_app(settings: Settings | None = None, components: Components | None = None) -> FastAPI:
@@ -95,10 +107,20 @@ def create_app(settings: Settings | None = None, components: Components | None =
             upstream = parts.upstream
         else:
             upstream = await asyncio.to_thread(_build_upstream, settings, parts, salt)
+        # Replica sync (semantic/sync.py): marked before the rebuild, so nothing another
+        # replica commits meanwhile is missed; started once the index is built.
+        feed = ChangeFeed(url, poll_seconds=settings.sync_poll_seconds)
+        await asyncio.to_thread(feed.mark)
         cache = parts.semantic_cache
         if cache is None and settings.semantic_enabled:
             cache = await asyncio.to_thread(_build_cache, settings, parts, url)
+        feed.cache = cache
+        feed.on_tenant_change(lambda _changed: tenants.invalidate_cache())
+        feed.start()
+        app.state.sync = feed
         metrics = GatewayMetrics()
+        if isinstance(upstream, EnginePool):
+            upstream.bind_metrics(metrics)
         app.state.gateway = GatewayState(
             tenants=tenants,
             pipeline=Pipeline(cache, metrics, UpstreamJudge(upstream, upstream.models()[0])),
@@ -111,6 +133,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
         try:
             yield
         finally:
+            await asyncio.to_thread(feed.stop)
             await ops.aclose()
             await upstream.aclose()
             if cache is not None:
@@ -186,18 +209,7 @@ def _dev_tenant(settings: Settings, tenants: TenantStore) -> None:
 
 def _build_upstream(settings: Settings, parts: Components, salt: str) -> Upstream:
     if settings.upstream_url:
-        return HttpUpstream(
-            settings.upstream_url,
-            model=settings.upstream_model or "default",
-            api_key=settings.upstream_api_key.get_secret_value()
-            if settings.upstream_api_key
-            else None,
-            engine_key=settings.engine_key.get_secret_value() if settings.engine_key else None,
-            salt=salt,
-            connect_timeout=settings.upstream_connect_timeout,
-            read_timeout=settings.upstream_read_timeout,
-            retries=settings.upstream_retries,
-        )
+        return build_upstream(settings, salt)  # one engine, or a ring of replicas
     engine = parts.engine or build_engine(settings, salt)
     return InProcessUpstream(engine)
 

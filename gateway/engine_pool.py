@@ -132,6 +132,7 @@ class EnginePool:
             raise ValueError("an engine pool needs at least one replica")
         self.replicas = [Replica(url, upstream) for url, upstream in replicas]
         self._by_url = {r.url: r for r in self.replicas}
+        self._index = {r.url: i for i, r in enumerate(self.replicas)}
         self.ring = HashRing([r.url for r in self.replicas])  # rejects duplicate URLs
         self.route_prefix_chars = route_prefix_chars
         self.cooldown_seconds = cooldown_seconds
@@ -212,7 +213,9 @@ class EnginePool:
             try:
                 async for event in events:
                     if isinstance(event, Done):
-                        event = replace(event, extra=event.extra | {"replica": replica.url})
+                        # the URL for logs; the ordinal for the client (no topology leak)
+                        where = {"replica": replica.url, "replica_index": self._index[replica.url]}
+                        event = replace(event, extra=event.extra | where)
                     started = True
                     yield event
                 replica.down_until = 0.0  # it answered: up again, even inside a cooldown

@@ -3,7 +3,8 @@
 Response headers describe only the caller's own tenant:
 ``x-cachegate-cache`` (semantic-hit | prefix-hit | miss | bypass),
 ``x-cachegate-semantic`` (what the semantic layer did, with its reason),
-``x-cachegate-similarity`` on semantic hits, ``x-cachegate-cached-tokens``
+``x-cachegate-similarity`` on semantic hits, ``x-cachegate-replica`` (the ordinal
+of the engine replica that answered a non-streamed miss), ``x-cachegate-cached-tokens``
 when the reused prefix length is known before the body starts, and (non-stream
 misses) ``x-cachegate-backfill``: stored, or skipped with the reason.
 """
@@ -276,6 +277,8 @@ class _Miss:
             "x-cachegate-cached-tokens": str(done.cached_tokens),
             "x-cachegate-backfill": self.backfill,
         }
+        if "replica_index" in done.extra:  # which engine replica answered (engine_pool.py)
+            headers["x-cachegate-replica"] = str(done.extra["replica_index"])
         return JSONResponse(payload, headers=headers)
 
     async def stream(

@@ -16,7 +16,7 @@ from __future__ import annotations
 from logging.config import fileConfig
 
 from alembic import context
-from sqlalchemy import Connection, MetaData, create_engine, pool
+from sqlalchemy import Connection, MetaData, create_engine, pool, text
 
 from gateway.models import Base as GatewayBase
 from semantic.models import Base as SemanticBase
@@ -64,19 +64,33 @@ def run_migrations_offline() -> None:
         context.run_migrations()
 
 
+# Any constant: the key of the advisory lock every replica's migration takes.
+MIGRATION_LOCK_KEY = 0x6361636865676174  # "cachegat"
+
+
+def _migrate(connection: Connection) -> None:
+    with context.begin_transaction():
+        if connection.dialect.name == "postgresql":
+            # Gateways started together migrate one at a time: the others wait here,
+            # then read the version table the first one committed and find nothing to
+            # do. Transaction-scoped, so it is released at commit or rollback.
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+            )
+        context.run_migrations()
+
+
 def run_migrations_online() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:
         _configure(connection)
-        with context.begin_transaction():
-            context.run_migrations()
+        _migrate(connection)
         return
     engine = create_engine(database_url(), poolclass=pool.NullPool)
     try:
         with engine.connect() as connection:
             _configure(connection)
-            with context.begin_transaction():
-                context.run_migrations()
+            _migrate(connection)
     finally:
         engine.dispose()
 

@@ -14,6 +14,7 @@ gateway fails open to the upstream instead of locking every tenant out.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 import threading
@@ -229,14 +230,22 @@ class TenantStore:
             return stored.value
 
     def ensure_dev_tenant(self, tenant_id: str, raw_key: str | None) -> str | None:
-        """Create the development tenant and key on first start; returns a new key or None."""
+        """Create the development tenant and key on first start; returns a new key or None.
+
+        Replicas starting together race here: a unique-constraint loss means another
+        replica created the same tenant or key first, which is what was wanted.
+        """
         if self.get_tenant(tenant_id) is None:
-            self.create_tenant(tenant_id, "development tenant")
+            with contextlib.suppress(sa_exc.IntegrityError):  # another replica made it
+                self.create_tenant(tenant_id, "development tenant")
         if raw_key is not None:
-            if not self.has_key(raw_key):
+            if self.has_key(raw_key):
+                return None
+            try:
                 self.issue_key(tenant_id, "dev", raw_key)
-                return raw_key
-            return None
+            except sa_exc.IntegrityError:
+                return None  # another replica stored the same key
+            return raw_key
         with self.sessions() as s:
             has_any = s.scalar(select(ApiKey.id).where(ApiKey.tenant_id == tenant_id).limit(1))
         return None if has_any else self.issue_key(tenant_id, "dev")

@@ -92,6 +92,6 @@ def build_tier_chain(
         return None
     log.info(
         "kv tiers: %s",
-        ", ".join(["l1_pool", *(["l2_host"] if host else []), *(t.name for t in l3)]),
+        ", ".join(["l1_pool", *(["l2_host"] if host is not None else []), *(t.name for t in l3)]),
     )
     return chain

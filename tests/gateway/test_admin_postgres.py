@@ -90,3 +90,23 @@ def test_tenant_lifecycle_on_postgres(
             e["action"] for e in client.get("/audit", params={"tenant": "pg-a"}).json()["data"]
         ]
         assert actions[0] == "tenant.delete" and actions[-1] == "tenant.create"
+
+
+def test_replicas_creating_the_dev_tenant_at_once(pg_schema: str) -> None:
+    """Gateways started together all ensure the dev tenant and key: the losers of the
+    insert race must see the winner's rows, not fail their start-up."""
+    from sqlalchemy import create_engine, func, select
+
+    from gateway.models import ApiKey
+    from gateway.tenants import TenantStore
+    from semantic import upgrade_database
+
+    url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
+    upgrade_database(url)
+    stores = [TenantStore(create_engine(url)) for _ in range(6)]
+    with ThreadPoolExecutor(len(stores)) as pool:
+        created = list(pool.map(lambda s: s.ensure_dev_tenant("dev", "sk-dev-race"), stores))
+    assert created.count("sk-dev-race") == 1 and created.count(None) == len(stores) - 1
+    with stores[0].sessions() as s:
+        assert s.scalar(select(func.count()).select_from(ApiKey)) == 1
+    assert stores[0].authenticate("sk-dev-race").tenant_id == "dev"

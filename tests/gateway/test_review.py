@@ -9,6 +9,7 @@ the same answer in the shadow request.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -254,13 +255,36 @@ def entries(gw: Gateway, tenant: str) -> int:
         )
 
 
+def settled_engine_runs(gw: Gateway, quiet_seconds: float = 1.0) -> float:
+    """``prefix_requests_total`` once the engine has been idle for ``quiet_seconds``.
+
+    Earlier tests' hits start shadow requests in the background (this module's
+    gateway verifies every sampled hit); they must finish before a test counts
+    the engine runs its own request causes.
+    """
+    last, since = -1.0, time.monotonic()
+    deadline = since + 120
+    while time.monotonic() < deadline:
+        text = gw.metrics()
+        runs = metric(text, "prefix_requests_total")
+        busy = metric(text, "prefix_num_requests_running") + metric(
+            text, "prefix_num_requests_waiting"
+        )
+        if runs != last or busy:
+            last, since = runs, time.monotonic()
+        elif time.monotonic() - since >= quiet_seconds:
+            return runs
+        time.sleep(0.1)
+    raise AssertionError("the engine never went idle")
+
+
 def test_shadow_agrees_when_the_model_gives_the_same_answer(gw: Gateway) -> None:
     tenant, key = gw.tenant("agree", ALWAYS)
     body = chat_body(gw.model, "What is the capital of Italy?")
     with gw.http(key) as http:
         first = http.post(CHAT, json=body)
         assert first.headers["x-cachegate-backfill"] == "stored", first.text
-        engine_runs = metric(gw.metrics(), "prefix_requests_total")
+        engine_runs = settled_engine_runs(gw)
         hit = http.post(CHAT, json=body)
         # the response is back before the shadow request has answered
         assert all(r.shadow_verdict is None for r in rows(gw, tenant))

@@ -35,6 +35,7 @@ lab: venv
 
 bench: venv
 	$(PY) bench/prefix_ttft.py
+	$(PY) bench/tiers.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

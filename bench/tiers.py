@@ -152,9 +152,7 @@ def main() -> None:
     for name in ("recompute", "cold", "cold_l3"):
         assert all(c == 0 for c in cached[name]), (name, cached[name])
     med = {name: statistics.median(v) for name, v in samples.items()}
-    tier_stats = {
-        name: engines[name].tiers.stats() if engines[name].tiers else {} for name in CASES
-    }
+    tier_stats = {name: tiers.stats() for name in CASES if (tiers := engines[name].tiers)}
     for engine in engines.values():
         engine.close()
     disk_dir.cleanup()

@@ -70,7 +70,7 @@ def engine_config(settings: Settings, salt: str, **overrides: Any) -> EngineConf
         "kv_redis_url": settings.kv_redis_url,
         "kv_redis_ttl_seconds": settings.kv_redis_ttl_seconds,
         "kv_tier_timeout_s": settings.kv_tier_timeout_seconds,
-        "kv_tier_write_queue": settings.kv_tier_write_queue,
+        "kv_tier_write_buffer_bytes": settings.kv_tier_write_buffer_mib * mib,
         "eviction_policy": settings.eviction_policy,
         "max_num_seqs": settings.max_num_seqs,
         "enable_prefix_caching": settings.enable_prefix_caching,

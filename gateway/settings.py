@@ -56,7 +56,7 @@ class Settings(BaseSettings):
     kv_redis_url: str | None = None
     kv_redis_ttl_seconds: int = Field(86_400, ge=1)
     kv_tier_timeout_seconds: float = Field(0.5, gt=0)  # bound on one L3 read
-    kv_tier_write_queue: int = Field(1024, ge=1)  # blocks waiting to be written; more are dropped
+    kv_tier_write_buffer_mib: int = Field(256, ge=1)  # blocks waiting to be written, per store
     eviction_policy: str = "lru"
     max_num_seqs: int = Field(32, ge=1)
     enable_prefix_caching: bool = True

@@ -45,7 +45,7 @@ class EngineConfig:
     kv_redis_url: str | None = None
     kv_redis_ttl_seconds: int = 86_400
     kv_tier_timeout_s: float = 0.5  # bound on one L3 read; slower counts as a miss
-    kv_tier_write_queue: int = 1024  # blocks waiting to be written; more are dropped
+    kv_tier_write_buffer_bytes: int = 256 * MiB  # host copies waiting to be written, per store
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -80,7 +80,16 @@ class EngineConfig:
             )
         if self.kv_disk_bytes < 1 or self.kv_redis_ttl_seconds < 1:
             raise EngineConfigError("kv_disk_bytes and kv_redis_ttl_seconds must be >= 1")
-        if not self.kv_tier_timeout_s > 0 or self.kv_tier_write_queue < 1:
-            raise EngineConfigError("kv_tier_timeout_s must be > 0 and kv_tier_write_queue >= 1")
+        if not self.kv_tier_timeout_s > 0 or self.kv_tier_write_buffer_bytes < 1:
+            raise EngineConfigError(
+                "kv_tier_timeout_s must be > 0 and kv_tier_write_buffer_bytes >= 1"
+            )
+        if (self.kv_disk_path or self.kv_redis_url) and not self.server_salt:
+            # The salt keys every stored record's HMAC: without one, anyone who can write
+            # to the store could plant KV that this engine would serve.
+            raise EngineConfigError(
+                "an L3 tier (kv_disk_path / kv_redis_url) needs a server_salt "
+                "(CACHEGATE_SERVER_SALT), the same on every engine sharing the store"
+            )
         if self.device is not None and not (self.device == "cpu" or self.device.startswith("cuda")):
             raise EngineConfigError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")

@@ -126,6 +126,7 @@ class DiskBlockStore:
             self._forget(key)
             return False
         self._remember(key, size, use=use)
+        self._evict_to_fit(0)  # an adopted file counts against this process's capacity
         return True
 
     def _forget(self, key: bytes) -> bool:

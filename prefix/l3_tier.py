@@ -48,7 +48,7 @@ class L3Tier:
         layout: BlockLayout,
         dtype: torch.dtype,
         integrity_key: bytes = b"",
-        write_queue: int = 1024,
+        write_queue: int = 256,
     ) -> None:
         self.store = store
         self.name = store.name
@@ -56,7 +56,10 @@ class L3Tier:
         self.layout = layout
         self.dtype = dtype
         self.integrity_key = integrity_key
+        # Bounded in blocks: the caller sizes it from a byte budget (tier_setup.py), since
+        # every queued block is a full host copy.
         self._queue: queue.Queue[tuple[bytes, torch.Tensor] | None] = queue.Queue(write_queue)
+        self._closed = threading.Event()
         self._stats_lock = threading.Lock()
         self.hits = self.misses = self.corrupt = self.errors = 0
         self.writes = self.dropped_writes = self.write_errors = 0
@@ -76,6 +79,10 @@ class L3Tier:
         back), so a block is rewritten only when its chain broke earlier and it was
         recomputed: rare, harmless, and it repairs a store that lost it.
         """
+        if self._closed.is_set() or self._queue.full():  # drop before paying for the copy
+            with self._stats_lock:
+                self.dropped_writes += 1
+            return False
         host = block.to("cpu", copy=True)  # the pool may hand this block to another request
         try:
             self._queue.put_nowait((key, host))
@@ -94,11 +101,17 @@ class L3Tier:
             time.sleep(0.005)
         return True
 
-    def close(self) -> None:
-        """Write what is queued, stop the writer, close the store."""
-        self.flush()
-        self._queue.put(None)  # the writer's stop signal
-        self._writer.join(timeout=10.0)
+    def close(self, timeout: float = 30.0) -> None:
+        """Write what is queued (up to ``timeout``), stop the writer, close the store.
+
+        Never blocks past the timeout: a writer stuck on a dead store is abandoned
+        (it is a daemon thread) and what it still held is lost, as a cache may.
+        """
+        self._closed.set()  # later put_async calls drop instead of queueing for nobody
+        self.flush(timeout)
+        with contextlib.suppress(queue.Full):
+            self._queue.put(None, timeout=1.0)  # the writer's stop signal
+        self._writer.join(timeout=5.0)
         self.store.close()
 
     def _write_loop(self) -> None:
@@ -113,9 +126,9 @@ class L3Tier:
 
     def _write(self, key: bytes, host: torch.Tensor) -> None:
         start = time.perf_counter()
-        # [L, 2, B, Hkv, D] -> flat bytes, dtype-agnostic (numpy has no bfloat16).
-        payload = host.contiguous().view(-1).view(torch.uint8).numpy()
         try:
+            # [L, 2, B, Hkv, D] -> flat bytes, dtype-agnostic (numpy has no bfloat16).
+            payload = host.contiguous().view(-1).view(torch.uint8).numpy()
             record = encode_block(
                 key,
                 self.fingerprint,
@@ -128,6 +141,11 @@ class L3Tier:
             with self._stats_lock:
                 self.write_errors += 1
             log.warning("kv tier %s: write failed: %s", self.name, exc)
+            return
+        except Exception:  # a bug or MemoryError must not kill the writer for good
+            with self._stats_lock:
+                self.write_errors += 1
+            log.exception("kv tier %s: unexpected error writing a block", self.name)
             return
         with self._stats_lock:
             self.writes += 1
@@ -149,6 +167,11 @@ class L3Tier:
         with self._stats_lock:
             self.seconds += time.perf_counter() - start
         return records
+
+    def count_error(self) -> None:
+        """A read that was not attempted (the admission's read budget ran out)."""
+        with self._stats_lock:
+            self.errors += 1
 
     def load(self, key: bytes, record: bytes | None, dst: torch.Tensor) -> bool:
         """Verify ``record`` (fetched for ``key``) and copy it into ``dst``; False on a miss."""

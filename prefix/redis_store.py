@@ -20,6 +20,7 @@ expire), so ``stats`` reports -1 for both.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -75,6 +76,7 @@ class RedisBlockStore:
         )
         self._lock = threading.Lock()
         self._open_until: float | None = None  # breaker: None = closed
+        self._failures = 0  # failed calls so far: a generation for the breaker
         self.hits = self.misses = self.puts = 0
         self.bytes_read = self.bytes_written = 0
         self.errors = self.skipped = 0
@@ -87,7 +89,8 @@ class RedisBlockStore:
     # ---- the one way to reach the server -----------------------------------
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         with self._lock:
-            if self._open_until is not None:
+            generation = self._failures  # a success closes the breaker only if nothing
+            if self._open_until is not None:  # failed after this call started
                 now = self._clock()
                 if now < self._open_until:
                     self.skipped += 1
@@ -100,10 +103,12 @@ class RedisBlockStore:
         except (redis.exceptions.RedisError, OSError) as exc:
             with self._lock:
                 self.errors += 1
+                self._failures += 1
                 self._open_until = self._clock() + self.retry_after_s
             raise TierUnavailableError(f"redis store {what}: {type(exc).__name__}: {exc}") from exc
         with self._lock:
-            self._open_until = None
+            if self._failures == generation:
+                self._open_until = None
         return result
 
     # ---- store -------------------------------------------------------------
@@ -116,12 +121,22 @@ class RedisBlockStore:
         names = [self.redis_key(key) for key in keys]
         values: list[Any] = self._call("get", lambda: self.client.mget(names))
         out: list[bytes | None] = [v if v is None else bytes(v) for v in values]
+        hit_names = [name for name, v in zip(names, out, strict=True) if v is not None]
+        if hit_names:  # a hot prefix must not expire while it is being read
+            with contextlib.suppress(TierUnavailableError):  # the records are read already
+                self._call("touch", lambda: self._touch(hit_names))
         with self._lock:
             found = [len(v) for v in out if v is not None]
             self.hits += len(found)
             self.misses += len(out) - len(found)
             self.bytes_read += sum(found)
         return out
+
+    def _touch(self, names: list[str]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.expire(name, self.ttl_seconds)
+        pipe.execute()
 
     def put(self, key: bytes, record: bytes) -> None:
         name = self.redis_key(key)

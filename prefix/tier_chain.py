@@ -18,6 +18,7 @@ Not thread-safe: the engine calls it under its own lock.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -37,11 +38,21 @@ class TierChain:
     """Implements ``block_manager.LowerTier`` over an optional L2 and any L3 stores."""
 
     def __init__(
-        self, kv_cache: PagedKVCache, host: HostTier | None = None, l3: Sequence[L3Tier] = ()
+        self,
+        kv_cache: PagedKVCache,
+        host: HostTier | None = None,
+        l3: Sequence[L3Tier] = (),
+        *,
+        read_budget_s: float = 0.5,
     ) -> None:
         self.kv_cache = kv_cache
         self.host = host
         self.l3 = list(l3)
+        # One admission may spend at most this long fetching from L3 (over all its
+        # round trips), so a store that is slow but under its per-call timeout still
+        # cannot hold the engine lock for long; past it, the rest is recomputed.
+        self.read_budget_s = read_budget_s
+        self.num_budget_exhausted = 0
         self.pool: BlockPool | None = None  # set once the pool exists
 
     @property
@@ -69,10 +80,11 @@ class TierChain:
         """Fill ``block_ids[i]`` with the KV of ``keys[i]`` in order; how many were filled."""
         # Records fetched ahead from each L3 store: key -> record (None: the store lacks it).
         fetched: list[dict[bytes, bytes | None]] = [{} for _ in self.l3]
+        deadline = time.monotonic() + self.read_budget_s
         for i, block_id in enumerate(block_ids):
-            if not self._load_one(keys, i, block_id, fetched):
+            if not self._load_one(keys, i, block_id, fetched, deadline):
                 return i
-        return len(keys)
+        return len(block_ids)
 
     def _load_one(
         self,
@@ -80,6 +92,7 @@ class TierChain:
         i: int,
         block_id: int,
         fetched: list[dict[bytes, bytes | None]],
+        deadline: float,
     ) -> bool:
         key = keys[i]
         kv = self.kv_cache
@@ -93,6 +106,10 @@ class TierChain:
             return True
         for tier, ahead in zip(self.l3, fetched, strict=True):
             if key not in ahead:
+                if time.monotonic() > deadline:
+                    self.num_budget_exhausted += 1
+                    tier.count_error()  # shows as prefix_tier_errors_total
+                    return False  # out of read time: recompute from here
                 batch = list(keys[i : i + READ_BATCH])
                 ahead.update(zip(batch, tier.fetch(batch), strict=True))
             if tier.load(key, ahead.pop(key), kv.kv[:, :, block_id]):

@@ -17,6 +17,7 @@ anyway (see :func:`prefix.hashing.chain_root`).
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 
@@ -40,6 +41,12 @@ def fingerprint_digest(fingerprint: ModelFingerprint) -> bytes:
     """32 bytes naming everything that changes a block's KV (see ``ModelFingerprint``)."""
     canonical = json.dumps(fingerprint.to_tuple(), separators=(",", ":"))
     return hashlib.sha256(b"cachegate-kv-fingerprint\0" + canonical.encode()).digest()
+
+
+def record_key(server_salt: str) -> bytes:
+    """The HMAC key of stored records: derived from the salt under its own label, so
+    the raw salt (also a chain-root input) is never used as a key by itself."""
+    return hmac.new(server_salt.encode(), b"cachegate-kv-record-v1", hashlib.sha256).digest()
 
 
 def build_tier_chain(
@@ -82,12 +89,14 @@ def build_tier_chain(
             fingerprint=digest,
             layout=layout,
             dtype=kv.dtype,
-            integrity_key=config.server_salt.encode(),
-            write_queue=config.kv_tier_write_queue,
+            integrity_key=record_key(config.server_salt),
+            write_queue=max(1, config.kv_tier_write_buffer_bytes // layout.nbytes),
         )
         for store in stores
     ]
-    chain = TierChain(kv_cache, host, l3)
+    # Per call the stores time out after kv_tier_timeout_s; one admission reads for at
+    # most four of those in all before recomputing the rest.
+    chain = TierChain(kv_cache, host, l3, read_budget_s=4 * config.kv_tier_timeout_s)
     if chain.is_empty:
         return None
     log.info(

@@ -196,3 +196,15 @@ def test_io_errors_other_than_a_missing_file_make_the_store_unavailable(tmp_path
         store.put(key(0), record(0))
     assert store.stats()["errors"] == 2
     assert not [p for p in files(store) if p.name.endswith(".tmp")]  # the temp file is gone
+
+
+def test_files_adopted_from_another_process_count_against_capacity(tmp_path: Path) -> None:
+    size = len(record(0))
+    writer = DiskBlockStore(tmp_path, 1 << 20, namespace=NS)
+    reader = DiskBlockStore(tmp_path, 2 * size, namespace=NS)  # room for two blocks
+    for i in range(5):
+        writer.put(key(i), record(i))
+    for i in range(4):  # reads and existence checks adopt the other process's files
+        assert reader.get(key(i)) == record(i) if i % 2 else reader.contains(key(i))
+        assert reader.stats()["used_bytes"] <= 2 * size
+    assert len(list((tmp_path / NS).rglob("*.kvb"))) <= 3  # the oldest were evicted

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import torch
 from prefix.config import EngineConfig
 from prefix.disk_store import DiskBlockStore
 from prefix.engine import PrefixEngine
+from prefix.errors import EngineConfigError
 from prefix.kv_record import BlockLayout
 from prefix.l3_tier import L3Tier
 from prefix.loader import LoadedModel
@@ -228,7 +230,7 @@ def test_redis_slow_is_bounded_and_never_delays_writes(
             salt,
             kv_redis_url=f"redis://127.0.0.1:{silent.port}/0",
             kv_tier_timeout_s=0.3,
-            kv_tier_write_queue=1,
+            kv_tier_write_buffer_bytes=1,  # room for one block
         )
         push = tokens(13, seed=7)
         engine.prefill_logits(push, namespace="t")  # its 3 writes hang in the writer
@@ -311,3 +313,67 @@ def test_slow_store_never_blocks_the_engine(tiny_llama: LoadedModel, tmp_path: P
     assert torch.equal(out, torch.zeros(shape))
     assert l3.stats()["writes"] == queued.count(True)
     l3.close()
+
+
+def test_an_l3_tier_needs_a_server_salt(tiny_llama: LoadedModel, tmp_path: Path) -> None:
+    # without a salt the record HMAC has no secret: anyone able to write could plant KV
+    for store in ({"kv_disk_path": str(tmp_path)}, {"kv_redis_url": REDIS_URL}):
+        with pytest.raises(EngineConfigError, match="server_salt"):
+            EngineConfig(**store)  # type: ignore[arg-type]
+    EngineConfig(server_salt="s", kv_disk_path=str(tmp_path))  # positive control
+
+
+class BrokenDiskStore(DiskBlockStore):
+    """A real disk store whose writes hit an unexpected bug."""
+
+    def put(self, key: bytes, record: bytes) -> None:
+        raise RuntimeError("a bug in a store")
+
+
+def test_an_unexpected_write_error_neither_kills_the_writer_nor_hangs_close(
+    tiny_llama: LoadedModel, tmp_path: Path
+) -> None:
+    shape = (2, 2, 4, 2, 8)
+    l3 = L3Tier(
+        BrokenDiskStore(tmp_path, 1 << 20, namespace="0123456789abcdef"),
+        fingerprint=b"f" * 32,
+        layout=BlockLayout("float32", shape),
+        dtype=torch.float32,
+        write_queue=2,
+    )
+    for i in range(4):
+        l3.put_async(bytes([i]) * 32, torch.zeros(shape))
+        assert l3.flush(5)  # the writer survived the previous error
+    assert l3.stats()["write_errors"] == 4 and l3._writer.is_alive()
+    start = time.perf_counter()
+    l3.close()
+    assert time.perf_counter() - start < 5
+    assert not l3.put_async(b"k" * 32, torch.zeros(shape))  # closed: dropped, not queued
+
+
+class SlowDiskStore(DiskBlockStore):
+    """A real disk store answering each batch slower than the admission's read budget."""
+
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        time.sleep(0.5)
+        return super().get_many(keys)
+
+
+def test_one_admission_reads_l3_for_a_bounded_time(
+    tiny_llama: LoadedModel, plain: PrefixEngine, salt: str, tmp_path: Path
+) -> None:
+    cfg = {"kv_disk_path": str(tmp_path), "num_blocks": 64, "kv_tier_timeout_s": 0.1}
+    long = tokens(81, seed=3)  # 20 reusable blocks of 4: two read batches of 16
+    compute_and_close(make(tiny_llama, salt, **cfg), long, "t")
+    engine = make(tiny_llama, salt, **cfg)
+    disk = tier(engine, "l3_disk")
+    disk.store = SlowDiskStore(tmp_path, 1 << 30, namespace=disk.store.namespace)  # type: ignore[attr-defined]
+    start = time.perf_counter()
+    logits, cached = engine.prefill_logits(long, namespace="t")
+    elapsed = time.perf_counter() - start
+    # the first batch (0.5 s) started inside the 0.4 s budget; the second did not start
+    assert cached == 16 * BLOCK, cached
+    assert elapsed < 1.5, elapsed
+    assert disk.stats()["errors"] == 1
+    torch.testing.assert_close(logits, reference(plain, long), atol=ATOL, rtol=0)
+    engine.close()

@@ -217,3 +217,47 @@ def test_bad_arguments() -> None:
             RedisBlockStore(URL, namespace=namespace)
     with pytest.raises(ValueError):
         RedisBlockStore(URL, namespace="deadbeef").get(b"")
+
+
+@pytest.mark.redis
+def test_a_call_started_before_a_failure_does_not_close_the_breaker(
+    namespace: str, counting: CountingRedis
+) -> None:
+    """A slow call that succeeds after another call failed says nothing about now."""
+    store = RedisBlockStore(URL, namespace=namespace, client=counting, retry_after_s=60.0)
+    store.put(KEYS[0], b"record")
+    started = threading.Event()
+    release = threading.Event()
+
+    def slow_success() -> list[bytes | None]:
+        started.set()
+        release.wait(5)
+        return [b"record"]
+
+    result: list[Any] = []
+    t = threading.Thread(target=lambda: result.append(store._call("get", slow_success)))
+    t.start()
+    assert started.wait(5)
+    counting.down = True
+    with pytest.raises(TierUnavailableError):
+        store.get(KEYS[0])  # fails while the slow call is in flight: breaker opens
+    release.set()
+    t.join(5)
+    assert result == [[b"record"]]
+    counting.commands.clear()
+    with pytest.raises(TierUnavailableError, match="next try"):
+        store.get(KEYS[0])  # still open: the older success did not close it
+    assert counting.commands == []
+
+
+@pytest.mark.redis
+def test_a_read_hit_refreshes_the_ttl(namespace: str) -> None:
+    store = RedisBlockStore(URL, namespace=namespace, ttl_seconds=300)
+    client = redis.Redis.from_url(URL)
+    store.put(KEYS[0], b"record")
+    client.expire(store.redis_key(KEYS[0]), 5)  # about to expire
+    assert store.get_many([KEYS[0], KEYS[1]]) == [b"record", None]
+    assert client.ttl(store.redis_key(KEYS[0])) > 250  # a hot block stays
+    assert client.ttl(store.redis_key(KEYS[1])) == -2  # a miss creates nothing
+    client.close()
+    store.close()

@@ -91,15 +91,17 @@ def compute_and_close(engine: PrefixEngine, prompt: list[int], namespace: str) -
     engine.close()
 
 
+def store_config(store: str, tmp_path: Path) -> dict[str, Any]:
+    if store == "disk":
+        return {"kv_disk_path": str(tmp_path)}
+    return {"kv_redis_url": REDIS_URL, "kv_redis_ttl_seconds": 120}
+
+
 @pytest.mark.parametrize("store", ["disk", "redis"])
 def test_restart_serves_prefix_from_l3(
     tiny_llama: LoadedModel, plain: PrefixEngine, salt: str, tmp_path: Path, store: str
 ) -> None:
-    cfg: dict[str, Any] = (
-        {"kv_disk_path": str(tmp_path)}
-        if store == "disk"
-        else {"kv_redis_url": REDIS_URL, "kv_redis_ttl_seconds": 120}
-    )
+    cfg = store_config(store, tmp_path)
     compute_and_close(make(tiny_llama, salt, **cfg), A, "t")
     restarted = make(tiny_llama, salt, **cfg)  # a fresh pool: L1 is empty
     logits, cached = restarted.prefill_logits(A, namespace="t")
@@ -118,11 +120,7 @@ def test_restart_serves_prefix_from_l3(
 def test_l3_isolates_tenants(
     tiny_llama: LoadedModel, plain: PrefixEngine, salt: str, tmp_path: Path, store: str
 ) -> None:
-    cfg: dict[str, Any] = (
-        {"kv_disk_path": str(tmp_path)}
-        if store == "disk"
-        else {"kv_redis_url": REDIS_URL, "kv_redis_ttl_seconds": 120}
-    )
+    cfg = store_config(store, tmp_path)
     compute_and_close(make(tiny_llama, salt, **cfg), A, "tenant-a")
     restarted = make(tiny_llama, salt, **cfg)
     logits, cached = restarted.prefill_logits(A, namespace="tenant-b")

@@ -65,7 +65,14 @@ def build_tier_chain(
             raise EngineConfigError(str(exc)) from exc
     digest = fingerprint_digest(fingerprint)
     namespace = digest.hex()[:16]
+    layout = BlockLayout(dtype=config.dtype, shape=shape)
     stores: list[BlockStore] = []
+    if config.kv_disk_path and config.kv_disk_bytes < 2 * layout.nbytes:
+        # a store that cannot hold a block would accept every write and keep none
+        raise EngineConfigError(
+            f"kv_disk_bytes ({config.kv_disk_bytes}) must hold at least two blocks "
+            f"({layout.nbytes} bytes each)"
+        )
     if config.kv_disk_path:
         try:
             stores.append(
@@ -82,7 +89,6 @@ def build_tier_chain(
                 timeout_s=config.kv_tier_timeout_s,
             )
         )
-    layout = BlockLayout(dtype=config.dtype, shape=shape)
     l3 = [
         L3Tier(
             store,

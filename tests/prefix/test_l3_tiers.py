@@ -321,6 +321,12 @@ def test_an_l3_tier_needs_a_server_salt(tiny_llama: LoadedModel, tmp_path: Path)
     EngineConfig(server_salt="s", kv_disk_path=str(tmp_path))  # positive control
 
 
+def test_a_disk_tier_must_hold_blocks(tiny_llama: LoadedModel, salt: str, tmp_path: Path) -> None:
+    with pytest.raises(EngineConfigError, match="at least two blocks"):
+        make(tiny_llama, salt, kv_disk_path=str(tmp_path), kv_disk_bytes=1000)
+    make(tiny_llama, salt, kv_disk_path=str(tmp_path), kv_disk_bytes=1 << 20).close()
+
+
 class BrokenDiskStore(DiskBlockStore):
     """A real disk store whose writes hit an unexpected bug."""
 

@@ -39,11 +39,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import environment, write_json
-from prefix.async_engine import AsyncEngine
 from prefix.config import EngineConfig
-from prefix.engine import PrefixEngine
-from prefix.loader import LoadedModel, default_model_path, load_model
-from prefix.sampling import SamplingParams
+from prefix.model.loader import LoadedModel, default_model_path, load_model
+from prefix.model.sampling import SamplingParams
+from prefix.serve.async_engine import AsyncEngine
+from prefix.serve.engine import PrefixEngine
 
 
 def random_tokens(n: int, gen: torch.Generator, vocab: int) -> list[int]:

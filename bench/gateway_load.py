@@ -9,7 +9,7 @@ gateway's own cache object, handed to ``create_app`` through ``Components``),
 times the cache in-process while nothing else runs, then serves three apps,
 each uvicorn on its own port in a thread (``tests.live_server.serving``):
 
-* ``engine``  ``prefix.server.create_engine_app`` (the engine's own server);
+* ``engine``  ``prefix.serve.server.create_engine_app`` (the engine's own server);
 * ``gateway`` ``gateway.app.create_app``, in-process engine upstream (the
   default deployment), wrapped in a thin ASGI timer;
 * ``gateway-http`` ``create_app`` with ``upstream_url`` = the engine server

@@ -150,9 +150,9 @@ CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("db.record_hit (SQLite write)", ("record_hit (semantic/store.py",)),
     ("validator.check", ("check (validators/verify.py",)),
     ("authenticate", ("authenticate (gateway/tenants.py",)),
-    ("route handler _handle (event loop part)", ("_handle (gateway/routes.py",)),
-    ("parse_request (pydantic)", ("parse_request (prefix/openai_adapter.py",)),
-    ("build hit response (JSON)", ("_semantic_hit (gateway/routes.py",)),
+    ("route handler _handle (event loop part)", ("_handle (gateway/proxy/routes.py",)),
+    ("parse_request (pydantic)", ("parse_request (prefix/serve/openai_adapter.py",)),
+    ("build hit response (JSON)", ("_semantic_hit (gateway/proxy/routes.py",)),
     ("uvicorn / h11 HTTP", ("uvicorn/protocols", "h11/")),
     ("starlette / fastapi", ("starlette/", "fastapi/")),
     ("SQLAlchemy (any)", ("sqlalchemy/",)),
@@ -162,7 +162,7 @@ CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
         ("asyncio/base_events.py", "asyncio/events.py", "asyncio/selector_events.py"),
     ),
     ("httpx (client)", ("httpx/", "httpcore/")),
-    ("engine thread (idle loop)", ("_loop (prefix/async_engine.py",)),
+    ("engine thread (idle loop)", ("_loop (prefix/serve/async_engine.py",)),
 ]
 
 

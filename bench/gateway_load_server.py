@@ -112,13 +112,13 @@ def serve_main(spec_path: str) -> None:
     from pydantic import SecretStr
     from sqlalchemy import create_engine
 
-    import gateway.routes as routes
+    import gateway.proxy.routes as routes
     from gateway.app import Components, create_app
     from gateway.policy import TenantPolicy
     from gateway.settings import Settings
     from gateway.tenants import TenantStore
-    from prefix.loader import default_model_path, load_model
-    from prefix.server import create_engine_app
+    from prefix.model.loader import default_model_path, load_model
+    from prefix.serve.server import create_engine_app
     from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache, upgrade_database
     from tests.live_server import serving
     from validators import Validator

@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import environment, timed, write_json
 from prefix.config import EngineConfig
-from prefix.engine import PrefixEngine
-from prefix.hashing import block_keys
-from prefix.loader import default_model_path, load_hf_reference, load_model
-from prefix.sampling import SamplingParams
+from prefix.core.hashing import block_keys
+from prefix.model.loader import default_model_path, load_hf_reference, load_model
+from prefix.model.sampling import SamplingParams
+from prefix.serve.engine import PrefixEngine
 
 
 def main() -> None:

@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import RESULTS, environment, write_json
 from prefix.config import EngineConfig
-from prefix.engine import PrefixEngine
-from prefix.loader import LoadedModel, default_model_path, load_model
-from prefix.sampling import SamplingParams
+from prefix.model.loader import LoadedModel, default_model_path, load_model
+from prefix.model.sampling import SamplingParams
+from prefix.serve.engine import PrefixEngine
 
 MiB = 1024 * 1024
 CASES = ("l1", "l2_host", "l3_disk", "l3_redis", "recompute", "cold", "cold_l3")

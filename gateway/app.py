@@ -18,26 +18,26 @@ from prometheus_client import generate_latest
 from sqlalchemy import create_engine, text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway.admin import router as admin_router
-from gateway.admin_models import validation_message
-from gateway.engine_pool import EnginePool, build_upstream
+from gateway.admin.routes import router as admin_router
+from gateway.admin.schemas import validation_message
 from gateway.errors import GatewayError
-from gateway.inprocess import InProcessUpstream
-from gateway.judge import UpstreamJudge
 from gateway.metrics import GatewayMetrics
-from gateway.openapi_docs import document_openai_routes
 from gateway.ops import start_operations
-from gateway.pipeline import Pipeline
-from gateway.ratelimit import RateLimiter
-from gateway.report_api import report_router
-from gateway.review_api import review_router
-from gateway.routes import GatewayState, router
+from gateway.proxy.engine_pool import EnginePool, build_upstream
+from gateway.proxy.inprocess import InProcessUpstream
+from gateway.proxy.judge import UpstreamJudge
+from gateway.proxy.openapi_docs import document_openai_routes
+from gateway.proxy.pipeline import Pipeline
+from gateway.proxy.ratelimit import RateLimiter
+from gateway.proxy.routes import GatewayState, router
+from gateway.proxy.upstream import Upstream
+from gateway.reports.api import report_router
+from gateway.review.api import review_router
 from gateway.settings import Settings, get_settings
 from gateway.tenants import TenantStore
-from gateway.upstream import Upstream
 from prefix.config import EngineConfig
-from prefix.engine import PrefixEngine
-from prefix.loader import LoadedModel
+from prefix.model.loader import LoadedModel
+from prefix.serve.engine import PrefixEngine
 from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache, upgrade_database
 from semantic.sync import ChangeFeed
 from validators import Validator
@@ -144,11 +144,11 @@ def create_app(settings: Settings | None = None, components: Components | None =
     app.include_router(router)
     app.include_router(admin_router)
     document_openai_routes(app)  # the /v1 request bodies in /openapi.json
-    app.include_router(review_router())  # /admin/review (gateway/review_api.py)
-    app.include_router(report_router())  # /admin/reports (gateway/report_api.py)
+    app.include_router(review_router())  # /admin/review (gateway/review/api.py)
+    app.include_router(report_router())  # /admin/reports (gateway/reports/api.py)
     app.state.settings = settings
     app.state.admin_token = settings.admin_token  # None: the admin routes answer 403
-    app.state.rate_limiter = RateLimiter()  # per replica; see gateway/ratelimit.py
+    app.state.rate_limiter = RateLimiter()  # per replica; see gateway/proxy/ratelimit.py
     _install_error_handlers(app)
 
     @app.get("/health")

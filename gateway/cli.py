@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 
 def _cmd_lab(args: argparse.Namespace) -> int:
-    from prefix.lab import explain, run_experiment
-    from prefix.lab_numbers import format_numbers
-    from prefix.lab_trace import TraceConfig, compare_policies
+    from prefix.lab.experiment import explain, run_experiment
+    from prefix.lab.numbers import format_numbers
+    from prefix.lab.trace import TraceConfig, compare_policies
 
     result = run_experiment(
         num_tokens=args.tokens,
@@ -30,8 +30,8 @@ def _cmd_lab(args: argparse.Namespace) -> int:
     if args.numbers or args.measure:
         measured = None
         if args.measure:
-            from prefix.engine import PrefixEngine
-            from prefix.lab_measure import measure_ttft_model
+            from prefix.lab.measure import measure_ttft_model
+            from prefix.serve.engine import PrefixEngine
 
             print("\nloading the engine to measure TTFT coefficients ...", flush=True)
             measured = measure_ttft_model(PrefixEngine())
@@ -42,8 +42,8 @@ def _cmd_lab(args: argparse.Namespace) -> int:
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     from prefix.config import EngineConfig
-    from prefix.engine import PrefixEngine
-    from prefix.sampling import SamplingParams
+    from prefix.model.sampling import SamplingParams
+    from prefix.serve.engine import PrefixEngine
 
     engine = PrefixEngine(EngineConfig(model_path=args.model, block_size=args.block_size))
     params = SamplingParams(
@@ -73,7 +73,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 def _cmd_engine(args: argparse.Namespace) -> int:
     from gateway.app import engine_config
     from gateway.settings import get_settings
-    from prefix.server import run_server
+    from prefix.serve.server import run_server
 
     s = get_settings()
     logging.getLogger("cachegate").setLevel(logging.INFO)
@@ -99,7 +99,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     """Ask a running gateway for the misfire report (JSON) and print its summary."""
     import httpx
 
-    from gateway.report_text import format_summary
+    from gateway.reports.text import format_summary
     from gateway.settings import get_settings
 
     s = get_settings()

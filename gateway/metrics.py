@@ -67,7 +67,7 @@ class GatewayMetrics:
         self.upstream_errors = Counter(
             "cachegate_upstream_errors", "Upstream failures by kind", ["kind"], registry=r
         )
-        # Engine replicas (gateway/engine_pool.py): tries sent to each, and how often a
+        # Engine replicas (gateway/proxy/engine_pool.py): tries sent to each, and how often a
         # request left one for the next replica on its hash-ring preference list.
         self.upstream_requests = Counter(
             "cachegate_upstream_requests",

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from gateway.inprocess import InProcessUpstream
-from gateway.review import MisfireSampler
-from gateway.routes import GatewayState
+from gateway.proxy.inprocess import InProcessUpstream
+from gateway.proxy.routes import GatewayState
+from gateway.reports.recorder import EngineSnapshotter, StatsRecorder, pool_snapshot
+from gateway.review.sampling import MisfireSampler
 from gateway.settings import Settings
-from gateway.stats import EngineSnapshotter, StatsRecorder, pool_snapshot
 
 
 @dataclass

@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     server_salt: SecretStr | None = None
     cache_dir: Path | None = None  # weights-digest sidecar (default ~/.cache/cachegate)
 
-    # ---- misfire review, statistics and reports (gateway/review.py, stats.py, reports.py) ----
+    # ---- misfire review, statistics and reports (gateway/review/, gateway/reports/) ----
     # Ask the upstream again for sampled semantic hits and compare (background, never blocks).
     shadow_verification: bool = False
     shadow_min_similarity: float = Field(0.80, ge=0.0, le=1.0)

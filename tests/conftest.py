@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from prefix.loader import LoadedModel, default_model_path, load_model
+from prefix.model.loader import LoadedModel, default_model_path, load_model
 from semantic.embedder import Embedder
 from tests.prefix.tiny_models import save_tiny_model
 

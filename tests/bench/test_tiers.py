@@ -7,8 +7,8 @@ import torch
 
 from bench.tiers import drop_l1
 from prefix.config import EngineConfig
-from prefix.engine import PrefixEngine
-from prefix.loader import LoadedModel
+from prefix.model.loader import LoadedModel
+from prefix.serve.engine import PrefixEngine
 
 
 def test_drop_l1_moves_every_cached_block_to_l2(tiny_llama: LoadedModel) -> None:

@@ -21,12 +21,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app import Components, create_app
 from gateway.policy import TenantPolicy
-from gateway.routes import GatewayState
+from gateway.proxy.routes import GatewayState
 from gateway.settings import Settings
 from gateway.tenants import TenantStore
 from prefix.config import EngineConfig
-from prefix.engine import PrefixEngine
-from prefix.loader import LoadedModel
+from prefix.model.loader import LoadedModel
+from prefix.serve.engine import PrefixEngine
 from semantic import Embedder, SemanticCache, SemanticQuery
 from tests.live_server import serving
 

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from gateway.app import Components
-from gateway.inprocess import InProcessUpstream
-from prefix.engine import PrefixEngine
-from prefix.loader import LoadedModel
+from gateway.proxy.inprocess import InProcessUpstream
+from prefix.model.loader import LoadedModel
+from prefix.serve.engine import PrefixEngine
 from semantic import Embedder
 from tests.gateway.conftest import (
     SHORT_SYSTEM,

@@ -1,7 +1,7 @@
 """Real peers for the engine-pool tests (test_engine_pool.py): tiny engine replicas
 and an engine that is up but refuses work, plus small request helpers.
 
-The replicas are our engine server (``prefix.server``) over the tiny random
+The replicas are our engine server (``prefix.serve.server``) over the tiny random
 Llama with a toy chat template, each with its own ``PrefixEngine`` (its own KV
 block pool), so prefix reuse shows which replica served a request.
 """
@@ -17,12 +17,12 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from gateway.engine_pool import EnginePool
-from gateway.upstream import Delta, Done, UpstreamRequest
+from gateway.proxy.engine_pool import EnginePool
+from gateway.proxy.upstream import Delta, Done, UpstreamRequest
 from prefix.config import EngineConfig
-from prefix.engine import PrefixEngine
-from prefix.loader import LoadedModel
-from prefix.server import create_engine_app
+from prefix.model.loader import LoadedModel
+from prefix.serve.engine import PrefixEngine
+from prefix.serve.server import create_engine_app
 from tests.live_server import serving
 
 MODEL = "tiny"

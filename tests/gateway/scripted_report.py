@@ -16,8 +16,8 @@ from gateway.app import Components
 from gateway.models import EngineSnapshot, MisfireSample, RequestStat
 from gateway.tenants import utc_now
 from prefix.config import EngineConfig
-from prefix.engine import PrefixEngine
-from prefix.loader import LoadedModel
+from prefix.model.loader import LoadedModel
+from prefix.serve.engine import PrefixEngine
 from tests.gateway.conftest import Gateway, gateway_settings, running_gateway
 
 ADMIN_TOKEN = "scripted-admin-token"

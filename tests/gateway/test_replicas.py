@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gateway.app import Components
-from prefix.loader import LoadedModel
+from prefix.model.loader import LoadedModel
 from semantic import Embedder, SemanticQuery
 from tests.gateway.admin_support import ADMIN_TOKEN, admin, new_tenant, seed
 from tests.gateway.conftest import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefix.hashing import (
+from prefix.core.hashing import (
     ModelFingerprint,
     chain_root,
 )

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prefix.block_pool import Allocation, BlockPool
-from prefix.eviction import (
+from prefix.core.block_pool import Allocation, BlockPool
+from prefix.core.eviction import (
     EvictionPolicy,
 )
 

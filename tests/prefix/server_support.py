@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from prefix.engine import PrefixEngine
+from prefix.serve.engine import PrefixEngine
 
 KEY = "engine-secret"
 

@@ -1,0 +1,195 @@
+"""Labelled question pairs for the pair verifier (bench/train_verifier.py, bench/verifier_eval.py).
+
+Label 1 means "the two questions have the same correct answer". Every pair has
+a ``kind`` (what it tests), a ``lang`` ("en" or "zh") and a ``split``:
+
+``train`` / ``cal`` / ``eval`` are assigned by a hash of a *group* key, never of
+the pair, so nothing crosses: BANKING77 and CLINC150 are split by intent (an
+eval intent's questions are never seen in training, neither as positives nor
+as hard negatives: both sides of a pair come from one split's intents), MeanCache
+by main question, PAWS-X by connected component of sentences (two pairs that
+share a sentence, in either language file, land in one split).
+
+Kinds: ``paraphrase`` (nearest same-intent question whose values agree, 1),
+``paraphrase_random`` (a random one, 1), ``surface`` (case/punctuation/polite
+prefix, 1), ``hard`` (nearest question of another intent, 0), ``unrelated``
+(random other intent, 0), ``entity`` (one value substituted, 0), ``polarity``,
+``direction``, ``word_order`` (bench/verifier_perturb.py, 0), ``context``
+(MeanCache follow-up vs a main question or another follow-up, 0) and ``paws``
+(PAWS-X dev, label as given). Chinese pairs are PAWS-X zh plus ``entity``,
+``polarity``, ``direction``, ``surface`` and ``unrelated`` pairs built from the
+PAWS-X zh sentences.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from bench import verifier_perturb as perturb
+from bench.semantic_pairs import (
+    DATA_DIR,
+    Question,
+    apply,
+    context_pairs,
+    intent_pairs,
+    load_banking77,
+    load_clinc150,
+    load_conversations,
+    normalized,
+    substitute_value,
+)
+
+SPLITS = ("train", "cal", "eval")
+# Fractions of groups per split: calibration and evaluation need enough
+# negatives of every kind to measure a 1% misfire rate.
+_FRACTIONS = (0.6, 0.2, 0.2)
+Embed = Callable[[Sequence[str]], NDArray[np.float32]]
+
+
+@dataclass(frozen=True)
+class VPair:
+    a: str
+    b: str
+    label: int
+    kind: str
+    lang: str
+    split: str
+    source: str
+
+
+def split_of(group: str, salt: str = "verifier-v1") -> str:
+    h = int.from_bytes(hashlib.sha256(f"{salt}:{group}".encode()).digest()[:8], "big") / 2**64
+    return SPLITS[0] if h < _FRACTIONS[0] else SPLITS[1] if h < sum(_FRACTIONS[:2]) else SPLITS[2]
+
+
+def _intent_kinds(questions: list[Question], embed: Embed, rng: random.Random) -> list[VPair]:
+    out: list[VPair] = []
+    by_split: dict[str, list[Question]] = {s: [] for s in SPLITS}
+    for q in questions:
+        by_split[split_of(f"{q.source}:{q.intent}")].append(q)
+    for split, pool in by_split.items():
+        vectors = embed([q.text for q in pool])
+        found = intent_pairs(pool, vectors, n_positive=10**9, n_hard=10**9, seed=rng.randrange(2**31))
+        for kind, name in (("positive", "paraphrase"), ("positive_random", "paraphrase_random"), ("hard", "hard")):
+            for p in found[kind]:
+                out.append(VPair(p.query, p.cached, int(p.same_answer), name, "en", split, p.meta["source"]))
+        for q in pool:
+            other = pool[rng.randrange(len(pool))]
+            if other.intent != q.intent:
+                out.append(VPair(q.text, other.text, 0, "unrelated", "en", split, q.source))
+    return out
+
+
+def _rewrites(text: str, lang: str, split: str, source: str, rng: random.Random) -> list[VPair]:
+    out: list[VPair] = []
+    sub = substitute_value(text, rng)
+    if sub is not None and normalized(apply(text, sub)) != normalized(text):
+        out.append(VPair(text, apply(text, sub), 0, "entity", lang, split, source))
+    changed = {
+        "direction": perturb.direction(text),
+        "word_order": perturb.word_order(text),
+        "polarity": perturb.polarity(text, rng),
+    }
+    for kind, new in changed.items():
+        if new is not None and normalized(new) != normalized(text):
+            out.append(VPair(text, new, 0, kind, lang, split, source))
+    if rng.random() < 0.15:
+        out.append(VPair(text, perturb.surface(text, rng), 1, "surface", lang, split, source))
+    return out
+
+
+def _context_kind(embed: Embed, rng: random.Random) -> list[VPair]:
+    conversations = load_conversations()
+    out: list[VPair] = []
+    for split in SPLITS:
+        convs = [c for c in conversations if split_of(f"meancache:{normalized(c.main)}") == split]
+        if len(convs) < 2:
+            continue
+        mains, follows = embed([c.main for c in convs]), embed([c.followup for c in convs])
+        pairs, _ = context_pairs(convs, mains, follows, n=10**9, seed=rng.randrange(2**31))
+        out += [VPair(p.query, p.cached, 0, "context", "en", split, "meancache") for p in pairs]
+        for c in convs:
+            out += _rewrites(c.main, "en", split, "meancache", rng)
+    return out
+
+
+def _components(rows: list[dict[str, object]]) -> list[str]:
+    """Per row, a name of its connected component (rows sharing a sentence)."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for r in rows:
+        ra, rb = find(normalized(str(r["a"]))), find(normalized(str(r["b"])))
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return [find(normalized(str(r["a"]))) for r in rows]
+
+
+def _pawsx(rng: random.Random, data_dir: Path) -> list[VPair]:
+    out: list[VPair] = []
+    for lang in ("en", "zh"):
+        path = data_dir / "pawsx" / f"pawsx.{lang}.dev.jsonl"
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        groups = _components(rows)
+        sentences: dict[str, list[str]] = {s: [] for s in SPLITS}
+        for r, g in zip(rows, groups, strict=True):
+            split = split_of(f"pawsx:{lang}:{g}")
+            out.append(VPair(r["a"], r["b"], int(r["label"]), "paws", lang, split, f"pawsx-{lang}"))
+            sentences[split].append(r["a"])
+        if lang != "zh":
+            continue
+        # Chinese rewrites and unrelated pairs, from each split's own sentences.
+        for split, texts in sentences.items():
+            for text in texts:
+                out += _rewrites(text, "zh", split, "pawsx-zh", rng)
+                other = texts[rng.randrange(len(texts))]
+                if normalized(other) != normalized(text):
+                    out.append(VPair(text, other, 0, "unrelated", "zh", split, "pawsx-zh"))
+    return out
+
+
+def build_pairs(embed: Embed, seed: int = 12, data_dir: Path = DATA_DIR) -> list[VPair]:
+    """Every pair of every kind, deterministic for ``seed`` (given a deterministic
+    ``embed``); sides are put in a random order, duplicates dropped."""
+    rng = random.Random(seed)
+    questions = load_banking77(data_dir) + load_clinc150(data_dir)
+    pairs = _intent_kinds(questions, embed, rng)
+    for q in questions:
+        pairs += _rewrites(q.text, "en", split_of(f"{q.source}:{q.intent}"), q.source, rng)
+    pairs += _context_kind(embed, rng)
+    pairs += _pawsx(rng, data_dir)
+    seen: set[tuple[str, frozenset[str]]] = set()
+    out: list[VPair] = []
+    for p in pairs:
+        key = (p.kind, frozenset((normalized(p.a), normalized(p.b))))
+        if key in seen or normalized(p.a) == normalized(p.b) and p.label == 0:
+            continue
+        seen.add(key)
+        a, b = (p.a, p.b) if rng.random() < 0.5 else (p.b, p.a)
+        out.append(VPair(a, b, p.label, p.kind, p.lang, p.split, p.source))
+    return out
+
+
+def save(pairs: Sequence[VPair], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for p in pairs:
+            fh.write(json.dumps(asdict(p), ensure_ascii=False) + "\n")
+
+
+def load(path: Path) -> list[VPair]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [VPair(**json.loads(line)) for line in lines if line]

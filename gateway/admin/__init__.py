@@ -1,0 +1,1 @@
+"""gateway.admin.routes package."""

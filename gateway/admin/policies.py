@@ -1,0 +1,132 @@
+"""Tenant policies through the admin API: read, history, replace (PUT), change (PATCH).
+
+Every write is a new ``policy_versions`` row (version = previous + 1, with who and
+when) and a ``policy.set`` audit event listing the changed fields, in one
+transaction, with a ``tenant`` change-log row; then the authentication cache of
+this replica is dropped, so the policy applies to the tenant's next request
+(other replicas: when their replica-sync feed replays the row,
+:mod:`semantic.sync`). Two admins writing at once: the loser of the unique
+(tenant, version) race retries, and gets a 409 only after three tries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from gateway.admin import audit
+from gateway.admin.schemas import PolicyOut, validation_message
+from gateway.admin.service import ConflictError, policy_row, require_row
+from gateway.errors import BadRequestError
+from gateway.models import PolicyVersion
+from gateway.policy import TenantPolicy
+from gateway.tenants import TenantStore
+from semantic.changes import log_tenant_change
+
+_WRITE_ATTEMPTS = 3
+
+
+def _policy_out(tenant_id: str, row: PolicyVersion | None) -> PolicyOut:
+    if row is None:
+        return PolicyOut(
+            tenant_id=tenant_id, version=0, policy=TenantPolicy(), created_at=None, created_by=None
+        )
+    return PolicyOut(
+        tenant_id=tenant_id,
+        version=row.version,
+        policy=TenantPolicy.model_validate(row.policy),
+        created_at=row.created_at,
+        created_by=row.created_by,
+    )
+
+
+def _latest(s: Session, tenant_id: str) -> PolicyVersion | None:
+    return s.scalars(
+        select(PolicyVersion)
+        .where(PolicyVersion.tenant_id == tenant_id)
+        .order_by(PolicyVersion.version.desc())
+        .limit(1)
+    ).first()
+
+
+def policy_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
+    """``{field: [old, new]}`` for every field that changed."""
+    return {k: [old.get(k), v] for k, v in new.items() if old.get(k) != v}
+
+
+class PolicyAdmin:
+    def __init__(self, store: TenantStore) -> None:
+        self.store = store
+        self.sessions = store.sessions
+
+    def policy(self, tenant_id: str) -> PolicyOut:
+        with self.sessions() as s:
+            require_row(s, tenant_id)
+            return _policy_out(tenant_id, _latest(s, tenant_id))
+
+    def history(self, tenant_id: str, limit: int) -> list[PolicyOut]:
+        with self.sessions() as s:
+            require_row(s, tenant_id)
+            rows = s.scalars(
+                select(PolicyVersion)
+                .where(PolicyVersion.tenant_id == tenant_id)
+                .order_by(PolicyVersion.version.desc())
+                .limit(limit)
+            )
+            return [_policy_out(tenant_id, row) for row in rows]
+
+    def set_policy(self, actor: str, tenant_id: str, policy: TenantPolicy) -> PolicyOut:
+        return self._write_policy(actor, tenant_id, lambda _current: policy)
+
+    def patch_policy(self, actor: str, tenant_id: str, changes: dict[str, Any]) -> PolicyOut:
+        """The current policy with ``changes`` applied, validated as a whole."""
+
+        def merged(current: dict[str, Any]) -> TenantPolicy:
+            try:
+                return TenantPolicy.model_validate(current | changes)
+            except ValidationError as exc:
+                message, param = validation_message(exc.errors(include_url=False))
+                raise BadRequestError(f"invalid policy: {message}", param=param) from None
+
+        return self._write_policy(actor, tenant_id, merged)
+
+    def _write_policy(
+        self, actor: str, tenant_id: str, build: Callable[[dict[str, Any]], TenantPolicy]
+    ) -> PolicyOut:
+        for attempt in range(_WRITE_ATTEMPTS):
+            try:
+                with self.sessions.begin() as s:
+                    require_row(s, tenant_id)
+                    latest = _latest(s, tenant_id)
+                    current = (
+                        TenantPolicy()
+                        if latest is None
+                        else TenantPolicy.model_validate(latest.policy)
+                    )
+                    old = current.model_dump(mode="json")
+                    policy: TenantPolicy = build(old)
+                    row = policy_row(
+                        tenant_id, (latest.version if latest else 0) + 1, policy, actor
+                    )
+                    s.add(row)
+                    details = {
+                        "version": row.version,
+                        "changes": policy_diff(old, policy.model_dump(mode="json")),
+                    }
+                    audit.add_event(
+                        s, actor, audit.POLICY_SET, tenant_id, f"v{row.version}", details
+                    )
+                    s.flush()
+                    log_tenant_change(s, tenant_id)
+                    out = _policy_out(tenant_id, row)
+                break
+            except sa_exc.IntegrityError:  # another admin wrote the same version first
+                if attempt == _WRITE_ATTEMPTS - 1:
+                    raise ConflictError("the policy changed concurrently; retry") from None
+        self.store.invalidate_cache()  # effective on the next request
+        return out

@@ -1,0 +1,277 @@
+"""What the admin API does to tenants and their API keys (policies:
+:mod:`gateway.admin.policies`).
+
+Every change writes its audit event and a ``tenant`` change-log row
+(:func:`semantic.changes.log_tenant_change`) in the same transaction, then drops
+the authentication cache of this replica (``TenantStore.invalidate_cache``), so
+it applies to the next request here; other replicas drop theirs when their
+replica-sync feed replays the row (:mod:`semantic.sync`). Methods are
+synchronous (the routes run them in a thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session
+
+from gateway.admin import audit
+from gateway.admin.schemas import KeyIssued, KeyOut, TenantCreate, TenantOut
+from gateway.errors import GatewayError, NotFoundError, ServiceUnavailableError
+from gateway.models import ApiKey, MisfireSample, PolicyVersion, RequestStat, Tenant
+from gateway.policy import TenantPolicy
+from gateway.proxy.ratelimit import RateLimiter
+from gateway.tenants import TenantStore, hash_key, new_api_key, utc_now
+from semantic import SemanticCache
+from semantic.changes import log_tenant_change
+from semantic.errors import StoreUnavailableError
+
+
+class ConflictError(GatewayError):
+    status = 409
+    type = "invalid_request_error"
+
+
+def _tenant_outs(s: Session, tenants: Sequence[Tenant]) -> list[TenantOut]:
+    """The tenants with their policy version and active key count (two grouped queries)."""
+    ids = [t.id for t in tenants]
+    if not ids:
+        return []
+    versions: dict[str, int] = {
+        tenant_id: version
+        for tenant_id, version in s.execute(
+            select(PolicyVersion.tenant_id, func.max(PolicyVersion.version))
+            .where(PolicyVersion.tenant_id.in_(ids))
+            .group_by(PolicyVersion.tenant_id)
+        )
+    }
+    keys: dict[str, int] = {
+        tenant_id: count
+        for tenant_id, count in s.execute(
+            select(ApiKey.tenant_id, func.count())
+            .where(ApiKey.tenant_id.in_(ids), ApiKey.revoked_at.is_(None))
+            .group_by(ApiKey.tenant_id)
+        )
+    }
+    return [
+        TenantOut(
+            id=t.id,
+            name=t.name,
+            disabled=t.disabled,
+            created_at=t.created_at,
+            updated_at=t.updated_at,
+            policy_version=versions.get(t.id) or 0,
+            active_keys=keys.get(t.id) or 0,
+        )
+        for t in tenants
+    ]
+
+
+def _tenant_out(s: Session, tenant: Tenant) -> TenantOut:
+    return _tenant_outs(s, [tenant])[0]
+
+
+def _key_out(key: ApiKey) -> KeyOut:
+    return KeyOut(
+        id=key.id,
+        tenant_id=key.tenant_id,
+        name=key.name,
+        prefix=key.key_prefix,
+        created_at=key.created_at,
+        revoked_at=key.revoked_at,
+    )
+
+
+def require_row(s: Session, tenant_id: str) -> Tenant:
+    tenant = s.get(Tenant, tenant_id)
+    if tenant is None:
+        raise NotFoundError(f"no tenant {tenant_id!r}", param="tenant_id", code="tenant_not_found")
+    return tenant
+
+
+def policy_row(tenant_id: str, version: int, policy: TenantPolicy, actor: str) -> PolicyVersion:
+    return PolicyVersion(
+        tenant_id=tenant_id,
+        version=version,
+        policy=policy.model_dump(mode="json"),
+        created_at=utc_now(),
+        created_by=actor,
+    )
+
+
+class TenantAdmin:
+    def __init__(
+        self, store: TenantStore, cache: SemanticCache | None, limiter: RateLimiter | None
+    ) -> None:
+        self.store = store
+        self.sessions = store.sessions
+        self.cache = cache
+        self.limiter = limiter
+
+    # ---- tenants -----------------------------------------------------------------------
+    def create(self, actor: str, body: TenantCreate) -> TenantOut:
+        now = utc_now()
+        try:
+            with self.sessions.begin() as s:
+                if s.get(Tenant, body.id) is not None:
+                    raise ConflictError(f"tenant {body.id!r} already exists", param="id")
+                tenant = Tenant(
+                    id=body.id,
+                    name=body.name or body.id,
+                    disabled=False,
+                    created_at=now,
+                    updated_at=now,
+                )
+                s.add(tenant)
+                s.flush()
+                details: dict[str, Any] = {"name": tenant.name}
+                if body.policy is not None:
+                    s.add(policy_row(body.id, 1, body.policy, actor))
+                    details["policy_version"] = 1
+                audit.add_event(s, actor, audit.TENANT_CREATE, body.id, body.id, details)
+                s.flush()
+                log_tenant_change(s, body.id)
+                out = _tenant_out(s, tenant)
+        except sa_exc.IntegrityError:  # created concurrently
+            raise ConflictError(f"tenant {body.id!r} already exists", param="id") from None
+        self.store.invalidate_cache()
+        return out
+
+    def list_tenants(self, limit: int, offset: int) -> list[TenantOut]:
+        with self.sessions() as s:
+            rows = s.scalars(select(Tenant).order_by(Tenant.id).limit(limit).offset(offset))
+            return _tenant_outs(s, list(rows))
+
+    def get(self, tenant_id: str) -> TenantOut:
+        with self.sessions() as s:
+            return _tenant_out(s, require_row(s, tenant_id))
+
+    def rename(self, actor: str, tenant_id: str, name: str) -> TenantOut:
+        with self.sessions.begin() as s:
+            tenant = require_row(s, tenant_id)
+            old, tenant.name, tenant.updated_at = tenant.name, name, utc_now()
+            audit.add_event(
+                s, actor, audit.TENANT_UPDATE, tenant_id, tenant_id, {"name": [old, name]}
+            )
+            s.flush()
+            log_tenant_change(s, tenant_id)
+            out = _tenant_out(s, tenant)
+        self.store.invalidate_cache()
+        return out
+
+    def set_disabled(self, actor: str, tenant_id: str, disabled: bool) -> TenantOut:
+        with self.sessions.begin() as s:
+            tenant = require_row(s, tenant_id)
+            changed = tenant.disabled != disabled
+            tenant.disabled, tenant.updated_at = disabled, utc_now()
+            action = audit.TENANT_DISABLE if disabled else audit.TENANT_ENABLE
+            audit.add_event(s, actor, action, tenant_id, tenant_id, {"changed": changed})
+            s.flush()
+            log_tenant_change(s, tenant_id)
+            out = _tenant_out(s, tenant)
+        self.store.invalidate_cache()  # a disabled tenant is refused on its next request
+        return out
+
+    def delete(self, actor: str, tenant_id: str) -> tuple[int, int, int]:
+        """Delete the tenant, its keys, policies, samples, stats and semantic entries.
+        Returns (semantic entries, keys, policy versions) removed."""
+        with self.sessions() as s:
+            require_row(s, tenant_id)
+        entries = self._drop_entries(tenant_id)
+        with self.sessions.begin() as s:
+            require_row(s, tenant_id)
+            keys = len(
+                s.execute(
+                    delete(ApiKey).where(ApiKey.tenant_id == tenant_id).returning(ApiKey.id)
+                ).all()
+            )
+            versions = len(
+                s.execute(
+                    delete(PolicyVersion)
+                    .where(PolicyVersion.tenant_id == tenant_id)
+                    .returning(PolicyVersion.id)
+                ).all()
+            )
+            s.execute(delete(MisfireSample).where(MisfireSample.tenant_id == tenant_id))
+            s.execute(delete(RequestStat).where(RequestStat.tenant_id == tenant_id))
+            s.execute(delete(Tenant).where(Tenant.id == tenant_id))
+            details = {"semantic_entries": entries, "keys": keys, "policy_versions": versions}
+            audit.add_event(s, actor, audit.TENANT_DELETE, tenant_id, tenant_id, details)
+            log_tenant_change(s, tenant_id)
+        self.store.invalidate_cache()
+        # A request that was already past authentication may have backfilled meanwhile.
+        entries += self._drop_entries(tenant_id)
+        if self.limiter is not None:
+            self.limiter.forget(tenant_id)
+        return entries, keys, versions
+
+    def _drop_entries(self, tenant_id: str) -> int:
+        if self.cache is None:
+            return 0
+        try:
+            return self.cache.invalidate(tenant=tenant_id)
+        except StoreUnavailableError as exc:
+            raise ServiceUnavailableError(f"the semantic store is unavailable: {exc}") from exc
+
+    # ---- API keys ----------------------------------------------------------------------
+    def issue_key(self, actor: str, tenant_id: str, name: str) -> KeyIssued:
+        raw = new_api_key()
+        with self.sessions.begin() as s:
+            require_row(s, tenant_id)
+            key = ApiKey(
+                tenant_id=tenant_id,
+                name=name,
+                key_prefix=raw[:10],
+                key_hash=hash_key(raw),
+                created_at=utc_now(),
+            )
+            s.add(key)
+            s.flush()
+            audit.add_event(
+                s,
+                actor,
+                audit.KEY_ISSUE,
+                tenant_id,
+                str(key.id),
+                {"key_id": key.id, "prefix": key.key_prefix, "name": name},
+            )
+            log_tenant_change(s, tenant_id)  # a replica may have cached this key as unknown
+            out = KeyIssued(**_key_out(key).model_dump(), key=raw)
+        return out
+
+    def list_keys(self, tenant_id: str) -> list[KeyOut]:
+        with self.sessions() as s:
+            require_row(s, tenant_id)
+            rows = s.scalars(
+                select(ApiKey).where(ApiKey.tenant_id == tenant_id).order_by(ApiKey.id)
+            )
+            return [_key_out(k) for k in rows]
+
+    def revoke_key(self, actor: str, tenant_id: str, key_id: int) -> KeyOut:
+        with self.sessions.begin() as s:
+            require_row(s, tenant_id)
+            key = s.get(ApiKey, key_id)
+            if key is None or key.tenant_id != tenant_id:
+                raise NotFoundError(
+                    f"tenant {tenant_id!r} has no API key {key_id}",
+                    param="key_id",
+                    code="key_not_found",
+                )
+            already = key.revoked_at is not None
+            if not already:
+                key.revoked_at = utc_now()
+            audit.add_event(
+                s,
+                actor,
+                audit.KEY_REVOKE,
+                tenant_id,
+                str(key_id),
+                {"key_id": key_id, "prefix": key.key_prefix, "already_revoked": already},
+            )
+            log_tenant_change(s, tenant_id)
+            out = _key_out(key)
+        self.store.invalidate_cache()  # the key is refused on its next request
+        return out

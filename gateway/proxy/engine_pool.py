@@ -1,0 +1,280 @@
+"""Several engine replicas behind one ``Upstream``: prefix-aware routing and failover.
+
+Why route by prefix: each engine keeps its own KV block pool, so a shared system
+prompt is only reused on the replica that already computed it. Requests are
+placed on a consistent-hash ring (``gateway/proxy/hash_ring.py``) by their *route key*
+so that requests sharing a prefix land on the same replica, and adding or losing
+a replica moves only about 1/N of the prefixes.
+
+Route key = the tenant's prefix namespace + the model + the first
+``route_prefix_chars`` characters of the prompt as the engine will see it (chat:
+each message's role and text in order; completions: the prompt string, or the
+first tokens of a token-id prompt). The namespace is part of it because blocks
+are never shared across namespaces anyway: two tenants' identical prompts gain
+nothing from landing together, so they spread. Characters approximate the first
+prefix blocks without loading a tokenizer in the gateway: 256 characters are
+about 64 tokens, 4 blocks of 16. Requests that share a system prompt longer than
+``route_prefix_chars`` always land together; requests that diverge earlier (a
+short system prompt followed by different questions) may land on different
+replicas, and each replica then caches its own copy of the shared part.
+
+Failover (why each rule):
+
+* Replicas are tried in ring preference order, so a dead replica's keys land on
+  the same fallback from every gateway and stay cacheable there.
+* A replica that fails before the pool has yielded anything (unreachable,
+  connection cut, 5xx, 503 overloaded or engine dead, even as an SSE error
+  chunk) is marked down for ``cooldown_seconds`` and the next one is tried:
+  nothing has reached the client, so trying again cannot duplicate text.
+* Never after the first event: the client has text, and a second replica would
+  write it again. The error propagates as with a single upstream.
+* A 4xx (``BadRequestError``) is the client's fault and would fail on every
+  replica: it propagates at once and marks nothing down.
+* A timeout before the first event marks the replica down but is not retried:
+  the replica may still be computing, and a second try would double the wait.
+* A replica marked down is skipped while others are up; when all are down they
+  are all tried in order anyway, so the pool never refuses without trying.
+* With several replicas each HTTP client retries at most once (a stale
+  keep-alive connection), since the next replica is the real retry; a single
+  replica keeps the configured retries and behaves like ``HttpUpstream``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gateway.errors import BadRequestError, GatewayError, UpstreamError, UpstreamTimeoutError
+from gateway.metrics import GatewayMetrics
+from gateway.proxy.hash_ring import HashRing
+from gateway.proxy.upstream import Done, Event, HttpUpstream, Upstream, UpstreamRequest
+from gateway.settings import Settings
+
+CHARS_PER_TOKEN = 4  # rough, for token-id prompts: 256 characters ≈ 64 tokens
+
+
+def prompt_prefix(kind: str, body: dict[str, Any], chars: int) -> str:
+    """The first ``chars`` characters of the prompt, rendered close to what the
+    engine's chat template sees (role, then text), without a tokenizer."""
+    if kind == "chat":
+        parts: list[str] = []
+        size = 0
+        for message in body.get("messages") or []:
+            if size >= chars:
+                break
+            if not isinstance(message, dict):
+                continue
+            role = message.get("role")
+            piece = f"{'system' if role == 'developer' else role}\n{_text(message)}\n"
+            parts.append(piece)
+            size += len(piece)
+        return "".join(parts)[:chars]
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return prompt[:chars]
+    if isinstance(prompt, list):
+        return json.dumps(prompt[: max(1, chars // CHARS_PER_TOKEN)])
+    return ""
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""
+
+
+def route_key(req: UpstreamRequest, chars: int) -> bytes:
+    """Namespace, model and prompt prefix, serialized unambiguously (JSON list)."""
+    model = req.body.get("model")
+    prefix = prompt_prefix(req.kind, req.body, chars)
+    return json.dumps([req.namespace, str(model), prefix]).encode()
+
+
+@dataclass
+class Replica:
+    """One engine server and what the pool has seen of it."""
+
+    url: str
+    upstream: Upstream
+    down_until: float = 0.0
+    requests: int = 0  # tries sent to it
+    failures: int = 0  # tries that failed through its fault
+    failovers: int = 0  # requests that moved on from it to the next replica
+
+
+class EnginePool:
+    """An ``Upstream`` over engine replicas: routes by prefix, fails over before the first byte."""
+
+    name = "http"
+
+    def __init__(
+        self,
+        replicas: Sequence[tuple[str, Upstream]],
+        *,
+        route_prefix_chars: int = 256,
+        cooldown_seconds: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not replicas:
+            raise ValueError("an engine pool needs at least one replica")
+        self.replicas = [Replica(url, upstream) for url, upstream in replicas]
+        self._by_url = {r.url: r for r in self.replicas}
+        self._index = {r.url: i for i, r in enumerate(self.replicas)}
+        self.ring = HashRing([r.url for r in self.replicas])  # rejects duplicate URLs
+        self.route_prefix_chars = route_prefix_chars
+        self.cooldown_seconds = cooldown_seconds
+        self.clock = clock
+        self.metrics: GatewayMetrics | None = None
+
+    @classmethod
+    def from_urls(
+        cls,
+        urls: Sequence[str],
+        *,
+        route_prefix_chars: int = 256,
+        cooldown_seconds: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+        **http_kwargs: Any,
+    ) -> EnginePool:
+        """One ``HttpUpstream`` per URL, built with ``http_kwargs`` (model, salt, keys,
+        timeouts); with several URLs each retries at most once (see the module doc)."""
+        urls = [u.strip().rstrip("/") for u in urls if u.strip()]
+        if len(urls) > 1:
+            http_kwargs = http_kwargs | {"retries": min(int(http_kwargs.get("retries", 2)), 1)}
+        upstreams = [(url, HttpUpstream(url, **http_kwargs)) for url in urls]
+        return cls(
+            upstreams,
+            route_prefix_chars=route_prefix_chars,
+            cooldown_seconds=cooldown_seconds,
+            clock=clock,
+        )
+
+    def bind_metrics(self, metrics: GatewayMetrics) -> None:
+        """Count tries and failovers per replica in the gateway's registry."""
+        self.metrics = metrics
+
+    def models(self) -> list[str]:
+        """Every replica's models, the first replica's first (replicas serve one model)."""
+        return list(dict.fromkeys(m for r in self.replicas for m in r.upstream.models()))
+
+    async def is_ready(self) -> bool:
+        """Ready when any replica is: the pool fails over to it."""
+        checks = await asyncio.gather(
+            *(r.upstream.is_ready() for r in self.replicas), return_exceptions=True
+        )
+        return any(c is True for c in checks)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(r.upstream.aclose() for r in self.replicas))
+
+    def replica_states(self) -> list[dict[str, Any]]:
+        now = self.clock()
+        return [
+            {
+                "url": r.url,
+                "is_up": r.down_until <= now,
+                "requests": r.requests,
+                "failures": r.failures,
+                "failovers": r.failovers,
+            }
+            for r in self.replicas
+        ]
+
+    def order(self, req: UpstreamRequest) -> list[Replica]:
+        """Replicas to try: ring preference order, those marked down moved out; all of
+        them in preference order when every one is down."""
+        preferred = [self._by_url[u] for u in self.ring.preference(self.key(req))]
+        now = self.clock()
+        up = [r for r in preferred if r.down_until <= now]
+        return up or preferred
+
+    def key(self, req: UpstreamRequest) -> bytes:
+        return route_key(req, self.route_prefix_chars)
+
+    async def stream(self, req: UpstreamRequest) -> AsyncIterator[Event]:
+        candidates = self.order(req)
+        for i, replica in enumerate(candidates):
+            self._count(replica, "requests")
+            started = False
+            events = replica.upstream.stream(req)
+            try:
+                async for event in events:
+                    if isinstance(event, Done):
+                        # the URL for logs; the ordinal for the client (no topology leak)
+                        where = {"replica": replica.url, "replica_index": self._index[replica.url]}
+                        event = replace(event, extra=event.extra | where)
+                    started = True
+                    yield event
+                replica.down_until = 0.0  # it answered: up again, even inside a cooldown
+                return
+            except BadRequestError:
+                raise  # the client's fault: every replica would refuse it
+            except GatewayError as err:
+                self._mark_down(replica)
+                if started or isinstance(err, UpstreamTimeoutError):
+                    raise
+                if i == len(candidates) - 1:
+                    if len(candidates) == 1:
+                        raise
+                    raise UpstreamError(
+                        f"all {len(candidates)} engine replicas failed; last: {err.message}",
+                        code=err.code,
+                    ) from err
+                self._count(replica, "failovers")
+            finally:
+                await _close(events)
+
+    def _mark_down(self, replica: Replica) -> None:
+        replica.failures += 1
+        replica.down_until = self.clock() + self.cooldown_seconds
+
+    def _count(self, replica: Replica, what: str) -> None:
+        setattr(replica, what, getattr(replica, what) + 1)
+        if self.metrics is None:
+            return
+        counter = (
+            self.metrics.upstream_requests
+            if what == "requests"
+            else self.metrics.upstream_failovers
+        )
+        counter.labels(replica.url).inc()
+
+
+async def _close(events: AsyncIterator[Event]) -> None:
+    """Close a replica's stream (an async generator) so its HTTP response is released."""
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def build_upstream(settings: Settings, salt: str) -> EnginePool:
+    """The HTTP upstream from settings: an ``EnginePool`` over ``upstream_urls()``,
+    each replica built with the arguments ``HttpUpstream`` always had."""
+    urls = settings.upstream_urls()
+    if not urls:
+        raise ValueError("no upstream URL configured (CACHEGATE_UPSTREAM_URL)")
+    return EnginePool.from_urls(
+        urls,
+        route_prefix_chars=settings.route_prefix_chars,
+        cooldown_seconds=settings.replica_cooldown_seconds,
+        model=settings.upstream_model or "default",
+        api_key=settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None,
+        engine_key=settings.engine_key.get_secret_value() if settings.engine_key else None,
+        salt=salt,
+        connect_timeout=settings.upstream_connect_timeout,
+        read_timeout=settings.upstream_read_timeout,
+        retries=settings.upstream_retries,
+    )

@@ -1,0 +1,81 @@
+"""The default upstream: our prefix engine in this process, driven through its AsyncEngine.
+
+The tenant's prefix namespace is an argument here, so no header can forge it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from gateway.errors import BadRequestError, GatewayError, ServiceUnavailableError, UpstreamError
+from gateway.proxy.upstream import Delta, Done, Event, UpstreamRequest
+from prefix.errors import NoFreeBlocksError, RequestError
+from prefix.serve.async_engine import AsyncEngine, EngineDeadError
+from prefix.serve.engine import PrefixEngine
+from prefix.serve.metrics import EngineMetrics
+from prefix.serve.openai_adapter import engine_error, parse_request, to_engine_request
+from protocol.http import ApiError
+
+
+def _gateway_error(err: ApiError) -> GatewayError:
+    error: GatewayError
+    if err.status == 503:
+        error = ServiceUnavailableError(err.message, code=err.code)
+    elif err.status >= 500:
+        error = UpstreamError(err.message, code=err.code)
+    else:
+        error = BadRequestError(err.message, param=err.param, code=err.code)
+        error.status = err.status
+    return error
+
+
+class InProcessUpstream:
+    name = "in-process"
+
+    def __init__(self, engine: PrefixEngine, served_model_name: str | None = None) -> None:
+        self.engine = engine
+        self.model = served_model_name or engine.loaded.model_id
+        self.metrics = EngineMetrics(engine)  # the engine's prefix_* series, on /metrics
+        self.async_engine = AsyncEngine(engine, on_output=self.metrics.observe)
+        self.async_engine.start()
+
+    def models(self) -> list[str]:
+        return [self.model]
+
+    async def is_ready(self) -> bool:
+        return self.async_engine.is_alive
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.async_engine.shutdown)
+
+    async def stream(self, req: UpstreamRequest) -> AsyncIterator[Event]:
+        try:
+            parsed = parse_request(req.body, req.kind == "chat")
+            token_ids, params = await to_engine_request(self.engine, parsed, req.namespace)
+        except ApiError as err:
+            raise _gateway_error(err) from None
+        outputs = self.async_engine.generate(
+            token_ids,
+            params,
+            namespace=req.namespace,
+            cache_salt=parsed.cache_salt,
+            request_id=req.request_id,
+            kv_block_quota=req.kv_block_quota,
+            quota_key=req.tenant_id,
+        )
+        try:
+            async for out in outputs:
+                if out.delta:
+                    yield Delta(out.delta, out.cached_tokens)
+                if out.finished:
+                    yield Done(
+                        finish_reason=out.finish_reason or "stop",
+                        prompt_tokens=out.prompt_tokens,
+                        completion_tokens=out.completion_tokens,
+                        cached_tokens=out.cached_tokens,
+                    )
+        except (RequestError, NoFreeBlocksError, EngineDeadError) as exc:
+            raise _gateway_error(engine_error(exc)) from None
+        finally:
+            await outputs.aclose()  # aborts the engine request unless it finished

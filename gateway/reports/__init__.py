@@ -1,0 +1,1 @@
+"""gateway.reports.build package."""

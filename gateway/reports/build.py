@@ -1,0 +1,155 @@
+"""The misfire and cache-efficiency report, per tenant and overall (seed 003, 监控指标).
+
+Built from ``misfire_samples``, ``request_stats`` and ``engine_snapshots`` in a
+time window, plus the in-memory anti-pattern findings. Definitions (also in
+the report's ``definitions``):
+
+- **semantic hit rate** = semantic-hit requests / all recorded requests;
+  ``eligible_hit_rate`` = semantic hits / requests where a lookup ran
+  (``x-cachegate-semantic`` is ``hit`` or ``miss:*``, not ``skipped:*``).
+- **misfire rate** = labelled misfires / labelled samples, with a 95% Wilson
+  interval (:mod:`gateway.reports.stats`). Unweighted: near-threshold hits are
+  sampled ×3 (:mod:`gateway.review.sampling`), which makes this a pessimistic estimate.
+- **prefix token hit rate** = Σ cached_tokens / Σ prompt_tokens, and **prefix
+  request hit rate** = requests with cached_tokens > 0 / requests, both over the
+  requests the engine served (cache label prefix-hit, miss or bypass; semantic
+  hits never reach the engine).
+- **TTFT cache on vs off**: *on* = requests that reused something (semantic-hit,
+  or prefix-hit: cached_tokens > 0); *off* = requests that reused nothing
+  (label miss or bypass, cached_tokens = 0: a full prefill). p50/p99 as in
+  :func:`gateway.reports.stats.percentiles`.
+- **prefill FLOPs saved** = Σ over reused tokens of 2·N_params·c + 2·L·H·d·c·(c+1)
+  (matmuls + causal attention of the c reused positions; L layers, H query heads,
+  d head dim), where c = cached_tokens of engine-served requests and c =
+  prompt_tokens of semantic hits. Semantic hits also save decode: 2·N_params per
+  completion token (``decode_flops_saved``).
+- **cost saved** = (Σ reused prompt tokens) × $/1M prompt tokens + (Σ completion
+  tokens of semantic hits) × $/1M completion tokens.
+- **evictions** = the increase of the pool's eviction counter over the window
+  (a counter that went down means a restart: its new value counts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from gateway.models import EngineSnapshot, MisfireSample, RequestStat
+from gateway.reports.sections import (
+    MAX_TENANT_SECTIONS,
+    ModelShape,
+    ReportParams,
+    Sample,
+    Stat,
+    engine_section,
+    section,
+)
+
+__all__ = ["MAX_TENANT_SECTIONS", "ModelShape", "ReportParams", "build_report", "load"]
+
+
+# ---- loading ------------------------------------------------------------------------------
+
+
+def load(
+    db: Engine, p: ReportParams
+) -> tuple[list[Sample], list[Stat], list[EngineSnapshot], bool]:
+    with Session(db) as s:
+        sq = select(
+            MisfireSample.tenant_id,
+            MisfireSample.score,
+            MisfireSample.label,
+            MisfireSample.shadow_verdict,
+        ).where(MisfireSample.created_at >= p.since)
+        rq = (
+            select(
+                RequestStat.at,
+                RequestStat.tenant_id,
+                RequestStat.cache,
+                RequestStat.semantic,
+                RequestStat.score,
+                RequestStat.prompt_tokens,
+                RequestStat.cached_tokens,
+                RequestStat.completion_tokens,
+                RequestStat.ttft_ms,
+            )
+            .where(RequestStat.at >= p.since)
+            .order_by(RequestStat.at.desc())
+            .limit(p.max_rows + 1)
+        )
+        if p.tenant is not None:
+            sq = sq.where(MisfireSample.tenant_id == p.tenant)
+            rq = rq.where(RequestStat.tenant_id == p.tenant)
+        samples = [Sample(*row) for row in s.execute(sq)]
+        stats = [Stat(*row) for row in s.execute(rq)]
+        snaps = list(
+            s.scalars(
+                select(EngineSnapshot)
+                .where(EngineSnapshot.at >= p.since)
+                .order_by(EngineSnapshot.at)
+                .limit(p.max_rows)
+            )
+        )
+        s.expunge_all()
+    truncated = len(stats) > p.max_rows
+    stats = sorted(stats[: p.max_rows], key=lambda r: r.at)
+    return samples, stats, snaps, truncated
+
+
+def build_report(
+    db: Engine, p: ReportParams, antipatterns: dict[str, list[dict[str, Any]]] | None = None
+) -> dict[str, Any]:
+    samples, stats, snaps, truncated = load(db, p)
+    findings = antipatterns or {}
+    summary = section(samples, stats, p)
+    summary["antipatterns"] = [f | {"tenant": t} for t, fs in findings.items() for f in fs]
+    tenants: dict[str, Any] = {}
+    if p.tenant is None:
+        ids = sorted({s.tenant_id for s in samples} | {r.tenant_id for r in stats} | set(findings))
+        for tid in ids[:MAX_TENANT_SECTIONS]:
+            part = section(
+                [s for s in samples if s.tenant_id == tid],
+                [r for r in stats if r.tenant_id == tid],
+                p,
+            )
+            part["antipatterns"] = findings.get(tid, [])
+            tenants[tid] = part
+    return {
+        "object": "misfire_report",
+        "generated_at": p.now.isoformat(),
+        "scope": {"tenant": p.tenant, "since": p.since.isoformat(), "hours": p.hours},
+        "truncated": truncated,
+        "params": {
+            "target_misfire_rate": p.target,
+            "criterion": p.criterion,
+            "price_per_million_prompt_tokens": p.price_prompt,
+            "price_per_million_completion_tokens": p.price_completion,
+            "score_bucket_edges": list(p.edges),
+            "model": None if p.model is None else p.model.__dict__,
+        },
+        "definitions": DEFINITIONS,
+        "summary": summary,
+        "tenants": tenants,
+        "engine": engine_section(snaps),
+    }
+
+
+DEFINITIONS = {
+    "semantic_hit_rate": "semantic-hit requests / all recorded requests",
+    "eligible_hit_rate": "semantic hits / requests where a semantic lookup ran",
+    "misfire_rate": "labelled misfires / labelled samples (unweighted), 95% Wilson interval",
+    "recommended_threshold": "lowest labelled score t whose samples with score >= t have "
+    "criterion (Wilson upper bound or point rate) <= target",
+    "prefix_token_hit_rate": "sum(cached_tokens) / sum(prompt_tokens) over engine-served requests",
+    "prefix_request_hit_rate": "engine-served requests with cached_tokens > 0 / engine-served",
+    "ttft_cache_on": "semantic hits and requests that reused prefix tokens",
+    "ttft_cache_off": "requests with label miss or bypass that reused nothing (full prefill)",
+    "prefill_flops_saved": "sum of 2*N_params*c + 2*layers*heads*head_dim*c*(c+1) over reused "
+    "token counts c (prefix cached tokens; whole prompt of semantic hits)",
+    "decode_flops_saved": "2*N_params*completion tokens of semantic hits",
+    "cost_saved_usd": "reused prompt tokens * $/1M prompt + semantic-hit completion tokens "
+    "* $/1M completion",
+    "evictions": "increase of the block pool's eviction counter over the window",
+}

@@ -1,0 +1,278 @@
+"""Per-request statistics and engine snapshots for the reports (seed 003, 监控指标).
+
+``StatsRecorder.record`` is called once per finished request. It only appends
+to an in-memory buffer (never blocks, never raises into the request); a
+background task writes the buffer to ``request_stats`` in batches every
+``flush_seconds`` (or sooner when ``batch_size`` rows are waiting). When the
+database is down the batch is dropped: counted in
+``cachegate_stats_dropped_total`` and logged, never retried forever. The
+buffer itself is bounded; rows beyond it are dropped and counted the same way.
+
+The recorder also keeps, per tenant, the most recent prompt texts (system
+message + first user message, or the completion prompt) in a bounded ring
+buffer: the input of the prefix anti-pattern finder (:mod:`gateway.reports.antipatterns`).
+Prompts stay in memory only; they are never written to the database.
+
+``EngineSnapshotter`` writes the in-process engine's block pool counters to
+``engine_snapshots`` every ``interval`` seconds (cache memory over time,
+evictions, block-level hit counters).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter
+from sqlalchemy import Engine, insert
+from sqlalchemy.exc import SQLAlchemyError
+
+from gateway.models import EngineSnapshot, RequestStat
+from gateway.tenants import utc_now
+
+log = logging.getLogger("cachegate.gateway.stats")
+
+PROMPTS_PER_TENANT = 200
+MAX_TENANTS = 1000
+PROMPT_MAX_CHARS = 16_000
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One finished request, as stored in ``request_stats``."""
+
+    tenant_id: str
+    cache: str  # semantic-hit | prefix-hit | miss | bypass
+    semantic: str  # the x-cachegate-semantic header value
+    score: float | None
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    ttft_ms: float | None = None
+    latency_ms: float = 0.0
+    stream: bool = False
+    at: datetime = field(default_factory=utc_now)
+
+    def timed(self, ttft_ms: float | None, latency_ms: float, stream: bool) -> RequestRecord:
+        return replace(self, ttft_ms=ttft_ms, latency_ms=latency_ms, stream=stream)
+
+    def row(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["semantic"] = values["semantic"][:200]
+        return values
+
+
+def prompt_text(body: Mapping[str, Any]) -> str | None:
+    """System message(s) + the first user message, or the completion prompt; None if neither."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        parts: list[str] = []
+        for message in messages:
+            if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+                continue
+            role = message.get("role")
+            if role in ("system", "developer"):
+                parts.append(message["content"])
+            elif role == "user":
+                parts.append(message["content"])
+                break
+        return "\n".join(parts)[:PROMPT_MAX_CHARS] if parts else None
+    prompt = body.get("prompt")
+    if isinstance(prompt, str) and prompt:
+        return prompt[:PROMPT_MAX_CHARS]
+    return None
+
+
+class PromptBuffer:
+    """The last ``per_tenant`` prompt texts of each of at most ``max_tenants`` tenants."""
+
+    def __init__(self, per_tenant: int = PROMPTS_PER_TENANT, max_tenants: int = MAX_TENANTS):
+        self.per_tenant = per_tenant
+        self.max_tenants = max_tenants
+        self._data: OrderedDict[str, deque[str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, tenant_id: str, text: str) -> None:
+        with self._lock:
+            ring = self._data.get(tenant_id)
+            if ring is None:
+                ring = self._data[tenant_id] = deque(maxlen=self.per_tenant)
+                while len(self._data) > self.max_tenants:
+                    self._data.popitem(last=False)  # the least recently active tenant
+            else:
+                self._data.move_to_end(tenant_id)
+            ring.append(text)
+
+    def recent(self, tenant_id: str) -> list[str]:
+        with self._lock:
+            return list(self._data.get(tenant_id, ()))
+
+    def tenants(self) -> list[str]:
+        with self._lock:
+            return list(self._data)
+
+    def forget(self, tenant_id: str) -> None:
+        """Drop a tenant's prompts (call when the tenant is deleted)."""
+        with self._lock:
+            self._data.pop(tenant_id, None)
+
+
+class StatsRecorder:
+    def __init__(
+        self,
+        db: Engine,
+        registry: CollectorRegistry | None = None,
+        *,
+        flush_seconds: float = 2.0,
+        batch_size: int = 500,
+        max_buffer: int = 50_000,
+        prompts: PromptBuffer | None = None,
+    ) -> None:
+        self.db = db
+        self.flush_seconds = flush_seconds
+        self.batch_size = batch_size
+        self.prompts = prompts or PromptBuffer()
+        self._buffer: deque[RequestRecord] = deque()
+        self._max_buffer = max_buffer
+        self._lock = threading.Lock()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.written = 0
+        self.dropped = Counter(
+            "cachegate_stats_dropped",
+            "Request statistics rows dropped (database down or buffer full)",
+            ["reason"],
+            registry=registry if registry is not None else CollectorRegistry(),
+        )
+
+    # ---- the request path ---------------------------------------------------------------
+    def record(self, record: RequestRecord, body: Mapping[str, Any] | None = None) -> None:
+        """Buffer one request (O(1), never raises)."""
+        try:
+            if body is not None:
+                text = prompt_text(body)
+                if text:
+                    self.prompts.add(record.tenant_id, text)
+            with self._lock:
+                if len(self._buffer) >= self._max_buffer:
+                    self.dropped.labels("buffer_full").inc()
+                    return
+                self._buffer.append(record)
+                full = len(self._buffer) >= self.batch_size
+            if full:
+                self._wake.set()
+        except Exception:  # statistics must never fail a request
+            log.exception("could not record request statistics")
+
+    # ---- the background writer ----------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="cachegate-stats")
+
+    async def stop(self) -> None:
+        """Stop the writer and flush what is left."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.flush()
+
+    async def flush(self) -> int:
+        """Write everything buffered now; returns the number of rows written."""
+        written = 0
+        while True:
+            with self._lock:
+                count = min(self.batch_size, len(self._buffer))
+                batch = [self._buffer.popleft() for _ in range(count)]
+            if not batch:
+                return written
+            try:
+                await asyncio.to_thread(self._write, batch)
+            except SQLAlchemyError as exc:
+                self.dropped.labels("database").inc(len(batch))
+                log.warning("dropped %d request statistics rows: %s", len(batch), exc)
+            else:
+                written += len(batch)
+                self.written += len(batch)
+
+    def _write(self, batch: list[RequestRecord]) -> None:
+        with self.db.begin() as conn:
+            conn.execute(insert(RequestStat), [r.row() for r in batch])
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.flush_seconds)
+            self._wake.clear()
+            try:
+                await self.flush()
+            except Exception:  # keep the writer alive whatever happens
+                log.exception("request statistics writer failed")
+
+
+# ---- engine snapshots ---------------------------------------------------------------------
+
+
+def pool_snapshot(engine: Any) -> dict[str, int]:
+    """The counters of a :class:`prefix.serve.engine.PrefixEngine`'s block pool, read without
+    its lock (plain attribute reads; a snapshot may be off by one in-flight step)."""
+    pool = engine.pool
+    return {
+        "blocks_total": int(pool.num_blocks),
+        "blocks_used": int(pool.num_used_blocks),
+        "blocks_cached": int(pool.num_cached_blocks),
+        "bytes_per_block": int(engine.kv_cache.bytes_per_block),
+        "evictions": int(pool.num_evictions),
+        "query_blocks": int(pool.num_queries),
+        "hit_blocks": int(pool.num_hit_blocks),
+    }
+
+
+class EngineSnapshotter:
+    """Writes ``source()`` to ``engine_snapshots`` now and every ``interval`` seconds."""
+
+    def __init__(self, db: Engine, source: Callable[[], dict[str, int]], interval: float) -> None:
+        self.db = db
+        self.source = source
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+        self.failures = 0
+
+    def start(self) -> None:
+        if self._task is None and self.interval > 0:
+            self._task = asyncio.create_task(self._run(), name="cachegate-engine-snapshots")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def snapshot(self) -> bool:
+        """Take one snapshot now; False (logged) when it could not be written."""
+        try:
+            values = self.source()
+            await asyncio.to_thread(self._write, values)
+        except Exception as exc:
+            self.failures += 1
+            log.warning("engine snapshot not written: %s", exc)
+            return False
+        return True
+
+    def _write(self, values: dict[str, int]) -> None:
+        with self.db.begin() as conn:
+            conn.execute(insert(EngineSnapshot), [{"at": utc_now(), **values}])
+
+    async def _run(self) -> None:
+        while True:
+            await self.snapshot()
+            await asyncio.sleep(self.interval)

@@ -1,0 +1,265 @@
+"""The sections of the misfire report, computed from plain rows (definitions in
+:mod:`gateway.reports.build`): traffic and prefix hit rates, TTFT with cache on/off,
+savings, the timeline, misfire statistics, and the engine's memory and evictions.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from gateway.models import EngineSnapshot
+from gateway.reports.stats import (
+    DEFAULT_EDGES,
+    Criterion,
+    Labelled,
+    buckets,
+    percentiles,
+    proportion,
+    rate,
+    recommend,
+    thin,
+    threshold_curve,
+)
+from gateway.tenants import utc_now
+
+ENGINE_LABELS = ("prefix-hit", "miss", "bypass")
+MAX_TENANT_SECTIONS = 50
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the FLOPs estimate needs from the served model."""
+
+    name: str
+    params: int
+    layers: int
+    heads: int
+    head_dim: int
+
+    def prefill_flops(self, tokens: int) -> float:
+        return 2.0 * self.params * tokens + 2.0 * self.layers * self.heads * self.head_dim * (
+            tokens * (tokens + 1)
+        )
+
+
+@dataclass(frozen=True)
+class ReportParams:
+    tenant: str | None = None
+    hours: float = 168.0
+    target: float = 0.01
+    criterion: Criterion = "wilson_upper"
+    price_prompt: float = 0.50  # $ per 1M prompt tokens
+    price_completion: float = 1.50  # $ per 1M completion tokens
+    edges: tuple[float, ...] = DEFAULT_EDGES
+    max_rows: int = 200_000
+    model: ModelShape | None = None
+    now: datetime = field(default_factory=utc_now)
+
+    @property
+    def since(self) -> datetime:
+        return self.now - timedelta(hours=self.hours)
+
+
+@dataclass(frozen=True)
+class Sample:
+    tenant_id: str
+    score: float
+    label: str | None
+    shadow: str | None
+
+
+@dataclass(frozen=True)
+class Stat:
+    at: datetime
+    tenant_id: str
+    cache: str
+    semantic: str
+    score: float | None
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    ttft_ms: float | None
+
+
+def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any]:
+    labelled = [Labelled(s.score, s.label == "misfire") for s in samples if s.label]
+    misfires = sum(x.misfire for x in labelled)
+    curve = threshold_curve(labelled)
+    shadow = [s for s in samples if s.shadow in ("agree", "disagree")]
+    both = [s for s in shadow if s.label]
+    matching = sum((s.shadow == "disagree") == (s.label == "misfire") for s in both)
+    return {
+        "misfires": {
+            "samples": len(samples),
+            "pending": sum(1 for s in samples if not s.label),
+            "labelled": len(labelled),
+            "misfires": misfires,
+            "correct": len(labelled) - misfires,
+            **_without_counts(proportion(misfires, len(labelled))),
+        },
+        "score_buckets": buckets(labelled, p.edges),
+        "threshold_curve": thin(curve, 200),
+        "recommended_threshold": recommend(curve, p.target, p.criterion),
+        "shadow": {
+            "verified": len(shadow),
+            "agree": sum(1 for s in shadow if s.shadow == "agree"),
+            "disagree": sum(1 for s in shadow if s.shadow == "disagree"),
+            "with_human_label": len(both),
+            "agreement_with_humans": rate(matching, len(both)),
+        },
+        "labelled_scores": {
+            "correct": [x.score for x in labelled if not x.misfire][:5000],
+            "misfire": [x.score for x in labelled if x.misfire][:5000],
+        },
+    }
+
+
+def _without_counts(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if k not in ("k", "n")}
+
+
+def traffic_section(stats: Sequence[Stat], p: ReportParams) -> dict[str, Any]:
+    by_label: dict[str, int] = {}
+    for r in stats:
+        by_label[r.cache] = by_label.get(r.cache, 0) + 1
+    hits = by_label.get("semantic-hit", 0)
+    looked_up = sum(1 for r in stats if r.semantic.startswith(("hit", "miss")))
+    engine = [r for r in stats if r.cache in ENGINE_LABELS]
+    prompt = sum(r.prompt_tokens for r in engine)
+    cached = sum(r.cached_tokens for r in engine)
+    reused = sum(1 for r in engine if r.cached_tokens > 0)
+    on = [r.ttft_ms for r in stats if r.ttft_ms is not None and _reused(r)]
+    off = [r.ttft_ms for r in stats if r.ttft_ms is not None and not _reused(r)]
+    return {
+        "traffic": {
+            "requests": len(stats),
+            "by_cache": dict(sorted(by_label.items())),
+            "semantic_hits": hits,
+            "semantic_hit_rate": rate(hits, len(stats)),
+            "semantic_lookups": looked_up,
+            "eligible_hit_rate": rate(hits, looked_up),
+            "hit_scores": [
+                r.score for r in stats if r.cache == "semantic-hit" and r.score is not None
+            ][:20000],
+        },
+        "prefix": {
+            "engine_requests": len(engine),
+            "prompt_tokens": prompt,
+            "cached_tokens": cached,
+            "token_hit_rate": rate(cached, prompt),
+            "requests_with_reuse": reused,
+            "request_hit_rate": rate(reused, len(engine)),
+        },
+        "ttft_ms": {
+            "cache_on": percentiles(on),
+            "cache_off": percentiles(off),
+            "by_cache": {
+                label: percentiles(
+                    [r.ttft_ms for r in stats if r.cache == label and r.ttft_ms is not None]
+                )
+                for label in sorted(by_label)
+            },
+        },
+        "savings": savings(stats, p),
+        "timeline": timeline(stats),
+    }
+
+
+def _reused(r: Stat) -> bool:
+    return r.cache == "semantic-hit" or r.cached_tokens > 0
+
+
+def savings(stats: Sequence[Stat], p: ReportParams) -> dict[str, Any]:
+    prefix_tokens = sum(r.cached_tokens for r in stats if r.cache in ENGINE_LABELS)
+    hits = [r for r in stats if r.cache == "semantic-hit"]
+    semantic_prompt = sum(r.prompt_tokens for r in hits)
+    semantic_completion = sum(r.completion_tokens for r in hits)
+    prompt_saved = prefix_tokens + semantic_prompt
+    out: dict[str, Any] = {
+        "prompt_tokens_saved": prompt_saved,
+        "prefix_tokens_reused": prefix_tokens,
+        "semantic_prompt_tokens": semantic_prompt,
+        "semantic_completion_tokens": semantic_completion,
+        "cost_saved_usd": prompt_saved / 1e6 * p.price_prompt
+        + semantic_completion / 1e6 * p.price_completion,
+        "prefill_flops_saved": None,
+        "decode_flops_saved": None,
+    }
+    m = p.model
+    if m is not None:
+        reused = [r.cached_tokens for r in stats if r.cache in ENGINE_LABELS and r.cached_tokens]
+        reused += [r.prompt_tokens for r in hits if r.prompt_tokens]
+        out["prefill_flops_saved"] = float(sum(m.prefill_flops(c) for c in reused))
+        out["decode_flops_saved"] = 2.0 * m.params * semantic_completion
+    return out
+
+
+def timeline(stats: Sequence[Stat], points: int = 24) -> list[dict[str, Any]]:
+    """Hit rates in ``points`` equal time buckets over the span of the data."""
+    if not stats:
+        return []
+    start, end = stats[0].at, stats[-1].at
+    width = max((end - start).total_seconds() / points, 1.0)
+    groups: dict[int, list[Stat]] = {}
+    for r in stats:
+        i = min(int((r.at - start).total_seconds() // width), points - 1)
+        groups.setdefault(i, []).append(r)
+    out = []
+    for i in sorted(groups):
+        rows = groups[i]
+        engine = [r for r in rows if r.cache in ENGINE_LABELS]
+        prompt = sum(r.prompt_tokens for r in engine)
+        out.append(
+            {
+                "start": (start + timedelta(seconds=i * width)).isoformat(),
+                "requests": len(rows),
+                "semantic_hit_rate": rate(sum(r.cache == "semantic-hit" for r in rows), len(rows)),
+                "prefix_token_hit_rate": rate(sum(r.cached_tokens for r in engine), prompt),
+                "prefix_request_hit_rate": rate(
+                    sum(r.cached_tokens > 0 for r in engine), len(engine)
+                ),
+            }
+        )
+    return out
+
+
+def engine_section(snaps: Sequence[EngineSnapshot]) -> dict[str, Any]:
+    if not snaps:
+        return {"snapshots": 0, "evictions": None, "memory": [], "block_hit_rate": None}
+    evictions = 0
+    queries = hits = 0
+    for a, b in itertools.pairwise(snaps):
+        restarted = b.evictions < a.evictions or b.query_blocks < a.query_blocks
+        evictions += b.evictions if restarted else b.evictions - a.evictions
+        queries += b.query_blocks if restarted else b.query_blocks - a.query_blocks
+        hits += b.hit_blocks if restarted else b.hit_blocks - a.hit_blocks
+    memory = [
+        {
+            "at": s.at.isoformat(),
+            "cached_bytes": s.blocks_cached * s.bytes_per_block,
+            "used_bytes": s.blocks_used * s.bytes_per_block,
+            "total_bytes": s.blocks_total * s.bytes_per_block,
+        }
+        for s in snaps
+    ]
+    used = [s.blocks_used * s.bytes_per_block for s in snaps]
+    half = len(used) // 2
+    floor_change = min(used[half:]) - min(used[:half]) if half else None
+    span_min = (snaps[-1].at - snaps[0].at).total_seconds() / 60
+    return {
+        "snapshots": len(snaps),
+        "evictions": evictions,
+        "evictions_per_minute": evictions / span_min if span_min > 0 else None,
+        "block_hit_rate": rate(hits, queries),
+        "latest": memory[-1],
+        "used_floor_change_bytes": floor_change,
+        "memory": thin(memory, 500),
+    }
+
+
+def section(samples: Sequence[Sample], stats: Sequence[Stat], p: ReportParams) -> dict[str, Any]:
+    return {**traffic_section(stats, p), **misfire_section(samples, p)}

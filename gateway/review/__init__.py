@@ -1,0 +1,1 @@
+"""gateway.review.sampling package."""

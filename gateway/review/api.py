@@ -1,0 +1,199 @@
+"""The review queue API under ``/admin/review`` (admin token): list sampled semantic
+hits, read one, label it ``correct`` or ``misfire`` with an optional note.
+
+Labelling is an admin action: it is written to the audit log (``review.label``)
+in the same transaction as the label. A sample may be relabelled; the audit
+event keeps the previous label.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import sessionmaker
+
+from gateway.admin.audit import add_event
+from gateway.admin.auth import require_admin
+from gateway.errors import BadRequestError, NotFoundError
+from gateway.models import MisfireSample
+from gateway.tenants import utc_now
+
+LABELS = ("correct", "misfire")
+REVIEW_LABEL = "review.label"
+MAX_ID = 2_147_483_647
+NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
+
+
+class ShadowOut(BaseModel):
+    verdict: str | None
+    similarity: float | None
+    answer: str | None
+    at: datetime | None
+
+
+class SampleOut(BaseModel):
+    id: int
+    tenant_id: str
+    created_at: datetime
+    request_id: str
+    entry_id: int | None
+    partition_key: str
+    question: str
+    matched_question: str
+    served_answer: str
+    score: float
+    threshold: float
+    entity_comparison: dict[str, Any] | None
+    label: str | None
+    note: str | None
+    labeled_at: datetime | None
+    labeled_by: str | None
+    shadow: ShadowOut
+
+    @classmethod
+    def of(cls, row: MisfireSample) -> SampleOut:
+        return cls(
+            id=row.id,
+            tenant_id=row.tenant_id,
+            created_at=row.created_at,
+            request_id=row.request_id,
+            entry_id=row.entry_id,
+            partition_key=row.partition_key,
+            question=row.question,
+            matched_question=row.matched_question,
+            served_answer=row.served_answer,
+            score=row.score,
+            threshold=row.threshold,
+            entity_comparison=row.entity_comparison,
+            label=row.label,
+            note=row.note,
+            labeled_at=row.labeled_at,
+            labeled_by=row.labeled_by,
+            shadow=ShadowOut(
+                verdict=row.shadow_verdict,
+                similarity=row.shadow_similarity,
+                answer=row.shadow_answer,
+                at=row.shadow_at,
+            ),
+        )
+
+
+class SampleList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[SampleOut]
+    next_before_id: int | None = Field(
+        None, description="pass as before_id to get the next (older) page; null on the last page"
+    )
+
+
+class LabelIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    label: str = Field(description="correct or misfire")
+    note: str | None = Field(None, max_length=4000, pattern=NO_NUL)
+
+
+def _sessions(request: Request) -> sessionmaker[Any]:
+    db: Engine = request.app.state.db
+    return sessionmaker(db, expire_on_commit=False)
+
+
+def list_samples(
+    sessions: sessionmaker[Any],
+    tenant: str | None,
+    status: str,
+    limit: int,
+    before_id: int | None,
+) -> SampleList:
+    statement = select(MisfireSample).order_by(MisfireSample.id.desc()).limit(limit + 1)
+    if tenant is not None:
+        statement = statement.where(MisfireSample.tenant_id == tenant)
+    if status == "pending":
+        statement = statement.where(MisfireSample.label.is_(None))
+    elif status == "labeled":
+        statement = statement.where(MisfireSample.label.is_not(None))
+    if before_id is not None:
+        statement = statement.where(MisfireSample.id < before_id)
+    with sessions() as s:
+        rows = list(s.scalars(statement))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return SampleList(
+        data=[SampleOut.of(r) for r in rows], next_before_id=rows[-1].id if more else None
+    )
+
+
+def get_sample(sessions: sessionmaker[Any], sample_id: int) -> SampleOut:
+    with sessions() as s:
+        row = s.get(MisfireSample, sample_id)
+        if row is None:
+            raise NotFoundError(f"no misfire sample with id {sample_id}", code="sample_not_found")
+        return SampleOut.of(row)
+
+
+def label_sample(
+    sessions: sessionmaker[Any], sample_id: int, label: str, note: str | None, actor: str
+) -> SampleOut:
+    if label not in LABELS:
+        raise BadRequestError(
+            f"label must be one of {list(LABELS)}, not {label!r}", param="label", code="bad_label"
+        )
+    with sessions.begin() as s:
+        row = s.get(MisfireSample, sample_id)
+        if row is None:
+            raise NotFoundError(f"no misfire sample with id {sample_id}", code="sample_not_found")
+        previous = row.label
+        row.label, row.note = label, note
+        row.labeled_at, row.labeled_by = utc_now(), actor[:255]
+        details: dict[str, Any] = {"label": label, "previous": previous, "score": row.score}
+        add_event(s, actor, REVIEW_LABEL, row.tenant_id, f"sample:{sample_id}", details)
+        s.flush()
+        return SampleOut.of(row)
+
+
+def review_router(admin: Any = require_admin) -> APIRouter:
+    """The review routes; ``admin`` is the FastAPI dependency that returns the actor."""
+    router = APIRouter(prefix="/admin/review", tags=["review"])
+
+    @router.get("/samples", response_model=SampleList)
+    async def samples(
+        request: Request,
+        tenant: str | None = Query(
+            None, max_length=64, pattern=NO_NUL, description="only this tenant"
+        ),
+        status: Literal["pending", "labeled", "all"] = Query("pending"),
+        limit: int = Query(50, ge=1, le=500),
+        before_id: int | None = Query(None, ge=1, le=MAX_ID),
+        _actor: str = Depends(admin),
+    ) -> SampleList:
+        """Sampled semantic hits, newest first (pending ones by default)."""
+        return await asyncio.to_thread(
+            list_samples, _sessions(request), tenant, status, limit, before_id
+        )
+
+    @router.get("/samples/{sample_id}", response_model=SampleOut)
+    async def sample(
+        request: Request,
+        sample_id: int = Path(ge=1, le=MAX_ID),
+        _actor: str = Depends(admin),
+    ) -> SampleOut:
+        return await asyncio.to_thread(get_sample, _sessions(request), sample_id)
+
+    @router.post("/samples/{sample_id}/label", response_model=SampleOut)
+    async def label(
+        request: Request,
+        body: LabelIn,
+        sample_id: int = Path(ge=1, le=MAX_ID),
+        actor: str = Depends(admin),
+    ) -> SampleOut:
+        """Label a sample ``correct`` or ``misfire`` (400 for anything else, 404 unknown id)."""
+        return await asyncio.to_thread(
+            label_sample, _sessions(request), sample_id, body.label, body.note, str(actor)
+        )
+
+    return router

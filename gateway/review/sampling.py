@@ -1,0 +1,329 @@
+"""Misfire sampling: a fraction of semantic hits goes to a human review queue
+(seed 003: 高阈值 + 人工标注验证, 语义缓存抽样人工核验（误命中率）).
+
+**Sampling rule** (``sample_probability``): a hit is sampled with the tenant's
+``policy.sample_rate``; hits that scored just above the threshold
+(``score < threshold + BOOST_BAND``, 0.03) are where misfires live, so they are
+sampled at ``min(1, sample_rate × BOOST_FACTOR)`` (×3). A rate of 0 samples
+nothing. The probability actually used is stored with the sample (in
+``entity_comparison["sampling"]``), so a later analysis can weight samples by
+``1/probability`` if it wants an unbiased estimate over all hits.
+
+A sampled hit is written to ``misfire_samples`` (tenant, question, matched
+question, served answer, score, threshold, the entity comparison of the two
+questions under ``entity_comparison["questions"]``, entry id, partition key,
+time) by a background task: the hit's response never waits for it.
+
+**Shadow verification** (``CACHEGATE_SHADOW_VERIFICATION``): after writing the
+sample, the same task asks the upstream for a fresh answer to the same body
+(straight to ``Upstream.stream``: no semantic lookup, never backfilled) and
+compares it with the served answer: cosine similarity of the two answers'
+embeddings (the semantic cache's embedder) and the entity validators on the
+answers (``entity_comparison["answers"]``). Verdict ``agree`` when the
+similarity is at least ``min_similarity`` (default 0.80) and the answers'
+entities match, else ``disagree``; stored beside the human label. At most
+``max_concurrent`` shadow requests run at once; failures are logged and leave
+the verdict empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter
+from sqlalchemy import Engine
+from sqlalchemy.orm import sessionmaker
+
+from gateway.models import MisfireSample
+from gateway.proxy.pipeline import SemanticDecision
+from gateway.proxy.responses import Kind, answer_text
+from gateway.proxy.upstream import Delta, Upstream, UpstreamRequest
+from gateway.tenants import TenantContext, utc_now
+from protocol.openai import new_id
+from semantic.embedder import TextEmbedder
+from semantic.errors import InvalidQuestionError
+from validators import ValidatorError, compare_entities, extract_entities
+
+log = logging.getLogger("cachegate.gateway.review")
+
+BOOST_BAND = 0.03
+BOOST_FACTOR = 3.0
+DEFAULT_MIN_SIMILARITY = 0.80
+
+
+def sample_probability(
+    rate: float,
+    score: float,
+    threshold: float,
+    band: float = BOOST_BAND,
+    boost: float = BOOST_FACTOR,
+) -> float:
+    """The probability of sampling a hit (see the module docstring)."""
+    if rate <= 0.0:
+        return 0.0
+    if score < threshold + band:
+        return min(1.0, rate * boost)
+    return min(1.0, rate)
+
+
+def entity_comparison(a: str, b: str, kinds: list[str] | None = None) -> dict[str, Any]:
+    """``compare_entities`` of two texts as JSON, or ``{"error": ...}`` when a text is unusable."""
+    try:
+        return compare_entities(extract_entities(a), extract_entities(b), kinds).to_dict()
+    except ValidatorError as exc:
+        return {"error": str(exc)[:200]}
+
+
+def _embed_fitting(embedder: TextEmbedder, texts: list[str]) -> np.ndarray:
+    """Embed texts, shortening any the embedder refuses as too long (answers can be long)."""
+    fitted = [t[:4000] for t in texts]
+    for _ in range(8):
+        try:
+            return np.asarray(embedder.embed(fitted), dtype=np.float32)
+        except InvalidQuestionError as exc:
+            if "empty" in str(exc) or "NUL" in str(exc):
+                raise
+            fitted = [t[: max(1, len(t) * 2 // 3)] for t in fitted]
+    raise InvalidQuestionError("answers too long to embed")
+
+
+@dataclass(frozen=True)
+class ShadowResult:
+    verdict: str  # "agree" | "disagree"
+    similarity: float
+    entities: dict[str, Any]
+
+
+def compare_answers(
+    embedder: TextEmbedder | None,
+    served: str,
+    fresh: str,
+    min_similarity: float = DEFAULT_MIN_SIMILARITY,
+) -> ShadowResult:
+    """Cosine similarity of the answers' embeddings + the validators on the answers."""
+    if not served.strip() or not fresh.strip():
+        similarity = 1.0 if served.strip() == fresh.strip() else 0.0
+    elif served == fresh:
+        similarity = 1.0
+    elif embedder is None:
+        raise ValueError("comparing different answers needs an embedder")
+    else:
+        vectors = _embed_fitting(embedder, [served, fresh])
+        similarity = float(np.clip(np.dot(vectors[0], vectors[1]), -1.0, 1.0))
+    entities = entity_comparison(served, fresh) if served.strip() and fresh.strip() else {}
+    entities_ok = bool(entities.get("matches", True))
+    verdict = "agree" if similarity >= min_similarity and entities_ok else "disagree"
+    return ShadowResult(verdict, similarity, entities)
+
+
+@dataclass(frozen=True)
+class _Hit:
+    tenant_id: str
+    namespace: str
+    kind: Kind
+    body: dict[str, Any]
+    request_id: str
+    entry_id: int | None
+    partition_key: str
+    question: str
+    matched_question: str
+    served_answer: str
+    score: float
+    threshold: float
+    entity_kinds: list[str] | None
+    sampling: dict[str, Any]
+
+
+class MisfireSampler:
+    def __init__(
+        self,
+        db: Engine,
+        upstream: Upstream,
+        embedder: TextEmbedder | None,
+        *,
+        shadow: bool = False,
+        min_similarity: float = DEFAULT_MIN_SIMILARITY,
+        max_concurrent: int = 2,
+        max_pending: int = 64,
+        shadow_timeout: float = 120.0,
+        rng: random.Random | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.sessions = sessionmaker(db, expire_on_commit=False)
+        self.upstream = upstream
+        self.embedder = embedder
+        self.shadow = shadow
+        self.min_similarity = min_similarity
+        self.max_pending = max_pending
+        self.shadow_timeout = shadow_timeout
+        self.rng = rng or random.Random()
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._tasks: set[asyncio.Task[None]] = set()
+        registry = registry if registry is not None else CollectorRegistry()
+        self.samples = Counter(
+            "cachegate_misfire_samples",
+            "Semantic hits sampled for review, by outcome (written, dropped, error)",
+            ["outcome"],
+            registry=registry,
+        )
+        self.verdicts = Counter(
+            "cachegate_shadow_verdicts",
+            "Shadow verifications by verdict (agree, disagree, error)",
+            ["verdict"],
+            registry=registry,
+        )
+
+    # ---- the request path: decide, then hand off ----------------------------------------
+    def on_hit(
+        self,
+        ctx: TenantContext,
+        kind: Kind,
+        body: Mapping[str, Any],
+        decision: SemanticDecision,
+        request_id: str,
+    ) -> bool:
+        """Maybe sample this hit; returns at once (the work runs in a background task)
+        and never raises into the request."""
+        try:
+            return self._maybe_sample(ctx, kind, body, decision, request_id)
+        except Exception:
+            self.samples.labels("error").inc()
+            log.exception("misfire sampling failed for %s", request_id)
+            return False
+
+    def _maybe_sample(
+        self,
+        ctx: TenantContext,
+        kind: Kind,
+        body: Mapping[str, Any],
+        decision: SemanticDecision,
+        request_id: str,
+    ) -> bool:
+        result, query = decision.result, decision.query
+        if result is None or query is None or result.answer is None or result.score is None:
+            return False
+        policy = ctx.policy
+        probability = sample_probability(policy.sample_rate, result.score, policy.threshold)
+        if probability <= 0.0 or self.rng.random() >= probability:
+            return False
+        if len(self._tasks) >= self.max_pending:
+            self.samples.labels("dropped").inc()
+            log.warning("misfire sample dropped: %d samples already pending", len(self._tasks))
+            return False
+        hit = _Hit(
+            tenant_id=ctx.tenant_id,
+            namespace=ctx.prefix_namespace,
+            kind=kind,
+            body=dict(body),
+            request_id=request_id[:64],
+            entry_id=result.entry_id,
+            partition_key=result.partition_key[:64],
+            question=query.question,
+            matched_question=result.cached_question or "",
+            served_answer=answer_text(kind, result.answer)[0],
+            score=float(result.score),
+            threshold=float(policy.threshold),
+            entity_kinds=policy.entity_kinds,
+            sampling={
+                "rate": policy.sample_rate,
+                "probability": probability,
+                "boosted": probability != min(1.0, policy.sample_rate),
+            },
+        )
+        task = asyncio.get_running_loop().create_task(self._process(hit))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    # ---- the background task --------------------------------------------------------------
+    async def _process(self, hit: _Hit) -> None:
+        try:
+            sample_id = await asyncio.to_thread(self._write_sample, hit)
+        except Exception:
+            self.samples.labels("error").inc()
+            log.exception("misfire sample for %s not written", hit.request_id)
+            return
+        self.samples.labels("written").inc()
+        if self.shadow:
+            await self._verify(sample_id, hit)
+
+    def _write_sample(self, hit: _Hit) -> int:
+        comparison = {
+            "questions": entity_comparison(hit.question, hit.matched_question, hit.entity_kinds),
+            "sampling": hit.sampling,
+        }
+        with self.sessions.begin() as s:
+            row = MisfireSample(
+                tenant_id=hit.tenant_id,
+                created_at=utc_now(),
+                request_id=hit.request_id,
+                entry_id=hit.entry_id,
+                partition_key=hit.partition_key,
+                question=hit.question,
+                matched_question=hit.matched_question,
+                served_answer=hit.served_answer,
+                score=hit.score,
+                threshold=hit.threshold,
+                entity_comparison=comparison,
+            )
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    async def _verify(self, sample_id: int, hit: _Hit) -> None:
+        try:
+            async with self._slots:
+                async with asyncio.timeout(self.shadow_timeout):
+                    fresh = await self._fresh_answer(hit)
+            result = await asyncio.to_thread(
+                compare_answers, self.embedder, hit.served_answer, fresh, self.min_similarity
+            )
+            await asyncio.to_thread(self._write_verdict, sample_id, fresh, result)
+        except Exception:
+            self.verdicts.labels("error").inc()
+            log.exception("shadow verification of sample %s failed", sample_id)
+            return
+        self.verdicts.labels(result.verdict).inc()
+
+    async def _fresh_answer(self, hit: _Hit) -> str:
+        request = UpstreamRequest(hit.kind, hit.body, hit.namespace, new_id("shadow")[:64])
+        parts: list[str] = []
+        events = self.upstream.stream(request)
+        try:
+            async for event in events:
+                if isinstance(event, Delta):
+                    parts.append(event.text)
+        finally:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        return "".join(parts)
+
+    def _write_verdict(self, sample_id: int, fresh: str, result: ShadowResult) -> None:
+        with self.sessions.begin() as s:
+            row = s.get(MisfireSample, sample_id)
+            if row is None:  # deleted meanwhile (tenant deleted): nothing to annotate
+                return
+            row.shadow_verdict = result.verdict
+            row.shadow_similarity = result.similarity
+            row.shadow_answer = fresh
+            row.shadow_at = utc_now()
+            row.entity_comparison = {**(row.entity_comparison or {}), "answers": result.entities}
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    async def drain(self, timeout: float = 60.0) -> None:
+        """Wait for pending samples (tests; shutdown uses ``aclose``)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=5)

@@ -1,0 +1,199 @@
+"""Continuous-batching scheduler (torch-free).
+
+Every step each running sequence gets a chunk of its uncomputed tokens: one
+token for a decoding sequence, a block-aligned slice of the prompt for one
+still prefilling. Waiting sequences are admitted in arrival order through the
+``BlockManager`` (match → check → pin + allocate, all or nothing); one that
+does not fit waits. When a running sequence needs a block and none is
+reclaimable, the newest running sequence is preempted: its blocks are released
+(they stay cached by key) and it goes back to the front of the queue, to be
+recomputed later, mostly from its own cached prefix (seed 000: wait_or_preempt).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from prefix.core.block_manager import BlockManager
+from prefix.core.sequence import Sequence, SequenceStatus
+
+
+@dataclass(frozen=True)
+class ScheduledChunk:
+    seq: Sequence
+    start: int
+    end: int
+
+    @property
+    def reaches_end(self) -> bool:
+        """The chunk computes the sequence's last token, so a new token is sampled after it."""
+        return self.end == self.seq.num_tokens
+
+
+@dataclass
+class SchedulerOutput:
+    decode: list[Sequence] = field(default_factory=list)  # one token each, batched
+    prefill: list[ScheduledChunk] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+    finished: list[Sequence] = field(default_factory=list)  # could never fit: "length"
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.decode and not self.prefill
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.decode) + sum(c.end - c.start for c in self.prefill)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        blocks: BlockManager,
+        max_num_seqs: int = 64,
+        max_num_batched_tokens: int = 1024,
+        chunk_size: int = 512,
+    ) -> None:
+        if max_num_seqs < 1 or max_num_batched_tokens < 1 or chunk_size < 1:
+            raise ValueError("scheduler limits must be >= 1")
+        self.blocks = blocks
+        self.block_size = blocks.block_size
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.chunk_size = chunk_size
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []  # oldest first
+        self.num_preemptions = 0
+
+    # ---- queue management -----------------------------------------------------------
+    def add(self, seq: Sequence) -> None:
+        seq.status = SequenceStatus.WAITING
+        self.waiting.append(seq)
+
+    def abort(self, request_id: str) -> Sequence | None:
+        """Drop a request wherever it is; its blocks are released at once."""
+        for seq in self.running:
+            if seq.request_id == request_id:
+                self.finish(seq, "abort")
+                return seq
+        for seq in self.waiting:
+            if seq.request_id == request_id:
+                self.waiting.remove(seq)
+                seq.status, seq.finish_reason = SequenceStatus.FINISHED, "abort"
+                return seq
+        return None
+
+    def finish(self, seq: Sequence, reason: str) -> None:
+        if seq in self.running:
+            self.running.remove(seq)
+        self.blocks.release(seq)
+        seq.status, seq.finish_reason = SequenceStatus.FINISHED, reason
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    # ---- one step -------------------------------------------------------------------
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput()
+        budget = self.max_num_batched_tokens
+        for seq in list(self.running):
+            if budget <= 0:
+                break
+            if seq.status is not SequenceStatus.RUNNING:  # preempted earlier in this loop
+                continue
+            end = self._chunk_end(seq, budget)
+            if not self._fit_quota(seq, end, out):
+                continue  # seq itself was preempted to stay within its tenant's quota
+            if not self._grow_or_preempt(seq, end, out):
+                continue  # seq itself was preempted
+            budget -= self._place(seq, end, out)
+        # Admit only when nothing had to be preempted: admitting now would just evict again.
+        index = 0
+        while (
+            index < len(self.waiting)
+            and not out.preempted
+            and budget > 0
+            and len(self.running) < self.max_num_seqs
+        ):
+            seq = self.waiting[index]
+            if self._over_quota(seq, seq.num_blocks_for(seq.num_tokens)):
+                index += 1  # its tenant is at its quota; others may still go ahead of it
+                continue
+            if not self.blocks.admit(seq):
+                break  # FCFS: the head waits until blocks are released
+            del self.waiting[index]
+            self.running.append(seq)
+            budget -= self._place(seq, self._chunk_end(seq, budget), out)
+        return out
+
+    # ---- per-tenant KV quota --------------------------------------------------------
+    def _held(self, key: str) -> int:
+        return sum(len(s.block_table) for s in self.running if s.quota_key == key)
+
+    def _over_quota(self, seq: Sequence, new_blocks: int) -> bool:
+        if seq.quota_key is None or seq.kv_block_quota is None:
+            return False
+        return self._held(seq.quota_key) + new_blocks > seq.kv_block_quota
+
+    def _fit_quota(self, seq: Sequence, end: int, out: SchedulerOutput) -> bool:
+        """Preempt the tenant's newest sequences until ``seq`` may grow to ``end`` tokens.
+
+        A single sequence never exceeds its quota alone (the engine refuses such a
+        request up front), so this always terminates.
+        """
+        while self._over_quota(seq, self.blocks.num_blocks_to_grow(seq, end)):
+            victim = next(s for s in reversed(self.running) if s.quota_key == seq.quota_key)
+            self._preempt(victim, out)
+            if victim is seq:
+                return False
+        return True
+
+    def _chunk_end(self, seq: Sequence, budget: int) -> int:
+        start = seq.num_computed_tokens
+        take = min(seq.num_tokens - start, budget, self.chunk_size)
+        end = start + take
+        if end < seq.num_tokens:
+            # A non-final chunk ends on a block boundary, so each chunk commits full blocks.
+            aligned = end // self.block_size * self.block_size
+            if aligned > start:
+                end = aligned
+        return end
+
+    def _grow_or_preempt(self, seq: Sequence, end: int, out: SchedulerOutput) -> bool:
+        while not self.blocks.grow(seq, end):
+            if self.running == [seq]:
+                # Alone and still short: the pool itself is too small for this length.
+                self.finish(seq, "length")
+                out.finished.append(seq)
+                return False
+            victim = self.running[-1]
+            self._preempt(victim, out)
+            if victim is seq:
+                return False
+        return True
+
+    def _preempt(self, seq: Sequence, out: SchedulerOutput) -> None:
+        self.running.remove(seq)
+        self.blocks.release(seq)
+        seq.status = SequenceStatus.WAITING
+        seq.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(seq)
+        out.preempted.append(seq)
+
+    def _place(self, seq: Sequence, end: int, out: SchedulerOutput) -> int:
+        start = seq.num_computed_tokens
+        if end - start == 1 and end == seq.num_tokens:
+            out.decode.append(seq)
+        else:
+            out.prefill.append(ScheduledChunk(seq, start, end))
+        return end - start

@@ -1,0 +1,1 @@
+"""prefix.lab.experiment package."""

@@ -1,0 +1,346 @@
+"""A Llama-family decoder whose attention reads and writes K/V through block tables.
+
+One forward takes a flat, variable-length batch (`ForwardBatch`): the new
+tokens of every sequence concatenated, with their ABSOLUTE positions. For each
+layer the new tokens' K/V are written into the paged cache first, then every
+sequence attends over its whole context ``[0, seq_len)`` gathered through its
+own block table. A suffix prefilled after a cached prefix therefore sees the
+prefix K/V exactly as the earlier request wrote them, at the positions they had.
+
+Two attention paths:
+  * decode (every query_len == 1): one padded gather ``[S, max_len, Hkv, D]``
+    plus a key-padding mask, so many sequences of different lengths cost one
+    SDPA call per layer;
+  * otherwise one SDPA call per sequence, with an explicit causal mask whose
+    diagonal is shifted by the cached length (or ``is_causal`` when nothing is
+    cached).
+
+Numerics follow transformers' Llama/Qwen2/Mistral (RMSNorm in float32, RoPE
+angles in float32, rotate-half layout), so logits match theirs to ~1e-5 in fp32.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from prefix.model.config import ModelConfig
+from prefix.model.forward_batch import ForwardBatch, SeqChunk
+from prefix.model.kv_cache import PagedKVCache
+
+__all__ = ["ForwardBatch", "LlamaModel", "SeqChunk"]
+
+# ------------------------------------------------------------------------ layers
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # normalize in float32 and scale in the input dtype, as transformers does,
+        # so bf16 runs round at the same place; the fused kernel computes the same
+        # x * rsqrt(mean(x^2) + eps) in one pass instead of pow + mean + mul
+        xf = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
+        return self.weight * xf.to(x.dtype)
+
+
+def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
+    """[head_dim/2] float32 inverse frequencies, same formulas as transformers."""
+    dim = config.head_dim
+    # explicit device: the loader builds the model under torch.device("meta")
+    exponents = torch.arange(0, dim, 2, dtype=torch.int64, device="cpu").float() / dim
+    inv_freq = 1.0 / (config.rope_theta**exponents)
+    scaling = config.rope_scaling_dict() or {}
+    rope_type = config.rope_type
+    if rope_type == "linear":
+        inv_freq = inv_freq / float(scaling["factor"])
+    elif rope_type == "llama3":
+        factor = float(scaling["factor"])
+        low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+        old_ctx = float(scaling["original_max_position_embeddings"])
+        low_wavelen, high_wavelen = old_ctx / low, old_ctx / high
+        wavelen = 2 * math.pi / inv_freq
+        # long wavelengths are stretched by `factor`, short ones kept, the band between blended
+        scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+        smooth = (old_ctx / wavelen - low) / (high - low)
+        blended = (1 - smooth) * scaled / factor + smooth * scaled
+        is_medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+        inv_freq = torch.where(is_medium, blended, scaled)
+    return inv_freq
+
+
+class RotaryEmbedding:
+    """cos/sin tables for given absolute positions; inv_freq stays float32 on purpose.
+
+    Not an nn.Module buffer: ``model.to(bfloat16)`` would round inv_freq and shift
+    every angle, and K written by one dtype must match what the reference computes.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.inv_freq = rope_inv_freq(config)
+        self._by_device: dict[torch.device, torch.Tensor] = {}
+
+    def __call__(
+        self, positions: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        inv_freq = self._by_device.get(positions.device)
+        if inv_freq is None:
+            inv_freq = self._by_device.setdefault(
+                positions.device, self.inv_freq.to(positions.device)
+            )
+        # [T, 1] * [D/2] -> [T, D/2]
+        freqs = positions[:, None].float() * inv_freq
+        # [T, D/2] -> [T, D]: rotate-half layout pairs dim i with dim i + D/2
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [T, H, D], cos/sin [T, D] -> [T, H, D]."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    # [T, D] -> [T, 1, D] to broadcast over heads
+    return x * cos[:, None] + rotated * sin[:, None]
+
+
+@dataclass
+class AttentionMetadata:
+    """Per-forward attention bookkeeping, built once and shared by every layer."""
+
+    batch: ForwardBatch
+    query_starts: list[int]  # row of each sequence's first new token in the flat batch
+    padded_tables: torch.Tensor | None  # decode path: [S, max_blocks]
+    _masks: dict[tuple[int, int | None], torch.Tensor | None] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, batch: ForwardBatch) -> AttentionMetadata:
+        starts = [0]
+        for q in batch.query_lens[:-1]:
+            starts.append(starts[-1] + q)
+        padded = None
+        if batch.is_decode:
+            max_blocks = max(t.numel() for t in batch.block_tables)
+            device = batch.input_ids.device
+            # block id 0 as padding: those keys are masked, any valid id will do
+            padded = torch.zeros((batch.num_seqs, max_blocks), dtype=torch.long, device=device)
+            for i, table in enumerate(batch.block_tables):
+                padded[i, : table.numel()] = table
+        return cls(batch, starts, padded)
+
+    def seq_mask(self, seq: int, window: int | None) -> torch.Tensor | None:
+        """[q_len, seq_len] bool, True = may attend; None means plain is_causal."""
+        key = (seq, window)
+        if key not in self._masks:
+            q_len, seq_len = self.batch.query_lens[seq], self.batch.seq_lens[seq]
+            if q_len == seq_len and window is None:
+                self._masks[key] = None
+            else:
+                device = self.batch.input_ids.device
+                q_pos = torch.arange(seq_len - q_len, seq_len, device=device)
+                k_pos = torch.arange(seq_len, device=device)
+                # [q_len, 1] vs [1, seq_len]: query at absolute p sees keys 0..p
+                mask = k_pos[None, :] <= q_pos[:, None]
+                if window is not None:
+                    mask &= q_pos[:, None] - k_pos[None, :] < window
+                self._masks[key] = mask
+        return self._masks[key]
+
+    def decode_mask(self, window: int | None) -> torch.Tensor:
+        """[S, 1, 1, max_len] bool key-padding mask for the decode path."""
+        key = (-1, window)
+        mask = self._masks.get(key)
+        if mask is None:
+            device = self.batch.input_ids.device
+            lens = torch.tensor(self.batch.seq_lens, device=device)
+            k_pos = torch.arange(max(self.batch.seq_lens), device=device)
+            # [1, max_len] vs [S, 1] -> [S, max_len]
+            mask = k_pos[None, :] < lens[:, None]
+            if window is not None:
+                mask &= (lens[:, None] - 1) - k_pos[None, :] < window
+            # [S, max_len] -> [S, 1, 1, max_len]: broadcast over heads and the single query
+            mask = mask[:, None, None, :]
+            self._masks[key] = mask
+        return mask
+
+
+class Attention(nn.Module):
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.layer = layer
+        self.num_heads = config.num_heads
+        self.num_kv_heads = config.num_kv_heads
+        self.head_dim = config.head_dim
+        self.window = config.sliding_window(layer)
+        q_dim, kv_dim = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
+        self.q_proj = nn.Linear(config.hidden_size, q_dim, bias=config.attention_bias)
+        self.k_proj = nn.Linear(config.hidden_size, kv_dim, bias=config.attention_bias)
+        self.v_proj = nn.Linear(config.hidden_size, kv_dim, bias=config.attention_bias)
+        self.o_proj = nn.Linear(q_dim, config.hidden_size, bias=config.o_proj_bias)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        meta: AttentionMetadata,
+        kv_cache: PagedKVCache,
+    ) -> torch.Tensor:
+        num_tokens = x.shape[0]
+        # [T, hidden] -> [T, H, D] and [T, Hkv, D]
+        q = self.q_proj(x).view(num_tokens, self.num_heads, self.head_dim)
+        k = self.k_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        batch = meta.batch
+        # write before reading: a sequence's own new tokens are part of its context
+        kv_cache.write(self.layer, batch.slot_mapping, k, v)
+        if meta.padded_tables is not None:
+            out = self._decode(q, meta, kv_cache)
+        else:
+            out = self._prefill(q, k, v, meta, kv_cache)
+        # [T, H, D] -> [T, H*D]
+        return self.o_proj(out.reshape(num_tokens, self.num_heads * self.head_dim))
+
+    def _decode(
+        self, q: torch.Tensor, meta: AttentionMetadata, kv_cache: PagedKVCache
+    ) -> torch.Tensor:
+        assert meta.padded_tables is not None
+        max_len = max(meta.batch.seq_lens)
+        # each [S, max_len, Hkv, D]
+        k_ctx, v_ctx = kv_cache.gather_padded(self.layer, meta.padded_tables, max_len)
+        out = F.scaled_dot_product_attention(
+            q[:, :, None, :],  # [S, H, D] -> [S, H, 1, D]: T == S, one query per sequence
+            k_ctx.transpose(1, 2).to(q.dtype),  # [S, max_len, Hkv, D] -> [S, Hkv, max_len, D]
+            v_ctx.transpose(1, 2).to(q.dtype),
+            attn_mask=meta.decode_mask(self.window),
+            enable_gqa=True,
+        )
+        # [S, H, 1, D] -> [S, H, D]
+        return out[:, :, 0, :]
+
+    def _prefill(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        meta: AttentionMetadata,
+        kv_cache: PagedKVCache,
+    ) -> torch.Tensor:
+        batch = meta.batch
+        out = torch.empty_like(q)
+        for seq, start in enumerate(meta.query_starts):
+            q_len, seq_len = batch.query_lens[seq], batch.seq_lens[seq]
+            end = start + q_len
+            if q_len == seq_len:
+                # nothing cached: the context is exactly the tokens just projected
+                k_ctx, v_ctx = k[start:end], v[start:end]
+            else:
+                # each [seq_len, Hkv, D]: cached prefix + the suffix written above
+                k_ctx, v_ctx = kv_cache.gather(self.layer, batch.block_tables[seq], seq_len)
+            mask = meta.seq_mask(seq, self.window)
+            # q: [q_len, H, D] -> [1, H, q_len, D]; k, v: [seq_len, Hkv, D] -> [1, Hkv, seq_len, D]
+            seq_out = F.scaled_dot_product_attention(
+                q[start:end].transpose(0, 1)[None],
+                k_ctx.transpose(0, 1)[None].to(q.dtype),
+                v_ctx.transpose(0, 1)[None].to(q.dtype),
+                attn_mask=mask,
+                is_causal=mask is None,
+                enable_gqa=True,
+            )
+            # [1, H, q_len, D] -> [q_len, H, D]
+            out[start:end] = seq_out[0].transpose(0, 1)
+        return out
+
+
+class MLP(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        hidden, inter, bias = config.hidden_size, config.intermediate_size, config.mlp_bias
+        self.gate_proj = nn.Linear(hidden, inter, bias=bias)
+        self.up_proj = nn.Linear(hidden, inter, bias=bias)
+        self.down_proj = nn.Linear(inter, hidden, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.self_attn = Attention(config, layer)
+        self.mlp = MLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        meta: AttentionMetadata,
+        kv_cache: PagedKVCache,
+    ) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, meta, kv_cache)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+# ------------------------------------------------------------------------- model
+
+
+class LlamaModel(nn.Module):
+    """Llama / Mistral / Qwen2 decoder over a paged KV cache.
+
+    Parameter names mirror transformers' (minus the ``model.`` prefix), so a
+    Hugging Face state dict loads after one rename.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.rotary = RotaryEmbedding(config)
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        if self.config.tie_word_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed_tokens.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed_tokens.weight.dtype
+
+    def num_parameters(self) -> int:
+        # parameters() yields a tied weight once
+        return sum(p.numel() for p in self.parameters())
+
+    @torch.inference_mode()
+    def forward(self, batch: ForwardBatch, kv_cache: PagedKVCache) -> torch.Tensor:
+        """Write the batch's K/V into ``kv_cache``; return [S', vocab] float32 logits."""
+        if sum(batch.query_lens) != batch.input_ids.numel():
+            raise ValueError(
+                f"query_lens sum to {sum(batch.query_lens)} but batch has "
+                f"{batch.input_ids.numel()} tokens"
+            )
+        meta = AttentionMetadata.build(batch)
+        # [T] -> [T, hidden]
+        x = self.embed_tokens(batch.input_ids)
+        cos, sin = self.rotary(batch.positions, x.dtype)  # each [T, D], shared by all layers
+        for layer in self.layers:
+            x = layer(x, cos, sin, meta, kv_cache)
+        # normalize only the rows that become logits: RMSNorm is per row
+        x = self.norm(x[batch.logits_indices])  # [S', hidden]
+        return self.lm_head(x).float()  # [S', vocab]

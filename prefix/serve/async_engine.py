@@ -1,0 +1,182 @@
+"""Asynchronous front of the engine: the model runs in its own thread.
+
+``generate()`` is an async generator of ``RequestOutput`` deltas. Tokenizing and
+validation run in a worker thread, scheduling and the model in the engine
+thread, so the event loop never blocks on the model. Closing the generator
+early (the client went away) aborts the request and frees its blocks at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import AsyncGenerator, Callable
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass
+
+from prefix.core.hashing import Extra
+from prefix.core.sequence import Sequence
+from prefix.model.sampling import SamplingParams
+from prefix.model.tokenize import Prompt
+from prefix.serve.engine import PrefixEngine, RequestOutput
+
+log = logging.getLogger("cachegate.prefix")
+
+
+class EngineDeadError(RuntimeError):
+    """The engine thread stopped (a bug or a device failure); requests cannot proceed."""
+
+
+@dataclass
+class _Stream:
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[RequestOutput | BaseException]
+
+
+class AsyncEngine:
+    def __init__(
+        self,
+        engine: PrefixEngine,
+        on_output: Callable[[RequestOutput], None] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.on_output = on_output  # metrics hook, called in the engine thread
+        self._inbox: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
+        self._streams: dict[str, _Stream] = {}
+        self._streams_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        self.steps = 0
+
+    # ---- lifecycle ------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
+            self._thread.start()
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        # Blocks queued for the disk/Redis tiers are what a restarted engine will reuse.
+        self.engine.flush_tiers(timeout)
+
+    @property
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and self.error is None
+
+    # ---- requests -------------------------------------------------------------------
+    async def generate(
+        self,
+        prompt: Prompt,
+        params: SamplingParams,
+        namespace: str = "default",
+        cache_salt: str | None = None,
+        extras: Seq[Extra] = (),
+        request_id: str | None = None,
+        kv_block_quota: int | None = None,
+        quota_key: str | None = None,
+    ) -> AsyncGenerator[RequestOutput, None]:
+        """Stream one request's outputs; raises RequestError before the first yield."""
+        if not self.is_alive:
+            raise EngineDeadError(f"the engine is not running: {self.error!r}")
+        seq = await asyncio.to_thread(
+            self.engine.new_sequence,
+            prompt,
+            params,
+            namespace,
+            cache_salt,
+            extras,
+            request_id,
+            kv_block_quota,
+            quota_key,
+        )
+        stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
+        with self._streams_lock:
+            if seq.request_id in self._streams:
+                raise ValueError(f"duplicate request id {seq.request_id!r}")
+            self._streams[seq.request_id] = stream
+        self._inbox.put(("add", (seq, params)))
+        self._wake.set()
+        finished = False
+        try:
+            while True:
+                item = await stream.queue.get()
+                if isinstance(item, BaseException):
+                    raise EngineDeadError("the engine failed while serving this request") from item
+                yield item
+                if item.finished:
+                    finished = True
+                    return
+        finally:
+            if not finished:
+                self.abort(seq.request_id)
+            with self._streams_lock:
+                self._streams.pop(seq.request_id, None)
+
+    def abort(self, request_id: str) -> None:
+        self._inbox.put(("abort", request_id))
+        self._wake.set()
+
+    # ---- the engine thread ----------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._drain_inbox()
+                if self.engine.has_unfinished():
+                    for out in self.engine.step():
+                        self._dispatch(out)
+                    self.steps += 1
+                else:
+                    self._wake.wait(0.05)
+                    self._wake.clear()
+        except BaseException as exc:
+            self.error = exc
+            log.exception("engine thread died")
+            with self._streams_lock:
+                streams = list(self._streams.values())
+            for s in streams:
+                s.loop.call_soon_threadsafe(s.queue.put_nowait, exc)
+
+    def _drain_inbox(self) -> None:
+        while True:
+            try:
+                kind, payload = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "add":
+                assert isinstance(payload, tuple)
+                seq: Sequence = payload[0]
+                params: SamplingParams = payload[1]
+                try:
+                    self.engine.add_sequence(seq, params)
+                except Exception as exc:  # one bad request must not stop the engine
+                    log.exception("could not add request %s", seq.request_id)
+                    self._fail(seq.request_id, exc)
+            elif kind == "abort":
+                out = self.engine.abort(str(payload))
+                if out is not None:
+                    self._dispatch(out)
+
+    def _fail(self, request_id: str, exc: BaseException) -> None:
+        with self._streams_lock:
+            stream = self._streams.get(request_id)
+        if stream is not None:
+            stream.loop.call_soon_threadsafe(stream.queue.put_nowait, exc)
+
+    def _dispatch(self, out: RequestOutput) -> None:
+        if self.on_output is not None:
+            try:
+                self.on_output(out)
+            except Exception:  # metrics must never take the engine down
+                log.exception("on_output hook failed")
+        with self._streams_lock:
+            stream = self._streams.get(out.request_id)
+        if stream is not None:
+            stream.loop.call_soon_threadsafe(stream.queue.put_nowait, out)

@@ -1,0 +1,398 @@
+"""The prefix engine: suffix-only prefill over shared paged KV blocks, continuous batching.
+
+Per request (seed 000): tokenize → chained block keys → longest cached prefix →
+check + pin + allocate as one step → prefill only the uncached positions (in
+block-aligned chunks, committing each block's key as it becomes full) → decode
+→ release tail-first. The blocks stay cached (ref_count 0, findable by key)
+until the pool needs them for something else.
+
+``step()`` runs one scheduler step for every active request: all decoding
+sequences in one batched forward, prefill chunks in another. ``generate()``
+drives steps until its own request finishes; ``AsyncEngine`` drives them from a
+background thread for many concurrent requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass
+
+import torch
+
+from prefix.config import EngineConfig
+from prefix.core.block_manager import BlockManager
+from prefix.core.block_pool import BlockPool
+from prefix.core.hashing import Extra, ModelFingerprint, chain_root, short
+from prefix.core.scheduler import Scheduler
+from prefix.core.sequence import Sequence
+from prefix.errors import (
+    EmptyPromptError,
+    KVBudgetExceededError,
+    PromptTooLongError,
+)
+from prefix.model.kv_cache import PagedKVCache
+from prefix.model.loader import LoadedModel, default_model_path, load_model
+from prefix.model.runner import ModelRunner
+from prefix.model.sampling import Sampler, SamplingParams
+from prefix.model.tokenize import Detokenizer, Prompt, PromptEncoder
+from prefix.tiers.host import HostTier
+from prefix.tiers.setup import build_tier_chain
+
+log = logging.getLogger("cachegate.prefix")
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class RequestOutput:
+    """What one step produced for one request (a text delta, and usage when finished)."""
+
+    request_id: str
+    new_token_ids: list[int]
+    delta: str
+    finished: bool
+    finish_reason: str | None  # "stop", "length" or "abort" once finished
+    prompt_tokens: int
+    cached_tokens: int  # prompt tokens whose K/V was reused, not computed
+    completion_tokens: int
+    ttft_s: float | None
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    text: str
+    token_ids: list[int]
+    finish_reason: str
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    ttft_s: float
+
+
+@dataclass
+class _Request:
+    seq: Sequence
+    params: SamplingParams
+    sampler: Sampler
+    detok: Detokenizer
+    arrival: float
+    first_token_at: float | None = None
+
+
+class PrefixEngine:
+    """Engine core. All public methods are thread-safe (one internal lock)."""
+
+    def __init__(self, config: EngineConfig | None = None, loaded: LoadedModel | None = None):
+        self.config = config = config or EngineConfig()
+        if loaded is None:
+            device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            path = config.model_path or default_model_path()
+            loaded = load_model(path, device=device, dtype=_DTYPES[config.dtype])
+        self.loaded = loaded
+        self.device = torch.device(loaded.device)
+        mc = loaded.config
+        self.block_size = config.block_size
+        window = loaded.context_window
+        self.max_model_len = min(config.max_model_len or window, window)
+        self.fingerprint = ModelFingerprint(
+            model_id=loaded.model_id,
+            weights_digest=loaded.weights_digest,
+            dtype=config.dtype,
+            block_size=config.block_size,
+            position_config=mc.position_config(),
+        )
+        self.kv_cache = PagedKVCache.for_model(
+            mc,
+            config.block_size,
+            num_blocks=config.num_blocks,
+            memory_bytes=None if config.num_blocks is not None else config.kv_cache_bytes,
+            dtype=_DTYPES[config.dtype],
+            device=self.device,
+        )
+        self.tiers = build_tier_chain(config, self.kv_cache, self.fingerprint)
+        self.host_tier: HostTier | None = self.tiers.host if self.tiers else None
+        self.pool = BlockPool(
+            self.kv_cache.num_blocks,
+            policy=config.eviction_policy,
+            on_evict=None if self.tiers is None else self.tiers.on_evict,
+        )
+        if self.tiers is not None:
+            self.tiers.pool = self.pool
+        self.blocks = BlockManager(
+            self.pool, config.block_size, config.enable_prefix_caching, lower_tier=self.tiers
+        )
+        self.scheduler = Scheduler(
+            self.blocks,
+            max_num_seqs=config.max_num_seqs,
+            max_num_batched_tokens=config.max_num_batched_tokens,
+            chunk_size=config.prefill_chunk_size,
+        )
+        self.runner = ModelRunner(loaded.model, self.kv_cache, self.device)
+        self.encoder = PromptEncoder(loaded.tokenizer)
+        self._requests: dict[str, _Request] = {}
+        self._lock = threading.RLock()
+
+    # ---- identity -------------------------------------------------------------------
+    def chain_root(self, namespace: str, cache_salt: str | None = None) -> bytes:
+        return chain_root(self.fingerprint, namespace, self.config.server_salt, cache_salt)
+
+    # ---- requests -------------------------------------------------------------------
+    def new_sequence(
+        self,
+        prompt: Prompt,
+        params: SamplingParams,
+        namespace: str = "default",
+        cache_salt: str | None = None,
+        extras: Seq[Extra] = (),
+        request_id: str | None = None,
+        kv_block_quota: int | None = None,
+        quota_key: str | None = None,
+    ) -> Sequence:
+        """Tokenize and validate; raises a RequestError for prompts that can never run.
+
+        ``kv_block_quota`` caps the blocks that requests with the same ``quota_key``
+        (default: the namespace) hold at once; a request that alone needs more is refused.
+        """
+        token_ids = self.encoder.encode(prompt)
+        n = len(token_ids)
+        if n == 0:
+            raise EmptyPromptError("the prompt is empty (0 tokens after tokenization)")
+        if n + params.max_tokens > self.max_model_len:
+            raise PromptTooLongError(
+                f"this model's maximum context length is {self.max_model_len} tokens; the "
+                f"request asks for {n + params.max_tokens} ({n} in the prompt, "
+                f"{params.max_tokens} to generate)"
+            )
+        needed = -(-(n + 1) // self.block_size)
+        if needed > self.pool.num_blocks:
+            raise KVBudgetExceededError(
+                f"the prompt needs {needed} KV blocks of {self.block_size} tokens but the pool "
+                f"has only {self.pool.num_blocks} ({self.pool.num_blocks * self.block_size} tokens)"
+            )
+        if kv_block_quota is not None:
+            total = -(-(n + params.max_tokens) // self.block_size)
+            if total > kv_block_quota:
+                raise KVBudgetExceededError(
+                    f"the request needs up to {total} KV blocks ({n} prompt + "
+                    f"{params.max_tokens} new tokens) but its KV block quota is {kv_block_quota}"
+                )
+        seq = Sequence(
+            prompt_token_ids=token_ids,
+            root=self.chain_root(namespace, cache_salt),
+            block_size=self.block_size,
+            max_tokens=params.max_tokens,
+            extras=tuple(extras),
+            arrival_time=time.perf_counter(),
+            quota_key=(quota_key or namespace) if kv_block_quota is not None else None,
+            kv_block_quota=kv_block_quota,
+        )
+        if request_id is not None:
+            seq.request_id = request_id
+        return seq
+
+    def add_request(
+        self,
+        prompt: Prompt,
+        params: SamplingParams | None = None,
+        namespace: str = "default",
+        cache_salt: str | None = None,
+        extras: Seq[Extra] = (),
+        request_id: str | None = None,
+    ) -> str:
+        params = params or SamplingParams()
+        seq = self.new_sequence(prompt, params, namespace, cache_salt, extras, request_id)
+        self.add_sequence(seq, params)
+        return seq.request_id
+
+    def add_sequence(self, seq: Sequence, params: SamplingParams) -> None:
+        """Queue a sequence made by ``new_sequence`` (tokenizing needs no engine lock)."""
+        with self._lock:
+            if seq.request_id in self._requests:
+                raise ValueError(f"duplicate request id {seq.request_id!r}")
+            self._requests[seq.request_id] = _Request(
+                seq,
+                params,
+                Sampler(params),
+                self.encoder.detokenizer(params.stop),
+                arrival=seq.arrival_time,
+            )
+            self.scheduler.add(seq)
+
+    def abort(self, request_id: str) -> RequestOutput | None:
+        """Cancel a request (client gone); its blocks are released at once."""
+        with self._lock:
+            req = self._requests.get(request_id)
+            if req is None or self.scheduler.abort(request_id) is None:
+                return None
+            return self._finish(req, "abort")
+
+    def has_unfinished(self) -> bool:
+        with self._lock:
+            return self.scheduler.has_unfinished()
+
+    @property
+    def num_running(self) -> int:
+        return self.scheduler.num_running
+
+    @property
+    def num_waiting(self) -> int:
+        return self.scheduler.num_waiting
+
+    # ---- one engine step ------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        with self._lock:
+            plan = self.scheduler.schedule()
+            outputs = [self._finish(self._requests[s.request_id], "length") for s in plan.finished]
+            sampled: list[tuple[Sequence, torch.Tensor]] = []
+            if plan.decode:
+                logits = self.runner.decode(plan.decode)
+                for i, seq in enumerate(plan.decode):
+                    seq.num_computed_tokens = seq.num_tokens
+                    sampled.append((seq, logits[i]))
+            if plan.prefill:
+                chunks = [(c.seq, c.start, c.end) for c in plan.prefill]
+                logits = self.runner.prefill(chunks)
+                for i, c in enumerate(plan.prefill):
+                    c.seq.num_computed_tokens = c.end
+                    if c.reaches_end:
+                        sampled.append((c.seq, logits[i]))
+                    else:
+                        self.blocks.commit_full_blocks(c.seq)
+            for seq, row in sampled:
+                self.blocks.commit_full_blocks(seq)
+                outputs.append(self._append_token(self._requests[seq.request_id], row))
+            return outputs
+
+    def _append_token(self, req: _Request, logits: torch.Tensor) -> RequestOutput:
+        seq, params = req.seq, req.params
+        token = req.sampler.sample(logits)
+        if req.first_token_at is None:
+            req.first_token_at = time.perf_counter()
+        seq.output_token_ids.append(token)
+        reason: str | None = None
+        if (
+            not params.ignore_eos
+            and (token in self.loaded.eos_token_ids or token in params.stop_token_ids)
+        ) or req.detok.push(token):
+            reason = "stop"
+        elif len(seq.output_token_ids) >= params.max_tokens or seq.num_tokens >= self.max_model_len:
+            reason = "length"
+        if reason is not None:
+            self.scheduler.finish(seq, reason)
+            return self._finish(req, reason, [token])
+        return self._output(req, [token], req.detok.delta(), finished=False)
+
+    def _finish(
+        self, req: _Request, reason: str, new_tokens: list[int] | None = None
+    ) -> RequestOutput:
+        self._requests.pop(req.seq.request_id, None)
+        out = self._output(req, new_tokens or [], req.detok.delta(final=True), True, reason)
+        fields = {
+            "request_id": req.seq.request_id,
+            "prompt_tokens": req.seq.num_prompt_tokens,
+            "reused_tokens": req.seq.num_cached_tokens,
+            "first_miss_block": req.seq.num_cached_tokens // self.block_size,
+            "namespace_id": short(req.seq.root),  # a digest, never the namespace or salt
+            "ttft_ms": None if out.ttft_s is None else round(out.ttft_s * 1000, 2),
+            "finish_reason": reason,
+            "preemptions": req.seq.num_preemptions,
+        }
+        # key=value in the message for people, the same fields as record attributes for
+        # structured handlers (JSON formatters read them from `extra`).
+        log.info(
+            "request finished %s", " ".join(f"{k}={v}" for k, v in fields.items()), extra=fields
+        )
+        return out
+
+    def _output(
+        self,
+        req: _Request,
+        new_tokens: list[int],
+        delta: str,
+        finished: bool,
+        reason: str | None = None,
+    ) -> RequestOutput:
+        seq = req.seq
+        ttft = None if req.first_token_at is None else req.first_token_at - req.arrival
+        return RequestOutput(
+            request_id=seq.request_id,
+            new_token_ids=new_tokens,
+            delta=delta,
+            finished=finished,
+            finish_reason=reason,
+            prompt_tokens=seq.num_prompt_tokens,
+            cached_tokens=seq.num_cached_tokens,
+            completion_tokens=len(seq.output_token_ids),
+            ttft_s=ttft,
+        )
+
+    # ---- whole requests, synchronously ----------------------------------------------
+    def generate(
+        self,
+        prompt: Prompt,
+        params: SamplingParams | None = None,
+        namespace: str = "default",
+        cache_salt: str | None = None,
+        extras: Seq[Extra] = (),
+    ) -> GenerationResult:
+        """Run one request to completion (other queued requests advance alongside it)."""
+        params = params or SamplingParams()
+        rid = self.add_request(prompt, params, namespace, cache_salt, extras)
+        tokens: list[int] = []
+        text: list[str] = []
+        while True:
+            for out in self.step():
+                if out.request_id != rid:
+                    continue
+                tokens.extend(out.new_token_ids)
+                text.append(out.delta)
+                if out.finished:
+                    return GenerationResult(
+                        text="".join(text),
+                        token_ids=tokens,
+                        finish_reason=out.finish_reason or "stop",
+                        prompt_tokens=out.prompt_tokens,
+                        cached_tokens=out.cached_tokens,
+                        completion_tokens=out.completion_tokens,
+                        ttft_s=out.ttft_s or 0.0,
+                    )
+
+    def prefill_logits(
+        self, prompt: Prompt, namespace: str = "default", cache_salt: str | None = None
+    ) -> tuple[torch.Tensor, int]:
+        """Admit + suffix-only prefill + release; (last logits [vocab], cached tokens).
+
+        For tests, the lab and benchmarks: the logits a request would sample from.
+        """
+        from prefix.errors import NoFreeBlocksError
+
+        seq = self.new_sequence(prompt, SamplingParams(max_tokens=1), namespace, cache_salt)
+        with self._lock:
+            if not self.blocks.admit(seq):
+                raise NoFreeBlocksError("not enough reclaimable KV blocks for this prompt")
+            try:
+                chunk = self.config.prefill_chunk_size
+                logits = None
+                while seq.num_computed_tokens < seq.num_tokens:
+                    start = seq.num_computed_tokens
+                    end = min(seq.num_tokens, (start // chunk + 1) * chunk)
+                    logits = self.runner.prefill([(seq, start, end)])[0]
+                    seq.num_computed_tokens = end
+                    self.blocks.commit_full_blocks(seq)
+                assert logits is not None
+                return logits.clone(), seq.num_cached_tokens
+            finally:
+                self.blocks.release(seq)
+
+    # ---- lower tiers ----------------------------------------------------------------
+    def flush_tiers(self, timeout: float = 30.0) -> bool:
+        """Wait until every block queued for an L3 store is written; False on timeout."""
+        return self.tiers.flush(timeout) if self.tiers is not None else True
+
+    def close(self) -> None:
+        """Write what is queued for the L3 stores and stop their writer threads."""
+        if self.tiers is not None:
+            self.tiers.close()

@@ -1,0 +1,135 @@
+"""The levels below the GPU pool, in lookup order: L1 elsewhere → L2 host → L3 stores.
+
+``BlockManager.admit`` hands this the chain keys past the last pool hit and the
+fresh blocks allocated for them; :meth:`TierChain.load_chain` fills them in
+order from the first level that has each key and stops at the first key no
+level has, because a block's KV is only valid after every block before it.
+Keys are the pool's chained keys, so a tenant's namespace holds in every level
+exactly as in L1: a key built under one chain root never equals a key built
+under another, in memory, on disk or in Redis.
+
+Writes: the pool's ``on_evict`` hook copies a victim block to L2 before it is
+reused; ``on_commit`` writes every newly computed block through to each L3
+store, asynchronously (:class:`prefix.tiers.l3.L3Tier`).
+
+Not thread-safe: the engine calls it under its own lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from prefix.tiers.host import HostTier
+from prefix.tiers.l3 import READ_BATCH, L3Tier
+
+if TYPE_CHECKING:
+    from prefix.core.block_pool import BlockPool
+    from prefix.model.kv_cache import PagedKVCache
+
+log = logging.getLogger("cachegate.prefix")
+
+__all__ = ["TierChain"]
+
+
+class TierChain:
+    """Implements ``block_manager.LowerTier`` over an optional L2 and any L3 stores."""
+
+    def __init__(
+        self,
+        kv_cache: PagedKVCache,
+        host: HostTier | None = None,
+        l3: Sequence[L3Tier] = (),
+        *,
+        read_budget_s: float = 0.5,
+    ) -> None:
+        self.kv_cache = kv_cache
+        self.host = host
+        self.l3 = list(l3)
+        # One admission may spend at most this long fetching from L3 (over all its
+        # round trips), so a store that is slow but under its per-call timeout still
+        # cannot hold the engine lock for long; past it, the rest is recomputed.
+        self.read_budget_s = read_budget_s
+        self.num_budget_exhausted = 0
+        self.pool: BlockPool | None = None  # set once the pool exists
+
+    @property
+    def is_empty(self) -> bool:
+        return self.host is None and not self.l3
+
+    # ---- writes ------------------------------------------------------------------
+    def on_evict(self, block_id: int, old_key: bytes) -> None:
+        if self.host is None:
+            return
+        try:
+            self.host.put(old_key, self.kv_cache.kv[:, :, block_id])
+        except Exception:  # the hook must not raise: losing an L2 copy only costs a recompute
+            log.exception("copying evicted block %d to the host tier failed", block_id)
+
+    def on_commit(self, key: bytes, block_id: int) -> None:
+        for tier in self.l3:
+            try:
+                tier.put_async(key, self.kv_cache.kv[:, :, block_id])
+            except Exception:  # a write-through failure only costs a later recompute
+                log.exception("queueing block %d for %s failed", block_id, tier.name)
+
+    # ---- reads -------------------------------------------------------------------
+    def load_chain(self, keys: Sequence[bytes], block_ids: Sequence[int]) -> int:
+        """Fill ``block_ids[i]`` with the KV of ``keys[i]`` in order; how many were filled."""
+        # Records fetched ahead from each L3 store: key -> record (None: the store lacks it).
+        fetched: list[dict[bytes, bytes | None]] = [{} for _ in self.l3]
+        deadline = time.monotonic() + self.read_budget_s
+        for i, block_id in enumerate(block_ids):
+            if not self._load_one(keys, i, block_id, fetched, deadline):
+                return i
+        return len(block_ids)
+
+    def _load_one(
+        self,
+        keys: Sequence[bytes],
+        i: int,
+        block_id: int,
+        fetched: list[dict[bytes, bytes | None]],
+        deadline: float,
+    ) -> bool:
+        key = keys[i]
+        kv = self.kv_cache
+        # L1 still holds this key in another block: an earlier block of its chain was
+        # evicted, this one was not. A device-local copy beats every lower level.
+        src = self.pool.lookup(key) if self.pool is not None else None
+        if src is not None and src != block_id:
+            kv.copy_block(src, block_id)
+            return True
+        if self.host is not None and self.host.load(key, kv.kv[:, :, block_id]):
+            return True
+        for tier, ahead in zip(self.l3, fetched, strict=True):
+            if key not in ahead:
+                if time.monotonic() > deadline:
+                    self.num_budget_exhausted += 1
+                    tier.count_error()  # shows as prefix_tier_errors_total
+                    return False  # out of read time: recompute from here
+                batch = list(keys[i : i + READ_BATCH])
+                ahead.update(zip(batch, tier.fetch(batch), strict=True))
+            if tier.load(key, ahead.pop(key), kv.kv[:, :, block_id]):
+                return True
+        return False
+
+    # ---- maintenance -------------------------------------------------------------
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait for every queued L3 write (tests, shutdown)."""
+        return all([tier.flush(timeout) for tier in self.l3])
+
+    def close(self) -> None:
+        for tier in self.l3:
+            tier.close()
+
+    def stats(self) -> dict[str, dict[str, int | float]]:
+        """Per-tier statistics under their metric labels (``l2_host``, ``l3_disk``…)."""
+        out: dict[str, dict[str, int | float]] = {}
+        if self.host is not None:
+            out["l2_host"] = self.host.stats()
+        for tier in self.l3:
+            out[tier.name] = tier.stats()
+        return out

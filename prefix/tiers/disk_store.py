@@ -1,0 +1,270 @@
+"""L3 disk store: one file per KV block record, bounded by bytes, least recently used out first.
+
+Layout: ``root/<namespace>/<hex[:2]>/<hex>.kvb`` where ``hex = key.hex()`` and the
+namespace is a digest of the model fingerprint, so two models never share a
+directory (and a record that strays anyway fails ``decode_block``'s checks).
+
+Writes are atomic: the record goes to ``.<hex>.<random>.tmp`` in the target
+directory and is then ``os.replace``-d onto its name, so readers see the old
+file, the new file, or none, never a partial one. Temp files left by a crash are
+deleted at start-up. There is no fsync: after a power cut a file may come back
+empty or torn, which the record's checksum turns into a miss.
+
+The index (key → size, in LRU order) lives in memory and is rebuilt from the
+files at construction (oldest mtime first). It is per process: when several
+processes share one directory, an index miss still looks at the disk and adopts
+a file that another process wrote, a file that another process evicted is a
+miss, and each process enforces the byte bound over the files it knows about.
+A start-up in one process deletes every temp file, including one that another
+process is writing at that moment; that write is then simply dropped.
+
+Reads do not touch the file's mtime except when it is older than
+``touch_interval_s``, so LRU order survives a restart roughly, at little cost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+
+from prefix.errors import TierUnavailableError
+from prefix.tiers.kv_record import check_namespace
+
+log = logging.getLogger("cachegate.prefix")
+
+__all__ = ["DiskBlockStore"]
+
+_SUFFIX = ".kvb"
+_TMP_SUFFIX = ".tmp"
+_FILE_RE = re.compile(r"((?:[0-9a-f]{2})+)\.kvb")
+_GONE = (FileNotFoundError, NotADirectoryError)  # evicted or discarded: a miss, not a failure
+
+
+class DiskBlockStore:
+    name = "l3_disk"
+
+    def __init__(
+        self,
+        root: str | Path,
+        capacity_bytes: int,
+        *,
+        namespace: str,
+        touch_interval_s: float = 300.0,
+    ) -> None:
+        if isinstance(capacity_bytes, bool) or not isinstance(capacity_bytes, int):
+            raise ValueError(f"capacity_bytes must be an int, got {capacity_bytes!r}")
+        if capacity_bytes < 1:
+            raise ValueError(f"capacity_bytes must be >= 1, got {capacity_bytes}")
+        self.namespace = check_namespace(namespace)
+        self.capacity_bytes = capacity_bytes
+        self.touch_interval_s = touch_interval_s
+        self.directory = Path(root) / namespace
+        self._lock = threading.Lock()
+        self._index: OrderedDict[bytes, int] = OrderedDict()  # key -> size, LRU first
+        self._used = 0
+        self.hits = self.misses = self.puts = self.errors = 0
+        self.bytes_read = self.bytes_written = 0
+        self.num_evictions = self.num_rejected = 0
+        # An unusable directory is a configuration error: the OSError reaches the caller.
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._rebuild()
+
+    # ---- index -------------------------------------------------------------
+    def _rebuild(self) -> None:
+        found: list[tuple[float, str, bytes, int]] = []
+        with os.scandir(self.directory) as subdirs:
+            for sub in subdirs:
+                if not sub.is_dir(follow_symlinks=False):
+                    continue
+                with os.scandir(sub.path) as files:
+                    for entry in files:
+                        if entry.name.endswith(_TMP_SUFFIX):
+                            _unlink(entry.path)
+                            continue
+                        match = _FILE_RE.fullmatch(entry.name)
+                        if match is None or match.group(1)[:2] != sub.name:
+                            continue  # not ours: ignore, never delete
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except _GONE:
+                            continue  # evicted by another process meanwhile
+                        found.append((st.st_mtime, entry.name, bytes.fromhex(match[1]), st.st_size))
+        for _, _, key, size in sorted(found):
+            self._index[key] = size
+            self._used += size
+        self._evict_to_fit(0)
+
+    def _path(self, key: bytes) -> Path:
+        if not isinstance(key, bytes) or not key:
+            raise ValueError(f"block key must be non-empty bytes, got {key!r}")
+        name = key.hex()
+        return self.directory / name[:2] / (name + _SUFFIX)
+
+    def _remember(self, key: bytes, size: int, *, use: bool) -> None:
+        """Put ``key`` in the index (lock held), as MRU when ``use`` or when new."""
+        old = self._index.get(key)
+        if old is not None:
+            self._used -= old
+            if use:
+                self._index.move_to_end(key)
+        self._index[key] = size
+        self._used += size
+
+    def _sync(self, key: bytes, path: Path, *, use: bool) -> bool:
+        """Make the index agree with the file (lock held: no put or eviction of ours is mid-way)."""
+        try:
+            size = os.stat(path).st_size
+        except _GONE:
+            self._forget(key)
+            return False
+        self._remember(key, size, use=use)
+        self._evict_to_fit(0)  # an adopted file counts against this process's capacity
+        return True
+
+    def _forget(self, key: bytes) -> bool:
+        size = self._index.pop(key, None)
+        if size is not None:
+            self._used -= size
+        return size is not None
+
+    def _evict_to_fit(self, incoming: int) -> None:
+        """Delete LRU files (lock held) until ``incoming`` more bytes fit."""
+        while self._index and self._used + incoming > self.capacity_bytes:
+            victim, size = self._index.popitem(last=False)
+            self._used -= size
+            _unlink(self._path(victim))
+            self.num_evictions += 1
+
+    def _fail(self, what: str, key: bytes, exc: OSError) -> TierUnavailableError:
+        with self._lock:
+            self.errors += 1
+        return TierUnavailableError(f"disk store {what} {key.hex()[:16]}: {exc}")
+
+    # ---- store -------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                data = f.read()
+        except _GONE:
+            with self._lock:
+                self.misses += 1
+                if key in self._index:  # evicted by another process, or a put of ours won a race
+                    with contextlib.suppress(OSError):
+                        self._sync(key, path, use=False)
+            return None
+        except OSError as exc:
+            raise self._fail("read", key, exc) from exc
+        with self._lock:
+            self.hits += 1
+            self.bytes_read += len(data)
+            if key in self._index:
+                self._index.move_to_end(key)
+            else:  # written by another process: adopt it, unless evicted meanwhile
+                with contextlib.suppress(OSError):
+                    self._sync(key, path, use=True)
+        if time.time() - st.st_mtime > self.touch_interval_s:
+            with contextlib.suppress(OSError):  # only an LRU hint for the next restart
+                os.utime(path)
+        return data
+
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        return [self.get(key) for key in keys]
+
+    def put(self, key: bytes, record: bytes) -> None:
+        path = self._path(key)
+        size = len(record)
+        if size > self.capacity_bytes:
+            with self._lock:
+                self.num_rejected += 1
+            log.warning("disk store: a %d-byte record exceeds the whole capacity", size)
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=_TMP_SUFFIX, dir=path.parent)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(record)
+                with self._lock:
+                    self._forget(key)
+                    self._evict_to_fit(size)
+                    os.replace(tmp, path)
+                    self._remember(key, size, use=True)
+                    self.puts += 1
+                    self.bytes_written += size
+            except BaseException:
+                _unlink(tmp)
+                raise
+        except FileNotFoundError:
+            log.debug("disk store: temp file of %s removed by another process", key.hex()[:16])
+        except OSError as exc:
+            raise self._fail("write", key, exc) from exc
+
+    def contains(self, key: bytes) -> bool:
+        """Whether the file exists now (a stat; not a use, no LRU move)."""
+        path = self._path(key)
+        with self._lock:
+            try:
+                return self._sync(key, path, use=False)
+            except OSError as exc:
+                self.errors += 1
+                raise TierUnavailableError(f"disk store stat {key.hex()[:16]}: {exc}") from exc
+
+    def discard(self, key: bytes) -> bool:
+        path = self._path(key)
+        with self._lock:
+            known = self._forget(key)
+            try:
+                os.unlink(path)
+            except _GONE:
+                return known
+            except OSError as exc:
+                self.errors += 1
+                raise TierUnavailableError(f"disk store unlink {key.hex()[:16]}: {exc}") from exc
+        return True
+
+    # ---- metrics -----------------------------------------------------------
+    def stats(self) -> dict[str, int | float]:
+        with self._lock:
+            lookups = self.hits + self.misses
+            return {
+                "capacity_bytes": self.capacity_bytes,
+                "num_blocks": len(self._index),
+                "used_bytes": self._used,
+                "hits": self.hits,
+                "misses": self.misses,
+                "hit_rate": self.hits / lookups if lookups else 0.0,
+                "puts": self.puts,
+                "bytes_read": self.bytes_read,
+                "bytes_written": self.bytes_written,
+                "num_evictions": self.num_evictions,
+                "num_rejected": self.num_rejected,
+                "errors": self.errors,
+            }
+
+    def keys(self) -> list[bytes]:
+        """Indexed keys from least to most recently used."""
+        with self._lock:
+            return list(self._index)
+
+    def close(self) -> None:
+        """Nothing to release: every file is closed after each call."""
+
+    def __repr__(self) -> str:
+        return (
+            f"DiskBlockStore({str(self.directory)!r}, blocks={len(self._index)}, used={self._used})"
+        )
+
+
+def _unlink(path: str | Path) -> None:
+    with contextlib.suppress(OSError):  # already gone, or not ours to worry about
+        os.unlink(path)

@@ -1,0 +1,230 @@
+"""One L3 block store as the engine sees it: verified reads, asynchronous writes.
+
+The stores (:mod:`prefix.tiers.disk_store`, :mod:`prefix.tiers.redis_store`) move opaque
+records; this class turns KV tensors into records and back
+(:mod:`prefix.tiers.kv_record`), so every block read is checked against the model
+fingerprint, the layout, the key it was asked under and its HMAC before a
+single value reaches the KV cache. A record that fails is a miss (and is
+deleted, so the next computation rewrites it), never wrong KV.
+
+Writes never delay a request: the engine thread only copies the block to host
+memory (the GPU block may be reused by the next step) and enqueues it; a writer
+thread encodes and stores it. When the queue is full the block is dropped and
+counted; a later computation of the same prefix writes it again. Reads run on
+the engine thread, batched (one round trip per ``READ_BATCH`` keys) and bounded
+by the store's timeout; a store that fails or times out counts as a miss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Sequence
+
+import torch
+
+from prefix.errors import CorruptBlockError, TierError
+from prefix.tiers.kv_record import BlockLayout, BlockStore, decode_block, encode_block
+
+log = logging.getLogger("cachegate.prefix")
+
+__all__ = ["L3Tier"]
+
+READ_BATCH = 16  # keys fetched per round trip; the chain usually stops well before
+
+
+class L3Tier:
+    """Write-through and read-back of KV blocks in one :class:`BlockStore`."""
+
+    def __init__(
+        self,
+        store: BlockStore,
+        *,
+        fingerprint: bytes,
+        layout: BlockLayout,
+        dtype: torch.dtype,
+        integrity_key: bytes = b"",
+        write_queue: int = 256,
+    ) -> None:
+        self.store = store
+        self.name = store.name
+        self.fingerprint = fingerprint
+        self.layout = layout
+        self.dtype = dtype
+        self.integrity_key = integrity_key
+        # Bounded in blocks: the caller sizes it from a byte budget (tier_setup.py), since
+        # every queued block is a full host copy.
+        self._queue: queue.Queue[tuple[bytes, torch.Tensor] | None] = queue.Queue(write_queue)
+        self._closed = threading.Event()
+        self._stats_lock = threading.Lock()
+        self.hits = self.misses = self.corrupt = self.errors = 0
+        self.writes = self.dropped_writes = self.write_errors = 0
+        self.bytes_in = self.bytes_out = 0  # into the store / back into the KV cache
+        self.seconds = 0.0  # reading, verifying and copying in (engine thread)
+        self.write_seconds = 0.0  # encoding and storing (writer thread)
+        self._writer = threading.Thread(
+            target=self._write_loop, name=f"kv-{self.name}", daemon=True
+        )
+        self._writer.start()
+
+    # ---- write (engine thread enqueues, writer thread stores) ----------------------
+    def put_async(self, key: bytes, block: torch.Tensor) -> bool:
+        """Queue ``block`` for storage under ``key``; False when the queue is full.
+
+        Only computed blocks come here (blocks loaded from a tier are not written
+        back), so a block is rewritten only when its chain broke earlier and it was
+        recomputed: rare, harmless, and it repairs a store that lost it.
+        """
+        if self._closed.is_set() or self._queue.full():  # drop before paying for the copy
+            with self._stats_lock:
+                self.dropped_writes += 1
+            return False
+        host = block.to("cpu", copy=True)  # the pool may hand this block to another request
+        try:
+            self._queue.put_nowait((key, host))
+        except queue.Full:
+            with self._stats_lock:
+                self.dropped_writes += 1
+            return False
+        return True
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until every queued block is written (tests, shutdown); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write what is queued (up to ``timeout``), stop the writer, close the store.
+
+        Never blocks past the timeout: a writer stuck on a dead store is abandoned
+        (it is a daemon thread) and what it still held is lost, as a cache may.
+        """
+        self._closed.set()  # later put_async calls drop instead of queueing for nobody
+        self.flush(timeout)
+        with contextlib.suppress(queue.Full):
+            self._queue.put(None, timeout=1.0)  # the writer's stop signal
+        self._writer.join(timeout=5.0)
+        self.store.close()
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                self._write(*item)
+            finally:
+                self._queue.task_done()
+
+    def _write(self, key: bytes, host: torch.Tensor) -> None:
+        start = time.perf_counter()
+        try:
+            # [L, 2, B, Hkv, D] -> flat bytes, dtype-agnostic (numpy has no bfloat16).
+            payload = host.contiguous().view(-1).view(torch.uint8).numpy()
+            record = encode_block(
+                key,
+                self.fingerprint,
+                self.layout,
+                payload.data,
+                integrity_key=self.integrity_key,
+            )
+            self.store.put(key, record)
+        except TierError as exc:
+            with self._stats_lock:
+                self.write_errors += 1
+            log.warning("kv tier %s: write failed: %s", self.name, exc)
+            return
+        except Exception:  # a bug or MemoryError must not kill the writer for good
+            with self._stats_lock:
+                self.write_errors += 1
+            log.exception("kv tier %s: unexpected error writing a block", self.name)
+            return
+        with self._stats_lock:
+            self.writes += 1
+            self.bytes_in += len(payload)
+            self.write_seconds += time.perf_counter() - start
+
+    # ---- read (engine thread) ------------------------------------------------------
+    def fetch(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """Raw records of ``keys`` in one round trip; all None when the store fails."""
+        start = time.perf_counter()
+        try:
+            records = self.store.get_many(list(keys))
+        except TierError as exc:
+            with self._stats_lock:
+                self.errors += 1
+                self.seconds += time.perf_counter() - start
+            log.warning("kv tier %s: read failed, treated as a miss: %s", self.name, exc)
+            return [None] * len(keys)
+        with self._stats_lock:
+            self.seconds += time.perf_counter() - start
+        return records
+
+    def count_error(self) -> None:
+        """A read that was not attempted (the admission's read budget ran out)."""
+        with self._stats_lock:
+            self.errors += 1
+
+    def load(self, key: bytes, record: bytes | None, dst: torch.Tensor) -> bool:
+        """Verify ``record`` (fetched for ``key``) and copy it into ``dst``; False on a miss."""
+        if record is None:
+            with self._stats_lock:
+                self.misses += 1
+            return False
+        start = time.perf_counter()
+        try:
+            payload = decode_block(
+                record,
+                key=key,
+                fingerprint=self.fingerprint,
+                layout=self.layout,
+                integrity_key=self.integrity_key,
+            )
+        except CorruptBlockError as exc:
+            log.warning("kv tier %s: dropping a corrupt block: %s", self.name, exc)
+            with contextlib.suppress(TierError):  # it stays a miss either way
+                self.store.discard(key)
+            with self._stats_lock:
+                self.corrupt += 1
+                self.misses += 1
+            return False
+        with warnings.catch_warnings():  # read-only buffer: we only read it, into dst
+            warnings.simplefilter("ignore", UserWarning)
+            flat = torch.frombuffer(payload, dtype=torch.uint8)
+        dst.copy_(flat.view(self.dtype).view(dst.shape))  # flat bytes -> [L, 2, B, Hkv, D]
+        with self._stats_lock:
+            self.hits += 1
+            self.bytes_out += len(payload)
+            self.seconds += time.perf_counter() - start
+        return True
+
+    # ---- metrics ---------------------------------------------------------------------
+    def stats(self) -> dict[str, int | float]:
+        store = self.store.stats()
+        with self._stats_lock:
+            lookups = self.hits + self.misses
+            return {
+                "hits": self.hits,
+                "misses": self.misses,
+                "hit_rate": self.hits / lookups if lookups else 0.0,
+                "corrupt": self.corrupt,
+                "errors": self.errors,
+                "writes": self.writes,
+                "dropped_writes": self.dropped_writes,
+                "write_errors": self.write_errors,
+                "queued_writes": self._queue.qsize(),
+                "bytes_in": self.bytes_in,
+                "bytes_out": self.bytes_out,
+                "seconds": self.seconds,
+                "write_seconds": self.write_seconds,
+                "num_blocks": store.get("num_blocks", -1),
+                "used_bytes": store.get("used_bytes", -1),
+            }

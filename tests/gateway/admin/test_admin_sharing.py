@@ -1,0 +1,102 @@
+"""Prefix sharing groups set through the admin API (policy.prefix_namespace): tenants
+in the same group reuse each other's prefix KV blocks, nobody else does, and
+moving a tenant in or out of a group applies to its next request. Measured by
+``usage.prompt_tokens_details.cached_tokens`` from the real paged-KV engine
+(the tiny Llama, 16-token blocks) behind the gateway."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from prefix.model.loader import LoadedModel
+from semantic import Embedder
+from tests.gateway.admin_support import BLOCK, admin, admin_gateway, completion, new_tenant
+from tests.gateway.conftest import Gateway, cached_tokens
+
+pytestmark = pytest.mark.slow
+
+NO_SEMANTIC = {"semantic_enabled": False}  # so every request reaches the engine
+
+
+@pytest.fixture(scope="module")
+def gw(
+    tiny_llama: LoadedModel, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateway]:
+    with admin_gateway(tmp_path_factory.mktemp("admin-share"), tiny_llama, embedder) as gateway:
+        yield gateway
+
+
+def prompt(start: int) -> str:
+    """A 48-token prompt (three full blocks) no other test uses."""
+    return " ".join(f"t{3 + (start + i) % 120}" for i in range(3 * BLOCK))
+
+
+def reused(gw: Gateway, key: str, text: str) -> int:
+    with gw.http(key) as http:
+        r = http.post("/v1/completions", json=completion(gw.model, text, max_tokens=1))
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["prompt_tokens"] >= 3 * BLOCK
+    return cached_tokens(r)
+
+
+def test_group_members_share_prefix_hits_and_nobody_else(gw: Gateway) -> None:
+    with admin(gw) as client:
+        group = NO_SEMANTIC | {"prefix_namespace": "docs"}
+        a = new_tenant(client, "share-a", group)
+        b = new_tenant(client, "share-b", group)
+        c = new_tenant(client, "share-c", NO_SEMANTIC)  # its own namespace (the default)
+        d = new_tenant(client, "share-d", NO_SEMANTIC | {"prefix_namespace": "other"})
+        stats = client.get("/tenants/share-a/cache/stats").json()
+        assert stats["prefix_namespace"] == "group:docs"
+
+    text = prompt(0)
+    assert reused(gw, a, text) == 0  # cold
+    assert reused(gw, b, text) >= 2 * BLOCK  # positive control: B reuses A's blocks
+    assert reused(gw, c, text) == 0  # not in the group: computes everything itself
+    assert reused(gw, d, text) == 0  # another group is another namespace
+    assert reused(gw, c, text) >= 2 * BLOCK  # ... but C reuses its own blocks
+    assert reused(gw, a, text) >= 2 * BLOCK
+
+
+def test_joining_and_leaving_a_group_applies_on_the_next_request(gw: Gateway) -> None:
+    with admin(gw) as client:
+        member = new_tenant(client, "move-member", NO_SEMANTIC | {"prefix_namespace": "team"})
+        mover = new_tenant(client, "move-mover", NO_SEMANTIC)
+        first, second = prompt(40), prompt(80)
+        assert reused(gw, member, first) == 0
+        assert reused(gw, mover, first) == 0  # not a member yet
+
+        r = client.patch("/tenants/move-mover/policy", json={"prefix_namespace": "team"})
+        assert r.status_code == 200
+        assert reused(gw, mover, first) >= 2 * BLOCK  # joined: the group's blocks
+
+        client.patch("/tenants/move-mover/policy", json={"prefix_namespace": None})
+        assert reused(gw, member, second) == 0
+        assert reused(gw, mover, second) == 0  # left: the group's new blocks are not its
+
+
+def test_sharing_group_names_are_validated(gw: Gateway) -> None:
+    with admin(gw) as client:
+        client.post("/tenants", json={"id": "share-bad"})
+        for bad in ("", "g" * 129, 5, ["docs"]):
+            r = client.patch("/tenants/share-bad/policy", json={"prefix_namespace": bad})
+            assert r.status_code == 400, (bad, r.text)
+        ok = client.patch("/tenants/share-bad/policy", json={"prefix_namespace": "g" * 128})
+        assert ok.status_code == 200
+
+
+def test_kv_block_quota_from_the_policy_is_enforced_by_the_engine(gw: Gateway) -> None:
+    with admin(gw) as client:
+        key = new_tenant(client, "quota-a", NO_SEMANTIC | {"kv_block_quota": 4})
+    with gw.http(key) as http:
+        fits = http.post(
+            "/v1/completions", json=completion(gw.model, prompt(500)[: 6 * 2], max_tokens=4)
+        )
+        too_big = http.post(
+            "/v1/completions", json=completion(gw.model, prompt(600), max_tokens=40)
+        )
+    assert fits.status_code == 200, fits.text  # positive control: within the quota
+    assert too_big.status_code == 400
+    assert "KV block quota is 4" in too_big.json()["error"]["message"]

@@ -1,0 +1,66 @@
+"""The judge band: hits scored inside a tenant's band are served only when the
+upstream model answers "yes, same answer". The tiny random Llama behind this
+gateway can only emit word tokens like "t57", never a yes, so inside the band
+every hit is refused deterministically; outside it the same hit is served."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.policy import JudgeBand, TenantPolicy
+from prefix.model.loader import LoadedModel
+from semantic import Embedder
+from tests.gateway.admin_support import admin_gateway, completion, seed
+from tests.gateway.conftest import Gateway, metric
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "t5 t6 t7 t8 t9 t10 t11 t12"
+
+
+@pytest.fixture(scope="module")
+def gw(
+    tiny_llama: LoadedModel, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateway]:
+    with admin_gateway(tmp_path_factory.mktemp("judge"), tiny_llama, embedder) as gateway:
+        yield gateway
+
+
+def ask(gw: Gateway, key: str) -> tuple[str, str]:
+    with gw.http(key) as http:
+        r = http.post("/v1/completions", json=completion(gw.model, QUESTION))
+    assert r.status_code == 200, r.text
+    return r.headers["x-cachegate-cache"], r.headers["x-cachegate-semantic"]
+
+
+def test_hits_inside_the_judge_band_need_the_models_yes(
+    gw: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    guards_off: dict[str, list[str]] = {"guards": [], "entity_kinds": []}
+    outside_id, outside_key = gw.tenant(
+        "judge-out",
+        TenantPolicy(**guards_off, judge_band=JudgeBand(low=0.0, high=0.5)),
+    )
+    inside_id, inside_key = gw.tenant(
+        "judge-in", TenantPolicy(**guards_off, judge_band=JudgeBand(low=0.0, high=1.0))
+    )
+    for tenant in (outside_id, inside_id):
+        seed(gw, tenant, completion(gw.model, QUESTION), answer="canned")
+
+    # Positive control: the score (1.0) is above the band, so no judge is asked.
+    assert ask(gw, outside_key) == ("semantic-hit", "hit")
+    before = metric(
+        gw.metrics(), "cachegate_semantic_misses_total", tenant=inside_id, reason="judge_refused"
+    )
+    with caplog.at_level("INFO", logger="cachegate.gateway"):
+        cache, semantic = ask(gw, inside_key)
+    # The model was really asked (this base model has no chat template, so the judge
+    # fell back to a plain completion) and its word-token answer is no "yes".
+    assert any("judge_unparseable" in r.getMessage() for r in caplog.records)
+    assert semantic == "miss:judge_refused" and cache != "semantic-hit"
+    after = metric(
+        gw.metrics(), "cachegate_semantic_misses_total", tenant=inside_id, reason="judge_refused"
+    )
+    assert after == before + 1

@@ -1,0 +1,231 @@
+"""The pipeline's decisions (gateway/proxy/pipeline.py) over a real semantic cache: the
+real embedder and validators, a real SQLite file. No HTTP, no language model."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.metrics import GatewayMetrics
+from gateway.policy import TenantPolicy
+from gateway.proxy.pipeline import CacheControl, Pipeline, SemanticDecision
+from gateway.proxy.responses import response_body, usage
+from gateway.tenants import TenantContext
+from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache, upgrade_database
+from semantic.models import SemanticEntry
+from validators import Validator
+
+MODEL = "smollm2"
+NO_CC = CacheControl()
+
+
+@pytest.mark.parametrize(
+    ("header", "no_cache", "no_store"),
+    [
+        (None, False, False),
+        ("", False, False),
+        ("no-cache", True, False),
+        ("No-Store", False, True),
+        ("no-store, NO-CACHE", True, True),
+        (" max-age=0 ,no-cache ", True, False),
+        ("max-age=0", False, False),
+        ('no-cache="set-cookie"', False, False),  # a field-scoped directive: not ours
+        ("no-cacheable, no-stored", False, False),
+    ],
+)
+def test_cache_control_parsing(header: str | None, no_cache: bool, no_store: bool) -> None:
+    assert CacheControl.parse(header) == CacheControl(no_cache, no_store)
+
+
+# ----------------------------------------------------------------- with the real cache
+
+
+@pytest.fixture
+def db_file(tmp_path: Path) -> Path:
+    return tmp_path / "pipeline.db"
+
+
+@pytest.fixture
+def cache(embedder: Embedder, db_file: Path) -> Iterator[SemanticCache]:
+    url = f"sqlite:///{db_file}"
+    upgrade_database(url)
+    store = EntryStore(url)
+    yield SemanticCache(embedder, store, PartitionedIndex(embedder.dim), validator=Validator())
+    store.close()
+
+
+def ctx(tenant: str = "acme", **policy: Any) -> TenantContext:
+    return TenantContext(tenant, tenant, TenantPolicy(**policy), 1)
+
+
+def body(question: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": MODEL,
+        "messages": [
+            {"role": "system", "content": "Answer in one short sentence."},
+            {"role": "user", "content": question},
+        ],
+        "max_tokens": 32,
+        "temperature": 0,
+    } | extra
+
+
+def answer(text: str, finish_reason: str = "stop") -> dict[str, Any]:
+    return response_body("chat", "chatcmpl-1", MODEL, text, finish_reason, usage(20, 6, 0))
+
+
+def lookup(pipe: Pipeline, context: TenantContext, req: dict[str, Any], cc: CacheControl = NO_CC
+           ) -> SemanticDecision:  # fmt: skip
+    return asyncio.run(pipe.lookup(context, "chat", req, cc))
+
+
+def backfill(
+    pipe: Pipeline,
+    context: TenantContext,
+    decision: SemanticDecision,
+    response: dict[str, Any],
+    cc: CacheControl = NO_CC,
+) -> str:
+    return asyncio.run(pipe.backfill(context, decision, cc, response))
+
+
+def sample(metrics: GatewayMetrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+@pytest.mark.slow
+def test_skip_reasons_in_order(cache: SemanticCache) -> None:
+    metrics = GatewayMetrics()
+    q = body("What is the capital of France?")
+    assert lookup(Pipeline(None, metrics), ctx(), q).header == "skipped:disabled"
+    pipe = Pipeline(cache, metrics)
+    assert lookup(pipe, ctx(semantic_enabled=False), q).header == "skipped:policy"
+    assert lookup(pipe, ctx(), q, CacheControl(no_cache=True)).header == "skipped:no-cache"
+    assert lookup(pipe, ctx(max_temperature=0.5), q | {"temperature": 0.7}).reason == "temperature"
+    # No temperature means the API default, 1.0: above a 0.5 ceiling too.
+    no_temp = {k: v for k, v in q.items() if k != "temperature"}
+    assert lookup(pipe, ctx(max_temperature=0.5), no_temp).reason == "temperature"
+    assert lookup(pipe, ctx(max_temperature=0.5), q | {"temperature": 0.5}).header == "miss:empty"
+    assert lookup(pipe, ctx(), q | {"n": 2}).header == "skipped:n"
+    assert lookup(pipe, ctx(mode="allowlist", allowlist_topics=["refund"]), q).header == (
+        "skipped:not_allowlisted"
+    )
+    allowed = body("How long does a refund take?")
+    assert lookup(pipe, ctx(mode="allowlist", allowlist_topics=["Refund"]), allowed).header == (
+        "miss:empty"
+    )
+    no_user = q | {"messages": q["messages"][:1]}
+    decision = lookup(pipe, ctx(), no_user)
+    assert decision.status == "skipped" and decision.reason is not None
+    assert decision.reason.startswith("uncacheable:")
+    # A skipped request is never backfilled.
+    assert backfill(pipe, ctx(), decision, answer("Paris.")) == "skipped:not_cacheable"
+    assert sample(metrics, "cachegate_semantic_hits_total", tenant="acme") == 0
+    assert cache.entries.count() == 0
+
+
+@pytest.mark.slow
+def test_backfill_outcomes_and_hits(cache: SemanticCache) -> None:
+    metrics = GatewayMetrics()
+    pipe = Pipeline(cache, metrics)
+    q = body("What is the capital of France?")
+    miss = lookup(pipe, ctx(), q)
+    assert miss.header == "miss:empty" and miss.query is not None
+    assert backfill(pipe, ctx(), miss, answer("Paris."), CacheControl(no_store=True)) == (
+        "skipped:no-store"
+    )
+    assert backfill(pipe, ctx(store_enabled=False), miss, answer("Paris.")) == "skipped:policy"
+    assert backfill(pipe, ctx(), miss, answer("Paris is", "length")) == "skipped:truncated"
+    assert cache.entries.count() == 0
+    assert lookup(pipe, ctx(), q).header == "miss:empty"
+
+    assert backfill(pipe, ctx(), miss, answer("Paris.")) == "stored"
+    hit = lookup(pipe, ctx(), body("Which city is the capital of France?"))
+    assert hit.status == "hit" and hit.result is not None and hit.result.answer is not None
+    assert hit.result.answer["choices"][0]["message"]["content"] == "Paris."
+    assert hit.result.score is not None and hit.result.score >= 0.89
+    # Other tenants, other parameters, a stricter threshold: no hit.
+    assert lookup(pipe, ctx("other"), q).header == "miss:empty"
+    assert lookup(pipe, ctx(), q | {"max_tokens": 33}).header == "miss:empty"
+    strict = lookup(pipe, ctx(threshold=0.99), body("Which city is the capital of France?"))
+    assert strict.header == "miss:below_threshold"
+
+    assert sample(metrics, "cachegate_semantic_hits_total", tenant="acme") == 1
+    assert sample(metrics, "cachegate_backfills_total", tenant="acme", result="stored") == 1
+    # Only the cache's own refusals are counted (truncated); no-store and policy are not.
+    assert sample(metrics, "cachegate_backfills_total", tenant="acme", result="skipped") == 1
+    assert sample(metrics, "cachegate_semantic_misses_total", tenant="other", reason="empty") == 1
+
+
+@pytest.mark.slow
+def test_validator_refusals_and_guards_are_counted_by_kind(cache: SemanticCache) -> None:
+    metrics = GatewayMetrics()
+    pipe = Pipeline(cache, metrics)
+    first = lookup(pipe, ctx(), body("Can I send 100 euros to Spain?"))
+    assert backfill(pipe, ctx(), first, answer("Yes.")) == "stored"
+    refused = lookup(pipe, ctx(), body("Can I send 900 euros to Spain?"))
+    assert refused.header == "miss:entity_mismatch:amount"
+    assert (
+        sample(metrics, "cachegate_validator_rejections_total", tenant="acme", kind="amount") == 1
+    )
+    # A guarded scenario is refused before any search (and never stored).
+    news = lookup(pipe, ctx(), body("What is the latest news today?"))
+    assert news.header == "miss:guarded:time_sensitive"
+    assert backfill(pipe, ctx(), news, answer("Nothing.")) == "skipped:guarded:time_sensitive"
+    assert sample(metrics, "cachegate_semantic_misses_total", tenant="acme", reason="guarded") == 1
+    # Without that guard in the policy the same question is an ordinary miss.
+    unguarded = lookup(pipe, ctx("fresh", guards=[]), body("What is the latest news today?"))
+    assert unguarded.header == "miss:empty"
+    assert backfill(pipe, ctx("fresh", guards=[]), unguarded, answer("Nothing.")) == "stored"
+
+
+@pytest.mark.slow
+def test_store_outage_fails_open_and_recovers(cache: SemanticCache, db_file: Path) -> None:
+    metrics = GatewayMetrics()
+    pipe = Pipeline(cache, metrics)
+    q = body("What is the capital of France?")
+    assert backfill(pipe, ctx(), lookup(pipe, ctx(), q), answer("Paris.")) == "stored"
+    assert lookup(pipe, ctx(), q).status == "hit"
+    assert asyncio.run(pipe.check_store()) is True
+
+    table = SemanticEntry.__tablename__
+    with sqlite3.connect(db_file) as conn:  # the table goes away under the running cache
+        conn.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
+    down = lookup(pipe, ctx(), q)
+    assert down.header == "skipped:store_unavailable"
+    assert pipe.store_ok is False
+    # Nothing above the threshold: the index alone answers, no DB read is needed.
+    fresh = lookup(pipe, ctx(), body("Who wrote Romeo and Juliet?"))
+    assert fresh.header == "miss:below_threshold"
+    assert backfill(pipe, ctx(), fresh, answer("Shakespeare.")) == "error:store_unavailable"
+    assert metrics.registry.get_sample_value("cachegate_semantic_store_unavailable_total") == 2
+
+    with sqlite3.connect(db_file) as conn:
+        conn.execute(f"ALTER TABLE {table}_away RENAME TO {table}")
+    back = lookup(pipe, ctx(), q)
+    assert back.status == "hit" and pipe.store_ok is True
+    assert backfill(pipe, ctx(), fresh, answer("Shakespeare.")) == "stored"
+
+
+@pytest.mark.slow
+def test_check_store_follows_the_database(cache: SemanticCache, tmp_path: Path) -> None:
+    pipe = Pipeline(cache, GatewayMetrics())
+    assert asyncio.run(pipe.check_store()) is True
+    assert asyncio.run(Pipeline(None, GatewayMetrics()).check_store()) is True
+    # A store whose database cannot be opened at all (its directory does not exist).
+    gone = SemanticCache(
+        cache.embedder, EntryStore(f"sqlite:///{tmp_path / 'missing' / 'x.db'}"),
+        validator=Validator(),
+    )  # fmt: skip
+    broken = Pipeline(gone, GatewayMetrics())
+    assert asyncio.run(broken.check_store()) is False
+    assert broken.store_ok is False
+    (tmp_path / "missing").mkdir()
+    assert asyncio.run(broken.check_store()) is True
+    assert broken.store_ok is True
+    gone.entries.close()

@@ -1,0 +1,294 @@
+"""The engine's OpenAI-compatible server over real sockets (uvicorn in a thread), on a
+tiny random Llama (word-level tokenizer, plus a toy chat template): identity,
+bad input, SSE framing and disconnects. The slow tests over the real SmolLM2
+are in test_server_openai.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from prefix.config import EngineConfig
+from prefix.model.loader import LoadedModel
+from prefix.serve.engine import PrefixEngine
+from prefix.serve.server import KEY_HEADER, NAMESPACE_HEADER, create_engine_app, resolve_namespace
+from tests.live_server import serving
+from tests.prefix.server_support import (
+    BAD_INPUT,
+    CHAT,
+    COMP,
+    KEY,
+    MSGS,
+    assert_idle,
+    assert_openai_error,
+    cached,
+    complete,
+    sse_payloads,
+    wait_until,
+    words,
+)
+
+# ----------------------------------------------------------------- tiny model server
+
+
+@pytest.fixture(scope="module")
+def tiny_chat(tiny_llama: LoadedModel) -> LoadedModel:
+    """The tiny Llama with its own tokenizer copy that has a toy chat template."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_llama.path)
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+    return dataclasses.replace(tiny_llama, tokenizer=tok, has_chat_template=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_server(tiny_chat: LoadedModel) -> Iterator[tuple[str, PrefixEngine, Any]]:
+    engine = PrefixEngine(EngineConfig(block_size=4, num_blocks=128), loaded=tiny_chat)
+    app = create_engine_app(
+        engine, served_model_name="tiny", trusted_key=KEY, max_body_bytes=20_000
+    )
+    with serving(app) as url:
+        yield url, engine, app
+
+
+def test_trusted_namespace_isolation(
+    tiny_server: tuple[str, PrefixEngine, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    url, engine, _ = tiny_server
+    caplog.set_level(logging.INFO, logger="cachegate.access")
+    prompt = words(30, start=7)  # 30 tokens, block 4: a full hit reuses 28
+    a = {NAMESPACE_HEADER: "tenant-a", KEY_HEADER: KEY}
+    assert cached(complete(url, prompt, a)) == 0
+    assert cached(complete(url, prompt, a)) == 28  # positive control: same namespace reuses
+    assert cached(complete(url, prompt, {NAMESPACE_HEADER: "tenant-b", KEY_HEADER: KEY})) == 0
+    # Right namespace, wrong or missing key: the header is ignored → "default" (cold) ...
+    assert cached(complete(url, prompt, {NAMESPACE_HEADER: "tenant-a", KEY_HEADER: "nope"})) == 0
+    # ... which is where it went: a plain request now reuses what the wrong-key one cached.
+    assert cached(complete(url, prompt, {NAMESPACE_HEADER: "tenant-a"})) == 28
+    assert cached(complete(url, prompt)) == 28
+    # A body cache_salt narrows reuse inside the tenant, never widens it.
+    assert cached(complete(url, prompt, a, cache_salt="s1")) == 0
+    assert cached(complete(url, prompt, a, cache_salt="s1")) == 28
+    assert cached(complete(url, prompt, {KEY_HEADER: KEY}, cache_salt="s1")) == 0
+    # Odd header bytes never fail a request.
+    odd = {NAMESPACE_HEADER: "tenant-\xe9\xff", KEY_HEADER: "k\xe9y"}
+    raw = [(k.encode(), v.encode("latin-1")) for k, v in odd.items()]
+    assert cached(complete(url, prompt, raw)) == 28
+    trusted = [
+        (NAMESPACE_HEADER.encode(), "ns-\xe9".encode("latin-1")),
+        (KEY_HEADER.encode(), KEY.encode()),
+    ]
+    assert cached(complete(url, prompt, trusted)) == 0
+    assert_idle(engine)
+    # One access line per request: request id, namespace id (a hash), status, TTFT.
+    lines = [r for r in caplog.records if r.name == "cachegate.access"]
+    assert len(lines) == 11
+    for r in lines:
+        assert r.status == 200 and r.request_id.startswith("cmpl-")  # type: ignore[attr-defined]
+        assert len(r.namespace_id) == 12 and r.ttft_ms is not None  # type: ignore[attr-defined]
+        assert KEY not in r.getMessage() and "tenant" not in r.getMessage()
+    assert len({r.namespace_id for r in lines}) == 6  # type: ignore[attr-defined]
+
+
+def test_dead_engine_answers_503(tiny_chat: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = PrefixEngine(EngineConfig(block_size=4, num_blocks=32), loaded=tiny_chat)
+    app = create_engine_app(engine, served_model_name="tiny")
+    body = {"model": "tiny", "prompt": "t5 t6 t7", "max_tokens": 2}
+
+    def boom() -> None:
+        raise RuntimeError("device lost")
+
+    async def main() -> None:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://engine") as c:
+                assert (await c.post(COMP, json=body)).status_code == 200
+                monkeypatch.setattr(engine, "step", boom)
+                # Dies while serving: the in-flight request (plain and streamed) fails cleanly.
+                assert_openai_error(await c.post(COMP, json=body), 503)
+                r = await c.post(COMP, json=body | {"stream": True})
+                assert_openai_error(r, 503)  # refused up front now: the engine is known dead
+                assert_openai_error(await c.get("/health"), 503)
+
+    asyncio.run(main())
+
+
+def test_engine_dying_mid_stream_ends_the_stream_with_an_error(
+    tiny_chat: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = PrefixEngine(EngineConfig(block_size=4, num_blocks=32), loaded=tiny_chat)
+    app = create_engine_app(engine, served_model_name="tiny")
+    real_step = engine.step
+    steps = 0
+
+    def flaky() -> Any:
+        nonlocal steps
+        steps += 1
+        if steps > 3:
+            raise RuntimeError("device lost")
+        return real_step()
+
+    async def main() -> str:
+        async with app.router.lifespan_context(app):
+            monkeypatch.setattr(engine, "step", flaky)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://engine") as c:
+                body = {
+                    "model": "tiny",
+                    "prompt": "t5 t6 t7",
+                    "max_tokens": 50,
+                    "ignore_eos": True,
+                    "stream": True,
+                }
+                r = await c.post(COMP, json=body)
+                assert r.status_code == 200
+                return r.text
+
+    payloads = sse_payloads(asyncio.run(main()))
+    assert payloads[-1]["error"]["code"] == "engine_dead"
+    assert "choices" in payloads[0]
+
+
+def test_resolve_namespace_rules() -> None:
+    ns = {NAMESPACE_HEADER: "t1"}
+    assert resolve_namespace(ns | {KEY_HEADER: KEY}, KEY) == "t1"
+    assert resolve_namespace(ns | {KEY_HEADER: KEY}, None) == "default"  # no key configured
+    assert resolve_namespace(ns | {KEY_HEADER: KEY + "x"}, KEY) == "default"
+    assert resolve_namespace(ns | {KEY_HEADER: "ünï\x00"}, KEY) == "default"  # never raises
+    assert resolve_namespace(ns, KEY) == "default"
+    assert resolve_namespace({NAMESPACE_HEADER: "", KEY_HEADER: KEY}, KEY) == "default"
+    assert resolve_namespace({KEY_HEADER: KEY}, KEY) == "default"
+
+
+def test_bad_input_gets_openai_errors_and_engine_keeps_serving(
+    tiny_server: tuple[str, PrefixEngine, Any],
+) -> None:
+    url, engine, _ = tiny_server
+    with httpx.Client(base_url=url, timeout=30) as client:
+        for name, path, body, status, param in BAD_INPUT:
+            if isinstance(body, bytes):
+                r = client.post(path, content=body, headers={"content-type": "application/json"})
+            else:
+                r = client.post(path, json=body)
+            err = assert_openai_error(r, status)
+            assert err["param"] == param, (name, err)
+            if name == "n-5":
+                assert err["message"] == "n > 1 is not supported"
+            if name in ("prompt-too-long", "too-many-tokens"):
+                assert "256" in err["message"], err  # the limit is in the message
+            if name == "unknown-model":
+                assert err["code"] == "model_not_found"
+        assert_openai_error(client.get("/v1/nope"), 404)
+        assert_openai_error(client.get(CHAT), 405)
+        # A tiny temperature samples greedily instead of overflowing in the sampler.
+        tiny_t = {
+            "model": "tiny",
+            "messages": MSGS,
+            "max_tokens": 3,
+            "temperature": 1e-300,
+            "seed": 2**64 - 1,
+        }
+        assert client.post(CHAT, json=tiny_t).status_code == 200
+        # Unknown fields are ignored; the engine still serves normally.
+        ok = client.post(
+            CHAT,
+            json={
+                "model": "tiny",
+                "messages": MSGS,
+                "max_tokens": 3,
+                "temperature": 0,
+                "frequency_penalty": 0.5,
+                "logit_bias": {},
+                "whatever": [1],
+            },
+        )
+        assert ok.status_code == 200, ok.text
+        body = ok.json()
+        assert body["object"] == "chat.completion" and body["model"] == "tiny"
+        assert body["choices"][0]["message"]["role"] == "assistant"
+        assert body["usage"]["completion_tokens"] >= 1
+        assert client.get("/health").status_code == 200
+    assert_idle(engine)
+
+
+def test_sse_framing_and_usage_chunk(tiny_server: tuple[str, PrefixEngine, Any]) -> None:
+    url, engine, _ = tiny_server
+    base = {"model": "tiny", "max_tokens": 5, "temperature": 0, "ignore_eos": True}
+    chat = base | {"messages": MSGS, "stream": True, "stream_options": {"include_usage": True}}
+    r = httpx.post(f"{url}{CHAT}", json=chat, timeout=30)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    chunks = sse_payloads(r.text)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert all(c["usage"] is None for c in chunks[:-1])
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 5
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks[:-1])
+    plain = httpx.post(f"{url}{CHAT}", json=base | {"messages": MSGS}, timeout=30).json()
+    assert streamed == plain["choices"][0]["message"]["content"]
+
+    comp = base | {"prompt": "t9 t8 t7", "stream": True}
+    chunks = sse_payloads(httpx.post(f"{url}{COMP}", json=comp, timeout=30).text)
+    assert all(c["object"] == "text_completion" and "usage" not in c for c in chunks)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    assert_idle(engine)
+
+
+def test_stream_disconnect_aborts_the_request(tiny_server: tuple[str, PrefixEngine, Any]) -> None:
+    url, engine, app = tiny_server
+    registry = app.state.metrics.registry
+
+    def aborted() -> float:
+        return registry.get_sample_value("prefix_requests_total", {"finish_reason": "abort"}) or 0
+
+    before = aborted()
+    body = {
+        "model": "tiny",
+        "prompt": words(6, 40),
+        "max_tokens": 250,
+        "stream": True,
+        "temperature": 0,
+        "ignore_eos": True,
+    }
+    with httpx.Client(timeout=30) as client, client.stream("POST", f"{url}{COMP}", json=body) as r:
+        assert r.status_code == 200
+        lines = r.iter_lines()
+        assert next(lines).startswith("data: ")
+    # The connection is closed: the server must abort the engine request and free its blocks.
+    assert wait_until(lambda: aborted() == before + 1), "the request was not aborted"
+    assert_idle(engine)
+
+
+def test_metrics_after_requests(tiny_server: tuple[str, PrefixEngine, Any]) -> None:
+    url, _, app = tiny_server
+    prompt = words(20, start=90)
+    complete(url, prompt)
+    complete(url, prompt)
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    for name in (
+        "prefix_cache_queries_total",
+        "prefix_cache_hits_total",
+        "prefix_cache_blocks_free",
+        "prefix_cache_blocks_used",
+        "prefix_cache_blocks_cached",
+        "prefix_cache_evictions_total",
+        "prefix_num_requests_running",
+        "prefix_num_requests_waiting",
+        "prefix_time_to_first_token_seconds_bucket",
+        "prefix_time_per_output_token_seconds_bucket",
+        'prefix_requests_total{finish_reason="length"}',
+        "prefix_preemptions_total",
+    ):
+        assert name in text, name
+    reg = app.state.metrics.registry
+    queries = reg.get_sample_value("prefix_cache_queries_total")
+    hits = reg.get_sample_value("prefix_cache_hits_total")
+    assert queries >= 40 and 16 <= hits < queries  # tokens, not blocks
+    assert reg.get_sample_value("prefix_cache_blocks_used") == 0

@@ -1,0 +1,263 @@
+"""L3 Redis store: a real server for the semantics, dead and hung servers for the failures.
+
+Tests marked ``redis`` use the server on 127.0.0.1:6379 (db 0) under a fresh
+namespace (uuid hex) and delete their keys afterwards. A refused port and a
+server that accepts but never answers must both cost at most about one
+``timeout_s``; the circuit breaker must keep later calls off the network.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from prefix.errors import TierUnavailableError
+from prefix.tiers.kv_record import BlockStore
+from prefix.tiers.redis_store import RedisBlockStore
+
+URL = "redis://127.0.0.1:6379/0"
+TIMEOUT = 0.3
+KEYS = [bytes([i]) * 32 for i in range(4)]
+
+
+class CountingRedis(redis.Redis):
+    """A real client that records every command and can pretend the server is down."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: list[str] = []
+        self.down = False
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.commands.append(str(args[0]))
+        if self.down:
+            raise redis.exceptions.ConnectionError("pretend the server is down")
+        return super().execute_command(*args, **options)
+
+
+@pytest.fixture
+def namespace() -> Iterator[str]:
+    ns = uuid.uuid4().hex
+    yield ns
+    client = redis.Redis.from_url(URL)
+    names = list(client.scan_iter(match=f"cachegate:kv:{ns}:*"))
+    if names:
+        client.delete(*names)
+    client.close()
+
+
+@pytest.fixture
+def counting() -> Iterator[CountingRedis]:
+    client = CountingRedis(host="127.0.0.1", port=6379, db=0, socket_timeout=TIMEOUT)
+    yield client
+    client.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port  # closed again: connecting to it is refused
+
+
+@pytest.mark.redis
+def test_put_get_many_contains_discard_ttl(namespace: str, counting: CountingRedis) -> None:
+    store = RedisBlockStore(URL, namespace=namespace, ttl_seconds=120, client=counting)
+    assert isinstance(store, BlockStore) and store.name == "l3_redis"
+    assert store.get(KEYS[0]) is None and not store.contains(KEYS[0])
+    store.put(KEYS[0], b"record-0")
+    store.put(KEYS[2], b"record-2")
+    assert store.get(KEYS[0]) == b"record-0"
+    counting.commands.clear()
+    assert store.get_many(KEYS) == [b"record-0", None, b"record-2", None]
+    assert counting.commands == ["MGET"]  # one round trip for the whole batch
+    assert store.get_many([]) == [] and counting.commands == ["MGET"]
+    assert store.contains(KEYS[2])
+    ttl = counting.ttl(store.redis_key(KEYS[0]))
+    assert 0 < ttl <= 120
+    assert store.discard(KEYS[2]) and not store.discard(KEYS[2])
+    assert store.get(KEYS[2]) is None
+    stats = store.stats()
+    assert stats["num_blocks"] == -1 and stats["used_bytes"] == -1
+    assert stats["hits"] == 3 and stats["puts"] == 2 and stats["errors"] == 0
+    store.close()
+    assert counting.ping()  # a client handed in is not closed by the store
+
+
+@pytest.mark.redis
+def test_namespaces_are_independent(namespace: str) -> None:
+    other = uuid.uuid4().hex
+    a = RedisBlockStore(URL, namespace=namespace)
+    b = RedisBlockStore(URL, namespace=other)
+    try:
+        a.put(KEYS[0], b"from-a")
+        assert b.get(KEYS[0]) is None and not b.contains(KEYS[0])
+        b.put(KEYS[0], b"from-b")
+        assert a.get(KEYS[0]) == b"from-a" and b.get(KEYS[0]) == b"from-b"
+        assert a.redis_key(KEYS[0]) == f"cachegate:kv:{namespace}:{KEYS[0].hex()}"
+    finally:
+        b.discard(KEYS[0])
+        a.close()
+        b.close()
+
+
+def test_a_dead_server_fails_every_call_fast() -> None:
+    start = time.monotonic()
+    store = RedisBlockStore(
+        f"redis://127.0.0.1:{free_port()}/0",
+        namespace="deadbeef",
+        timeout_s=TIMEOUT,
+        retry_after_s=0.0,  # no breaker: every call reaches the (refused) network
+    )
+    calls = [
+        lambda: store.get(KEYS[0]),
+        lambda: store.get_many(KEYS),
+        lambda: store.put(KEYS[0], b"x"),
+        lambda: store.contains(KEYS[0]),
+        lambda: store.discard(KEYS[0]),
+    ]
+    for call in calls:
+        began = time.monotonic()
+        with pytest.raises(TierUnavailableError) as info:
+            call()
+        assert time.monotonic() - began < 2 * TIMEOUT
+        assert isinstance(info.value.__cause__, redis.exceptions.ConnectionError)
+    assert store.stats()["errors"] == 5
+    assert time.monotonic() - start < 5 * 2 * TIMEOUT
+    store.close()
+
+
+@pytest.fixture
+def hung_server() -> Iterator[int]:
+    """Accepts connections and never answers; yields its port."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    listener.close()
+
+
+def test_a_hung_server_costs_about_one_timeout(hung_server: int) -> None:
+    store = RedisBlockStore(
+        f"redis://127.0.0.1:{hung_server}/0", namespace="deadbeef", timeout_s=TIMEOUT
+    )
+    began = time.monotonic()
+    with pytest.raises(TierUnavailableError):
+        store.get(KEYS[0])
+    elapsed = time.monotonic() - began
+    assert 0.8 * TIMEOUT <= elapsed < 2 * TIMEOUT
+    began = time.monotonic()
+    with pytest.raises(TierUnavailableError, match="next try"):
+        store.get_many(KEYS)  # the breaker is open: no second wait
+    assert time.monotonic() - began < 0.05
+    store.close()
+
+
+@pytest.mark.redis
+def test_circuit_breaker_skips_the_network_then_probes(
+    namespace: str, counting: CountingRedis
+) -> None:
+    now = [100.0]
+    store = RedisBlockStore(
+        URL, namespace=namespace, client=counting, retry_after_s=1.0, clock=lambda: now[0]
+    )
+    store.put(KEYS[0], b"record")
+    counting.down = True
+    counting.commands.clear()
+    with pytest.raises(TierUnavailableError):
+        store.get(KEYS[0])
+    assert len(counting.commands) == 1 and store.stats()["breaker_open"] == 1
+    now[0] += 0.5
+    for call in (lambda: store.get(KEYS[0]), lambda: store.put(KEYS[1], b"x")):
+        with pytest.raises(TierUnavailableError, match="next try"):
+            call()
+    assert len(counting.commands) == 1  # nothing reached the client
+    now[0] += 0.6  # window over: one probe, still down, so the breaker opens again
+    with pytest.raises(TierUnavailableError, match="pretend"):
+        store.get(KEYS[0])
+    with pytest.raises(TierUnavailableError, match="next try"):
+        store.get(KEYS[0])
+    assert len(counting.commands) == 2
+    counting.down = False
+    now[0] += 1.0
+    assert store.get(KEYS[0]) == b"record"  # the probe succeeds and closes the breaker
+    assert store.get(KEYS[0]) == b"record"
+    stats = store.stats()
+    assert stats["breaker_open"] == 0 and stats["errors"] == 2 and stats["skipped"] == 3
+
+
+def test_bad_arguments() -> None:
+    for kwargs in ({"ttl_seconds": 0}, {"timeout_s": 0.0}, {"retry_after_s": -1.0}):
+        with pytest.raises(ValueError):
+            RedisBlockStore(URL, namespace="deadbeef", **kwargs)
+    for namespace in ("", "dead", "DEADBEEF", "dead:beef", "*" * 8):
+        with pytest.raises(ValueError):
+            RedisBlockStore(URL, namespace=namespace)
+    with pytest.raises(ValueError):
+        RedisBlockStore(URL, namespace="deadbeef").get(b"")
+
+
+@pytest.mark.redis
+def test_a_call_started_before_a_failure_does_not_close_the_breaker(
+    namespace: str, counting: CountingRedis
+) -> None:
+    """A slow call that succeeds after another call failed says nothing about now."""
+    store = RedisBlockStore(URL, namespace=namespace, client=counting, retry_after_s=60.0)
+    store.put(KEYS[0], b"record")
+    started = threading.Event()
+    release = threading.Event()
+
+    def slow_success() -> list[bytes | None]:
+        started.set()
+        release.wait(5)
+        return [b"record"]
+
+    result: list[Any] = []
+    t = threading.Thread(target=lambda: result.append(store._call("get", slow_success)))
+    t.start()
+    assert started.wait(5)
+    counting.down = True
+    with pytest.raises(TierUnavailableError):
+        store.get(KEYS[0])  # fails while the slow call is in flight: breaker opens
+    release.set()
+    t.join(5)
+    assert result == [[b"record"]]
+    counting.commands.clear()
+    with pytest.raises(TierUnavailableError, match="next try"):
+        store.get(KEYS[0])  # still open: the older success did not close it
+    assert counting.commands == []
+
+
+@pytest.mark.redis
+def test_a_read_hit_refreshes_the_ttl(namespace: str) -> None:
+    store = RedisBlockStore(URL, namespace=namespace, ttl_seconds=300)
+    client = redis.Redis.from_url(URL)
+    store.put(KEYS[0], b"record")
+    client.expire(store.redis_key(KEYS[0]), 5)  # about to expire
+    assert store.get_many([KEYS[0], KEYS[1]]) == [b"record", None]
+    assert client.ttl(store.redis_key(KEYS[0])) > 250  # a hot block stays
+    assert client.ttl(store.redis_key(KEYS[1])) == -2  # a miss creates nothing
+    client.close()
+    store.close()

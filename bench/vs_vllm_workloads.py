@@ -88,12 +88,14 @@ async def run_all(
 
         cold: list[float] = []
         hit: list[float] = []
+        cold_cached: list[int | None] = []
         hit_cached: list[int | None] = []
         for i, (c, h) in enumerate(zip(prompts.cold, prompts.hit, strict=True)):
             tc = await stream_completion(client, model, c, 1)
             th = await stream_completion(client, model, h, 1)
             cold.append(tc.ttft_s)
             hit.append(th.ttft_s)
+            cold_cached.append(tc.cached_tokens)
             hit_cached.append(th.cached_tokens)
             print(
                 f"    [{label}] TTFT {i + 1}/{len(prompts.cold)}: cold {tc.ttft_s:.3f} s, "
@@ -110,9 +112,7 @@ async def run_all(
 
         waves: dict[str, Any] = {}
         for n, wave_prompts in prompts.waves.items():
-            print(
-                f"    [{label}] {n} concurrent x {sizes.concurrent_tokens} tokens", flush=True
-            )
+            print(f"    [{label}] {n} concurrent x {sizes.concurrent_tokens} tokens", flush=True)
             w = await concurrent_wave(
                 client, model, wave_prompts, sizes.concurrent_tokens, f"{label} x{n}"
             )
@@ -129,6 +129,7 @@ async def run_all(
             "hit_median_s": statistics.median(hit),
             "cold_s": cold,
             "hit_s": hit,
+            "cold_cached_tokens": cold_cached,
             "hit_cached_tokens": hit_cached,
         },
         "decode": {

@@ -29,11 +29,12 @@ from gateway.proxy.judge import UpstreamJudge
 from gateway.proxy.openapi_docs import document_openai_routes
 from gateway.proxy.pipeline import Pipeline
 from gateway.proxy.ratelimit import RateLimiter
-from gateway.proxy.routes import GatewayState, router
+from gateway.proxy.routes import router
 from gateway.proxy.upstream import Upstream
 from gateway.reports.api import report_router
 from gateway.review.api import review_router
 from gateway.settings import Settings, get_settings
+from gateway.state import GatewayState
 from gateway.tenants import TenantStore
 from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel

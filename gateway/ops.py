@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from gateway.proxy.inprocess import InProcessUpstream
-from gateway.proxy.routes import GatewayState
 from gateway.reports.recorder import EngineSnapshotter, StatsRecorder, pool_snapshot
 from gateway.review.sampling import MisfireSampler
 from gateway.settings import Settings
+from gateway.state import GatewayState
 
 
 @dataclass

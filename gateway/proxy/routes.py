@@ -14,16 +14,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.errors import BadRequestError, GatewayError, NotFoundError
-from gateway.metrics import GatewayMetrics
-from gateway.proxy.pipeline import CacheControl, Pipeline, SemanticDecision
+from gateway.proxy.pipeline import CacheControl, SemanticDecision
 from gateway.proxy.responses import (
     ChunkWriter,
     Kind,
@@ -32,29 +30,15 @@ from gateway.proxy.responses import (
     response_body,
     usage,
 )
-from gateway.proxy.upstream import Delta, Done, Event, Upstream, UpstreamRequest
+from gateway.proxy.upstream import Delta, Done, Event, UpstreamRequest
 from gateway.reports.recorder import RequestRecord
-from gateway.tenants import TenantContext, TenantStore
+from gateway.state import GatewayState
+from gateway.tenants import TenantContext
 from prefix.serve.openai_adapter import parse_request
 from protocol.http import ApiError, EventStream, read_json
 from protocol.openai import new_id
 
-if TYPE_CHECKING:
-    from gateway.reports.recorder import StatsRecorder
-    from gateway.review.sampling import MisfireSampler
-
 router = APIRouter()
-
-
-@dataclass
-class GatewayState:
-    tenants: TenantStore
-    pipeline: Pipeline
-    upstream: Upstream
-    metrics: GatewayMetrics
-    max_body_bytes: int = 1_000_000
-    stats: StatsRecorder | None = None  # one row per finished request (gateway/reports/recorder.py)
-    review: MisfireSampler | None = None  # samples semantic hits for review
 
 
 def state(request: Request) -> GatewayState:

@@ -17,13 +17,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from gateway.admin.auth import require_admin
 from gateway.proxy.inprocess import InProcessUpstream
-from gateway.proxy.routes import GatewayState
 from gateway.reports.antipatterns import Analyzer, HFTokenizer, Tokenizer
 from gateway.reports.build import MAX_TENANT_SECTIONS, ModelShape, ReportParams, build_report
 from gateway.reports.html import CSP, render
 from gateway.reports.plots import render_all
 from gateway.review.api import NO_NUL
 from gateway.settings import Settings
+from gateway.state import GatewayState
 
 
 def model_shape(gw: GatewayState) -> ModelShape | None:

@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app import Components, create_app
 from gateway.policy import TenantPolicy
-from gateway.proxy.routes import GatewayState
 from gateway.settings import Settings
+from gateway.state import GatewayState
 from gateway.tenants import TenantStore
 from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel

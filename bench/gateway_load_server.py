@@ -117,9 +117,10 @@ def serve_main(spec_path: str) -> None:
     from gateway.policy import TenantPolicy
     from gateway.settings import Settings
     from gateway.tenants import TenantStore
+    from migrations.runner import upgrade_database
     from prefix.model.loader import default_model_path, load_model
     from prefix.serve.server import create_engine_app
-    from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache, upgrade_database
+    from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
     from tests.live_server import serving
     from validators import Validator
 

@@ -21,7 +21,8 @@ from tqdm import tqdm
 from bench.semantic_common import query, reply
 from bench.semantic_data import CONTEXT, ENTITY, HARD, POSITIVE, Conversation, normalized
 from bench.semantic_eval_scoring import Scored
-from semantic import Embedder, EntryStore, SemanticCache, SemanticPolicy, upgrade_database
+from migrations.runner import upgrade_database
+from semantic import Embedder, EntryStore, SemanticCache, SemanticPolicy
 from validators import Validator
 
 

@@ -65,6 +65,7 @@ from bench.semantic_latency_index import (
     compare_with_flat,
 )
 from bench.semantic_latency_timing import summary, table, time_each
+from migrations.runner import upgrade_database
 from semantic import (
     DEFAULT_THRESHOLD,
     Embedder,
@@ -73,7 +74,6 @@ from semantic import (
     SemanticCache,
     SemanticPolicy,
     normalize_question,
-    upgrade_database,
 )
 from semantic.index import DEFAULT_APPROX_THRESHOLD
 from validators import Validator

@@ -36,10 +36,11 @@ from gateway.review.api import review_router
 from gateway.settings import Settings, get_settings
 from gateway.state import GatewayState
 from gateway.tenants import TenantStore
+from migrations.runner import upgrade_database
 from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel
 from prefix.serve.engine import PrefixEngine
-from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache, upgrade_database
+from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
 from semantic.sync import ChangeFeed
 from validators import Validator
 

@@ -2,7 +2,7 @@
 
 Database URL, first match wins:
 
-1. ``config.attributes["url"]`` — set in code by ``semantic.store.upgrade_database``
+1. ``config.attributes["url"]`` — set in code by ``migrations.runner.upgrade_database``
    (or ``config.attributes["connection"]``, an open SQLAlchemy connection);
 2. ``alembic -x url=...`` on the command line;
 3. ``sqlalchemy.url`` from ``alembic.ini``.

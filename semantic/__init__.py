@@ -6,12 +6,13 @@ questions of the same *partition* (:mod:`semantic.partition`): same tenant
 namespace, model, embedder, answer-changing parameters and conversation
 context. The best candidate at or above the threshold that is fresh (TTL) and
 accepted by the entity validator (:mod:`semantic.hit_validator`) is served.
-Entries live in SQLite or PostgreSQL (:mod:`semantic.store`, schema by Alembic
-in ``migrations/``); indexes are rebuilt from the database at start-up.
+Entries live in SQLite or PostgreSQL (:mod:`semantic.store`; the application
+creates the schema with its migrations); indexes are rebuilt from the database
+at start-up.
 
 Typical wiring (the gateway does this)::
 
-    store = EntryStore(url); upgrade_database(url)
+    store = EntryStore(url)  # a database the application has migrated
     cache = SemanticCache(Embedder(), store, validator=validators_adapter)
     cache.rebuild()
     query = SemanticQuery.from_chat(tenant="acme", body=request_body)
@@ -37,7 +38,6 @@ from semantic.errors import (
 )
 from semantic.hit_validator import HitValidator
 from semantic.index import PartitionedIndex, VectorIndex
-from semantic.migrate import upgrade_database
 from semantic.partition import (
     ANSWER_PARAMS,
     IGNORED_PARAMS,
@@ -82,5 +82,4 @@ __all__ = [
     "partition_key",
     "split_question",
     "uncacheable_reason",
-    "upgrade_database",
 ]

@@ -8,10 +8,11 @@ Errors: a database that cannot be reached, times out, or has no schema yet
 raises :class:`~semantic.errors.StoreUnavailableError` (the gateway fails open);
 anything else from the database is a bug and propagates unchanged.
 
-The schema is created and changed only by Alembic (:func:`upgrade_database`).
+The schema is created and changed only by the application's Alembic migrations;
+this package never runs them (a missing schema is reported, not created).
 
 Every write also logs what it changed (:mod:`semantic.changes`) in its own
-transaction, so other replicas can replay it (:mod:`semantic.sync`).
+transaction, so other replicas can replay it (:mod:`semantic.replay`).
 """
 
 from __future__ import annotations
@@ -32,11 +33,10 @@ from sqlalchemy.pool import StaticPool
 
 from semantic.changes import CLEAR_PARTITION, DELETE, UPSERT, NewChange, log_changes
 from semantic.errors import EntryNotFoundError, StoreUnavailableError
-from semantic.migrate import upgrade_database
 from semantic.models import SemanticEntry
 from semantic.question import normalize_question, question_digest
 
-__all__ = ["DEFAULT_URL", "EntryStore", "NewEntry", "StoredEntry", "upgrade_database"]
+__all__ = ["DEFAULT_URL", "EntryStore", "NewEntry", "StoredEntry"]
 
 #: A SQLite file in the working directory: embedded, zero set-up.
 DEFAULT_URL = "sqlite:///cachegate.db"
@@ -118,14 +118,14 @@ def _unavailable_on_db_errors(url: str) -> Iterator[None]:
         yield
     except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
         detail = str(getattr(exc, "orig", None) or exc).strip()
-        hint = " (run semantic.store.upgrade_database)" if "no such table" in detail else ""
+        hint = " (run migrations.runner.upgrade_database)" if "no such table" in detail else ""
         raise StoreUnavailableError(
             f"semantic store {url} unavailable: {detail[:300]}{hint}"
         ) from exc
     except sa_exc.ProgrammingError as exc:
         if _is_missing_schema(exc):
             raise StoreUnavailableError(
-                f"semantic store {url} has no schema; run semantic.store.upgrade_database"
+                f"semantic store {url} has no schema; run migrations.runner.upgrade_database"
             ) from exc
         raise
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from migrations.runner import upgrade_database
 from semantic.embedder import Embedder, bundled_model_path
-from semantic.migrate import upgrade_database
 from tests.semantic.helpers import PG_SERVER_URL, ManualClock
 
 

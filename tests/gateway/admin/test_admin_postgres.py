@@ -99,7 +99,7 @@ def test_replicas_creating_the_dev_tenant_at_once(pg_schema: str) -> None:
 
     from gateway.models import ApiKey
     from gateway.tenants import TenantStore
-    from semantic import upgrade_database
+    from migrations.runner import upgrade_database
 
     url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
     upgrade_database(url)

@@ -14,9 +14,10 @@ import pytest
 from gateway.metrics import GatewayMetrics
 from gateway.policy import TenantPolicy
 from gateway.proxy.pipeline import CacheControl, Pipeline, SemanticDecision
-from gateway.proxy.responses import response_body, usage
+from protocol.responses import response_body, usage
 from gateway.tenants import TenantContext
-from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache, upgrade_database
+from migrations.runner import upgrade_database
+from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
 from semantic.models import SemanticEntry
 from validators import Validator
 

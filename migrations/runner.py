@@ -1,14 +1,19 @@
-"""Run the Alembic migrations in ``migrations/`` from code.
+"""Run the Alembic migrations of this package from code: ``upgrade_database(url)``.
 
-The history lives in the top-level ``migrations`` package (installed beside
-``semantic``), so the Alembic config is built here rather than read from
-``alembic.ini``: that file sits in the repository root, which an installed
-gateway does not have.
+One schema history holds every table (the semantic entries and change log, the
+gateway's tenants, keys, policies and operations tables), so the runner lives
+with the history, not in one of the packages whose tables it creates: the
+gateway calls it at start-up, tests and benchmarks call it to make a database,
+and ``semantic`` itself never runs migrations. Replicas migrating at once take
+turns on a PostgreSQL advisory lock (``env.py``, so the ``alembic`` command line
+takes it too).
+
+The Alembic config is built here rather than read from ``alembic.ini``: that
+file sits in the repository root, which an installed gateway does not have.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +24,9 @@ from semantic.errors import StoreUnavailableError
 
 
 def migrations_dir() -> Path:
-    """The folder holding Alembic's ``env.py`` and ``versions/``."""
-    # Sibling of this package both in the repository and in site-packages.
-    sibling = Path(__file__).resolve().parent.parent / "migrations"
-    if (sibling / "env.py").is_file():
-        return sibling
-    spec = importlib.util.find_spec("migrations")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        if (Path(location) / "env.py").is_file():
-            return Path(location)
-    raise FileNotFoundError("cannot find the cachegate migrations folder (migrations/env.py)")
+    """The folder holding Alembic's ``env.py`` and ``versions/``: this package's own,
+    in the repository and in site-packages alike."""
+    return Path(__file__).resolve().parent
 
 
 def alembic_config(url: str | None = None, *, connection: Any = None) -> Any:
@@ -47,7 +45,7 @@ def alembic_config(url: str | None = None, *, connection: Any = None) -> Any:
 
 def upgrade_database(url: str, revision: str = "head") -> None:
     """``alembic upgrade head`` against ``url``; an unreachable database raises
-    :class:`StoreUnavailableError`."""
+    :class:`StoreUnavailableError` (the error the semantic store raises for it too)."""
     from alembic import command
 
     try:

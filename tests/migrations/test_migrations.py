@@ -9,8 +9,8 @@ import pytest
 from alembic import command
 from sqlalchemy import create_engine, insert, inspect, select
 
+from migrations.runner import alembic_config, migrations_dir, upgrade_database
 from semantic.errors import StoreUnavailableError
-from semantic.migrate import alembic_config, migrations_dir, upgrade_database
 from tests.semantic.helpers import UNREACHABLE_PG_URL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,7 +132,7 @@ def test_replicas_migrating_at_once_all_succeed(pg_bare_url: str) -> None:
     the advisory lock and find the schema current (without it, the others fail with
     duplicate-table errors). Separate processes, as replicas are: Alembic's context is
     process-global."""
-    code = "import sys; from semantic.migrate import upgrade_database as up; up(sys.argv[1])"
+    code = "import sys; from migrations.runner import upgrade_database as up; up(sys.argv[1])"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code, pg_bare_url],

@@ -179,6 +179,10 @@ def test_promtool_accepts_config_and_rules(tmp_path: Path) -> None:
         pytest.skip("promtool not installed (Debian: apt-get install prometheus)")
     r = subprocess.run([promtool, "check", "rules", str(ALERTS)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+    # The rules' own unit tests: each alert fires on the series it should, and only there.
+    unit = DEPLOY / "prometheus" / "alerts_test.yml"
+    r = subprocess.run([promtool, "test", "rules", str(unit)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
     # The config names the rules by their path inside the container.
     config = PROMETHEUS.read_text(encoding="utf-8")
     config = config.replace("/etc/prometheus/alerts.yml", str(ALERTS))

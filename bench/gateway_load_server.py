@@ -113,6 +113,7 @@ def serve_main(spec_path: str) -> None:
     from sqlalchemy import create_engine
 
     import gateway.proxy.routes as routes
+    from gateway.admin.service import TenantAdmin
     from gateway.app import Components, create_app
     from gateway.policy import TenantPolicy
     from gateway.settings import Settings
@@ -150,8 +151,9 @@ def serve_main(spec_path: str) -> None:
     embedder = Embedder(settings.embedder_path, progress=False)
     upgrade_database(url)
     tenants = TenantStore(create_engine(url))
-    tenants.create_tenant(TENANT, "gateway load bench")
-    tenants.issue_key(TENANT, "bench", API_KEY)
+    admin = TenantAdmin(tenants, None, None)
+    admin.add_tenant("bench", TENANT, "gateway load bench")
+    admin.issue_key("bench", TENANT, "bench", API_KEY)
     cache = SemanticCache(
         embedder, EntryStore(url), PartitionedIndex(embedder.dim), validator=Validator()
     )

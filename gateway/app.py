@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway.admin.routes import router as admin_router
 from gateway.admin.schemas import validation_message
+from gateway.admin.service import TenantAdmin
 from gateway.errors import GatewayError
 from gateway.metrics import GatewayMetrics
 from gateway.ops import start_operations
@@ -35,13 +36,13 @@ from gateway.reports.api import report_router
 from gateway.review.api import review_router
 from gateway.settings import Settings, get_settings
 from gateway.state import GatewayState
+from gateway.sync.feed import ChangeFeed
 from gateway.tenants import TenantStore
 from migrations.runner import upgrade_database
 from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel
 from prefix.serve.engine import PrefixEngine
 from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
-from semantic.sync import ChangeFeed
 from validators import Validator
 
 log = logging.getLogger("cachegate.gateway")
@@ -109,7 +110,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
             upstream = parts.upstream
         else:
             upstream = await asyncio.to_thread(_build_upstream, settings, parts, salt)
-        # Replica sync (semantic/sync.py): marked before the rebuild, so nothing another
+        # Replica sync (gateway/sync/feed.py): marked before the rebuild, so nothing another
         # replica commits meanwhile is missed; started once the index is built.
         feed = ChangeFeed(url, poll_seconds=settings.sync_poll_seconds)
         await asyncio.to_thread(feed.mark)
@@ -192,7 +193,10 @@ def _dev_tenant(settings: Settings, tenants: TenantStore) -> None:
     if not settings.dev_tenant:
         return
     fixed = settings.dev_api_key.get_secret_value() if settings.dev_api_key else None
-    new_key = tenants.ensure_dev_tenant(settings.dev_tenant, fixed)
+    # Through the admin service, the one writer of tenants and keys (audited, logged for
+    # the other replicas); creating needs no semantic cache or rate limiter.
+    admin = TenantAdmin(tenants, None, None)
+    new_key = admin.ensure_dev_tenant(settings.dev_tenant, fixed)
     if new_key is None:
         return
     base = f"http://{settings.host}:{settings.port}/v1"

@@ -1,11 +1,16 @@
 """Tenants, their API keys and policies, read through a short-lived in-memory cache.
 
+This is the read side only: every write (tenants, keys, policies, the
+development tenant at start-up) goes through the admin service
+(:mod:`gateway.admin.service`, :mod:`gateway.admin.policies`), so audit events,
+change-log rows and cache invalidation are written in one place.
+
 Keys are 256-bit random tokens (``cg-…``), so a plain SHA-256 is a sound
 at-rest hash: there is nothing to brute-force. Authentication results and
 policies are cached for ``cache_seconds``. Every write that can change an
 authentication result or a policy logs a ``tenant`` change in its own
-transaction (:func:`semantic.changes.log_tenant_change`); the replica-sync feed
-(:mod:`semantic.sync`) replays it on every replica by calling
+transaction (:func:`gateway.sync.log.log_tenant_change`); the replica-sync feed
+(:mod:`gateway.sync.feed`) replays it on every replica by calling
 :meth:`TenantStore.invalidate_cache`, so other replicas see the change as soon
 as the feed wakes (``cache_seconds`` bounds it if the feed is down). When the
 database is down, the last known answer for a key keeps serving, so the
@@ -14,7 +19,6 @@ gateway fails open to the upstream instead of locking every tenant out.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import secrets
 import threading
@@ -22,28 +26,32 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from gateway.errors import AuthenticationError, PermissionDeniedError, ServiceUnavailableError
 from gateway.models import ApiKey, PolicyVersion, ServerSecret, Tenant
 from gateway.policy import TenantPolicy
-from semantic.changes import log_tenant_change
-
-KEY_PREFIX = "cg-"
 
 
 def hash_key(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode("utf-8")).hexdigest()
 
 
-def new_api_key() -> str:
-    return KEY_PREFIX + secrets.token_urlsafe(32)
-
-
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def latest_policy(s: Session, tenant_id: str) -> PolicyVersion | None:
+    """The tenant's newest policy version (None: it has none, the defaults apply):
+    what authentication serves and what an admin write builds on."""
+    return s.scalars(
+        select(PolicyVersion)
+        .where(PolicyVersion.tenant_id == tenant_id)
+        .order_by(PolicyVersion.version.desc())
+        .limit(1)
+    ).first()
 
 
 @dataclass(frozen=True)
@@ -137,38 +145,10 @@ class TenantStore:
         with self._lock:
             self._cache.clear()
 
-    # ---- tenants, keys, policies ------------------------------------------------------
-    def create_tenant(self, tenant_id: str, name: str | None = None) -> Tenant:
-        now = utc_now()
-        with self.sessions.begin() as s:
-            tenant = Tenant(
-                id=tenant_id, name=name or tenant_id, disabled=False, created_at=now, updated_at=now
-            )
-            s.add(tenant)
-            s.flush()
-            log_tenant_change(s, tenant_id)
-        return tenant
-
+    # ---- reads -----------------------------------------------------------------------
     def get_tenant(self, tenant_id: str) -> Tenant | None:
         with self.sessions() as s:
             return s.get(Tenant, tenant_id)
-
-    def issue_key(self, tenant_id: str, name: str = "", raw_key: str | None = None) -> str:
-        """A new key for the tenant, returned once; only its hash is stored."""
-        raw = raw_key or new_api_key()
-        with self.sessions.begin() as s:
-            s.add(
-                ApiKey(
-                    tenant_id=tenant_id,
-                    name=name,
-                    key_prefix=raw[:10],
-                    key_hash=hash_key(raw),
-                    created_at=utc_now(),
-                )
-            )
-            s.flush()
-            log_tenant_change(s, tenant_id)
-        return raw
 
     def has_key(self, raw_key: str) -> bool:
         with self.sessions() as s:
@@ -176,38 +156,13 @@ class TenantStore:
                 s.scalar(select(ApiKey.id).where(ApiKey.key_hash == hash_key(raw_key))) is not None
             )
 
-    def set_policy(self, tenant_id: str, policy: TenantPolicy, created_by: str) -> int:
-        with self.sessions.begin() as s:
-            current = s.scalar(
-                select(func.max(PolicyVersion.version)).where(PolicyVersion.tenant_id == tenant_id)
-            )
-            version = (current or 0) + 1
-            s.add(
-                PolicyVersion(
-                    tenant_id=tenant_id,
-                    version=version,
-                    policy=policy.model_dump(mode="json"),
-                    created_at=utc_now(),
-                    created_by=created_by,
-                )
-            )
-            s.flush()
-            log_tenant_change(s, tenant_id)
-        self.invalidate_cache()
-        return version
-
     def policy(self, tenant_id: str) -> tuple[TenantPolicy, int]:
         with self.sessions() as s:
             return self._policy(s, tenant_id)
 
     @staticmethod
     def _policy(s: Session, tenant_id: str) -> tuple[TenantPolicy, int]:
-        row = s.execute(
-            select(PolicyVersion)
-            .where(PolicyVersion.tenant_id == tenant_id)
-            .order_by(PolicyVersion.version.desc())
-            .limit(1)
-        ).scalar_one_or_none()
+        row = latest_policy(s, tenant_id)
         if row is None:
             return TenantPolicy(), 0
         return TenantPolicy.model_validate(row.policy), row.version
@@ -228,24 +183,3 @@ class TenantStore:
             stored = s.get(ServerSecret, name)
             assert stored is not None
             return stored.value
-
-    def ensure_dev_tenant(self, tenant_id: str, raw_key: str | None) -> str | None:
-        """Create the development tenant and key on first start; returns a new key or None.
-
-        Replicas starting together race here: a unique-constraint loss means another
-        replica created the same tenant or key first, which is what was wanted.
-        """
-        if self.get_tenant(tenant_id) is None:
-            with contextlib.suppress(sa_exc.IntegrityError):  # another replica made it
-                self.create_tenant(tenant_id, "development tenant")
-        if raw_key is not None:
-            if self.has_key(raw_key):
-                return None
-            try:
-                self.issue_key(tenant_id, "dev", raw_key)
-            except sa_exc.IntegrityError:
-                return None  # another replica stored the same key
-            return raw_key
-        with self.sessions() as s:
-            has_any = s.scalar(select(ApiKey.id).where(ApiKey.tenant_id == tenant_id).limit(1))
-        return None if has_any else self.issue_key(tenant_id, "dev")

@@ -1,6 +1,6 @@
 """The semantic package's tables (SQLAlchemy 2 declarative): ``semantic_entries``,
 the cache itself, and ``cache_changes``, the change log that replicas replay to
-keep their in-memory indexes in step (:mod:`semantic.changes`, :mod:`semantic.sync`).
+keep their in-memory indexes in step (:mod:`semantic.changes`, :mod:`semantic.replay`).
 
 ``Base`` has its own ``MetaData``; the gateway declares its tables on its own
 base, and the single Alembic history in ``migrations/`` covers both (its
@@ -110,9 +110,10 @@ class CacheChange(Base):
 
     ``op`` is ``upsert``/``delete`` (``entry_id`` set), ``clear_partition``
     (``partition_key`` set; ``tenant`` when the clear was narrowed to one tenant)
-    or ``tenant`` (a tenant's keys, policy or state changed). ``at`` is the
-    database's clock at the insert; replicas re-read a window of it because
-    sequence numbers are handed out before commit (see :mod:`semantic.sync`).
+    or an op the application logs for itself (``tenant``: a tenant's keys,
+    policy or state changed). ``at`` is the database's clock at the insert;
+    replicas re-read a window of it because sequence numbers are handed out
+    before commit (the application's replica-sync feed reads the log).
     """
 
     __tablename__ = "cache_changes"

@@ -1,5 +1,8 @@
 """Replay logged changes (:mod:`semantic.changes`) onto this replica's index.
 
+The application's replica-sync feed reads the log and hands the rows here; rows
+of ops this package does not know (the application's own) are skipped.
+
 Replay trusts the database's *current* state, not the order of the log: an
 ``upsert`` reloads its row (and drops the id when the row is gone), a
 ``clear_partition`` drops every id of the partition that the database no longer
@@ -9,7 +12,7 @@ what makes the feed simple: replaying a row twice, replaying this replica's own
 writes, or meeting an upsert after the delete that followed it are all harmless.
 
 Clearing a partition reconciles it with the database instead of dropping it
-whole: the gateway's partitions belong to one tenant, but the semantic package
+whole: the application may give each tenant its own partitions, but this package
 lets tenants share a namespace, and a tenant-narrowed clear must not hide the
 other tenant's entries on other replicas.
 
@@ -23,25 +26,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from semantic.cache import SemanticCache
-from semantic.changes import CLEAR_PARTITION, DELETE, TENANT, UPSERT, Change
+from semantic.changes import CLEAR_PARTITION, DELETE, UPSERT, Change
 from semantic.errors import InvalidVectorError
 
 
 @dataclass(frozen=True)
 class Replayed:
-    """What one replay did to the index, and the tenants whose settings changed."""
+    """What one replay did to the index."""
 
     added: int
     removed: int
-    tenants: frozenset[str]
 
 
-def replay(cache: SemanticCache | None, changes: Iterable[Change]) -> Replayed:
-    """Apply ``changes`` to ``cache``'s index (tenant changes are only collected)."""
+def replay(cache: SemanticCache, changes: Iterable[Change]) -> Replayed:
+    """Apply the entry and partition rows among ``changes`` to ``cache``'s index."""
     upserts: dict[int, str | None] = {}
     deletes: dict[str, set[int]] = {}
     clears: set[str] = set()
-    tenants: set[str] = set()
     for change in changes:
         if change.op == UPSERT and change.entry_id is not None:
             upserts[change.entry_id] = change.partition_key
@@ -49,17 +50,13 @@ def replay(cache: SemanticCache | None, changes: Iterable[Change]) -> Replayed:
             deletes.setdefault(change.partition_key, set()).add(change.entry_id)
         elif change.op == CLEAR_PARTITION and change.partition_key:
             clears.add(change.partition_key)
-        elif change.op == TENANT and change.tenant:
-            tenants.add(change.tenant)
-    if cache is None:
-        return Replayed(0, 0, frozenset(tenants))
     with cache.write_lock:
         added, removed = _upserts(cache, upserts)
         for key, ids in deletes.items():
             removed += cache.index.remove(key, ids)
         for key in sorted(clears):
             removed += _reconcile(cache, key)
-    return Replayed(added, removed, frozenset(tenants))
+    return Replayed(added, removed)
 
 
 def _upserts(cache: SemanticCache, upserts: dict[int, str | None]) -> tuple[int, int]:

@@ -5,7 +5,7 @@ when) and a ``policy.set`` audit event listing the changed fields, in one
 transaction, with a ``tenant`` change-log row; then the authentication cache of
 this replica is dropped, so the policy applies to the tenant's next request
 (other replicas: when their replica-sync feed replays the row,
-:mod:`semantic.sync`). Two admins writing at once: the loser of the unique
+:mod:`gateway.sync.feed`). Two admins writing at once: the loser of the unique
 (tenant, version) race retries, and gets a 409 only after three tries.
 """
 
@@ -17,7 +17,6 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from gateway.admin import audit
 from gateway.admin.schemas import PolicyOut, validation_message
@@ -25,8 +24,8 @@ from gateway.admin.service import ConflictError, policy_row, require_row
 from gateway.errors import BadRequestError
 from gateway.models import PolicyVersion
 from gateway.policy import TenantPolicy
-from gateway.tenants import TenantStore
-from semantic.changes import log_tenant_change
+from gateway.sync.log import log_tenant_change
+from gateway.tenants import TenantStore, latest_policy
 
 _WRITE_ATTEMPTS = 3
 
@@ -45,15 +44,6 @@ def _policy_out(tenant_id: str, row: PolicyVersion | None) -> PolicyOut:
     )
 
 
-def _latest(s: Session, tenant_id: str) -> PolicyVersion | None:
-    return s.scalars(
-        select(PolicyVersion)
-        .where(PolicyVersion.tenant_id == tenant_id)
-        .order_by(PolicyVersion.version.desc())
-        .limit(1)
-    ).first()
-
-
 def policy_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
     """``{field: [old, new]}`` for every field that changed."""
     return {k: [old.get(k), v] for k, v in new.items() if old.get(k) != v}
@@ -67,7 +57,7 @@ class PolicyAdmin:
     def policy(self, tenant_id: str) -> PolicyOut:
         with self.sessions() as s:
             require_row(s, tenant_id)
-            return _policy_out(tenant_id, _latest(s, tenant_id))
+            return _policy_out(tenant_id, latest_policy(s, tenant_id))
 
     def history(self, tenant_id: str, limit: int) -> list[PolicyOut]:
         with self.sessions() as s:
@@ -102,7 +92,7 @@ class PolicyAdmin:
             try:
                 with self.sessions.begin() as s:
                     require_row(s, tenant_id)
-                    latest = _latest(s, tenant_id)
+                    latest = latest_policy(s, tenant_id)
                     current = (
                         TenantPolicy()
                         if latest is None

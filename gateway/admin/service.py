@@ -1,16 +1,20 @@
 """What the admin API does to tenants and their API keys (policies:
-:mod:`gateway.admin.policies`).
+:mod:`gateway.admin.policies`): the one place they are written, the development
+tenant made at start-up included (:meth:`TenantAdmin.ensure_dev_tenant`);
+:class:`~gateway.tenants.TenantStore` only reads them.
 
 Every change writes its audit event and a ``tenant`` change-log row
-(:func:`semantic.changes.log_tenant_change`) in the same transaction, then drops
+(:func:`gateway.sync.log.log_tenant_change`) in the same transaction, then drops
 the authentication cache of this replica (``TenantStore.invalidate_cache``), so
 it applies to the next request here; other replicas drop theirs when their
-replica-sync feed replays the row (:mod:`semantic.sync`). Methods are
+replica-sync feed replays the row (:mod:`gateway.sync.feed`). Methods are
 synchronous (the routes run them in a thread).
 """
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,10 +28,18 @@ from gateway.errors import GatewayError, NotFoundError, ServiceUnavailableError
 from gateway.models import ApiKey, MisfireSample, PolicyVersion, RequestStat, Tenant
 from gateway.policy import TenantPolicy
 from gateway.proxy.ratelimit import RateLimiter
-from gateway.tenants import TenantStore, hash_key, new_api_key, utc_now
+from gateway.sync.log import log_tenant_change
+from gateway.tenants import TenantStore, hash_key, utc_now
 from semantic import SemanticCache
-from semantic.changes import log_tenant_change
 from semantic.errors import StoreUnavailableError
+
+KEY_PREFIX = "cg-"
+#: Who the audit log names for the development tenant and key made at start-up.
+DEV_ACTOR = "system:dev-tenant"
+
+
+def new_api_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
 class ConflictError(GatewayError):
@@ -113,14 +125,20 @@ class TenantAdmin:
 
     # ---- tenants -----------------------------------------------------------------------
     def create(self, actor: str, body: TenantCreate) -> TenantOut:
+        return self.add_tenant(actor, body.id, body.name, body.policy)
+
+    def add_tenant(
+        self, actor: str, tenant_id: str, name: str | None, policy: TenantPolicy | None = None
+    ) -> TenantOut:
+        """A new tenant (and its first policy); :class:`ConflictError` if it exists."""
         now = utc_now()
         try:
             with self.sessions.begin() as s:
-                if s.get(Tenant, body.id) is not None:
-                    raise ConflictError(f"tenant {body.id!r} already exists", param="id")
+                if s.get(Tenant, tenant_id) is not None:
+                    raise ConflictError(f"tenant {tenant_id!r} already exists", param="id")
                 tenant = Tenant(
-                    id=body.id,
-                    name=body.name or body.id,
+                    id=tenant_id,
+                    name=name or tenant_id,
                     disabled=False,
                     created_at=now,
                     updated_at=now,
@@ -128,15 +146,15 @@ class TenantAdmin:
                 s.add(tenant)
                 s.flush()
                 details: dict[str, Any] = {"name": tenant.name}
-                if body.policy is not None:
-                    s.add(policy_row(body.id, 1, body.policy, actor))
+                if policy is not None:
+                    s.add(policy_row(tenant_id, 1, policy, actor))
                     details["policy_version"] = 1
-                audit.add_event(s, actor, audit.TENANT_CREATE, body.id, body.id, details)
+                audit.add_event(s, actor, audit.TENANT_CREATE, tenant_id, tenant_id, details)
                 s.flush()
-                log_tenant_change(s, body.id)
+                log_tenant_change(s, tenant_id)
                 out = _tenant_out(s, tenant)
         except sa_exc.IntegrityError:  # created concurrently
-            raise ConflictError(f"tenant {body.id!r} already exists", param="id") from None
+            raise ConflictError(f"tenant {tenant_id!r} already exists", param="id") from None
         self.store.invalidate_cache()
         return out
 
@@ -217,8 +235,12 @@ class TenantAdmin:
             raise ServiceUnavailableError(f"the semantic store is unavailable: {exc}") from exc
 
     # ---- API keys ----------------------------------------------------------------------
-    def issue_key(self, actor: str, tenant_id: str, name: str) -> KeyIssued:
-        raw = new_api_key()
+    def issue_key(
+        self, actor: str, tenant_id: str, name: str, raw_key: str | None = None
+    ) -> KeyIssued:
+        """A new key, returned once (only its hash is stored); ``raw_key`` fixes it
+        (the development key); a key stored already raises ``IntegrityError``."""
+        raw = raw_key or new_api_key()
         with self.sessions.begin() as s:
             require_row(s, tenant_id)
             key = ApiKey(
@@ -275,3 +297,25 @@ class TenantAdmin:
             out = _key_out(key)
         self.store.invalidate_cache()  # the key is refused on its next request
         return out
+
+    # ---- start-up ----------------------------------------------------------------------
+    def ensure_dev_tenant(self, tenant_id: str, raw_key: str | None) -> str | None:
+        """Create the development tenant and key on first start; returns a new key or None.
+
+        Replicas starting together race here: a unique-constraint loss means another
+        replica created the same tenant or key first, which is what was wanted.
+        """
+        if self.store.get_tenant(tenant_id) is None:
+            with contextlib.suppress(ConflictError):  # another replica made it
+                self.add_tenant(DEV_ACTOR, tenant_id, "development tenant")
+        if raw_key is not None:
+            if self.store.has_key(raw_key):
+                return None
+            try:
+                self.issue_key(DEV_ACTOR, tenant_id, "dev", raw_key)
+            except sa_exc.IntegrityError:
+                return None  # another replica stored the same key
+            return raw_key
+        with self.sessions() as s:
+            has_any = s.scalar(select(ApiKey.id).where(ApiKey.tenant_id == tenant_id).limit(1))
+        return None if has_any else self.issue_key(DEV_ACTOR, tenant_id, "dev").key

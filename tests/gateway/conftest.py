@@ -1,6 +1,6 @@
 """Shared parts of the gateway tests: a live gateway over real pieces (uvicorn on a
 free port, SQLite or PostgreSQL, the real embedder, the real SmolLM2 engine or
-an HTTP upstream), tenants made through the real TenantStore, and small
+an HTTP upstream), tenants made through the real admin service, and small
 helpers that read OpenAI errors, SSE streams and Prometheus text.
 """
 
@@ -19,6 +19,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.admin.policies import PolicyAdmin
+from gateway.admin.service import TenantAdmin
 from gateway.app import Components, create_app
 from gateway.policy import TenantPolicy
 from gateway.settings import Settings
@@ -103,6 +105,16 @@ class Gateway:
         return self.state.tenants
 
     @property
+    def admin(self) -> TenantAdmin:
+        """The admin service, the one writer of tenants and keys (no cache or limiter
+        to clear: the tests delete tenants through the admin API)."""
+        return TenantAdmin(self.tenants, None, None)
+
+    @property
+    def policies(self) -> PolicyAdmin:
+        return PolicyAdmin(self.tenants)
+
+    @property
     def cache(self) -> SemanticCache:
         cache = self.state.pipeline.cache
         assert cache is not None
@@ -115,11 +127,8 @@ class Gateway:
     def tenant(self, prefix: str = "t", policy: TenantPolicy | None = None) -> tuple[str, str]:
         """A new tenant with one key (and a policy when given): (tenant id, raw key)."""
         tenant_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        self.tenants.create_tenant(tenant_id)
-        key = self.tenants.issue_key(tenant_id, "test")
-        if policy is not None:
-            self.tenants.set_policy(tenant_id, policy, created_by="tests")
-        return tenant_id, key
+        self.admin.add_tenant("tests", tenant_id, None, policy)
+        return tenant_id, self.admin.issue_key("tests", tenant_id, "test").key
 
     def http(self, key: str | None = None, timeout: float = 120.0) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}

@@ -33,7 +33,7 @@ from tests.gateway.conftest import (
     smol_engine,
 )
 from tests.gateway.e2e_support import CAPITAL, CAPITAL_PARAPHRASES, post
-from tests.semantic.sync_support import wait_for
+from tests.gateway.sync.feed_support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 

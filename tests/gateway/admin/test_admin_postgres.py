@@ -97,6 +97,7 @@ def test_replicas_creating_the_dev_tenant_at_once(pg_schema: str) -> None:
     insert race must see the winner's rows, not fail their start-up."""
     from sqlalchemy import create_engine, func, select
 
+    from gateway.admin.service import TenantAdmin
     from gateway.models import ApiKey
     from gateway.tenants import TenantStore
     from migrations.runner import upgrade_database
@@ -105,7 +106,8 @@ def test_replicas_creating_the_dev_tenant_at_once(pg_schema: str) -> None:
     upgrade_database(url)
     stores = [TenantStore(create_engine(url)) for _ in range(6)]
     with ThreadPoolExecutor(len(stores)) as pool:
-        created = list(pool.map(lambda s: s.ensure_dev_tenant("dev", "sk-dev-race"), stores))
+        admins = [TenantAdmin(store, None, None) for store in stores]
+        created = list(pool.map(lambda a: a.ensure_dev_tenant("dev", "sk-dev-race"), admins))
     assert created.count("sk-dev-race") == 1 and created.count(None) == len(stores) - 1
     with stores[0].sessions() as s:
         assert s.scalar(select(func.count()).select_from(ApiKey)) == 1

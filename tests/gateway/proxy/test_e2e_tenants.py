@@ -181,7 +181,7 @@ def test_authentication_and_disabled_tenant(gw: Gateway) -> None:
     gw.tenants.invalidate_cache()
     with pytest.raises(openai.AuthenticationError):
         gw.openai(other_key).models.list()
-    assert len(gw.openai(gw.tenants.issue_key(other)).models.list().data) == 1
+    assert len(gw.openai(gw.admin.issue_key("tests", other, "test").key).models.list().data) == 1
 
 
 def test_policy_change_takes_effect_on_the_next_request(gw: Gateway) -> None:
@@ -192,7 +192,7 @@ def test_policy_change_takes_effect_on_the_next_request(gw: Gateway) -> None:
         assert post(http, original).headers["x-cachegate-backfill"] == "stored"
         assert post(http, paraphrase).headers["x-cachegate-cache"] == "semantic-hit"
 
-        gw.tenants.set_policy(tenant, TenantPolicy(semantic_enabled=False), created_by="tests")
+        gw.policies.set_policy("tests", tenant, TenantPolicy(semantic_enabled=False))
         ran = engine_requests(gw)
         off = post(http, paraphrase)
         assert off.headers["x-cachegate-semantic"] == "skipped:policy"
@@ -200,14 +200,14 @@ def test_policy_change_takes_effect_on_the_next_request(gw: Gateway) -> None:
         assert off.headers["x-cachegate-backfill"] == "skipped:not_cacheable"
         assert engine_requests(gw) == ran + 1
 
-        gw.tenants.set_policy(tenant, TenantPolicy(threshold=0.99), created_by="tests")
+        gw.policies.set_policy("tests", tenant, TenantPolicy(threshold=0.99))
         strict = post(http, paraphrase)
         assert strict.headers["x-cachegate-semantic"] == "miss:below_threshold"
         assert engine_requests(gw) == ran + 2
         exact = post(http, original)  # 1.0 still clears 0.99
         assert exact.headers["x-cachegate-cache"] == "semantic-hit"
 
-        gw.tenants.set_policy(tenant, TenantPolicy(max_temperature=0.5), created_by="tests")
+        gw.policies.set_policy("tests", tenant, TenantPolicy(max_temperature=0.5))
         hot = post(http, chat_body(gw.model, CAPITAL, max_tokens=8) | {"temperature": 0.9})
         assert hot.headers["x-cachegate-semantic"] == "skipped:temperature"
 

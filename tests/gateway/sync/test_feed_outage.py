@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 from semantic.embedder import Embedder
 from semantic.models import CacheChange
 from tests.gateway.failure_peers import TcpForwarder
+from tests.gateway.sync.feed_support import feeding, indexed, replicas, store, wait_for
 from tests.semantic.helpers import chat
-from tests.semantic.sync_support import feeding, indexed, replicas, store, wait_for
 
 pytestmark = pytest.mark.postgres
 

@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from gateway.sync.feed import ChangeFeed
 from semantic.cache import SemanticCache
 from semantic.embedder import Embedder
 from semantic.partition import SemanticQuery
 from semantic.store import EntryStore
-from semantic.sync import ChangeFeed
 from tests.semantic.helpers import reply
 
 

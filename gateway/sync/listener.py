@@ -2,7 +2,7 @@
 
 Kept apart from the SQLAlchemy pool because a listening connection is stateful
 (its LISTEN must outlive any one transaction) and is read from one thread only,
-the feed's (:mod:`semantic.sync`). A notification only says "poll now"; what to
+the feed's (:mod:`gateway.sync.feed`). A notification only says "poll now"; what to
 replay always comes from the change log, so a notification lost while this
 connection was down costs one poll interval, never a change.
 """

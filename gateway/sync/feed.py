@@ -2,10 +2,13 @@
 
 Several gateway replicas share one database; each keeps its FAISS indexes and
 its tenant cache in memory. Every write logs a row in ``cache_changes`` in its
-own transaction (:mod:`semantic.changes`); :class:`ChangeFeed` reads the rows
-this replica has not applied yet and replays them (:mod:`semantic.replay`):
-an entry stored through replica A becomes a hit on replica B, an invalidation
-shrinks B's index, a policy or key change drops B's auth cache.
+own transaction (entries: :mod:`semantic.changes`; tenants, keys and policies:
+:func:`gateway.sync.log.log_tenant_change`); :class:`ChangeFeed` reads the rows
+this replica has not applied yet (:mod:`gateway.sync.log`) and replays them: the
+semantic ones onto the index (:func:`semantic.replay.replay`), so an entry stored
+through replica A becomes a hit on replica B and an invalidation shrinks B's
+index; the tenant ones by calling the tenant callbacks, so a policy or key change
+drops B's auth cache.
 
 Wake-ups. On PostgreSQL the writer's transaction also runs
 ``pg_notify('cachegate_changes', <schema>)``; the feed holds a dedicated
@@ -51,9 +54,10 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from gateway.sync.listener import Listener
+from gateway.sync.log import changed_tenants, db_now, last_seq, prune, read_after, read_late
 from semantic.cache import SemanticCache
-from semantic.changes import Change, db_now, last_seq, prune, read_after, read_late
-from semantic.listener import Listener
+from semantic.changes import Change
 from semantic.replay import replay
 from semantic.store import make_engine
 
@@ -216,10 +220,12 @@ class ChangeFeed:
                 late = read_late(conn, self._seq, self._ref - self.window)
                 fresh = read_after(conn, self._seq, self.batch_size)
             todo = [c for c in late if c.seq not in self._applied] + fresh
-            done = replay(self.cache, todo)
+            if self.cache is not None:
+                replay(self.cache, todo)
             self._advance(todo, fresh, now, started)
-            if done.tenants:
-                self._notify_tenants(done.tenants)
+            tenants = changed_tenants(todo)
+            if tenants:
+                self._notify_tenants(tenants)
             if started - self._last_prune >= self.prune_every_seconds:
                 self._prune(now)
             return len(fresh) >= self.batch_size

@@ -11,11 +11,12 @@ import pytest
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
-from semantic.changes import DELETE, NewChange, log_changes, log_tenant_change
+from gateway.sync.log import log_tenant_change
+from semantic.changes import DELETE, NewChange, log_changes
 from semantic.embedder import Embedder
 from semantic.models import SemanticEntry
+from tests.gateway.sync.feed_support import feeding, hits, indexed, replicas, store, wait_for
 from tests.semantic.helpers import PARAPHRASE, STORED, chat
-from tests.semantic.sync_support import feeding, hits, indexed, replicas, store, wait_for
 
 HOURS = "What are your opening hours?"
 REFUND = "How long does a refund take?"

@@ -15,7 +15,7 @@ refuses the first and the second is served.
 The database is the source of truth and each process keeps the indexes in
 memory: writes go to the database first, then to the index, under one lock, so
 a reader never sees an index entry whose row was never written. Other replicas'
-writes arrive through the change log (:mod:`semantic.sync`); a row that has
+writes arrive through the change log (:mod:`semantic.replay`); a row that has
 vanished before that (another replica invalidated it) is also dropped from the
 index when a lookup meets it, and expired entries are deleted lazily the same way.
 """

@@ -18,6 +18,10 @@ a reader never sees an index entry whose row was never written. Other replicas'
 writes arrive through the change log (:mod:`semantic.replay`); a row that has
 vanished before that (another replica invalidated it) is also dropped from the
 index when a lookup meets it, and expired entries are deleted lazily the same way.
+
+``lookup(..., trace=True)`` makes the same decision as a dry run and returns
+every step it took (:mod:`semantic.trace`); the admin API's explain renders
+that trace, so what it reports is what serving does.
 """
 
 from __future__ import annotations
@@ -33,17 +37,19 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from tqdm import tqdm
 
 from semantic.cacheability import uncacheable_reason
+from semantic.candidates import Choice, choose, trace_candidates
 from semantic.embedder import TextEmbedder
 from semantic.errors import InvalidRequestError, StoreUnavailableError
 from semantic.hit_validator import HitValidator
 from semantic.index import PartitionedIndex, check_vectors
 from semantic.partition import SemanticQuery
 from semantic.policy import DEFAULT_POLICY, SemanticPolicy
-from semantic.results import BELOW_THRESHOLD, EMPTY, EXPIRED, LookupResult, StoreResult
+from semantic.rebuild import rebuild_index
+from semantic.results import BELOW_THRESHOLD, EMPTY, LookupResult, StoreResult
 from semantic.store import EntryStore, NewEntry, StoredEntry
+from semantic.trace import NO_TRACE, LookupTrace
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +57,6 @@ logger = logging.getLogger(__name__)
 VECTOR_CACHE_SIZE = 4096
 
 Clock = Callable[[], datetime]
-
-_REBUILD_BATCH = 1000
 
 
 def utc_now() -> datetime:
@@ -133,73 +137,103 @@ class SemanticCache:
         return vector
 
     # -- lookup ------------------------------------------------------------------
-    def lookup(self, query: SemanticQuery, policy: SemanticPolicy = DEFAULT_POLICY) -> LookupResult:
-        """Serve ``query`` from the cache if an entry qualifies (see module docstring)."""
+    def lookup(
+        self,
+        query: SemanticQuery,
+        policy: SemanticPolicy = DEFAULT_POLICY,
+        *,
+        trace: bool = False,
+        show: int = 0,
+    ) -> LookupResult:
+        """Serve ``query`` from the cache if an entry qualifies (see module docstring).
+
+        With ``trace`` the result carries a :class:`~semantic.trace.LookupTrace` of every
+        step, and the lookup is a dry run: the same decision, but no hit is counted, no
+        expiry moves and nothing is deleted. ``show`` (traced only) searches at least
+        that many neighbours for the report; only ``policy.top_k`` of them may be served.
+        """
+        tr = LookupTrace() if trace else NO_TRACE
         key = self.partition_key(query)
+        tr.asked(query.question)
+        tr.partition(key)
+        refusal = None
         if self.validator is not None and policy.guards:
-            refusal = self.validator.guard(query.question, policy.guards)
-            if refusal:
-                return LookupResult(False, key, reason=refusal)
-        if self.index.size(key) == 0:
-            return LookupResult(False, key, reason=EMPTY)  # nothing to compare: skip embedding
+            refusal = self.validator.guard(query.question, policy.guards) or None
+        tr.step("guards", refusal is None, refusal)
+        if refusal is not None:
+            return LookupResult(False, key, reason=refusal, trace=tr.result)
+        size = self.index.size(key)
+        tr.partition(key, size)
+        tr.step("partition_not_empty", size > 0, key)
+        if size == 0:  # nothing to compare: skip embedding
+            return LookupResult(False, key, reason=EMPTY, trace=tr.result)
         vector = self._embed(query.question)
-        candidates = self.index.search(key, vector, policy.top_k)
+        found = self.index.search(key, vector, max(policy.top_k, show) if trace else policy.top_k)
+        candidates = found[: policy.top_k]
         if not candidates:
-            return LookupResult(False, key, reason=EMPTY, embedding=vector)
+            return LookupResult(False, key, reason=EMPTY, embedding=vector, trace=tr.result)
         best_score = candidates[0][1]
         eligible = [(i, s) for i, s in candidates if s >= policy.threshold]
-        if not eligible:
+        tr.searched(policy.threshold, best_score)
+        tr.step("threshold", bool(eligible), f"best score {best_score} vs {policy.threshold}")
+        if not eligible and not trace:
             return LookupResult(
                 False, key, reason=BELOW_THRESHOLD, score=best_score, embedding=vector
             )
-        rows = self.entries.get_many(i for i, _ in eligible)
+        # A report shows every neighbour searched; serving reads only the eligible rows.
+        rows = self.entries.get_many(i for i, _ in (found if trace else eligible))
         now = self._now()
-        refused: tuple[str, int] | None = None  # reason and id of the best turned-down entry
-        expired: list[int] = []
-        vanished: list[int] = []
-        for entry_id, score in eligible:
-            entry = rows.get(entry_id)
-            if entry is None or entry.partition_key != key:
-                vanished.append(entry_id)
-                continue
-            if entry.is_expired(now):
-                expired.append(entry_id)
-                refused = refused or (EXPIRED, entry_id)
-                continue
-            reason = self._refusal(query, entry, score, policy)
-            if reason is not None:
-                refused = refused or (reason, entry_id)
-                continue
-            return self._hit(key, entry, score, vector, policy, now)
-        self._forget(key, vanished, expired, now)
-        if refused is not None:
+        choice = choose(self.validator, query, key, eligible, rows, policy, now)
+        if trace:
+            trace_candidates(tr, self.validator, query, key, found, rows, choice, policy, now)
+            return self._decided(tr, key, choice, best_score, vector, size - len(choice.vanished))
+        if choice.served is not None:
+            return self._hit(key, *choice.served, vector, policy, now)
+        self._forget(key, choice.vanished, choice.expired, now)
+        return self._decided(tr, key, choice, best_score, vector, self.index.size(key))
+
+    @staticmethod
+    def _decided(
+        tr: LookupTrace,
+        key: str,
+        choice: Choice,
+        best_score: float,
+        vector: NDArray[np.float32],
+        remaining: int,
+    ) -> LookupResult:
+        """The result of a dry run, or of a serving miss: nothing is written here."""
+        if choice.served is not None:  # only a dry run gets here with an entry to serve
+            entry, score = choice.served
+            tr.served(entry.id)
+            tr.step("validators", True)
+            return LookupResult(
+                True,
+                key,
+                score=score,
+                entry_id=entry.id,
+                answer=entry.answer,
+                cached_question=entry.question,
+                expires_at=entry.expires_at,
+                embedding=vector,
+                trace=tr.result,
+            )
+        if choice.refused is not None:
+            reason, entry_id = choice.refused
+            tr.step("validators", False, reason)
             return LookupResult(
                 False,
                 key,
-                reason=refused[0],
+                reason=reason,
                 score=best_score,
-                entry_id=refused[1],
+                entry_id=entry_id,
                 embedding=vector,
+                trace=tr.result,
             )
-        reason = EMPTY if self.index.size(key) == 0 else BELOW_THRESHOLD
-        return LookupResult(False, key, reason=reason, score=best_score, embedding=vector)
-
-    def _refusal(
-        self, query: SemanticQuery, entry: StoredEntry, score: float, policy: SemanticPolicy
-    ) -> str | None:
-        if self.validator is None:
-            return None
-        # The guards already passed on this question in lookup(): only entities (and the
-        # judge) are left to check against each candidate.
-        refusal = self.validator.check(
-            query.question,
-            entry.question,
-            entry.entities,
-            score,
-            policy.entity_kinds,
-            (),
+        # None cleared the bar, or every candidate had vanished and nothing is left.
+        reason = EMPTY if remaining == 0 else BELOW_THRESHOLD
+        return LookupResult(
+            False, key, reason=reason, score=best_score, embedding=vector, trace=tr.result
         )
-        return refusal or None
 
     def _hit(
         self,
@@ -249,16 +283,19 @@ class SemanticCache:
         policy: SemanticPolicy = DEFAULT_POLICY,
         *,
         embedding: ArrayLike | None = None,
+        partition_key: str | None = None,
     ) -> StoreResult:
         """Backfill ``response`` (an OpenAI response body) for ``query``.
 
         Idempotent: the same normalized question in the same partition updates
         the existing entry. Uncacheable responses (:mod:`semantic.cacheability`)
         and guarded questions are skipped, with the reason in the result.
-        ``embedding`` may be the vector from the preceding lookup's result.
-        Everything is validated before the database is touched.
+        ``embedding`` and ``partition_key`` may come from the preceding lookup's
+        result (same query): the question is then neither embedded nor its
+        partition hashed a second time. Everything is validated before the
+        database is touched.
         """
-        key = self.partition_key(query)
+        key = partition_key if partition_key is not None else self.partition_key(query)
         skip = uncacheable_reason(response, query.endpoint)
         if skip is None and self.validator is not None and policy.guards:
             skip = self.validator.guard(query.question, policy.guards) or None
@@ -331,44 +368,12 @@ class SemanticCache:
             self.index.remove(key, ids)
 
     def rebuild(self, *, progress: bool = True) -> int:
-        """Reload every partition index from the store (at start-up).
-
-        Only entries written with the current embedder are loaded; expired ones
-        are purged first. Returns the number of entries indexed.
-        """
-        dim = self.embedder.dim
+        """Reload every partition index from the store (at start-up; see
+        :mod:`semantic.rebuild`). Returns the number of entries indexed."""
         with self._write_lock:
-            now = self._now()
-            self.entries.purge_expired(now)
-            total = self.entries.count(embedder_id=self.embedder_id)
-            self.index.clear()
-            pending: dict[str, tuple[list[int], list[NDArray[np.float32]]]] = {}
-            skipped = 0
-            with tqdm(
-                total=total, desc="semantic index", unit="entry", disable=not progress
-            ) as bar:
-                for count, entry in enumerate(
-                    self.entries.iter_entries(embedder_id=self.embedder_id), start=1
-                ):
-                    vec = entry.embedding
-                    if vec.shape != (dim,) or not np.isfinite(vec).all() or not vec.any():
-                        skipped += 1  # a corrupt row must not stop the start-up
-                    elif not entry.is_expired(now):
-                        ids, vecs = pending.setdefault(entry.partition_key, ([], []))
-                        ids.append(entry.id)
-                        vecs.append(vec)
-                    if count % _REBUILD_BATCH == 0:
-                        self._flush(pending)
-                    bar.update(1)
-                self._flush(pending)
-            if skipped:
-                logger.warning("semantic: skipped %d entries with unusable embeddings", skipped)
-            return len(self.index)
-
-    def _flush(self, pending: dict[str, tuple[list[int], list[NDArray[np.float32]]]]) -> None:
-        for key, (ids, vecs) in pending.items():
-            self.index.add(key, ids, np.stack(vecs))
-        pending.clear()
+            return rebuild_index(
+                self.entries, self.index, self.embedder_id, self._now(), progress=progress
+            )
 
     def get_entry(self, entry_id: int) -> StoredEntry:
         """The stored entry (raises :class:`~semantic.errors.EntryNotFoundError`)."""

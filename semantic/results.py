@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from semantic.trace import LookupTrace
+
 # Miss reasons. Validator refusals add two parametrized forms:
 # "entity_mismatch:<kind>" and "guarded:<scenario>".
 BELOW_THRESHOLD = "below_threshold"
@@ -32,7 +34,9 @@ class LookupResult:
     describe the served entry; on an ``expired`` or validator miss ``entry_id``
     names the best refused candidate (for misfire review), and ``answer`` is None.
     ``embedding`` is the question's vector when one was computed: pass it back to
-    :meth:`SemanticCache.store` to skip a second embedding after a miss.
+    :meth:`SemanticCache.store` to skip a second embedding after a miss, with
+    ``partition_key`` to skip hashing the partition again. ``trace`` is the record
+    of every step when the lookup was traced (a dry run), else None.
     """
 
     hit: bool
@@ -44,6 +48,7 @@ class LookupResult:
     cached_question: str | None = None
     expires_at: datetime | None = None
     embedding: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
+    trace: LookupTrace | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,116 @@
+"""Judging a lookup's nearest entries: which one is served, and why the others are not.
+
+:func:`choose` walks the candidates at or above the threshold, best first, and
+stops at the first one that may be served; :func:`trace_candidates` puts every
+neighbour searched into a trace with the verdict the same rules give it. Both
+use :func:`verdict`, so a report can never judge an entry differently from the
+lookup that serves it. Nothing here writes: forgetting vanished and expired
+entries, and counting a hit, is the cache's job after the choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from semantic.hit_validator import HitValidator
+from semantic.partition import SemanticQuery
+from semantic.policy import SemanticPolicy
+from semantic.results import BELOW_THRESHOLD, EXPIRED
+from semantic.store import StoredEntry
+from semantic.trace import VANISHED, LookupTrace, TraceCandidate
+
+Scored = list[tuple[int, float]]
+
+
+@dataclass
+class Choice:
+    """The outcome of :func:`choose` over the eligible candidates."""
+
+    served: tuple[StoredEntry, float] | None = None
+    refused: tuple[str, int] | None = None  # reason and id of the best turned-down entry
+    expired: list[int] = field(default_factory=list)
+    vanished: list[int] = field(default_factory=list)
+    verdicts: dict[int, str | None] = field(default_factory=dict)  # per judged entry id
+
+
+def verdict(
+    validator: HitValidator | None,
+    query: SemanticQuery,
+    key: str,
+    entry: StoredEntry | None,
+    score: float,
+    policy: SemanticPolicy,
+    now: datetime,
+) -> str | None:
+    """Why ``entry`` cannot be served for ``query`` (threshold aside), or None."""
+    if entry is None or entry.partition_key != key:
+        return VANISHED
+    if entry.is_expired(now):
+        return EXPIRED
+    if validator is None:
+        return None
+    # The guards already passed on this question before the search: only entities
+    # (and the validator's judge, if any) are left to check against each candidate.
+    refusal = validator.check(
+        query.question, entry.question, entry.entities, score, policy.entity_kinds, ()
+    )
+    return refusal or None
+
+
+def choose(
+    validator: HitValidator | None,
+    query: SemanticQuery,
+    key: str,
+    eligible: Scored,
+    rows: Mapping[int, StoredEntry],
+    policy: SemanticPolicy,
+    now: datetime,
+) -> Choice:
+    """The first servable entry of ``eligible`` (best first), and what was turned down."""
+    choice = Choice()
+    for entry_id, score in eligible:
+        entry = rows.get(entry_id)
+        reason = verdict(validator, query, key, entry, score, policy, now)
+        choice.verdicts[entry_id] = reason
+        if reason is None and entry is not None:
+            choice.served = (entry, score)
+            return choice
+        if reason == VANISHED:
+            choice.vanished.append(entry_id)
+            continue
+        if reason == EXPIRED:
+            choice.expired.append(entry_id)
+        choice.refused = choice.refused or (str(reason), entry_id)
+    return choice
+
+
+def trace_candidates(
+    trace: LookupTrace,
+    validator: HitValidator | None,
+    query: SemanticQuery,
+    key: str,
+    found: Scored,
+    rows: Mapping[int, StoredEntry],
+    choice: Choice,
+    policy: SemanticPolicy,
+    now: datetime,
+) -> None:
+    """Record every neighbour searched with its verdict (entries :func:`choose` did
+    not reach are judged by the same :func:`verdict`)."""
+    for entry_id, score in found:
+        entry = rows.get(entry_id)
+        above = score >= policy.threshold
+        if entry_id in choice.verdicts:
+            reason = choice.verdicts[entry_id]
+        elif above:
+            reason = verdict(validator, query, key, entry, score, policy, now)
+        elif entry is None or entry.partition_key != key:
+            reason = VANISHED
+        else:
+            # Below the threshold the validators never run; only expiry is worth showing.
+            reason = EXPIRED if entry.is_expired(now) else BELOW_THRESHOLD
+        trace.candidate(
+            TraceCandidate(entry_id, score, above, reason, None if reason == VANISHED else entry)
+        )

@@ -1,0 +1,67 @@
+"""Reloading the in-memory partition indexes from the entry store (at start-up).
+
+The database is the source of truth; each process rebuilds its FAISS indexes
+from it. Only entries written with the current embedder are loaded (another
+embedder's vectors live in another space), expired ones are purged first, and a
+row with an unusable vector is skipped with a warning: one corrupt row must not
+stop the start-up.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import numpy as np
+from numpy.typing import NDArray
+from tqdm import tqdm
+
+from semantic.index import PartitionedIndex
+from semantic.store import EntryStore
+
+logger = logging.getLogger(__name__)
+
+#: Entries added to the index per batch: bounds the vectors held before adding them.
+REBUILD_BATCH = 1000
+
+_Pending = dict[str, tuple[list[int], list[NDArray[np.float32]]]]
+
+
+def rebuild_index(
+    entries: EntryStore,
+    index: PartitionedIndex,
+    embedder_id: str,
+    now: datetime,
+    *,
+    progress: bool = True,
+) -> int:
+    """Clear ``index`` and load every live entry of ``embedder_id`` into it; returns
+    the number of entries indexed. The caller holds the cache's write lock."""
+    dim = index.dim
+    entries.purge_expired(now)
+    total = entries.count(embedder_id=embedder_id)
+    index.clear()
+    pending: _Pending = {}
+    skipped = 0
+    with tqdm(total=total, desc="semantic index", unit="entry", disable=not progress) as bar:
+        for count, entry in enumerate(entries.iter_entries(embedder_id=embedder_id), start=1):
+            vec = entry.embedding
+            if vec.shape != (dim,) or not np.isfinite(vec).all() or not vec.any():
+                skipped += 1
+            elif not entry.is_expired(now):
+                ids, vecs = pending.setdefault(entry.partition_key, ([], []))
+                ids.append(entry.id)
+                vecs.append(vec)
+            if count % REBUILD_BATCH == 0:
+                _flush(index, pending)
+            bar.update(1)
+        _flush(index, pending)
+    if skipped:
+        logger.warning("semantic: skipped %d entries with unusable embeddings", skipped)
+    return len(index)
+
+
+def _flush(index: PartitionedIndex, pending: _Pending) -> None:
+    for key, (ids, vecs) in pending.items():
+        index.add(key, ids, np.stack(vecs))
+    pending.clear()

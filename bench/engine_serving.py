@@ -63,7 +63,7 @@ async def run_wave(
         first: float | None = None
         n = 0
         last = None
-        async for out in ae.generate(prompt, params):
+        async for out in ae.generate(ae.engine.request(prompt, params)):
             if first is None and out.new_token_ids:
                 first = time.perf_counter()
             n += len(out.new_token_ids)

@@ -9,12 +9,11 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import generate_latest
 from sqlalchemy import create_engine, text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -25,7 +24,6 @@ from gateway.errors import GatewayError
 from gateway.metrics import GatewayMetrics
 from gateway.ops import start_operations
 from gateway.proxy.engine_pool import EnginePool, build_upstream
-from gateway.proxy.inprocess import InProcessUpstream
 from gateway.proxy.judge import UpstreamJudge
 from gateway.proxy.openapi_docs import document_openai_routes
 from gateway.proxy.pipeline import Pipeline
@@ -40,10 +38,12 @@ from gateway.sync.feed import ChangeFeed
 from gateway.tenants import TenantStore
 from migrations.runner import upgrade_database
 from prefix.config import EngineConfig
-from prefix.model.loader import LoadedModel
-from prefix.serve.engine import PrefixEngine
 from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
 from validators import Validator
+
+if TYPE_CHECKING:  # torch comes in only when the engine runs in this process
+    from prefix.model.loader import LoadedModel
+    from prefix.serve.engine import PrefixEngine
 
 log = logging.getLogger("cachegate.gateway")
 
@@ -84,6 +84,8 @@ def engine_config(settings: Settings, salt: str, **overrides: Any) -> EngineConf
 
 def build_engine(settings: Settings, salt: str, loaded: LoadedModel | None = None) -> PrefixEngine:
     """The in-process engine from settings; ``loaded`` shares weights already in memory."""
+    from prefix.serve.engine import PrefixEngine
+
     return PrefixEngine(engine_config(settings, salt), loaded=loaded)
 
 
@@ -173,8 +175,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
     async def metrics(request: Request) -> Response:
         gw: GatewayState = request.app.state.gateway
         body = gw.metrics.render()
-        if isinstance(gw.upstream, InProcessUpstream):
-            body += generate_latest(gw.upstream.metrics.registry)
+        body += gw.upstream.engine_metrics()
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
@@ -216,6 +217,8 @@ def _dev_tenant(settings: Settings, tenants: TenantStore) -> None:
 def _build_upstream(settings: Settings, parts: Components, salt: str) -> Upstream:
     if settings.upstream_url:
         return build_upstream(settings, salt)  # one engine, or a ring of replicas
+    from gateway.proxy.inprocess import InProcessUpstream  # torch only for a local engine
+
     engine = parts.engine or build_engine(settings, salt)
     return InProcessUpstream(engine)
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from gateway.proxy.inprocess import InProcessUpstream
 from gateway.reports.recorder import EngineSnapshotter, StatsRecorder, pool_snapshot
 from gateway.review.sampling import MisfireSampler
 from gateway.settings import Settings
@@ -42,8 +41,8 @@ def start_operations(settings: Settings, gw: GatewayState, db: Engine) -> Operat
         registry=registry,
     )
     snapshots = None
-    if isinstance(gw.upstream, InProcessUpstream):
-        engine = gw.upstream.engine
+    engine = gw.upstream.engine
+    if engine is not None:
         snapshots = EngineSnapshotter(
             db, lambda: pool_snapshot(engine), settings.engine_snapshot_seconds
         )

@@ -8,18 +8,38 @@ Hierarchy::
     ├── RequestError                           the request itself is bad (a 4xx upstream)
     │   ├── EmptyPromptError                   no tokens to process
     │   ├── PromptTooLongError                 prompt + max_tokens exceed the context window
-    │   ├── KVBudgetExceededError              the request can never fit in the KV pool
-    │   └── InvalidSamplingParamsError         max_tokens <= 0, temperature < 0, top_p out of (0, 1]
+    │   └── KVBudgetExceededError              the request can never fit in the KV pool
     ├── NoFreeBlocksError                      transient: not enough reclaimable KV blocks now
     └── TierError                              an L3 block store failed (never reaches a client)
         ├── TierUnavailableError               the store is down or slower than its timeout
         └── CorruptBlockError                  a stored block failed its checks (a miss)
+
+``InvalidSamplingParamsError`` (max_tokens <= 0, temperature or top_p out of range) is
+raised while building ``SamplingParams``, before a request reaches the engine: it lives
+in ``protocol.errors`` and is re-exported here.
 
 Every error carries a human-readable message; the gateway maps ``RequestError``
 to HTTP 400 and ``NoFreeBlocksError`` to 503 in the OpenAI error shape.
 """
 
 from __future__ import annotations
+
+from protocol.errors import InvalidSamplingParamsError
+
+__all__ = [
+    "CorruptBlockError",
+    "EmptyPromptError",
+    "EngineConfigError",
+    "InvalidSamplingParamsError",
+    "KVBudgetExceededError",
+    "ModelLoadError",
+    "NoFreeBlocksError",
+    "PrefixError",
+    "PromptTooLongError",
+    "RequestError",
+    "TierError",
+    "TierUnavailableError",
+]
 
 
 class PrefixError(Exception):
@@ -48,10 +68,6 @@ class PromptTooLongError(RequestError):
 
 class KVBudgetExceededError(RequestError):
     """The request needs more KV blocks than the whole pool has."""
-
-
-class InvalidSamplingParamsError(RequestError):
-    """A sampling parameter is out of range."""
 
 
 class NoFreeBlocksError(PrefixError):

@@ -1,5 +1,5 @@
-"""HTTP plumbing shared by the engine server and the gateway: OpenAI-shaped errors,
-bounded JSON body reading, and an SSE response that always closes its generator."""
+"""HTTP plumbing shared by the engine server and the gateway: bounded JSON body reading,
+SSE events, and an SSE response that always closes its generator."""
 
 from __future__ import annotations
 
@@ -9,33 +9,12 @@ from typing import Any
 
 import anyio
 from fastapi import Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from protocol.openai import error_body
+from protocol.errors import ApiError
 
-
-class ApiError(Exception):
-    """An error answered in the OpenAI shape."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        type: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
-
-    def response(self) -> JSONResponse:
-        body = error_body(self.message, self.type, self.param, self.code)
-        return JSONResponse(body, status_code=self.status)
+__all__ = ["ApiError", "EventStream", "read_json", "sse"]
 
 
 class EventStream(StreamingResponse):

@@ -1,4 +1,7 @@
-"""The subset of the OpenAI HTTP API the engine server speaks (pydantic v2 models).
+"""The subset of the OpenAI HTTP API cachegate reads (pydantic v2 models, torch-free).
+
+The gateway and the engine server parse a body once with :func:`parse_request`;
+response bodies and stream chunks are built by ``protocol/responses.py``.
 
 Requests are validated in *strict* mode (``"5"`` is not an integer, ``true`` is not
 a number) and unknown fields are ignored, as the OpenAI API does for fields it does
@@ -13,6 +16,8 @@ import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from protocol.errors import ApiError
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 
@@ -124,87 +129,7 @@ class CompletionRequest(_SamplingFields):
         return self.prompt  # type: ignore[return-value]
 
 
-# ------------------------------------------------------------------ responses
-
-
-class PromptTokensDetails(_Response):
-    cached_tokens: int = 0
-
-
-class Usage(_Response):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-    prompt_tokens_details: PromptTokensDetails
-
-    @classmethod
-    def of(cls, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> Usage:
-        return cls(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            total_tokens=prompt_tokens + completion_tokens,
-            prompt_tokens_details=PromptTokensDetails(cached_tokens=cached_tokens),
-        )
-
-
-class AssistantMessage(_Response):
-    role: Literal["assistant"] = "assistant"
-    content: str
-
-
-class ChatChoice(_Response):
-    index: int = 0
-    message: AssistantMessage
-    finish_reason: str | None
-    logprobs: None = None
-
-
-class ChatCompletionResponse(_Response):
-    id: str
-    object: Literal["chat.completion"] = "chat.completion"
-    created: int = Field(default_factory=lambda: int(time.time()))
-    model: str
-    choices: list[ChatChoice]
-    usage: Usage
-
-
-class DeltaMessage(_Response):
-    role: Literal["assistant"] | None = None
-    content: str | None = None
-
-
-class ChatChunkChoice(_Response):
-    index: int = 0
-    delta: DeltaMessage
-    finish_reason: str | None = None
-    logprobs: None = None
-
-
-class ChatCompletionChunk(_Response):
-    id: str
-    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
-    created: int = Field(default_factory=lambda: int(time.time()))
-    model: str
-    choices: list[ChatChunkChoice]
-    usage: Usage | None = None
-
-
-class CompletionChoice(_Response):
-    index: int = 0
-    text: str
-    finish_reason: str | None = None
-    logprobs: None = None
-
-
-class CompletionResponse(_Response):
-    """A text completion, or one chunk of a streamed one (same object name)."""
-
-    id: str
-    object: Literal["text_completion"] = "text_completion"
-    created: int = Field(default_factory=lambda: int(time.time()))
-    model: str
-    choices: list[CompletionChoice]
-    usage: Usage | None = None
+# ------------------------------------------------------------------ models
 
 
 class ModelCard(_Response):
@@ -220,14 +145,7 @@ class ModelList(_Response):
     data: list[ModelCard]
 
 
-# ------------------------------------------------------------------ errors and helpers
-
-
-def error_body(
-    message: str, type: str, param: str | None = None, code: str | None = None
-) -> dict[str, Any]:
-    """The OpenAI error shape: ``{"error": {"message", "type", "param", "code"}}``."""
-    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+# ------------------------------------------------------------------ parsing and helpers
 
 
 def validation_error_message(exc: ValidationError) -> tuple[str, str | None]:
@@ -246,6 +164,22 @@ def validation_error_message(exc: ValidationError) -> tuple[str, str | None]:
 
 
 _TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "TextPart"}
+
+
+def parse_request(body: dict[str, Any], chat: bool) -> ChatCompletionRequest | CompletionRequest:
+    """Validate a body (strict types, unknown fields ignored); n must be 1.
+
+    Raises :class:`protocol.http.ApiError` (400) naming the offending parameter.
+    """
+    schema = ChatCompletionRequest if chat else CompletionRequest
+    try:
+        req = schema.model_validate(body)
+    except ValidationError as e:
+        message, param = validation_error_message(e)
+        raise ApiError(400, message, param=param) from None
+    if req.n is not None and req.n != 1:
+        raise ApiError(400, "n > 1 is not supported" if req.n > 1 else "n must be 1", param="n")
+    return req
 
 
 def new_id(prefix: str) -> str:

@@ -19,8 +19,8 @@ from gateway.admin.schemas import ExplainCandidate, ExplainRequest, ExplainRespo
 from gateway.errors import BadRequestError
 from gateway.proxy.pipeline import CacheControl, Pipeline
 from gateway.tenants import TenantContext, TenantStore, utc_now
-from prefix.serve.openai_adapter import parse_request
-from protocol.http import ApiError
+from protocol.errors import ApiError
+from protocol.openai import parse_request
 from semantic import SemanticCache, SemanticPolicy, SemanticQuery
 from semantic.errors import InvalidRequestError
 from semantic.index import check_vectors

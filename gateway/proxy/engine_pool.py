@@ -119,6 +119,7 @@ class EnginePool:
     """An ``Upstream`` over engine replicas: routes by prefix, fails over before the first byte."""
 
     name = "http"
+    engine = None
 
     def __init__(
         self,
@@ -165,6 +166,9 @@ class EnginePool:
     def bind_metrics(self, metrics: GatewayMetrics) -> None:
         """Count tries and failovers per replica in the gateway's registry."""
         self.metrics = metrics
+
+    def engine_metrics(self) -> bytes:
+        return b""  # each replica serves its own /metrics
 
     def models(self) -> list[str]:
         """Every replica's models, the first replica's first (replicas serve one model)."""

@@ -8,14 +8,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+from prometheus_client import generate_latest
+
 from gateway.errors import BadRequestError, GatewayError, ServiceUnavailableError, UpstreamError
 from gateway.proxy.upstream import Delta, Done, Event, UpstreamRequest
 from prefix.errors import NoFreeBlocksError, RequestError
 from prefix.serve.async_engine import AsyncEngine, EngineDeadError
 from prefix.serve.engine import PrefixEngine
 from prefix.serve.metrics import EngineMetrics
-from prefix.serve.openai_adapter import engine_error, parse_request, to_engine_request
-from protocol.http import ApiError
+from prefix.serve.openai_adapter import engine_error, to_engine_request
+from protocol.errors import ApiError
+from protocol.openai import parse_request
 
 
 def _gateway_error(err: ApiError) -> GatewayError:
@@ -40,6 +43,9 @@ class InProcessUpstream:
         self.async_engine = AsyncEngine(engine, on_output=self.metrics.observe)
         self.async_engine.start()
 
+    def engine_metrics(self) -> bytes:
+        return generate_latest(self.metrics.registry)
+
     def models(self) -> list[str]:
         return [self.model]
 
@@ -50,20 +56,22 @@ class InProcessUpstream:
         await asyncio.to_thread(self.async_engine.shutdown)
 
     async def stream(self, req: UpstreamRequest) -> AsyncIterator[Event]:
+        prompt_param = "messages" if req.kind == "chat" else "prompt"
         try:
-            parsed = parse_request(req.body, req.kind == "chat")
-            token_ids, params = await to_engine_request(self.engine, parsed, req.namespace)
+            parsed = req.parsed or parse_request(req.body, req.kind == "chat")
+            engine_req = await to_engine_request(
+                self.engine,
+                parsed,
+                req.namespace,
+                request_id=req.request_id,
+                kv_block_quota=req.kv_block_quota,
+                quota_key=req.tenant_id,
+            )
+            outputs = await self.async_engine.submit(engine_req)
         except ApiError as err:
             raise _gateway_error(err) from None
-        outputs = self.async_engine.generate(
-            token_ids,
-            params,
-            namespace=req.namespace,
-            cache_salt=parsed.cache_salt,
-            request_id=req.request_id,
-            kv_block_quota=req.kv_block_quota,
-            quota_key=req.tenant_id,
-        )
+        except (RequestError, EngineDeadError) as exc:
+            raise _gateway_error(engine_error(exc, prompt_param)) from None
         try:
             async for out in outputs:
                 if out.delta:

@@ -22,7 +22,14 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.errors import BadRequestError, GatewayError, NotFoundError
 from gateway.proxy.pipeline import CacheControl, SemanticDecision
-from gateway.proxy.responses import (
+from gateway.proxy.upstream import Delta, Done, Event, UpstreamRequest
+from gateway.reports.recorder import RequestRecord
+from gateway.state import GatewayState
+from gateway.tenants import TenantContext
+from protocol.errors import ApiError
+from protocol.http import EventStream, read_json
+from protocol.openai import new_id, parse_request
+from protocol.responses import (
     ChunkWriter,
     Kind,
     answer_text,
@@ -30,13 +37,6 @@ from gateway.proxy.responses import (
     response_body,
     usage,
 )
-from gateway.proxy.upstream import Delta, Done, Event, UpstreamRequest
-from gateway.reports.recorder import RequestRecord
-from gateway.state import GatewayState
-from gateway.tenants import TenantContext
-from prefix.serve.openai_adapter import parse_request
-from protocol.http import ApiError, EventStream, read_json
-from protocol.openai import new_id
 
 router = APIRouter()
 
@@ -90,7 +90,7 @@ async def _handle(request: Request, kind: Kind) -> Response:
     request.app.state.rate_limiter.check(ctx)  # 429 + Retry-After (gateway/proxy/ratelimit.py)
     try:
         body = await read_json(request, gw.max_body_bytes)
-        parse_request(body, chat=kind == "chat")  # validates types before any work
+        parsed = parse_request(body, chat=kind == "chat")  # validates types before any work
     except ApiError as err:
         raise _bad_request(err) from None
     models = gw.upstream.models()
@@ -116,6 +116,7 @@ async def _handle(request: Request, kind: Kind) -> Response:
         request_id,
         tenant_id=ctx.tenant_id,
         kv_block_quota=ctx.policy.kv_block_quota,
+        parsed=parsed,
     )
     events = gw.upstream.stream(upstream_req)
     try:

@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import httpx
 
@@ -26,7 +26,11 @@ from gateway.errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
-from prefix.serve.trusted_namespace import KEY_HEADER, NAMESPACE_HEADER
+from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
+from protocol.openai import ChatCompletionRequest, CompletionRequest
+
+if TYPE_CHECKING:  # the engine (and torch) is imported only when it runs in this process
+    from prefix.serve.engine import PrefixEngine
 
 log = logging.getLogger("cachegate.gateway.upstream")
 
@@ -39,6 +43,9 @@ class UpstreamRequest:
     request_id: str
     tenant_id: str | None = None
     kv_block_quota: int | None = None  # enforced by the in-process engine only
+    # The body parsed once by the route; the in-process engine runs from it, HTTP
+    # upstreams forward ``body``.
+    parsed: ChatCompletionRequest | CompletionRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,8 @@ Event = Delta | Done
 
 class Upstream(Protocol):
     name: str
+    # The engine when it runs in this process (reports, pool snapshots), else None.
+    engine: PrefixEngine | None
 
     def stream(self, req: UpstreamRequest) -> AsyncIterator[Event]:
         """Events of one request; raises a GatewayError before or during the stream."""
@@ -69,6 +78,10 @@ class Upstream(Protocol):
     async def is_ready(self) -> bool: ...
 
     def models(self) -> list[str]: ...
+
+    def engine_metrics(self) -> bytes:
+        """The in-process engine's own /metrics series; empty for remote engines."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -89,6 +102,7 @@ class HttpUpstream:
     """
 
     name = "http"
+    engine = None
 
     def __init__(
         self,
@@ -115,6 +129,9 @@ class HttpUpstream:
             timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
             transport=transport,
         )
+
+    def engine_metrics(self) -> bytes:
+        return b""  # a remote engine serves its own /metrics
 
     def models(self) -> list[str]:
         return [self.model]

@@ -16,7 +16,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from gateway.admin.auth import require_admin
-from gateway.proxy.inprocess import InProcessUpstream
 from gateway.reports.antipatterns import Analyzer, HFTokenizer, Tokenizer
 from gateway.reports.build import MAX_TENANT_SECTIONS, ModelShape, ReportParams, build_report
 from gateway.reports.html import CSP, render
@@ -27,7 +26,7 @@ from gateway.state import GatewayState
 
 
 def model_shape(gw: GatewayState) -> ModelShape | None:
-    if not isinstance(gw.upstream, InProcessUpstream):
+    if gw.upstream.engine is None:
         return None
     loaded = gw.upstream.engine.loaded
     mc = loaded.config
@@ -35,8 +34,8 @@ def model_shape(gw: GatewayState) -> ModelShape | None:
 
 
 def analyzer(gw: GatewayState) -> Analyzer:
-    if isinstance(gw.upstream, InProcessUpstream):
-        engine = gw.upstream.engine
+    engine = gw.upstream.engine
+    if engine is not None:
         tok: Tokenizer = HFTokenizer(engine.loaded.tokenizer)
         return Analyzer(tok, block_size=engine.block_size)
     return Analyzer()  # whitespace tokens; block size unknown: the default 16

@@ -42,10 +42,10 @@ from sqlalchemy.orm import sessionmaker
 
 from gateway.models import MisfireSample
 from gateway.proxy.pipeline import SemanticDecision
-from gateway.proxy.responses import Kind, answer_text
 from gateway.proxy.upstream import Delta, Upstream, UpstreamRequest
 from gateway.tenants import TenantContext, utc_now
 from protocol.openai import new_id
+from protocol.responses import Kind, answer_text
 from semantic.embedder import TextEmbedder
 from semantic.errors import InvalidQuestionError
 from validators import ValidatorError, compare_entities, extract_entities

@@ -1,1 +1,1 @@
-"""prefix.core package."""
+"""Torch-free bookkeeping of the prefix engine: keys, blocks, sequences, scheduling."""

@@ -1,1 +1,1 @@
-"""prefix.lab.experiment package."""
+"""``cachegate lab``: the seed's experiment, worked numbers, trace replay, TTFT fit."""

@@ -1,1 +1,1 @@
-"""prefix.model.llama package."""
+"""The model side of the engine (torch): loading, the paged forward pass, sampling."""

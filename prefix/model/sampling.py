@@ -1,53 +1,15 @@
-"""Sampling parameters and the token sampler (greedy, seeded temperature / top-p)."""
+"""The token sampler (greedy, seeded temperature / top-p) over ``SamplingParams``.
+
+The parameters themselves are wire-level and torch-free (``protocol/sampling.py``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 
-from prefix.errors import InvalidSamplingParamsError
+from protocol.sampling import SamplingParams
 
-GREEDY_BELOW = 1e-5
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """What to generate. Validated on construction; bad values raise a RequestError."""
-
-    max_tokens: int = 64
-    temperature: float = 0.0
-    top_p: float = 1.0
-    stop: tuple[str, ...] = ()
-    seed: int | None = None
-    ignore_eos: bool = False
-    stop_token_ids: tuple[int, ...] = field(default=())
-
-    def __post_init__(self) -> None:
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int):
-            raise InvalidSamplingParamsError(
-                f"max_tokens must be an integer, got {self.max_tokens!r}"
-            )
-        if self.max_tokens <= 0:
-            raise InvalidSamplingParamsError(f"max_tokens must be >= 1, got {self.max_tokens}")
-        if not (0.0 <= self.temperature <= 2.0) or self.temperature != self.temperature:
-            raise InvalidSamplingParamsError(
-                f"temperature must be in [0, 2], got {self.temperature}"
-            )
-        if self.seed is not None and not (-(2**63) <= self.seed < 2**64):
-            raise InvalidSamplingParamsError(f"seed must be in [-2**63, 2**64), got {self.seed}")
-        if not (0.0 < self.top_p <= 1.0):
-            raise InvalidSamplingParamsError(f"top_p must be in (0, 1], got {self.top_p}")
-        if any(not isinstance(s, str) or s == "" for s in self.stop):
-            raise InvalidSamplingParamsError("stop strings must be non-empty strings")
-        if len(self.stop) > 4:
-            raise InvalidSamplingParamsError("at most 4 stop strings are allowed")
-
-    @property
-    def is_greedy(self) -> bool:
-        # Below this, logits / temperature overflows to inf and softmax to NaN; the
-        # distribution is a point mass anyway.
-        return self.temperature < GREEDY_BELOW
+__all__ = ["Sampler", "SamplingParams"]
 
 
 class Sampler:

@@ -1,1 +1,1 @@
-"""prefix.serve package."""
+"""The engine, its asynchronous front and its OpenAI-compatible HTTP server."""

@@ -1,9 +1,11 @@
 """Asynchronous front of the engine: the model runs in its own thread.
 
-``generate()`` is an async generator of ``RequestOutput`` deltas. Tokenizing and
-validation run in a worker thread, scheduling and the model in the engine
-thread, so the event loop never blocks on the model. Closing the generator
-early (the client went away) aborts the request and frees its blocks at once.
+``submit()`` validates an :class:`EngineRequest` (in a worker thread, so the event
+loop never blocks) and queues it; it returns an :class:`OutputStream` of
+``RequestOutput`` deltas. A request that can never run raises its RequestError from
+``submit()``, before any response starts. Scheduling and the model run in the
+engine thread. Closing the stream early (the client went away) aborts the request
+and frees its blocks at once. ``generate()`` is the same as one async generator.
 """
 
 from __future__ import annotations
@@ -13,14 +15,12 @@ import logging
 import queue
 import threading
 from collections.abc import AsyncGenerator, Callable
-from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 
-from prefix.core.hashing import Extra
+from prefix.core.request import EngineRequest
 from prefix.core.sequence import Sequence
-from prefix.model.sampling import SamplingParams
-from prefix.model.tokenize import Prompt
 from prefix.serve.engine import PrefixEngine, RequestOutput
+from protocol.sampling import SamplingParams
 
 log = logging.getLogger("cachegate.prefix")
 
@@ -72,53 +72,32 @@ class AsyncEngine:
         return self._thread is not None and self._thread.is_alive() and self.error is None
 
     # ---- requests -------------------------------------------------------------------
-    async def generate(
-        self,
-        prompt: Prompt,
-        params: SamplingParams,
-        namespace: str = "default",
-        cache_salt: str | None = None,
-        extras: Seq[Extra] = (),
-        request_id: str | None = None,
-        kv_block_quota: int | None = None,
-        quota_key: str | None = None,
-    ) -> AsyncGenerator[RequestOutput, None]:
-        """Stream one request's outputs; raises RequestError before the first yield."""
+    async def submit(self, req: EngineRequest) -> OutputStream:
+        """Validate and queue one request; raises its RequestError before anything starts."""
         if not self.is_alive:
             raise EngineDeadError(f"the engine is not running: {self.error!r}")
-        seq = await asyncio.to_thread(
-            self.engine.new_sequence,
-            prompt,
-            params,
-            namespace,
-            cache_salt,
-            extras,
-            request_id,
-            kv_block_quota,
-            quota_key,
-        )
+        seq = await asyncio.to_thread(self.engine.new_sequence, req)
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
         with self._streams_lock:
             if seq.request_id in self._streams:
                 raise ValueError(f"duplicate request id {seq.request_id!r}")
             self._streams[seq.request_id] = stream
-        self._inbox.put(("add", (seq, params)))
+        self._inbox.put(("add", (seq, req.params)))
         self._wake.set()
-        finished = False
+        return OutputStream(self, seq.request_id, seq.root, stream)
+
+    async def generate(self, req: EngineRequest) -> AsyncGenerator[RequestOutput, None]:
+        """Stream one request's outputs; raises RequestError before the first yield."""
+        outputs = await self.submit(req)
         try:
-            while True:
-                item = await stream.queue.get()
-                if isinstance(item, BaseException):
-                    raise EngineDeadError("the engine failed while serving this request") from item
-                yield item
-                if item.finished:
-                    finished = True
-                    return
+            async for out in outputs:
+                yield out
         finally:
-            if not finished:
-                self.abort(seq.request_id)
-            with self._streams_lock:
-                self._streams.pop(seq.request_id, None)
+            await outputs.aclose()
+
+    def _forget(self, request_id: str) -> None:
+        with self._streams_lock:
+            self._streams.pop(request_id, None)
 
     def abort(self, request_id: str) -> None:
         self._inbox.put(("abort", request_id))
@@ -180,3 +159,39 @@ class AsyncEngine:
             stream = self._streams.get(out.request_id)
         if stream is not None:
             stream.loop.call_soon_threadsafe(stream.queue.put_nowait, out)
+
+
+class OutputStream:
+    """The outputs of one submitted request, ending with the finished one.
+
+    ``aclose()`` must be called (callers do it in ``finally``): it aborts the request
+    unless it finished, so a client that left frees its blocks at once.
+    """
+
+    def __init__(self, owner: AsyncEngine, request_id: str, root: bytes, stream: _Stream) -> None:
+        self.owner = owner
+        self.request_id = request_id
+        self.root = root  # the chain root the request runs under (for digests in logs)
+        self._stream = stream
+        self._finished = False
+        self._closed = False
+
+    def __aiter__(self) -> OutputStream:
+        return self
+
+    async def __anext__(self) -> RequestOutput:
+        if self._finished or self._closed:
+            raise StopAsyncIteration
+        item = await self._stream.queue.get()
+        if isinstance(item, BaseException):
+            raise EngineDeadError("the engine failed while serving this request") from item
+        self._finished = item.finished
+        return item
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if not self._finished:
+            self.owner.abort(self.request_id)
+        self.owner._forget(self.request_id)

@@ -26,6 +26,7 @@ from prefix.config import EngineConfig
 from prefix.core.block_manager import BlockManager
 from prefix.core.block_pool import BlockPool
 from prefix.core.hashing import Extra, ModelFingerprint, chain_root, short
+from prefix.core.request import EngineRequest
 from prefix.core.scheduler import Scheduler
 from prefix.core.sequence import Sequence
 from prefix.errors import (
@@ -36,10 +37,12 @@ from prefix.errors import (
 from prefix.model.kv_cache import PagedKVCache
 from prefix.model.loader import LoadedModel, default_model_path, load_model
 from prefix.model.runner import ModelRunner
-from prefix.model.sampling import Sampler, SamplingParams
+from prefix.model.sampling import Sampler
 from prefix.model.tokenize import Detokenizer, Prompt, PromptEncoder
 from prefix.tiers.host import HostTier
 from prefix.tiers.setup import build_tier_chain
+from protocol.headers import DEFAULT_NAMESPACE
+from protocol.sampling import SamplingParams
 
 log = logging.getLogger("cachegate.prefix")
 
@@ -140,24 +143,34 @@ class PrefixEngine:
         return chain_root(self.fingerprint, namespace, self.config.server_salt, cache_salt)
 
     # ---- requests -------------------------------------------------------------------
-    def new_sequence(
+    def request(
         self,
         prompt: Prompt,
-        params: SamplingParams,
-        namespace: str = "default",
+        params: SamplingParams | None = None,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
         cache_salt: str | None = None,
         extras: Seq[Extra] = (),
         request_id: str | None = None,
         kv_block_quota: int | None = None,
         quota_key: str | None = None,
-    ) -> Sequence:
-        """Tokenize and validate; raises a RequestError for prompts that can never run.
+    ) -> EngineRequest:
+        """Tokenize ``prompt`` into an :class:`EngineRequest` (identity spelled out once)."""
+        return EngineRequest(
+            token_ids=tuple(self.encoder.encode(prompt)),
+            params=params or SamplingParams(),
+            namespace=namespace,
+            cache_salt=cache_salt,
+            extras=tuple(extras),
+            request_id=request_id,
+            kv_block_quota=kv_block_quota,
+            quota_key=quota_key,
+        )
 
-        ``kv_block_quota`` caps the blocks that requests with the same ``quota_key``
-        (default: the namespace) hold at once; a request that alone needs more is refused.
-        """
-        token_ids = self.encoder.encode(prompt)
-        n = len(token_ids)
+    def new_sequence(self, req: EngineRequest) -> Sequence:
+        """Validate against the model and the pool; raises a RequestError for requests
+        that can never run. The chain root is derived here, once per request."""
+        n, params = req.num_prompt_tokens, req.params
         if n == 0:
             raise EmptyPromptError("the prompt is empty (0 tokens after tokenization)")
         if n + params.max_tokens > self.max_model_len:
@@ -172,39 +185,31 @@ class PrefixEngine:
                 f"the prompt needs {needed} KV blocks of {self.block_size} tokens but the pool "
                 f"has only {self.pool.num_blocks} ({self.pool.num_blocks * self.block_size} tokens)"
             )
-        if kv_block_quota is not None:
+        quota = req.kv_block_quota
+        if quota is not None:
             total = -(-(n + params.max_tokens) // self.block_size)
-            if total > kv_block_quota:
+            if total > quota:
                 raise KVBudgetExceededError(
                     f"the request needs up to {total} KV blocks ({n} prompt + "
-                    f"{params.max_tokens} new tokens) but its KV block quota is {kv_block_quota}"
+                    f"{params.max_tokens} new tokens) but its KV block quota is {quota}"
                 )
         seq = Sequence(
-            prompt_token_ids=token_ids,
-            root=self.chain_root(namespace, cache_salt),
+            prompt_token_ids=list(req.token_ids),
+            root=self.chain_root(req.namespace, req.cache_salt),
             block_size=self.block_size,
             max_tokens=params.max_tokens,
-            extras=tuple(extras),
+            extras=req.extras,
             arrival_time=time.perf_counter(),
-            quota_key=(quota_key or namespace) if kv_block_quota is not None else None,
-            kv_block_quota=kv_block_quota,
+            quota_key=(req.quota_key or req.namespace) if quota is not None else None,
+            kv_block_quota=quota,
         )
-        if request_id is not None:
-            seq.request_id = request_id
+        if req.request_id is not None:
+            seq.request_id = req.request_id
         return seq
 
-    def add_request(
-        self,
-        prompt: Prompt,
-        params: SamplingParams | None = None,
-        namespace: str = "default",
-        cache_salt: str | None = None,
-        extras: Seq[Extra] = (),
-        request_id: str | None = None,
-    ) -> str:
-        params = params or SamplingParams()
-        seq = self.new_sequence(prompt, params, namespace, cache_salt, extras, request_id)
-        self.add_sequence(seq, params)
+    def add_request(self, req: EngineRequest) -> str:
+        seq = self.new_sequence(req)
+        self.add_sequence(seq, req.params)
         return seq.request_id
 
     def add_sequence(self, seq: Sequence, params: SamplingParams) -> None:
@@ -334,13 +339,16 @@ class PrefixEngine:
         self,
         prompt: Prompt,
         params: SamplingParams | None = None,
-        namespace: str = "default",
+        namespace: str = DEFAULT_NAMESPACE,
         cache_salt: str | None = None,
-        extras: Seq[Extra] = (),
     ) -> GenerationResult:
-        """Run one request to completion (other queued requests advance alongside it)."""
-        params = params or SamplingParams()
-        rid = self.add_request(prompt, params, namespace, cache_salt, extras)
+        """Run one request to completion (other queued requests advance alongside it).
+
+        A convenience for tests, the lab and benchmarks; servers use ``AsyncEngine``.
+        """
+        rid = self.add_request(
+            self.request(prompt, params, namespace=namespace, cache_salt=cache_salt)
+        )
         tokens: list[int] = []
         text: list[str] = []
         while True:
@@ -361,7 +369,7 @@ class PrefixEngine:
                     )
 
     def prefill_logits(
-        self, prompt: Prompt, namespace: str = "default", cache_salt: str | None = None
+        self, prompt: Prompt, namespace: str = DEFAULT_NAMESPACE, cache_salt: str | None = None
     ) -> tuple[torch.Tensor, int]:
         """Admit + suffix-only prefill + release; (last logits [vocab], cached tokens).
 
@@ -369,7 +377,9 @@ class PrefixEngine:
         """
         from prefix.errors import NoFreeBlocksError
 
-        seq = self.new_sequence(prompt, SamplingParams(max_tokens=1), namespace, cache_salt)
+        req = self.request(prompt, SamplingParams(max_tokens=1), namespace=namespace,
+                           cache_salt=cache_salt)
+        seq = self.new_sequence(req)
         with self._lock:
             if not self.blocks.admit(seq):
                 raise NoFreeBlocksError("not enough reclaimable KV blocks for this prompt")

@@ -1,18 +1,18 @@
-"""OpenAI request → engine request: the prompt's token ids and validated sampling params.
+"""Parsed OpenAI request → :class:`EngineRequest`, and engine errors → OpenAI errors.
 
-Shared by the engine server and the gateway's in-process upstream, so both apply
-the same defaults (temperature 1.0, max_tokens = what is left of the context,
-capped at ``DEFAULT_MAX_TOKENS``) and the same validation before a stream starts.
+Shared by the engine server and the gateway's in-process upstream, so both tokenize
+once, apply the same defaults (``protocol.sampling.sampling_params``) and answer the
+same errors. Validation against the model and the pool happens once, in
+``AsyncEngine.submit``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from jinja2 import TemplateError
-from pydantic import ValidationError
 
+from prefix.core.request import EngineRequest
 from prefix.errors import (
     InvalidSamplingParamsError,
     KVBudgetExceededError,
@@ -20,39 +20,24 @@ from prefix.errors import (
     PromptTooLongError,
     RequestError,
 )
-from prefix.model.sampling import GREEDY_BELOW, SamplingParams
 from prefix.model.tokenize import Prompt
 from prefix.serve.async_engine import EngineDeadError
 from prefix.serve.engine import PrefixEngine
-from protocol.http import ApiError
-from protocol.openai import (
-    ChatCompletionRequest,
-    CompletionRequest,
-    validation_error_message,
-)
-
-DEFAULT_MAX_TOKENS = 256
-
-
-def parse_request(body: dict[str, Any], chat: bool) -> ChatCompletionRequest | CompletionRequest:
-    """Validate a body (strict types, unknown fields ignored); n must be 1."""
-    schema = ChatCompletionRequest if chat else CompletionRequest
-    try:
-        req = schema.model_validate(body)
-    except ValidationError as e:
-        message, param = validation_error_message(e)
-        raise ApiError(400, message, param=param) from None
-    if req.n is not None and req.n != 1:
-        raise ApiError(400, "n > 1 is not supported" if req.n > 1 else "n must be 1", param="n")
-    return req
+from protocol.errors import ApiError
+from protocol.openai import ChatCompletionRequest, CompletionRequest
+from protocol.sampling import sampling_params
 
 
 async def to_engine_request(
     engine: PrefixEngine,
     req: ChatCompletionRequest | CompletionRequest,
     namespace: str,
-) -> tuple[list[int], SamplingParams]:
-    """Tokenize and validate against the engine (length, KV budget) before any stream starts."""
+    *,
+    request_id: str | None = None,
+    kv_block_quota: int | None = None,
+    quota_key: str | None = None,
+) -> EngineRequest:
+    """Tokenize (in a worker thread) and fill in the sampling defaults."""
     chat = isinstance(req, ChatCompletionRequest)
     prompt_param = "messages" if chat else "prompt"
     prompt: Prompt
@@ -70,28 +55,19 @@ async def to_engine_request(
         raise engine_error(e, prompt_param) from None
     except (ValueError, TypeError, TemplateError) as e:  # the chat template refused it
         raise ApiError(400, f"cannot build the prompt: {e}", param=prompt_param) from None
-    max_tokens = req.requested_max_tokens()
-    if max_tokens is None:
-        max_tokens = max(1, min(DEFAULT_MAX_TOKENS, engine.max_model_len - len(token_ids)))
     try:
-        params = SamplingParams(
-            max_tokens=max_tokens,
-            temperature=temperature(req.temperature),
-            top_p=1.0 if req.top_p is None else req.top_p,
-            stop=req.stop_tuple(),
-            seed=req.seed,
-            ignore_eos=req.ignore_eos,
-        )
-        await asyncio.to_thread(engine.new_sequence, token_ids, params, namespace, req.cache_salt)
-    except RequestError as e:
+        params = sampling_params(req, len(token_ids), engine.max_model_len)
+    except InvalidSamplingParamsError as e:
         raise engine_error(e, prompt_param) from None
-    return token_ids, params
-
-
-def temperature(value: float | None) -> float:
-    if value is None:
-        return 1.0  # the OpenAI default
-    return 0.0 if 0.0 <= value < GREEDY_BELOW else value
+    return EngineRequest(
+        token_ids=tuple(token_ids),
+        params=params,
+        namespace=namespace,
+        cache_salt=req.cache_salt,
+        request_id=request_id,
+        kv_block_quota=kv_block_quota,
+        quota_key=quota_key,
+    )
 
 
 _SAMPLING_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed")
@@ -111,3 +87,4 @@ def engine_error(exc: BaseException, prompt_param: str = "messages") -> ApiError
     if isinstance(exc, EngineDeadError):
         return ApiError(503, str(exc), type="server_error", code="engine_dead")
     raise exc
+

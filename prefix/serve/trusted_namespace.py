@@ -13,9 +13,9 @@ import hmac
 import logging
 from collections.abc import Mapping
 
-NAMESPACE_HEADER = "x-cachegate-namespace"
-KEY_HEADER = "x-cachegate-engine-key"
-DEFAULT_NAMESPACE = "default"
+from protocol.headers import DEFAULT_NAMESPACE, KEY_HEADER, NAMESPACE_HEADER
+
+__all__ = ["DEFAULT_NAMESPACE", "KEY_HEADER", "NAMESPACE_HEADER", "resolve_namespace"]
 
 log = logging.getLogger("cachegate.prefix.server")
 

@@ -18,10 +18,10 @@ import httpx
 
 from gateway.app import Components
 from gateway.policy import TenantPolicy
-from gateway.proxy.responses import Kind, response_body, usage
 from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel
 from prefix.serve.engine import PrefixEngine
+from protocol.responses import Kind, response_body, usage
 from semantic import Embedder, SemanticQuery
 from tests.gateway.conftest import Gateway, gateway_settings, running_gateway
 

@@ -14,9 +14,9 @@ import pytest
 from gateway.metrics import GatewayMetrics
 from gateway.policy import TenantPolicy
 from gateway.proxy.pipeline import CacheControl, Pipeline, SemanticDecision
-from protocol.responses import response_body, usage
 from gateway.tenants import TenantContext
 from migrations.runner import upgrade_database
+from protocol.responses import response_body, usage
 from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
 from semantic.models import SemanticEntry
 from validators import Validator

@@ -20,10 +20,10 @@ from sqlalchemy.orm import Session
 from gateway.app import Components
 from gateway.models import AuditEvent, MisfireSample, RequestStat
 from gateway.policy import TenantPolicy
-from gateway.proxy.responses import response_body, usage
 from gateway.review.sampling import BOOST_BAND, compare_answers, sample_probability
 from gateway.tenants import utc_now
 from prefix.model.loader import LoadedModel
+from protocol.responses import response_body, usage
 from semantic import Embedder, SemanticQuery
 from semantic.models import SemanticEntry
 from tests.gateway.conftest import (

@@ -130,7 +130,9 @@ def test_isolation_with_positive_control(engine: PrefixEngine) -> None:
     assert engine.prefill_logits(prompt, namespace="tenant-b")[1] == 0
     assert engine.prefill_logits(prompt, namespace="tenant-a", cache_salt="x")[1] == 0
     lora = engine.new_sequence(
-        prompt, SamplingParams(max_tokens=1), "tenant-a", None, [lora_extra("X")]
+        engine.request(
+            prompt, SamplingParams(max_tokens=1), namespace="tenant-a", extras=[lora_extra("X")]
+        )
     )
     assert engine.blocks.admit(lora) and lora.num_cached_tokens == 0
     engine.blocks.release(lora)
@@ -154,7 +156,7 @@ def test_missing_first_block_stops_reuse_of_later_blocks(tiny_llama: LoadedModel
     engine = make(tiny_llama, num_blocks=8)
     prompt = tokens(13, seed=12)  # blocks A, B, C + 1 tail token
     engine.prefill_logits(prompt, namespace="e")
-    seq = engine.new_sequence(prompt, SamplingParams(max_tokens=1))
+    seq = engine.new_sequence(engine.request(prompt, SamplingParams(max_tokens=1)))
     seq.root = engine.chain_root("e")
     seq.extend_keys()
     a, b, c = (engine.pool.lookup(k) for k in seq.block_keys)
@@ -253,14 +255,21 @@ def test_smollm2_stop_strings_and_eos(smol_loaded: LoadedModel) -> None:
 def test_kv_block_quota_refuses_oversize_and_serves_within(engine: PrefixEngine) -> None:
     params = SamplingParams(max_tokens=6, ignore_eos=True)
     with pytest.raises(KVBudgetExceededError, match="KV block quota is 3"):
-        engine.new_sequence(tokens(10), params, "q", kv_block_quota=3)  # needs 4 blocks
+        engine.new_sequence(engine.request(tokens(10), params, namespace="q", kv_block_quota=3))
     # Two requests of one tenant whose quota fits one at a time still both finish,
     # with the same tokens as without a quota.
     prompts = [tokens(8, seed=20), tokens(8, seed=21)]
     ids = []
     for i, p in enumerate(prompts):
         seq = engine.new_sequence(
-            p, params, "q", request_id=f"quota-{i}", kv_block_quota=4, quota_key="tenant-q"
+            engine.request(
+                p,
+                params,
+                namespace="q",
+                request_id=f"quota-{i}",
+                kv_block_quota=4,
+                quota_key="tenant-q",
+            )
         )
         engine.add_sequence(seq, params)
         ids.append(seq.request_id)

@@ -48,7 +48,7 @@ async def run_one(
 ) -> tuple[list[int], RequestOutput]:
     got: list[int] = []
     last: RequestOutput | None = None
-    async for out in ae.generate(prompt, params, **kw):
+    async for out in ae.generate(ae.engine.request(prompt, params, **kw)):
         got.extend(out.new_token_ids)
         last = out
     assert last is not None and last.finished
@@ -101,7 +101,7 @@ def test_preemption_completes_every_request_exactly(tiny_llama: LoadedModel) -> 
     params = SamplingParams(max_tokens=16, ignore_eos=True)
     expected = alone(tiny_llama, prompts, params)
     engine = make(tiny_llama, num_blocks=12)
-    ids = [engine.add_request(p, params) for p in prompts]  # all queued before the first step
+    ids = [engine.add_request(engine.request(p, params)) for p in prompts]  # all queued first
     got: dict[str, list[int]] = {rid: [] for rid in ids}
     reasons: dict[str, str | None] = {}
     while engine.has_unfinished():
@@ -140,7 +140,9 @@ def test_cancelled_stream_frees_its_blocks(tiny_llama: LoadedModel) -> None:
     async def body(ae: AsyncEngine) -> tuple[int, list[int], int]:
         other = asyncio.create_task(run_one(ae, other_prompt, other_params))
         agen = ae.generate(
-            long_prompt, SamplingParams(max_tokens=200, ignore_eos=True), request_id="gone"
+            ae.engine.request(
+                long_prompt, SamplingParams(max_tokens=200, ignore_eos=True), request_id="gone"
+            )
         )
         received = 0
         async for out in agen:
@@ -169,7 +171,7 @@ def test_batched_decode_of_varied_lengths_equals_alone(tiny_llama: LoadedModel, 
     params = SamplingParams(max_tokens=12, ignore_eos=True)
     expected = alone(tiny_llama, prompts, params)
     engine = make(tiny_llama, prefill_chunk_size=chunk)
-    ids = [engine.add_request(p, params) for p in prompts]
+    ids = [engine.add_request(engine.request(p, params)) for p in prompts]
     got: dict[str, list[int]] = {rid: [] for rid in ids}
     widest = 0
     while engine.has_unfinished():

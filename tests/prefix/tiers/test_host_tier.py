@@ -35,7 +35,8 @@ def make(loaded: LoadedModel, **kw: Any) -> PrefixEngine:
 
 
 def keys_of(engine: PrefixEngine, prompt: list[int], namespace: str) -> list[bytes]:
-    seq = engine.new_sequence(prompt, SamplingParams(max_tokens=1), namespace)
+    req = engine.request(prompt, SamplingParams(max_tokens=1), namespace=namespace)
+    seq = engine.new_sequence(req)
     seq.extend_keys()
     return seq.block_keys
 

@@ -1,12 +1,16 @@
-"""OpenAI response bodies and SSE events the gateway sends: misses as they stream, and
-semantic hits replayed from the stored answer."""
+"""OpenAI response bodies and SSE chunks, built one way for every sender (torch-free).
+
+The engine server answers with them, the gateway streams misses and replays
+semantic hits with them, so a client sees the same shapes whichever layer answered.
+"""
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from typing import Any, Literal
+
+from protocol.http import sse
 
 Kind = Literal["chat", "completion"]
 
@@ -58,10 +62,6 @@ def answer_text(kind: Kind, stored: dict[str, Any]) -> tuple[str, str]:
     else:
         text = choice.get("text") or ""
     return str(text), str(choice.get("finish_reason") or "stop")
-
-
-def sse(payload: dict[str, Any]) -> str:
-    return f"data: {json.dumps(payload, separators=(',', ':'), ensure_ascii=False)}\n\n"
 
 
 class ChunkWriter:

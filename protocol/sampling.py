@@ -1,0 +1,84 @@
+"""What to generate: sampling parameters, validated on construction (torch-free).
+
+The engine's ``Sampler`` (``prefix/model/sampling.py``) consumes them; the gateway
+and the engine server build them from a parsed OpenAI request with
+:func:`sampling_params`, so both apply the same defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from protocol.errors import InvalidSamplingParamsError
+
+if TYPE_CHECKING:
+    from protocol.openai import ChatCompletionRequest, CompletionRequest
+
+# Below this, logits / temperature overflows to inf and softmax to NaN; the distribution
+# is a point mass anyway, so such temperatures are greedy.
+GREEDY_BELOW = 1e-5
+# Without a client limit, a request generates up to what is left of the context, but
+# never more than this (a forgotten limit must not tie up a slot for thousands of tokens).
+DEFAULT_MAX_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """What to generate. Validated on construction; bad values raise InvalidSamplingParamsError."""
+
+    max_tokens: int = 64
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    ignore_eos: bool = False
+    stop_token_ids: tuple[int, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int):
+            raise InvalidSamplingParamsError(
+                f"max_tokens must be an integer, got {self.max_tokens!r}"
+            )
+        if self.max_tokens <= 0:
+            raise InvalidSamplingParamsError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if not (0.0 <= self.temperature <= 2.0) or self.temperature != self.temperature:
+            raise InvalidSamplingParamsError(
+                f"temperature must be in [0, 2], got {self.temperature}"
+            )
+        if self.seed is not None and not (-(2**63) <= self.seed < 2**64):
+            raise InvalidSamplingParamsError(f"seed must be in [-2**63, 2**64), got {self.seed}")
+        if not (0.0 < self.top_p <= 1.0):
+            raise InvalidSamplingParamsError(f"top_p must be in (0, 1], got {self.top_p}")
+        if any(not isinstance(s, str) or s == "" for s in self.stop):
+            raise InvalidSamplingParamsError("stop strings must be non-empty strings")
+        if len(self.stop) > 4:
+            raise InvalidSamplingParamsError("at most 4 stop strings are allowed")
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature < GREEDY_BELOW
+
+
+def temperature(value: float | None) -> float:
+    """The OpenAI default (1.0) when absent; tiny positive values are greedy."""
+    if value is None:
+        return 1.0
+    return 0.0 if 0.0 <= value < GREEDY_BELOW else value
+
+
+def sampling_params(
+    req: ChatCompletionRequest | CompletionRequest, num_prompt_tokens: int, max_model_len: int
+) -> SamplingParams:
+    """The request's sampling parameters, with the server defaults filled in."""
+    max_tokens = req.requested_max_tokens()
+    if max_tokens is None:
+        max_tokens = max(1, min(DEFAULT_MAX_TOKENS, max_model_len - num_prompt_tokens))
+    return SamplingParams(
+        max_tokens=max_tokens,
+        temperature=temperature(req.temperature),
+        top_p=1.0 if req.top_p is None else req.top_p,
+        stop=req.stop_tuple(),
+        seed=req.seed,
+        ignore_eos=req.ignore_eos,
+    )

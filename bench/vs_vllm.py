@@ -29,8 +29,10 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.vs_vllm_report import markdown_table, plot, rows
-from bench.vs_vllm_servers import ServerSpec, ours_spec, running, vllm_spec
+from bench.vs_vllm_servers import ServerSpec, ours_spec, running, server_log, vllm_spec
 from bench.vs_vllm_workloads import QUICK, Sizes, make_prompts, run_all
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -64,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--ours",
         default=None,
         help=f"comma-separated columns of ours from {sorted(OURS_COLUMNS)} "
-        "(default: default,bfloat16; --quick: default)",
+        "(default: all three; --quick: default)",
     )
     ap.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke run")
     ap.add_argument("--seed", type=int, default=15)
@@ -72,6 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ready-timeout", type=float, default=900.0, help="seconds per server")
     ap.add_argument("--results-dir", type=Path, default=RESULTS)
     ap.add_argument("--name", default=None, help="file stem (default vs_vllm[_quick])")
+    ap.add_argument("--log-dir", type=Path, default=None, help="server logs (default: a temp dir)")
     return ap.parse_args(argv)
 
 
@@ -99,7 +102,7 @@ def vllm_version(python: str) -> str:
 
 
 def specs(args: argparse.Namespace) -> tuple[list[ServerSpec], dict[str, Any]]:
-    cols = args.ours or ("default" if args.quick else "default,bfloat16")
+    cols = args.ours or ("default" if args.quick else "default,bfloat16,float32")
     cachegate = args.cachegate or default_cachegate()
     out: list[ServerSpec] = []
     for col in cols.split(","):
@@ -130,6 +133,18 @@ def specs(args: argparse.Namespace) -> tuple[list[ServerSpec], dict[str, Any]]:
     return out, meta
 
 
+def logged_dtype(log_path: Path) -> str | None:
+    """Our engine's log line about the dtype it chose (what "default" meant); None if absent."""
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if "cachegate" in line and " dtype " in line:
+            return line.strip()[:300]
+    return None
+
+
 def write_results(path: Path, payload: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2) + "\n")
@@ -137,6 +152,17 @@ def write_results(path: Path, payload: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the server being measured is stopped too
+    # (it runs in its own process group and would outlive a plain kill).
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        return compare(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Run every column, then print and write the table, JSON and plot."""
     sizes = QUICK if args.quick else Sizes()
     name = args.name or ("vs_vllm_quick" if args.quick else "vs_vllm")
     servers, meta = specs(args)
@@ -156,13 +182,25 @@ def main(argv: list[str] | None = None) -> int:
         "errors": {},
     }
     json_path = args.results_dir / f"{name}.json"
+    log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="vs_vllm_logs_"))
     started = time.perf_counter()
     for i, spec in enumerate(servers, 1):
         print(f"[{i}/{len(servers)}] {spec.label}", flush=True)
         try:
-            with running(spec, args.results_dir / "logs") as (url, model, load_s):
+            with running(spec, log_dir) as (url, model, load_s):
+                # Other work on the machine slows whichever column runs beside it;
+                # the load average at each column's start and end tells how much.
+                load_before = os.getloadavg()
                 result = asyncio.run(run_all(url, model, sizes, prompts, spec.label))
-            payload["engines"][spec.label] = result | {"load_s": load_s, "argv": spec.argv}
+                load_after = os.getloadavg()
+            dtype_line = logged_dtype(server_log(spec, log_dir))
+            payload["engines"][spec.label] = result | {
+                "load_s": load_s,
+                "argv": spec.argv,
+                "dtype_log_line": dtype_line,
+                "loadavg_before": load_before,
+                "loadavg_after": load_after,
+            }
         except Exception as exc:  # one failed column must not lose the others
             print(f"  {spec.label} FAILED: {exc}", flush=True)
             payload["errors"][spec.label] = str(exc)
@@ -184,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         plot(table, columns, args.results_dir / f"{name}.png", title)
     print()
     print(text)
+    print(f"\n{os.cpu_count()} CPUs; 1-minute load average while each column ran:")
+    for label, result in engines.items():
+        before, after = result["loadavg_before"][0], result["loadavg_after"][0]
+        print(f"  {label}: {before:.1f} -> {after:.1f}")
     if reference is None:
         print("\n(no vLLM column: ratios need --vllm-python)")
     print(f"\ntotal {payload['wall_s']:.0f} s", flush=True)

@@ -61,6 +61,9 @@ def vllm_spec(python: str, model_dir: str, kv_gib: int, cores: str, timeout_s: f
         "127.0.0.1",
         "--port",
         "{port}",
+        # usage.prompt_tokens_details.cached_tokens, so the results show that the
+        # prefix-hit requests really hit vLLM's prefix cache
+        "--enable-prompt-tokens-details",
     ]
     env = {
         "VLLM_CPU_OMP_THREADS_BIND": cores,
@@ -125,13 +128,17 @@ def _stop(proc: subprocess.Popen[bytes], label: str) -> None:
         proc.wait(timeout=30)
 
 
+def server_log(spec: ServerSpec, log_dir: Path) -> Path:
+    return log_dir / f"{spec.label.replace(' ', '_')}.log"
+
+
 @contextmanager
 def running(spec: ServerSpec, log_dir: Path) -> Iterator[tuple[str, str, float]]:
     """Start the server, yield (base URL, served model id, load seconds), then stop it."""
     port = free_port()
     argv = [a.replace("{port}", str(port)) for a in spec.argv]
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{spec.label.replace(' ', '_')}.log"
+    log_path = server_log(spec, log_dir)
     print(f"  starting {spec.label}: {' '.join(argv)}  (log: {log_path})", flush=True)
     with log_path.open("wb") as log:
         proc = subprocess.Popen(

@@ -119,7 +119,8 @@ def test_a_server_that_dies_while_loading_is_reported_with_its_log(tmp_path: Pat
 
 @pytest.mark.slow
 def test_quick_run_against_our_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert vs_vllm.main(["--quick", "--results-dir", str(tmp_path)]) == 0
+    args = ["--quick", "--results-dir", str(tmp_path), "--log-dir", str(tmp_path / "logs")]
+    assert vs_vllm.main(args) == 0
     out = capsys.readouterr().out
     assert "vLLM column SKIPPED" in out
     payload = json.loads((tmp_path / "vs_vllm_quick.json").read_text())

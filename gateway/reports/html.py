@@ -10,6 +10,7 @@ import base64
 from html import escape
 from typing import Any
 
+from gateway.reports.plots import MISSING_NOTE
 from gateway.reports.text import fmt_bytes, fmt_flops, fmt_ms, fmt_pct
 
 CSP = (
@@ -224,6 +225,8 @@ def render(report: dict[str, Any], figures: dict[str, bytes]) -> str:
         for name, caption in FIGURES
         if name in figures
     )
+    if not figures:  # a core install without matplotlib: say how to get the figures
+        imgs = f'<p class="muted" id="no-figures">{escape(MISSING_NOTE)}</p>'
     sh = s["shadow"]
     defs = "".join(
         f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in report["definitions"].items()

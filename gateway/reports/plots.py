@@ -5,27 +5,39 @@ Figures are built on ``matplotlib.figure.Figure`` directly, never pyplot, so
 rendering holds no global state and is safe from worker threads. Every function
 takes the report's JSON pieces and returns PNG bytes; with no data the figure
 says so instead of being left out.
+
+matplotlib is the ``[reports]`` extra, imported only when a figure is drawn: a
+core install serves the report page without figures (and says how to get them)
+rather than failing the request.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SIZE = (7.0, 3.4)
 DPI = 100
+#: Shown on the report page in place of the figures when matplotlib is missing.
+MISSING_NOTE = "Figures need matplotlib: pip install 'cachegate[reports]'."
+
+
+def available() -> bool:
+    """True when matplotlib can be imported (the ``[reports]`` extra is installed)."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _figure() -> tuple[Figure, Any]:
+    # Imported here, not at module level, so a core install can import the report API.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig, fig.add_subplot()
@@ -148,7 +160,9 @@ def cache_memory(memory: Sequence[dict[str, Any]]) -> bytes:
 
 
 def render_all(report: dict[str, Any]) -> dict[str, bytes]:
-    """The four figures of a report's summary, by name."""
+    """The four figures of a report's summary, by name; none without matplotlib."""
+    if not available():
+        return {}
     s = report["summary"]
     rec = s["recommended_threshold"]
     return {

@@ -142,8 +142,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cachegate")
+    except PackageNotFoundError:  # run from a checkout that was never pip-installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from gateway.cli_admin import add_admin_commands
+    from gateway.doctor import add_doctor_command
+
     parser = argparse.ArgumentParser(prog="cachegate", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"cachegate {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="the gateway: semantic cache + prefix engine")
@@ -203,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--hours", type=float, default=168.0, help="window in hours (168)")
     rep.add_argument("--json", action="store_true", help="print the whole report as JSON")
     rep.set_defaults(func=_cmd_report)
+
+    add_admin_commands(sub)  # tenants, keys, policy, cache: over the admin API
+    add_doctor_command(sub)
     return parser
 
 

@@ -22,6 +22,9 @@ class Settings(BaseSettings):
     # Default: a SQLite file under data_dir; PostgreSQL by URL for several replicas.
     database_url: str | None = None
     admin_token: SecretStr | None = None
+    # Where the admin subcommands (`cachegate tenants ...`) send their calls; None: the
+    # gateway these settings serve, http://HOST:PORT (127.0.0.1 for a wildcard host).
+    admin_url: str | None = None
     dev_tenant: str | None = "dev"  # created with a key on first start; None: no dev tenant
     dev_api_key: SecretStr | None = None  # fixes the dev key so scripts can use a known one
     max_body_bytes: int = Field(1_000_000, ge=1024)

@@ -1,0 +1,172 @@
+"""``cachegate doctor``: is this configuration ready to serve, and if not, what to change.
+
+It loads the settings the way ``cachegate serve`` does, checks combinations that run
+but hurt (no admin token, a development tenant on a public interface, replicas
+without the shared secrets they need), then reaches the database, Redis, the
+upstream and the model files (:mod:`gateway.doctor_checks`). Every finding is one
+line ``OK | WARN | FAIL``, and a WARN or FAIL says how to fix it. Exit status 1 when
+anything FAILs. Secret values are never printed, only whether they are set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import asdict
+from typing import Any
+
+from pydantic import ValidationError
+
+from gateway.doctor_checks import (
+    Check,
+    check_database,
+    check_models,
+    check_redis,
+    check_upstream,
+)
+from gateway.settings import Settings
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+MIN_SECRET_CHARS = 16
+NEW_SECRET = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+
+def _settings_errors(exc: ValidationError) -> list[Check]:
+    found = []
+    for err in exc.errors():
+        name = "CACHEGATE_" + "_".join(str(p) for p in err["loc"]).upper()
+        found.append(Check("config", "FAIL", f"{name}: {err['msg']}", f"correct or unset {name}"))
+    return found
+
+
+def check_config(s: Settings) -> list[Check]:
+    """Combinations the settings accept but that are unsafe or half-configured."""
+    area = "config"
+    found = [Check(area, "OK", "settings load")]
+    public = s.host not in LOOPBACK
+    if s.admin_token is None:
+        found.append(
+            Check(
+                area,
+                "WARN",
+                "CACHEGATE_ADMIN_TOKEN is unset: the admin API and `cachegate tenants|keys|"
+                "policy|cache|report` are off",
+                f"set CACHEGATE_ADMIN_TOKEN to a long random value ({NEW_SECRET})",
+            )
+        )
+    elif len(s.admin_token.get_secret_value()) < MIN_SECRET_CHARS:
+        found.append(
+            Check(
+                area,
+                "WARN",
+                f"CACHEGATE_ADMIN_TOKEN is shorter than {MIN_SECRET_CHARS} characters",
+                f"use a long random value ({NEW_SECRET})",
+            )
+        )
+    if public and s.dev_tenant:
+        fixed = " with a fixed CACHEGATE_DEV_API_KEY" if s.dev_api_key else ""
+        found.append(
+            Check(
+                area,
+                "WARN",
+                f"the development tenant {s.dev_tenant!r}{fixed} is served on {s.host}",
+                "set CACHEGATE_DEV_TENANT= (empty) outside development and issue keys with "
+                "`cachegate keys create`",
+            )
+        )
+    if s.upstream_urls() and s.engine_key is None:
+        found.append(
+            Check(
+                area,
+                "WARN",
+                "HTTP upstream without CACHEGATE_ENGINE_KEY: engines run every tenant in their "
+                "default namespace (isolation still holds through cache_salt, but prefix "
+                "sharing groups share nothing)",
+                "set the same CACHEGATE_ENGINE_KEY on the gateways and `cachegate engine`s",
+            )
+        )
+    if s.kv_redis_url and s.server_salt is None:
+        found.append(
+            Check(
+                area,
+                "WARN",
+                "Redis KV tier without CACHEGATE_SERVER_SALT: a `cachegate engine` then signs "
+                "its blocks with an empty salt, so whoever can write to Redis can forge KV",
+                f"set the same long random CACHEGATE_SERVER_SALT on every engine ({NEW_SECRET})",
+            )
+        )
+    if s.eviction_policy not in {"lru", "coverage"}:
+        found.append(
+            Check(
+                area,
+                "FAIL",
+                f"CACHEGATE_EVICTION_POLICY={s.eviction_policy!r} is not a policy",
+                "use lru or coverage",
+            )
+        )
+    if s.kv_disk_path is not None:
+        found.append(_disk_tier(s))
+    return found
+
+
+def _disk_tier(s: Settings) -> Check:
+    path = s.kv_disk_path
+    assert path is not None
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if ancestor.is_dir() and os.access(ancestor, os.W_OK):
+        return Check("config", "OK", f"KV disk tier at {path} is writable")
+    return Check(
+        "config",
+        "FAIL",
+        f"CACHEGATE_KV_DISK_PATH={path} is not a writable directory",
+        "point CACHEGATE_KV_DISK_PATH at a writable directory, or unset it",
+    )
+
+
+def diagnose(settings: Settings | None = None) -> list[Check]:
+    """Every check, in the order an operator fixes them; settings from the environment
+    (``get_settings()``) unless given."""
+    if settings is None:
+        from gateway.settings import get_settings
+
+        try:
+            settings = get_settings()
+        except ValidationError as exc:  # nothing else can be checked without settings
+            return _settings_errors(exc)
+    found = check_config(settings)
+    for check in (check_database, check_redis, check_upstream, check_models):
+        found += check(settings)
+    return found
+
+
+def format_checks(checks: list[Check]) -> str:
+    width = max(len(c.area) for c in checks)
+    lines = []
+    for c in checks:
+        lines.append(f"{c.status:<4}  {c.area:<{width}}  {c.message}")
+        if c.fix and c.status != "OK":
+            lines.append(f"{'':4}  {'':<{width}}  fix: {c.fix}")
+    fails = sum(c.status == "FAIL" for c in checks)
+    warns = sum(c.status == "WARN" for c in checks)
+    lines.append(f"\n{fails} failure(s), {warns} warning(s)")
+    return "\n".join(lines)
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    checks = diagnose()
+    if args.json:
+        print(json.dumps([asdict(c) for c in checks], indent=2))
+    else:
+        print(format_checks(checks))
+    return 1 if any(c.status == "FAIL" for c in checks) else 0
+
+
+def add_doctor_command(sub: Any) -> None:
+    doc = sub.add_parser(
+        "doctor", help="check configuration, database, Redis, upstream and model files"
+    )
+    doc.add_argument("--json", action="store_true", help="the checks as a JSON list")
+    doc.set_defaults(func=_cmd_doctor)

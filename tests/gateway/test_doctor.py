@@ -1,0 +1,184 @@
+"""``cachegate doctor`` against real services: a migrated SQLite file, the engine's own
+HTTP server over the tiny random Llama, the local Redis, and closed ports for what is
+unreachable. A good configuration passes with no finding; each broken piece FAILs
+(or WARNs) with what is wrong and the fix, and the exit status says so."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.doctor import diagnose, format_checks
+from gateway.doctor_checks import Check
+from gateway.settings import Settings
+from migrations.runner import upgrade_database
+from prefix.config import EngineConfig
+from prefix.model.loader import LoadedModel
+from prefix.serve.engine import PrefixEngine
+from prefix.serve.server import create_engine_app
+from tests.gateway.conftest import gateway_settings
+from tests.live_server import serving
+
+TOKEN = "doctor-admin-token-0123456789"
+ENGINE_KEY = "doctor-engine-key-0123456789"
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def engine_url(tiny_llama: LoadedModel) -> Iterator[str]:
+    engine = PrefixEngine(EngineConfig(block_size=16, num_blocks=32), loaded=tiny_llama)
+    with serving(create_engine_app(engine, served_model_name="tiny")) as url:
+        yield url
+
+
+def migrated(tmp_path: Path, revision: str = "head") -> str:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    url = f"sqlite:///{tmp_path / 'doctor.db'}"
+    upgrade_database(url, revision)
+    return url
+
+
+def settings(tmp_path: Path, **extra: Any) -> Settings:
+    values: dict[str, Any] = {"admin_token": TOKEN, "database_url": migrated(tmp_path)}
+    return gateway_settings(tmp_path, **(values | extra))
+
+
+def by_status(checks: list[Check], status: str) -> list[Check]:
+    return [c for c in checks if c.status == status]
+
+
+def only(checks: list[Check], area: str, status: str) -> Check:
+    (found,) = [c for c in checks if c.area == area and c.status == status]
+    return found
+
+
+def test_a_good_configuration_with_an_http_engine_passes(tmp_path: Path, engine_url: str) -> None:
+    s = settings(tmp_path, upstream_url=engine_url, upstream_model="tiny", engine_key=ENGINE_KEY)
+    checks = diagnose(s)
+    assert by_status(checks, "FAIL") == [] and by_status(checks, "WARN") == [], checks
+    areas = {c.area for c in checks}
+    assert {"config", "database", "redis", "upstream", "embedder"} <= areas
+    assert only(checks, "upstream", "OK").message == f"{engine_url} serves tiny"
+    assert any("migration head 0004" in c.message for c in checks if c.area == "database")
+    assert "0 failure(s), 0 warning(s)" in format_checks(checks)
+
+
+def test_unreachable_upstream_and_wrong_model_name(tmp_path: Path, engine_url: str) -> None:
+    down = f"http://127.0.0.1:{closed_port()}"
+    s = settings(tmp_path, upstream_url=f"{engine_url},{down}", engine_key=ENGINE_KEY)
+    checks = diagnose(s)
+    fail = only(checks, "upstream", "FAIL")
+    assert fail.message.startswith(f"cannot reach {down}: ConnectError")
+    assert fail.fix is not None and "cachegate engine" in fail.fix
+    # no CACHEGATE_UPSTREAM_MODEL: the gateway would ask the engine for "default"
+    warn = only(checks, "upstream", "WARN")
+    assert "serves tiny" in warn.message and warn.fix == (
+        "set CACHEGATE_UPSTREAM_MODEL=tiny (vLLM and others refuse other names)"
+    )
+    text = format_checks(checks)
+    assert "FAIL  upstream" in text and "fix: start the model server" in text
+
+
+def test_wrong_database_url_fails_with_the_fix(tmp_path: Path) -> None:
+    port = closed_port()
+    s = settings(tmp_path, database_url=f"postgresql+psycopg://cg:secret@127.0.0.1:{port}/x")
+    fail = only(diagnose(s), "database", "FAIL")
+    assert fail.message.startswith(
+        f"cannot connect to postgresql+psycopg://cg:***@127.0.0.1:{port}"
+    )
+    assert "secret" not in fail.message
+    assert fail.fix is not None and "CACHEGATE_DATABASE_URL" in fail.fix
+
+    fail = only(diagnose(settings(tmp_path, database_url="mysql://db/x")), "database", "FAIL")
+    assert fail.message.startswith("unsupported database")
+
+
+def test_schema_behind_ahead_and_not_yet_created(tmp_path: Path) -> None:
+    behind = settings(tmp_path, database_url=migrated(tmp_path / "old", "0003"))
+    warn = only(diagnose(behind), "database", "WARN")
+    assert warn.message == "schema at 0003, behind the migration head 0004"
+
+    ahead_url = migrated(tmp_path / "new")
+    with sqlite3.connect(ahead_url.removeprefix("sqlite:///")) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    fail = only(diagnose(settings(tmp_path, database_url=ahead_url)), "database", "FAIL")
+    assert "9999" in fail.message and fail.fix is not None and "newer cachegate" in fail.fix
+
+    fresh = tmp_path / "fresh" / "gateway.db"
+    ok = only(diagnose(settings(tmp_path, database_url=f"sqlite:///{fresh}")), "database", "OK")
+    assert "does not exist yet" in ok.message
+    assert not fresh.exists() and not fresh.parent.exists()  # the doctor creates nothing
+
+
+def test_risky_combinations_warn(tmp_path: Path, engine_url: str) -> None:
+    s = settings(
+        tmp_path,
+        host="0.0.0.0",
+        dev_tenant="dev",
+        dev_api_key="fixed-dev-key",
+        admin_token="tok-xyz9",
+        upstream_url=engine_url,
+        upstream_model="tiny",
+        kv_redis_url="redis://127.0.0.1:6379/0",
+        server_salt=None,
+        eviction_policy="fifo",
+    )
+    checks = diagnose(s)
+    warnings = " | ".join(c.message for c in by_status(checks, "WARN"))
+    assert "shorter than 16 characters" in warnings
+    assert "development tenant 'dev' with a fixed CACHEGATE_DEV_API_KEY" in warnings
+    assert "without CACHEGATE_ENGINE_KEY" in warnings
+    assert "without CACHEGATE_SERVER_SALT" in warnings
+    assert (
+        only(checks, "config", "FAIL").message == "CACHEGATE_EVICTION_POLICY='fifo' is not a policy"
+    )
+    assert "fixed-dev-key" not in format_checks(checks) and "tok-xyz9" not in format_checks(checks)
+
+
+@pytest.mark.redis
+def test_redis_reachable_and_unreachable(tmp_path: Path) -> None:
+    up = settings(tmp_path, kv_redis_url="redis://127.0.0.1:6379/0", server_salt="s" * 32)
+    assert only(diagnose(up), "redis", "OK").message == "Redis answers PING"
+    down = settings(tmp_path, kv_redis_url=f"redis://127.0.0.1:{closed_port()}/0")
+    fail = only(diagnose(down), "redis", "FAIL")
+    assert fail.fix is not None and "CACHEGATE_KV_REDIS_URL" in fail.fix
+
+
+def doctor(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``cachegate doctor`` as a user runs it, configured only by the environment."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CACHEGATE_")}
+    cmd = [sys.executable, "-m", "gateway.cli", "doctor"]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=clean | env, cwd=tmp_path, timeout=300
+    )
+
+
+def test_the_command_exit_status(tmp_path: Path) -> None:
+    good = {"CACHEGATE_DATABASE_URL": migrated(tmp_path), "CACHEGATE_ADMIN_TOKEN": TOKEN}
+    run = doctor(tmp_path, **good)  # the in-process engine: the bundled model files
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "OK    model" in run.stdout and "0 failure(s), 0 warning(s)" in run.stdout
+    assert TOKEN not in run.stdout
+
+    down = f"http://127.0.0.1:{closed_port()}"
+    run = doctor(tmp_path, **good, CACHEGATE_UPSTREAM_URL=down, CACHEGATE_ENGINE_KEY=ENGINE_KEY)
+    assert run.returncode == 1
+    assert f"FAIL  upstream  cannot reach {down}" in run.stdout and "fix: " in run.stdout
+
+    run = doctor(tmp_path, CACHEGATE_PORT="eighty")
+    assert run.returncode == 1 and "FAIL  config  CACHEGATE_PORT: " in run.stdout
+    assert "Traceback" not in run.stderr

@@ -175,7 +175,9 @@ class SemanticCache:
         best_score = candidates[0][1]
         eligible = [(i, s) for i, s in candidates if s >= policy.threshold]
         tr.searched(policy.threshold, best_score)
-        tr.step("threshold", bool(eligible), f"best score {best_score} vs {policy.threshold}")
+        tr.step(
+            "threshold", bool(eligible), f"best score {best_score} vs threshold {policy.threshold}"
+        )
         if not eligible and not trace:
             return LookupResult(
                 False, key, reason=BELOW_THRESHOLD, score=best_score, embedding=vector

@@ -278,7 +278,7 @@ async def explain(request: Request, tenant_id: TenantId, body: ExplainRequest) -
     Reads only: nothing is served or counted."""
     gw = state(request)
     explainer = Explainer(gw.tenants, gw.pipeline, gw.upstream.models())
-    return await asyncio.to_thread(explainer.explain, tenant_id, body)
+    return await explainer.explain(tenant_id, body)
 
 
 # ---- audit -----------------------------------------------------------------------------

@@ -3,13 +3,16 @@
 The semantic layer is an optimisation that must never cost correctness or
 availability: anything that makes a request uncacheable skips it, and a
 database outage fails open to the upstream (counted, logged, shown by /ready).
+``lookup(..., trace=True)`` is the same decision as a dry run with every step
+recorded: the admin API's explain renders it (:mod:`gateway.admin.explain`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sqlalchemy import exc as sa_exc
@@ -18,24 +21,44 @@ from sqlalchemy import text
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.judge import UpstreamJudge
 from gateway.tenants import TenantContext
-from semantic import SemanticCache, SemanticQuery
+from semantic import SemanticCache, SemanticPolicy, SemanticQuery
 from semantic.errors import InvalidRequestError, StoreUnavailableError
 from semantic.results import LookupResult
+from semantic.trace import NO_TRACE, LookupTrace
 
 log = logging.getLogger("cachegate.gateway")
 
 
 @dataclass(frozen=True)
 class CacheControl:
-    """``Cache-Control: no-cache`` skips the lookup; ``no-store`` skips the backfill."""
+    """One request's cache controls (``Cache-Control`` header and the body's ``cache``
+    object, merged by ``gateway/proxy/controls.py``).
+
+    ``no_cache`` skips the lookup, ``no_store`` the backfill; ``max_age`` accepts only
+    entries younger than that many seconds; ``ttl`` shortens the stored entry's life
+    (never beyond the tenant's TTL); ``namespace`` narrows the lookup and the store to
+    a sub-partition of the caller's own tenant (it can never reach another tenant).
+    """
 
     no_cache: bool = False
     no_store: bool = False
+    max_age: int | None = None
+    ttl: int | None = None
+    namespace: str | None = None
 
     @classmethod
     def parse(cls, header: str | None) -> CacheControl:
-        directives = {d.strip().lower() for d in (header or "").split(",")}
-        return cls(no_cache="no-cache" in directives, no_store="no-store" in directives)
+        no_cache = no_store = False
+        max_age: int | None = None
+        for raw in (header or "").split(","):
+            name, _, value = raw.strip().lower().partition("=")
+            no_cache |= name == "no-cache" and not value
+            no_store |= name == "no-store" and not value
+            if name in ("max-age", "s-maxage") and value.strip('"').isdigit():
+                # Several age bounds: the strictest wins, as for any shared cache.
+                age = int(value.strip('"'))
+                max_age = age if max_age is None else min(max_age, age)
+        return cls(no_cache=no_cache, no_store=no_store, max_age=max_age)
 
 
 @dataclass
@@ -46,6 +69,7 @@ class SemanticDecision:
     reason: str | None  # lookup miss reason, or why the layer was skipped
     query: SemanticQuery | None = None  # set when the request is cacheable
     result: LookupResult | None = None
+    trace: LookupTrace | None = None  # every step, when the lookup was traced (a dry run)
 
     @property
     def header(self) -> str:
@@ -70,39 +94,75 @@ class Pipeline:
         kind: Literal["chat", "completion"],
         body: dict[str, Any],
         cc: CacheControl,
+        *,
+        trace: bool = False,
+        show: int = 0,
+        user: str | None = None,
     ) -> SemanticDecision:
+        """The semantic layer's decision for one request.
+
+        With ``trace`` the decision carries every step (these skip rules, then the
+        cache's own, then the judge) and the lookup is a dry run: nothing is served,
+        counted or moved, and a store outage raises instead of failing open, since
+        there is no decision to report. The judge, when the tenant's band applies,
+        is still asked: its answer decides, so a report cannot do without it.
+        ``show`` is passed to :meth:`SemanticCache.lookup`. ``user`` is the end user's
+        identity, which partitions the cache when the tenant's scope is ``user``.
+        """
+        tr = LookupTrace() if trace else NO_TRACE
         policy = ctx.policy
-        skip = self._skip_reason(ctx, body, cc)
+        skip = self._skip_reason(ctx, body, cc) or unreplayable_request(body)
+        if skip is None and policy.semantic_scope == "user" and not user:
+            skip = "no_user"  # a user-scoped tenant never shares an answer across users
+        tr.step("eligible", skip is None, skip)
         if skip is not None:
-            return SemanticDecision("skipped", skip)
+            return SemanticDecision("skipped", skip, trace=tr.result)
         assert self.cache is not None
         try:
             builder = SemanticQuery.from_chat if kind == "chat" else SemanticQuery.from_completion
-            query = builder(tenant=ctx.tenant_id, body=body, namespace=ctx.semantic_namespace)
+            namespace = semantic_namespace(ctx, cc, user)
+            query = builder(tenant=ctx.tenant_id, body=body, namespace=namespace)
         except InvalidRequestError as exc:
-            return SemanticDecision("skipped", f"uncacheable:{exc}"[:120])
-        if policy.mode == "allowlist" and not policy.is_allowlisted(query.question):
-            return SemanticDecision("skipped", "not_allowlisted")
+            tr.step("cacheable", False, str(exc))
+            return SemanticDecision("skipped", f"uncacheable:{exc.reason}", trace=tr.result)
+        tr.step("cacheable", True)
+        tr.asked(query.question)
+        if policy.mode == "allowlist":
+            listed = policy.is_allowlisted(query.question)
+            tr.step("allowlist", listed)
+            if not listed:
+                return SemanticDecision("skipped", "not_allowlisted", trace=tr.result)
+        sem = request_policy(ctx, cc)
         try:
-            result = await asyncio.to_thread(self.cache.lookup, query, policy.semantic_policy())
+            result = await asyncio.to_thread(self.cache.lookup, query, sem, trace=trace, show=show)
         except StoreUnavailableError as exc:
+            if trace:
+                raise
             self._store_down(exc)
             return SemanticDecision("skipped", "store_unavailable")
         except InvalidRequestError as exc:
-            return SemanticDecision("skipped", f"uncacheable:{exc}"[:120])
-        self.store_ok = True
-        if result.hit and await self._judge_refuses(ctx, query, result):
-            self.metrics.semantic_miss(ctx.tenant_id, "judge_refused")
-            return SemanticDecision("miss", "judge_refused", query, result)
+            tr.step("cacheable", False, str(exc))
+            return SemanticDecision("skipped", f"uncacheable:{exc.reason}", trace=tr.result)
+        if result.trace is not None:
+            tr.follow(result.trace)
+        count = not trace  # a dry run counts nothing
+        if count:
+            self.store_ok = True
+        if result.hit and await self._judge_refuses(ctx, query, result, tr):
+            if count:
+                self.metrics.semantic_miss(ctx.tenant_id, "judge_refused")
+            return SemanticDecision("miss", "judge_refused", query, result, tr.result)
         if result.hit:
-            self.metrics.semantic_hits.labels(ctx.tenant_id).inc()
-            return SemanticDecision("hit", None, query, result)
+            if count:
+                self.metrics.semantic_hits.labels(ctx.tenant_id).inc()
+            return SemanticDecision("hit", None, query, result, tr.result)
         reason = result.reason or "miss"
-        self.metrics.semantic_miss(ctx.tenant_id, reason)
-        return SemanticDecision("miss", reason, query, result)
+        if count:
+            self.metrics.semantic_miss(ctx.tenant_id, reason)
+        return SemanticDecision("miss", reason, query, result, tr.result)
 
     async def _judge_refuses(
-        self, ctx: TenantContext, query: SemanticQuery, result: LookupResult
+        self, ctx: TenantContext, query: SemanticQuery, result: LookupResult, tr: LookupTrace
     ) -> bool:
         band = ctx.policy.judge_band
         if band is None or self.judge is None or result.score is None:
@@ -112,6 +172,7 @@ class Pipeline:
         verdict = await self.judge.same_answer(
             query.question, result.cached_question or "", ctx.prefix_namespace
         )
+        tr.step("judge", verdict.same, verdict.reason)
         if not verdict.same:
             log.info("judge refused a hit (score %.4f): %s", result.score, verdict.reason)
         return not verdict.same
@@ -129,8 +190,6 @@ class Pipeline:
         temperature = 1.0 if temperature is None else float(temperature)
         if temperature > ctx.policy.max_temperature:
             return "temperature"
-        if (body.get("n") or 1) != 1:
-            return "n"
         return None
 
     async def backfill(
@@ -147,14 +206,17 @@ class Pipeline:
             return "skipped:no-store"
         if not ctx.policy.store_enabled:
             return "skipped:policy"
-        embedding = decision.result.embedding if decision.result is not None else None
+        # The lookup's vector and partition key: the question is neither embedded
+        # nor its partition hashed a second time for the same request.
+        looked = decision.result
         try:
             result = await asyncio.to_thread(
                 self.cache.store,
                 decision.query,
                 response,
-                ctx.policy.semantic_policy(),
-                embedding=embedding,
+                request_policy(ctx, cc),
+                embedding=looked.embedding if looked is not None else None,
+                partition_key=looked.partition_key if looked is not None else None,
             )
         except StoreUnavailableError as exc:
             self._store_down(exc)
@@ -162,6 +224,9 @@ class Pipeline:
         except (InvalidRequestError, ValueError) as exc:
             log.warning("backfill refused: %s", exc)
             outcome = "skipped:invalid"
+        except Exception:  # the model has answered: a failed backfill must not cost the answer
+            log.exception("backfill failed")
+            outcome = "error:internal"
         else:
             self.store_ok = True
             outcome = "stored" if result.stored else f"skipped:{result.reason}"
@@ -188,6 +253,56 @@ class Pipeline:
             log.error("semantic store unavailable, serving without it: %s", exc)
         self.store_ok = False
         self.metrics.store_unavailable.inc()
+
+
+def semantic_namespace(ctx: TenantContext, cc: CacheControl, user: str | None) -> str:
+    """The partition's namespace: always the caller's own tenant, narrowed (never
+    widened) by the tenant's user scope and the client's ``cache.namespace``.
+
+    A JSON list keeps the parts unambiguous whatever characters a client sends.
+    """
+    parts: list[str] = [ctx.semantic_namespace]
+    if ctx.policy.semantic_scope == "user":
+        parts += ["user", user or ""]
+    if cc.namespace is not None:
+        parts += ["client", cc.namespace]
+    return parts[0] if len(parts) == 1 else json.dumps(parts, ensure_ascii=False)
+
+
+def request_policy(ctx: TenantContext, cc: CacheControl) -> SemanticPolicy:
+    """The tenant's policy with this request's controls: ``max-age`` bounds what may be
+    served, ``ttl`` can only shorten how long the answer is kept."""
+    sem = ctx.policy.semantic_policy()
+    ttl = sem.ttl_seconds
+    if cc.ttl is not None:
+        ttl = cc.ttl if ttl is None else min(ttl, cc.ttl)
+    return replace(sem, ttl_seconds=ttl, max_age_seconds=cc.max_age)
+
+
+#: Parts of a message that a text answer cannot stand in for.
+_MEDIA_PARTS = {"image_url": "images", "input_image": "images", "input_audio": "audio"}
+
+
+def unreplayable_request(body: dict[str, Any]) -> str | None:
+    """Why a cached text answer could not replay this request's answer faithfully:
+    it asks for tool calls, log probabilities, several choices, audio, or shows images.
+    Such requests skip the lookup, and their answers are not stored."""
+    if body.get("tools") or body.get("functions"):
+        return "tools"
+    if body.get("logprobs") or body.get("top_logprobs"):
+        return "logprobs"
+    if (body.get("n") or 1) != 1:
+        return "n"
+    modalities = body.get("modalities")
+    if body.get("audio") or (isinstance(modalities, list) and "audio" in modalities):
+        return "audio"
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in _MEDIA_PARTS:
+                return _MEDIA_PARTS[kind]
+    return None
 
 
 def _ping(cache: SemanticCache) -> None:

@@ -7,7 +7,6 @@ Entries are seeded through the real cache, as a backfill would store them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -23,7 +22,6 @@ from tests.gateway.admin_support import (
     SEND_100,
     SEND_900,
     admin,
-    admin_gateway,
     chat,
     completion,
     new_tenant,
@@ -36,20 +34,6 @@ pytestmark = pytest.mark.slow
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
-
-
-@pytest.fixture(scope="module")
-def gw(
-    tiny_llama: LoadedModel, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Gateway]:
-    with admin_gateway(tmp_path_factory.mktemp("admin-cache"), tiny_llama, embedder) as gateway:
-        yield gateway
-
-
-@pytest.fixture
-def client(gw: Gateway) -> Iterator[httpx.Client]:
-    with admin(gw) as c:
-        yield c
 
 
 def post(http: httpx.Client, path: str, body: dict[str, Any]) -> httpx.Response:

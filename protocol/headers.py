@@ -13,3 +13,36 @@ NAMESPACE_HEADER = "x-cachegate-namespace"
 KEY_HEADER = "x-cachegate-engine-key"
 DEFAULT_NAMESPACE = "default"
 REQUEST_ID_HEADER = "x-request-id"
+
+# What a response header value may carry: reasons, kinds, numbers and the separators
+# between them. Anything else (user text, a URL, a path) becomes "_" before it can
+# reach a header, so a Latin-1-only header line can never fail to encode and never
+# echoes a prompt.
+_TOKEN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
+MAX_TOKEN_CHARS = 64
+
+
+def header_token(value: object) -> str:
+    """``value`` reduced to a short ASCII token (at most ``MAX_TOKEN_CHARS``).
+
+    Every ``x-cachegate-*`` response header goes through this. Characters outside
+    ``[A-Za-z0-9._:-]`` become ``_`` and runs of them collapse, so a reason such as
+    ``uncacheable:question has 412 tokens…`` cannot smuggle the question out.
+    """
+    out: list[str] = []
+    for ch in str(value)[: MAX_TOKEN_CHARS * 4]:
+        c = ch if ch in _TOKEN_CHARS else "_"
+        if c == "_" and out and out[-1] == "_":
+            continue
+        out.append(c)
+    token = "".join(out)[:MAX_TOKEN_CHARS].strip("_")
+    return token or "none"
+
+
+def safe_headers(headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` with every ``x-cachegate-*`` value passed through :func:`header_token`:
+    the one gate between what the gateway decided and the header lines it sends."""
+    return {
+        k: header_token(v) if k.lower().startswith("x-cachegate-") else v
+        for k, v in headers.items()
+    }

@@ -200,11 +200,13 @@ class Embedder:
         checked = [coerce_question(t) for t in texts]
         if not checked:
             return np.empty((0, self._dim), dtype=np.float32)
-        for text, count in zip(checked, self.count_tokens(checked), strict=True):
+        for count in self.count_tokens(checked):
             if count > self.max_tokens:
+                # Never quote the text: this message reaches logs and error bodies.
                 raise InvalidQuestionError(
                     f"question has {count} tokens; the embedder reads at most {self.max_tokens}"
-                    f" (it would silently truncate): {text[:40]!r}…"
+                    " (it would silently truncate)",
+                    reason="too_many_tokens",
                 )
         try:
             with _torch_threads(self.cpu_threads):

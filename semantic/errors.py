@@ -21,6 +21,11 @@ and go upstream" (never a 4xx by itself: the model may well answer a question
 too long to embed); ``StoreUnavailableError`` means "fail open" (answer from the
 model, skip the backfill); ``EmbedderError`` is a server fault.
 
+Messages never quote the question or any other request text: they end up in
+logs and, through the gateway, in error bodies. ``reason`` is a short ASCII
+token (``too_many_tokens``, ``not_text``, …) that a caller may put in a header
+or a metric label as it is.
+
 The question limits live in :mod:`semantic.question` (``MAX_QUESTION_CHARS`` =
 4,096 characters, checked before tokenizing) and in the embedder (at most
 ``max_seq_length`` tokens, 256 for all-MiniLM-L6-v2): a sentence-transformer
@@ -34,13 +39,24 @@ from __future__ import annotations
 class SemanticError(Exception):
     """Base class of every error raised by ``semantic``."""
 
+    reason: str = "error"
+
+    def __init__(self, message: str = "", *, reason: str | None = None) -> None:
+        super().__init__(message)
+        if reason is not None:
+            self.reason = reason
+
 
 class InvalidRequestError(SemanticError, ValueError):
     """The request cannot be looked up or stored in the semantic cache."""
 
+    reason = "invalid_request"
+
 
 class InvalidQuestionError(InvalidRequestError):
     """The question is not a usable, non-empty, valid UTF-8 text within the limits."""
+
+    reason = "invalid_question"
 
 
 class InvalidVectorError(SemanticError, ValueError):

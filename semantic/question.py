@@ -39,22 +39,29 @@ def coerce_question(value: object) -> str:
         try:
             text = bytes(value).decode("utf-8", errors="strict")
         except UnicodeDecodeError as exc:
-            raise InvalidQuestionError(f"question is not valid UTF-8: {exc.reason}") from exc
+            raise InvalidQuestionError(
+                f"question is not valid UTF-8: {exc.reason}", reason="not_utf8"
+            ) from exc
     elif isinstance(value, str):
         text = value
         try:
             text.encode("utf-8", errors="strict")
         except UnicodeEncodeError as exc:
-            raise InvalidQuestionError(f"question is not valid UTF-8: {exc.reason}") from exc
+            raise InvalidQuestionError(
+                f"question is not valid UTF-8: {exc.reason}", reason="not_utf8"
+            ) from exc
     else:
-        raise InvalidQuestionError(f"question must be str, not {type(value).__name__}")
+        raise InvalidQuestionError(
+            f"question must be str, not {type(value).__name__}", reason="not_text"
+        )
     if "\x00" in text:
-        raise InvalidQuestionError("question contains a NUL character")
+        raise InvalidQuestionError("question contains a NUL character", reason="nul_character")
     if not text.strip():
-        raise InvalidQuestionError("question is empty")
+        raise InvalidQuestionError("question is empty", reason="empty")
     if len(text) > MAX_QUESTION_CHARS:
         raise InvalidQuestionError(
-            f"question has {len(text)} characters; the limit is {MAX_QUESTION_CHARS}"
+            f"question has {len(text)} characters; the limit is {MAX_QUESTION_CHARS}",
+            reason="too_many_chars",
         )
     return text
 

@@ -7,22 +7,22 @@ change-log rows and cache invalidation are written in one place.
 
 Keys are 256-bit random tokens (``cg-…``), so a plain SHA-256 is a sound
 at-rest hash: there is nothing to brute-force. Authentication results and
-policies are cached for ``cache_seconds``. Every write that can change an
+policies are cached for ``cache_seconds`` in a bounded cache that holds only
+valid keys (:mod:`gateway.auth_cache`). Every write that can change an
 authentication result or a policy logs a ``tenant`` change in its own
 transaction (:func:`gateway.sync.log.log_tenant_change`); the replica-sync feed
 (:mod:`gateway.sync.feed`) replays it on every replica by calling
 :meth:`TenantStore.invalidate_cache`, so other replicas see the change as soon
 as the feed wakes (``cache_seconds`` bounds it if the feed is down). When the
 database is down, the last known answer for a key keeps serving, so the
-gateway fails open to the upstream instead of locking every tenant out.
+gateway fails open to the upstream instead of locking every tenant out, for at
+most ``MAX_STALE_SECONDS`` after the database last confirmed it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-import threading
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -30,6 +30,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
+from gateway.auth_cache import AuthCache
 from gateway.errors import AuthenticationError, PermissionDeniedError, ServiceUnavailableError
 from gateway.models import ApiKey, PolicyVersion, ServerSecret, Tenant
 from gateway.policy import TenantPolicy
@@ -75,13 +76,24 @@ class TenantContext:
         return f"tenant:{self.tenant_id}"
 
 
+#: A bearer token longer than this is refused without a database query (our keys are
+#: 46 characters; a fixed development key is whatever the operator chose, within reason).
+MAX_KEY_CHARS = 256
+
+
 class TenantStore:
     def __init__(self, engine: Engine, cache_seconds: float = 2.0) -> None:
         self.engine = engine
         self.sessions = sessionmaker(engine, expire_on_commit=False)
-        self.cache_seconds = cache_seconds
-        self._cache: dict[str, tuple[float, TenantContext | None]] = {}
-        self._lock = threading.Lock()
+        self.auth_cache: AuthCache[TenantContext] = AuthCache(cache_seconds)
+
+    @property
+    def cache_seconds(self) -> float:
+        return self.auth_cache.fresh_seconds
+
+    @cache_seconds.setter
+    def cache_seconds(self, value: float) -> None:
+        self.auth_cache.fresh_seconds = value
 
     # ---- authentication -------------------------------------------------------------
     def authenticate(self, raw_key: str | None) -> TenantContext:
@@ -89,28 +101,29 @@ class TenantStore:
             raise AuthenticationError(
                 "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key"
             )
+        invalid = AuthenticationError("invalid API key", code="invalid_api_key")
+        if len(raw_key) > MAX_KEY_CHARS:
+            raise invalid
         digest = hash_key(raw_key)
-        now = time.monotonic()
-        with self._lock:
-            cached = self._cache.get(digest)
-        if cached is not None and now - cached[0] < self.cache_seconds:
-            ctx = cached[1]
-        else:
-            try:
-                ctx = self._load(digest)
-            except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
-                if cached is not None:  # fail open on the last known answer
-                    ctx = cached[1]
-                else:
-                    raise ServiceUnavailableError(
-                        "the key store is unavailable; try again shortly"
-                    ) from exc
-            else:
-                with self._lock:
-                    self._cache[digest] = (now, ctx)
-        if ctx is None:
-            raise AuthenticationError("invalid API key", code="invalid_api_key")
-        return ctx
+        cache = self.auth_cache
+        ctx = cache.fresh(digest)
+        if ctx is not None:
+            return ctx
+        if cache.known_invalid(digest):
+            raise invalid
+        try:
+            loaded = self._load(digest)
+        except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+            stale = cache.stale(digest)  # fail open on a recent answer
+            if stale is not None:
+                return stale
+            unavailable = "the key store is unavailable; try again shortly"
+            raise ServiceUnavailableError(unavailable) from exc
+        if loaded is None:
+            cache.put_invalid(digest)
+            raise invalid
+        cache.put_valid(digest, loaded)
+        return loaded
 
     def cached(self, raw_key: str | None) -> TenantContext | None:
         """A still-fresh authenticated context, without touching the database.
@@ -118,13 +131,9 @@ class TenantStore:
         Lets the request path answer most requests on the event loop instead of
         queueing behind CPU-bound work in the thread pool.
         """
-        if not raw_key:
+        if not raw_key or len(raw_key) > MAX_KEY_CHARS:
             return None
-        with self._lock:
-            cached = self._cache.get(hash_key(raw_key))
-        if cached is None or time.monotonic() - cached[0] >= self.cache_seconds:
-            return None
-        return cached[1]
+        return self.auth_cache.fresh(hash_key(raw_key))
 
     def _load(self, digest: str) -> TenantContext | None:
         with self.sessions() as s:
@@ -142,8 +151,7 @@ class TenantStore:
             return TenantContext(tenant.id, tenant.name, policy, version)
 
     def invalidate_cache(self) -> None:
-        with self._lock:
-            self._cache.clear()
+        self.auth_cache.clear()
 
     # ---- reads -----------------------------------------------------------------------
     def get_tenant(self, tenant_id: str) -> Tenant | None:

@@ -1,0 +1,117 @@
+"""The authentication cache: bounded, aged, and holding only keys that were valid.
+
+Issue 14: every invalid bearer token used to be cached forever (memory grew with
+random tokens) and each new one cost a database query. Now:
+
+* **valid keys** live in an LRU of at most ``max_entries`` digests. An entry is
+  *fresh* for ``fresh_seconds`` (served without the database); after that the
+  database is asked again. While the database is down a known key keeps
+  working from memory (fail open), but only up to ``max_stale_seconds`` after it
+  was last confirmed: a key revoked during a long outage stops working then.
+* **unknown keys** go into a much smaller LRU (``max_negative``) for
+  ``fresh_seconds``, so one client repeating a bad key costs one query per
+  ``fresh_seconds`` and a flood of random keys can evict only that small table,
+  never the valid keys, and never grow memory.
+
+Keys are stored by SHA-256 digest only, never the raw key.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+MAX_ENTRIES = 10_000
+MAX_NEGATIVE = 1_024
+MAX_STALE_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class Cached(Generic[T]):
+    value: T
+    confirmed: float  # monotonic time the database last said so
+
+
+class AuthCache(Generic[T]):
+    """Thread-safe; every operation is O(1)."""
+
+    def __init__(
+        self,
+        fresh_seconds: float,
+        *,
+        max_entries: int = MAX_ENTRIES,
+        max_negative: int = MAX_NEGATIVE,
+        max_stale_seconds: float = MAX_STALE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.fresh_seconds = fresh_seconds
+        self.max_entries, self.max_negative = max_entries, max_negative
+        self.max_stale_seconds = max_stale_seconds
+        self.clock = clock
+        self._valid: OrderedDict[str, Cached[T]] = OrderedDict()
+        self._invalid: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def fresh(self, digest: str) -> T | None:
+        """The key's context if it was confirmed within ``fresh_seconds``."""
+        with self._lock:
+            hit = self._valid.get(digest)
+            if hit is None or self.clock() - hit.confirmed >= self.fresh_seconds:
+                return None
+            self._valid.move_to_end(digest)
+            return hit.value
+
+    def known_invalid(self, digest: str) -> bool:
+        """The database said "no such key" within ``fresh_seconds``."""
+        with self._lock:
+            at = self._invalid.get(digest)
+            if at is None:
+                return False
+            if self.clock() - at >= self.fresh_seconds:
+                del self._invalid[digest]
+                return False
+            return True
+
+    def stale(self, digest: str) -> T | None:
+        """For a database outage: the last confirmed context, if not older than
+        ``max_stale_seconds`` (older ones are dropped)."""
+        with self._lock:
+            hit = self._valid.get(digest)
+            if hit is None:
+                return None
+            if self.clock() - hit.confirmed >= self.max_stale_seconds:
+                del self._valid[digest]
+                return None
+            return hit.value
+
+    def put_valid(self, digest: str, value: T) -> None:
+        with self._lock:
+            self._invalid.pop(digest, None)
+            self._valid[digest] = Cached(value, self.clock())
+            self._valid.move_to_end(digest)
+            while len(self._valid) > self.max_entries:
+                self._valid.popitem(last=False)
+
+    def put_invalid(self, digest: str) -> None:
+        with self._lock:
+            self._valid.pop(digest, None)
+            self._invalid[digest] = self.clock()
+            self._invalid.move_to_end(digest)
+            while len(self._invalid) > self.max_negative:
+                self._invalid.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._valid.clear()
+            self._invalid.clear()
+
+    def sizes(self) -> tuple[int, int]:
+        """(valid entries, negative entries): what the bounds are checked against."""
+        with self._lock:
+            return len(self._valid), len(self._invalid)

@@ -1,0 +1,108 @@
+"""Issue 14: the authentication cache holds only valid keys, is bounded, ages out
+also during a database outage, and an unknown token costs at most one query per
+``cache_seconds`` (real SQLite, migrated by the real history)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, event
+
+from gateway.admin.service import TenantAdmin
+from gateway.auth_cache import MAX_NEGATIVE, MAX_STALE_SECONDS, AuthCache
+from gateway.errors import AuthenticationError, ServiceUnavailableError
+from gateway.tenants import TenantStore
+from migrations.runner import upgrade_database
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[TenantStore]:
+    url = f"sqlite:///{tmp_path / 'auth.db'}"
+    upgrade_database(url)
+    s = TenantStore(create_engine(url), cache_seconds=30.0)
+    yield s
+    s.engine.dispose()
+
+
+def _queries(store: TenantStore) -> list[str]:
+    seen: list[str] = []
+
+    def on_execute(*args: Any) -> None:
+        seen.append(str(args[2]))
+
+    event.listen(store.engine, "before_cursor_execute", on_execute)
+    return seen
+
+
+def test_random_tokens_neither_grow_memory_nor_evict_valid_keys(store: TenantStore) -> None:
+    admin = TenantAdmin(store, None, None)
+    admin.add_tenant("tests", "acme", None, None)
+    key = admin.issue_key("tests", "acme", "k").key
+    assert store.authenticate(key).tenant_id == "acme"  # control: a valid key is cached
+    for _ in range(MAX_NEGATIVE * 3):
+        with pytest.raises(AuthenticationError):
+            store.authenticate("cg-" + secrets.token_urlsafe(32))
+    valid, negative = store.auth_cache.sizes()
+    assert valid == 1 and negative == MAX_NEGATIVE  # bounded; before: one entry per token
+    queries = _queries(store)
+    assert store.cached(key) is not None and store.authenticate(key).tenant_id == "acme"
+    assert queries == []  # the valid key survived the flood in the cache
+
+
+def test_a_repeated_bad_token_costs_one_query_and_a_huge_one_none(store: TenantStore) -> None:
+    queries = _queries(store)
+    for _ in range(5):
+        with pytest.raises(AuthenticationError):
+            store.authenticate("cg-not-a-key")
+    assert len(queries) == 1
+    with pytest.raises(AuthenticationError):
+        store.authenticate("x" * 100_000)
+    assert len(queries) == 1
+
+
+def test_known_keys_fail_open_during_an_outage_but_only_for_a_bounded_time(
+    store: TenantStore, tmp_path: Path
+) -> None:
+    admin = TenantAdmin(store, None, None)
+    admin.add_tenant("tests", "acme", None, None)
+    key = admin.issue_key("tests", "acme", "k").key
+    clock = Clock()
+    store.auth_cache.clock = clock
+    assert store.authenticate(key).tenant_id == "acme"
+    (tmp_path / "auth.db").unlink()  # the database is gone: every query now fails
+    store.engine.dispose()
+    clock.now += 60  # past cache_seconds: the database is asked, fails, memory answers
+    assert store.authenticate(key).tenant_id == "acme"
+    with pytest.raises(ServiceUnavailableError):  # an unknown key is never let in
+        store.authenticate("cg-unknown")
+    clock.now += MAX_STALE_SECONDS  # too long without the database confirming it
+    with pytest.raises(ServiceUnavailableError):
+        store.authenticate(key)
+
+
+def test_valid_entries_are_an_lru_with_a_bound() -> None:
+    clock = Clock()
+    cache: AuthCache[str] = AuthCache(10.0, max_entries=3, max_negative=2, clock=clock)
+    for name in "abc":
+        cache.put_valid(name, name.upper())
+    assert cache.fresh("a") == "A"  # touched: "b" is now the oldest
+    cache.put_valid("d", "D")
+    assert cache.fresh("b") is None and cache.fresh("a") == "A" and cache.sizes() == (3, 0)
+    clock.now += 10
+    assert cache.fresh("a") is None and cache.stale("a") == "A"  # not fresh, still known
+    cache.put_invalid("a")  # the database said no: it is gone from the valid side
+    assert cache.stale("a") is None and cache.known_invalid("a")
+    clock.now += 10
+    assert not cache.known_invalid("a")  # a negative answer ages out too

@@ -76,6 +76,8 @@ def engine_config(settings: Settings, salt: str, **overrides: Any) -> EngineConf
         "kv_tier_write_buffer_bytes": settings.kv_tier_write_buffer_mib * mib,
         "eviction_policy": settings.eviction_policy,
         "max_num_seqs": settings.max_num_seqs,
+        "max_num_seqs_per_tenant": settings.max_num_seqs_per_tenant or None,
+        "max_num_waiting": settings.max_num_waiting,
         "enable_prefix_caching": settings.enable_prefix_caching,
         "server_salt": salt,
     }

@@ -62,6 +62,10 @@ class Settings(BaseSettings):
     kv_tier_write_buffer_mib: int = Field(256, ge=1)  # blocks waiting to be written, per store
     eviction_policy: str = "lru"
     max_num_seqs: int = Field(32, ge=1)
+    # Fair sharing of the engine: running sequences per tenant (0: no cap) and requests
+    # waiting for admission in all (beyond it: 429 with Retry-After).
+    max_num_seqs_per_tenant: int = Field(16, ge=0)
+    max_num_waiting: int = Field(256, ge=1)
     enable_prefix_caching: bool = True
     engine_port: int = Field(8001, ge=1, le=65535)
     # Shared secret between gateway and engine server: only requests carrying it may

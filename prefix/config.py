@@ -31,6 +31,11 @@ class EngineConfig:
     # boundaries) so decodes of other requests are not starved behind them.
     prefill_chunk_size: int = 2048
     max_num_seqs: int = 32  # running sequences per step
+    # Fair sharing: at most this many running sequences per tenant (None: no cap; admission
+    # is round-robin across tenants either way), and at most this many requests waiting
+    # for admission in all (a full queue answers 429 with Retry-After, never grows).
+    max_num_seqs_per_tenant: int | None = None
+    max_num_waiting: int = 256
     max_num_batched_tokens: int = 2048  # tokens computed per step (decodes + prefill chunks)
     enable_prefix_caching: bool = True
     server_salt: str = ""
@@ -70,6 +75,10 @@ class EngineConfig:
             )
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise EngineConfigError("max_num_seqs and max_num_batched_tokens must be >= 1")
+        if self.max_num_seqs_per_tenant is not None and self.max_num_seqs_per_tenant < 1:
+            raise EngineConfigError("max_num_seqs_per_tenant must be >= 1 (or None: no cap)")
+        if self.max_num_waiting < 1:
+            raise EngineConfigError(f"max_num_waiting must be >= 1, got {self.max_num_waiting}")
         if (
             isinstance(self.host_tier_bytes, bool)
             or not isinstance(self.host_tier_bytes, int)

@@ -10,6 +10,7 @@ Hierarchy::
     │   ├── PromptTooLongError                 prompt + max_tokens exceed the context window
     │   └── KVBudgetExceededError              the request can never fit in the KV pool
     ├── NoFreeBlocksError                      transient: not enough reclaimable KV blocks now
+    ├── QueueFullError                         transient: the waiting queue is full (a 429)
     └── TierError                              an L3 block store failed (never reaches a client)
         ├── TierUnavailableError               the store is down or slower than its timeout
         └── CorruptBlockError                  a stored block failed its checks (a miss)
@@ -36,6 +37,7 @@ __all__ = [
     "NoFreeBlocksError",
     "PrefixError",
     "PromptTooLongError",
+    "QueueFullError",
     "RequestError",
     "TierError",
     "TierUnavailableError",
@@ -72,6 +74,12 @@ class KVBudgetExceededError(RequestError):
 
 class NoFreeBlocksError(PrefixError):
     """Not enough reclaimable blocks right now; the caller may wait and retry."""
+
+
+class QueueFullError(PrefixError):
+    """Too many requests are waiting for admission; the caller should retry later."""
+
+    retry_after_s = 1
 
 
 class TierError(PrefixError):

@@ -44,6 +44,7 @@ class ApiError(ProtocolError):
         type: str = "invalid_request_error",
         param: str | None = None,
         code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -51,9 +52,10 @@ class ApiError(ProtocolError):
         self.type = type
         self.param = param
         self.code = code
+        self.headers = headers or {}  # e.g. Retry-After on a 429
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.type, self.param, self.code)
 
     def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status)
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from protocol.errors import ApiError
+from protocol.sampling import MAX_STOP_CHARS, MAX_STOP_SEQUENCES
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 
@@ -78,8 +79,13 @@ class _SamplingFields(_Request):
     @field_validator("stop")
     @classmethod
     def _at_most_four_stops(cls, v: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(v, list) and len(v) > 4:
-            raise ValueError("at most 4 stop sequences are allowed")
+        if isinstance(v, list) and len(v) > MAX_STOP_SEQUENCES:
+            raise ValueError(f"at most {MAX_STOP_SEQUENCES} stop sequences are allowed")
+        stops = [v] if isinstance(v, str) else (v or [])
+        if any(len(s) > MAX_STOP_CHARS for s in stops):
+            # Every step checks the output's tail against each stop string, inside the
+            # engine's step: unbounded stops would let one request slow every stream.
+            raise ValueError(f"a stop sequence may be at most {MAX_STOP_CHARS} characters")
         return v
 
     def stop_tuple(self) -> tuple[str, ...]:

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 # Below this, logits / temperature overflows to inf and softmax to NaN; the distribution
 # is a point mass anyway, so such temperatures are greedy.
 GREEDY_BELOW = 1e-5
+# As the OpenAI API: at most 4 stop sequences; each is bounded so the per-step stop
+# check costs O(output tail), whatever a client sends.
+MAX_STOP_SEQUENCES = 4
+MAX_STOP_CHARS = 256
 # Without a client limit, a request generates up to what is left of the context, but
 # never more than this (a forgotten limit must not tie up a slot for thousands of tokens).
 DEFAULT_MAX_TOKENS = 256
@@ -52,8 +56,14 @@ class SamplingParams:
             raise InvalidSamplingParamsError(f"top_p must be in (0, 1], got {self.top_p}")
         if any(not isinstance(s, str) or s == "" for s in self.stop):
             raise InvalidSamplingParamsError("stop strings must be non-empty strings")
-        if len(self.stop) > 4:
-            raise InvalidSamplingParamsError("at most 4 stop strings are allowed")
+        if len(self.stop) > MAX_STOP_SEQUENCES:
+            raise InvalidSamplingParamsError(
+                f"stop may hold at most {MAX_STOP_SEQUENCES} strings"
+            )
+        if any(len(s) > MAX_STOP_CHARS for s in self.stop):
+            raise InvalidSamplingParamsError(
+                f"stop strings may be at most {MAX_STOP_CHARS} characters each"
+            )
 
     @property
     def is_greedy(self) -> bool:

@@ -10,9 +10,15 @@ from collections.abc import AsyncIterator
 
 from prometheus_client import generate_latest
 
-from gateway.errors import BadRequestError, GatewayError, ServiceUnavailableError, UpstreamError
+from gateway.errors import (
+    BadRequestError,
+    GatewayError,
+    RateLimitError,
+    ServiceUnavailableError,
+    UpstreamError,
+)
 from gateway.proxy.upstream import Delta, Done, Event, UpstreamRequest
-from prefix.errors import NoFreeBlocksError, RequestError
+from prefix.errors import NoFreeBlocksError, QueueFullError, RequestError
 from prefix.serve.async_engine import AsyncEngine, EngineDeadError
 from prefix.serve.engine import PrefixEngine
 from prefix.serve.metrics import EngineMetrics
@@ -23,7 +29,9 @@ from protocol.openai import parse_request
 
 def _gateway_error(err: ApiError) -> GatewayError:
     error: GatewayError
-    if err.status == 503:
+    if err.status == 429:  # the engine's waiting queue is full
+        error = RateLimitError(err.message, code=err.code, headers=err.headers)
+    elif err.status == 503:
         error = ServiceUnavailableError(err.message, code=err.code)
     elif err.status >= 500:
         error = UpstreamError(err.message, code=err.code)
@@ -70,7 +78,7 @@ class InProcessUpstream:
             outputs = await self.async_engine.submit(engine_req)
         except ApiError as err:
             raise _gateway_error(err) from None
-        except (RequestError, EngineDeadError) as exc:
+        except (RequestError, QueueFullError, EngineDeadError) as exc:
             raise _gateway_error(engine_error(exc, prompt_param)) from None
         try:
             async for out in outputs:

@@ -34,3 +34,10 @@ class EngineRequest:
     @property
     def num_prompt_tokens(self) -> int:
         return len(self.token_ids)
+
+    @property
+    def tenant_key(self) -> str:
+        """Whose request this is, for fair sharing; anonymous ("default") is nobody's."""
+        if self.quota_key:
+            return self.quota_key
+        return "" if self.namespace == DEFAULT_NAMESPACE else self.namespace

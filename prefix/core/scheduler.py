@@ -2,18 +2,25 @@
 
 Every step each running sequence gets a chunk of its uncomputed tokens: one
 token for a decoding sequence, a block-aligned slice of the prompt for one
-still prefilling. Waiting sequences are admitted in arrival order through the
-``BlockManager`` (match → check → pin + allocate, all or nothing); one that
-does not fit waits. When a running sequence needs a block and none is
-reclaimable, the newest running sequence is preempted: its blocks are released
-(they stay cached by key) and it goes back to the front of the queue, to be
-recomputed later, mostly from its own cached prefix (seed 000: wait_or_preempt).
+still prefilling. Decodes are served first, then prefill chunks round-robin
+across tenants, so one tenant's long prompts cannot take a step's whole token
+budget. Waiting sequences are admitted through the ``BlockManager`` (match →
+check → pin + allocate, all or nothing): preempted ones first, then round-robin
+across tenants with waiting requests (least recently served tenant first, each
+tenant's oldest request first), each tenant holding at most
+``max_num_seqs_per_tenant`` running sequences; one that does not fit waits.
+When a running sequence needs a block and none is reclaimable, the newest
+running sequence is preempted: its blocks are released (they stay cached by
+key) and it goes back to the front of the queue, to be recomputed later,
+mostly from its own cached prefix (seed 000: wait_or_preempt).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import count, zip_longest
 
 from prefix.core.block_manager import BlockManager
 from prefix.core.sequence import Sequence, SequenceStatus
@@ -54,15 +61,21 @@ class Scheduler:
         max_num_seqs: int = 64,
         max_num_batched_tokens: int = 1024,
         chunk_size: int = 512,
+        max_num_seqs_per_tenant: int | None = None,
     ) -> None:
         if max_num_seqs < 1 or max_num_batched_tokens < 1 or chunk_size < 1:
             raise ValueError("scheduler limits must be >= 1")
+        if max_num_seqs_per_tenant is not None and max_num_seqs_per_tenant < 1:
+            raise ValueError("max_num_seqs_per_tenant must be >= 1")
         self.blocks = blocks
         self.block_size = blocks.block_size
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.chunk_size = chunk_size
+        self.max_num_seqs_per_tenant = max_num_seqs_per_tenant
         self.waiting: deque[Sequence] = deque()
+        self._served: dict[str, int] = {}  # tenant → tick of its last admission
+        self._tick = count(1)
         self.running: list[Sequence] = []  # oldest first
         self.num_preemptions = 0
 
@@ -105,7 +118,7 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
         budget = self.max_num_batched_tokens
-        for seq in list(self.running):
+        for seq in self._fair_running_order():
             if budget <= 0:
                 break
             if seq.status is not SequenceStatus.RUNNING:  # preempted earlier in this loop
@@ -117,23 +130,48 @@ class Scheduler:
                 continue  # seq itself was preempted
             budget -= self._place(seq, end, out)
         # Admit only when nothing had to be preempted: admitting now would just evict again.
-        index = 0
-        while (
-            index < len(self.waiting)
-            and not out.preempted
-            and budget > 0
-            and len(self.running) < self.max_num_seqs
-        ):
-            seq = self.waiting[index]
+        if out.preempted:
+            return out
+        for seq in self._admission_order():
+            if budget <= 0 or len(self.running) >= self.max_num_seqs:
+                break
+            if self._at_tenant_limit(seq):
+                continue  # its tenant runs enough already; others may still go ahead
             if self._over_quota(seq, seq.num_blocks_for(seq.num_tokens)):
-                index += 1  # its tenant is at its quota; others may still go ahead of it
-                continue
+                continue  # its tenant is at its quota; others may still go ahead of it
             if not self.blocks.admit(seq):
-                break  # FCFS: the head waits until blocks are released
-            del self.waiting[index]
+                break  # not enough blocks: the rest waits until blocks are released
+            self.waiting.remove(seq)
             self.running.append(seq)
+            self._served[seq.tenant_key] = next(self._tick)
             budget -= self._place(seq, self._chunk_end(seq, budget), out)
         return out
+
+    # ---- fairness across tenants ---------------------------------------------------
+    def _admission_order(self) -> list[Sequence]:
+        """Preempted sequences first, then one request per tenant per round."""
+        preempted = [s for s in self.waiting if s.num_preemptions]
+        queues: dict[str, list[Sequence]] = {}
+        for seq in self.waiting:
+            if not seq.num_preemptions:
+                queues.setdefault(seq.tenant_key, []).append(seq)
+        tenants = sorted(queues, key=lambda t: self._served.get(t, 0))  # stable: arrival order
+        return preempted + _interleave(queues[t] for t in tenants)
+
+    def _fair_running_order(self) -> list[Sequence]:
+        """Decodes first (one token each), then prefill chunks round-robin by tenant."""
+        decoding = [s for s in self.running if s.num_tokens - s.num_computed_tokens <= 1]
+        queues: dict[str, list[Sequence]] = {}
+        for seq in self.running:
+            if seq.num_tokens - seq.num_computed_tokens > 1:
+                queues.setdefault(seq.tenant_key, []).append(seq)
+        return decoding + _interleave(queues.values())
+
+    def _at_tenant_limit(self, seq: Sequence) -> bool:
+        limit = self.max_num_seqs_per_tenant
+        if limit is None or not seq.tenant_key:  # anonymous requests are nobody's tenant
+            return False
+        return sum(1 for s in self.running if s.tenant_key == seq.tenant_key) >= limit
 
     # ---- per-tenant KV quota --------------------------------------------------------
     def _held(self, key: str) -> int:
@@ -182,6 +220,10 @@ class Scheduler:
         return True
 
     def _preempt(self, seq: Sequence, out: SchedulerOutput) -> None:
+        # Decodes are placed before prefills, so the victim may already be in this step.
+        if seq in out.decode:
+            out.decode.remove(seq)
+        out.prefill = [c for c in out.prefill if c.seq is not seq]
         self.running.remove(seq)
         self.blocks.release(seq)
         seq.status = SequenceStatus.WAITING
@@ -197,3 +239,8 @@ class Scheduler:
         else:
             out.prefill.append(ScheduledChunk(seq, start, end))
         return end - start
+
+
+def _interleave(queues: Iterable[list[Sequence]]) -> list[Sequence]:
+    """[a1, a2], [b1] → [a1, b1, a2]: one from each queue per round, in queue order."""
+    return [seq for round_ in zip_longest(*queues) for seq in round_ if seq is not None]

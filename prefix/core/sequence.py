@@ -45,6 +45,9 @@ class Sequence:
     # kv_block_quota blocks at once (counted per sequence, shared blocks included).
     quota_key: str | None = None
     kv_block_quota: int | None = None
+    # Whose request this is, for fair admission across tenants (the tenant id, else the
+    # namespace); "" for requests that name nobody.
+    tenant_key: str = ""
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -64,6 +64,8 @@ class Detokenizer:
         self.token_ids: list[int] = []
         self.text = ""
         self._emitted = 0
+        self._checked = 0  # text before this was already searched for stop strings
+        self._longest_stop = max((len(s) for s in self.stop), default=0)
         self.stopped = False
 
     def push(self, token_id: int) -> bool:
@@ -74,23 +76,37 @@ class Detokenizer:
             self.text = full[:-1]
             return False
         self.text = full
-        for s in self.stop:
-            idx = full.find(s)
-            if idx != -1:
-                self.text = full[:idx]
-                self.stopped = True
-                return True
+        # Only text that this token completed can hold a new match: search the tail, so a
+        # step costs O(new text + stop length), not O(output × stops).
+        start = max(0, self._checked - self._longest_stop + 1)
+        hits = [i for i in (full.find(s, start) for s in self.stop) if i != -1]
+        self._checked = len(full)
+        if hits:
+            self.text = full[: min(hits)]
+            self.stopped = True
+            return True
         return False
 
     def delta(self, final: bool = False) -> str:
         """Text that is safe to emit now (held back while it could begin a stop string)."""
         safe = len(self.text)
         if not final and not self.stopped:
-            for s in self.stop:
-                for k in range(min(len(s) - 1, len(self.text)), 0, -1):
-                    if self.text.endswith(s[:k]):
-                        safe = min(safe, len(self.text) - k)
-                        break
+            safe -= max((_partial_stop(self.text, s) for s in self.stop), default=0)
         out = self.text[self._emitted : safe]
         self._emitted = max(self._emitted, safe)
         return out
+
+
+def _partial_stop(text: str, stop: str) -> int:
+    """Length of the longest end of ``text`` that begins ``stop`` (but is not all of it).
+
+    Candidates start where ``stop[0]`` occurs in the last ``len(stop) - 1`` characters;
+    the first that matches is the longest, so this is O(len(stop)) per candidate.
+    """
+    lo = max(0, len(text) - len(stop) + 1)
+    i = text.find(stop[0], lo)
+    while i != -1:
+        if stop.startswith(text[i:]):
+            return len(text) - i
+        i = text.find(stop[0], i + 1)
+    return 0

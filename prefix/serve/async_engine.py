@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from prefix.core.request import EngineRequest
 from prefix.core.sequence import Sequence
+from prefix.errors import QueueFullError
 from prefix.serve.engine import PrefixEngine, RequestOutput
 from protocol.sampling import SamplingParams
 
@@ -51,6 +52,7 @@ class AsyncEngine:
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.steps = 0
+        self._submitting = 0  # submit() calls between the queue check and registration
 
     # ---- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -76,7 +78,19 @@ class AsyncEngine:
         """Validate and queue one request; raises its RequestError before anything starts."""
         if not self.is_alive:
             raise EngineDeadError(f"the engine is not running: {self.error!r}")
-        seq = await asyncio.to_thread(self.engine.new_sequence, req)
+        # Streams that are not running are waiting (queued here or in the scheduler);
+        # submissions still being validated count too, or a burst would all get in.
+        waiting = len(self._streams) + self._submitting - self.engine.num_running
+        if waiting >= self.engine.config.max_num_waiting:
+            raise QueueFullError(
+                f"{waiting} requests are waiting for the engine (the limit is "
+                f"{self.engine.config.max_num_waiting}); retry later"
+            )
+        self._submitting += 1
+        try:
+            seq = await asyncio.to_thread(self.engine.new_sequence, req)
+        finally:
+            self._submitting -= 1
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
         with self._streams_lock:
             if seq.request_id in self._streams:

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import Receive
 
 from prefix.core.hashing import short
-from prefix.errors import NoFreeBlocksError, RequestError
+from prefix.errors import NoFreeBlocksError, QueueFullError, RequestError
 from prefix.serve.access_log import RequestLog
 from prefix.serve.async_engine import EngineDeadError, OutputStream
 from prefix.serve.openai_adapter import engine_error, to_engine_request
@@ -75,7 +75,7 @@ async def _submit(
     engine_req = await to_engine_request(srv.engine, req, namespace, request_id=ctx.request_id)
     try:
         outputs = await ae.submit(engine_req)
-    except (RequestError, EngineDeadError) as e:
+    except (RequestError, QueueFullError, EngineDeadError) as e:
         raise engine_error(e, "messages" if kind == "chat" else "prompt") from None
     ctx.namespace_id = short(outputs.root)
     return outputs, req.include_usage, req.stream

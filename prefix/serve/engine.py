@@ -132,6 +132,7 @@ class PrefixEngine:
             max_num_seqs=config.max_num_seqs,
             max_num_batched_tokens=config.max_num_batched_tokens,
             chunk_size=config.prefill_chunk_size,
+            max_num_seqs_per_tenant=config.max_num_seqs_per_tenant,
         )
         self.runner = ModelRunner(loaded.model, self.kv_cache, self.device)
         self.encoder = PromptEncoder(loaded.tokenizer)
@@ -202,6 +203,7 @@ class PrefixEngine:
             arrival_time=time.perf_counter(),
             quota_key=(req.quota_key or req.namespace) if quota is not None else None,
             kv_block_quota=quota,
+            tenant_key=req.tenant_key,
         )
         if req.request_id is not None:
             seq.request_id = req.request_id

@@ -18,6 +18,7 @@ from prefix.errors import (
     KVBudgetExceededError,
     NoFreeBlocksError,
     PromptTooLongError,
+    QueueFullError,
     RequestError,
 )
 from prefix.model.tokenize import Prompt
@@ -82,6 +83,14 @@ def engine_error(exc: BaseException, prompt_param: str = "messages") -> ApiError
         return ApiError(400, str(exc), param=name if name in _SAMPLING_PARAMS else None)
     if isinstance(exc, RequestError):
         return ApiError(400, str(exc), param=prompt_param)
+    if isinstance(exc, QueueFullError):
+        return ApiError(
+            429,
+            str(exc),
+            type="rate_limit_error",
+            code="queue_full",
+            headers={"Retry-After": str(exc.retry_after_s)},
+        )
     if isinstance(exc, NoFreeBlocksError):
         return ApiError(503, str(exc), type="server_error", code="overloaded")
     if isinstance(exc, EngineDeadError):

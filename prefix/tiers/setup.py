@@ -30,7 +30,6 @@ from prefix.tiers.disk_store import DiskBlockStore
 from prefix.tiers.host import HostTier
 from prefix.tiers.kv_record import BlockLayout, BlockStore
 from prefix.tiers.l3 import L3Tier
-from prefix.tiers.redis_store import RedisBlockStore
 
 log = logging.getLogger("cachegate.prefix")
 
@@ -81,6 +80,9 @@ def build_tier_chain(
         except (OSError, ValueError) as exc:
             raise EngineConfigError(f"kv_disk_path {config.kv_disk_path!r}: {exc}") from exc
     if config.kv_redis_url:
+        # Imported here: redis is an optional extra (``cachegate[redis]``).
+        from prefix.tiers.redis_store import RedisBlockStore
+
         stores.append(
             RedisBlockStore(
                 config.kv_redis_url,

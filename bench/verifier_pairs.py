@@ -77,10 +77,20 @@ def _intent_kinds(questions: list[Question], embed: Embed, rng: random.Random) -
         by_split[split_of(f"{q.source}:{q.intent}")].append(q)
     for split, pool in by_split.items():
         vectors = embed([q.text for q in pool])
-        found = intent_pairs(pool, vectors, n_positive=10**9, n_hard=10**9, seed=rng.randrange(2**31))
-        for kind, name in (("positive", "paraphrase"), ("positive_random", "paraphrase_random"), ("hard", "hard")):
+        found = intent_pairs(
+            pool, vectors, n_positive=10**9, n_hard=10**9, seed=rng.randrange(2**31)
+        )
+        for kind, name in (
+            ("positive", "paraphrase"),
+            ("positive_random", "paraphrase_random"),
+            ("hard", "hard"),
+        ):
             for p in found[kind]:
-                out.append(VPair(p.query, p.cached, int(p.same_answer), name, "en", split, p.meta["source"]))
+                out.append(
+                    VPair(
+                        p.query, p.cached, int(p.same_answer), name, "en", split, p.meta["source"]
+                    )
+                )
         for q in pool:
             other = pool[rng.randrange(len(pool))]
             if other.intent != q.intent:
@@ -161,6 +171,23 @@ def _pawsx(rng: random.Random, data_dir: Path) -> list[VPair]:
     return out
 
 
+def drop_crossing(pairs: Sequence[VPair]) -> list[VPair]:
+    """Pairs with a side whose text (normalized, within its source) also appears in
+    another split are dropped: a rewrite can produce a real question of another
+    intent ("lost card" -> "stolen card"), and one follow-up can belong to two
+    conversations. Applied when building and again when evaluating."""
+    splits: dict[tuple[str, str], set[str]] = {}
+    for p in pairs:
+        for t in (p.a, p.b):
+            splits.setdefault((p.source, normalized(t)), set()).add(p.split)
+    return [
+        p
+        for p in pairs
+        if len(splits[(p.source, normalized(p.a))]) == 1
+        and len(splits[(p.source, normalized(p.b))]) == 1
+    ]
+
+
 def build_pairs(embed: Embed, seed: int = 12, data_dir: Path = DATA_DIR) -> list[VPair]:
     """Every pair of every kind, deterministic for ``seed`` (given a deterministic
     ``embed``); sides are put in a random order, duplicates dropped."""
@@ -170,12 +197,12 @@ def build_pairs(embed: Embed, seed: int = 12, data_dir: Path = DATA_DIR) -> list
     for q in questions:
         pairs += _rewrites(q.text, "en", split_of(f"{q.source}:{q.intent}"), q.source, rng)
     pairs += _context_kind(embed, rng)
-    pairs += _pawsx(rng, data_dir)
+    pairs = drop_crossing(pairs + _pawsx(rng, data_dir))
     seen: set[tuple[str, frozenset[str]]] = set()
     out: list[VPair] = []
     for p in pairs:
         key = (p.kind, frozenset((normalized(p.a), normalized(p.b))))
-        if key in seen or normalized(p.a) == normalized(p.b) and p.label == 0:
+        if key in seen or (normalized(p.a) == normalized(p.b) and p.label == 0):
             continue
         seen.add(key)
         a, b = (p.a, p.b) if rng.random() < 0.5 else (p.b, p.a)

@@ -34,28 +34,61 @@ _VERB_TO = re.compile(
     rf" (?P<x>{_SPAN}) (?P<p>to|into) (?P<y>{_WORDS})",
     re.I,
 )
-_THAN = re.compile(rf"\b(?P<x>{_WORDS}) (?P<p>\w+er than|more \w+ than|less \w+ than) (?P<y>{_WORDS})", re.I)
-_SEQ = re.compile(rf"\b(?P<x>{_WORDS}) (?P<p>before|after) (?P<y>{_WORDS})", re.I)
+_ART = r"(?:(?:a|an|the|my) )?"
+_THAN = re.compile(
+    rf"\b(?P<x>{_WORDS}) (?P<p>\w+er than|more \w+ than|less \w+ than) {_ART}(?P<y>{_WORDS})", re.I
+)
+_SEQ = re.compile(rf"\b(?P<x>{_WORDS}) (?P<p>before|after) {_ART}(?P<y>{_WORDS})", re.I)
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w.])")
 _ZH_FROM_TO = re.compile(r"从(?P<x>[^，。、,\s从到]{1,8})到(?P<y>[^，。、,\s从到]{1,8})")
 
 _ANTONYMS = (
-    ("activate", "deactivate"), ("enable", "disable"), ("increase", "decrease"),
-    ("add", "remove"), ("lock", "unlock"), ("freeze", "unfreeze"), ("buy", "sell"),
-    ("deposit", "withdraw"), ("accepted", "declined"), ("approved", "rejected"),
-    ("maximum", "minimum"), ("open", "close"), ("start", "stop"), ("turn on", "turn off"),
-    ("arrive", "leave"), ("earliest", "latest"), ("cheapest", "most expensive"),
-    ("send", "receive"), ("sent", "received"), ("charge", "refund"),
-)  # fmt: skip
+    ("activate", "deactivate"),
+    ("enable", "disable"),
+    ("increase", "decrease"),
+    ("add", "remove"),
+    ("lock", "unlock"),
+    ("freeze", "unfreeze"),
+    ("buy", "sell"),
+    ("deposit", "withdraw"),
+    ("accepted", "declined"),
+    ("approved", "rejected"),
+    ("maximum", "minimum"),
+    ("open", "close"),
+    ("start", "stop"),
+    ("turn on", "turn off"),
+    ("arrive", "leave"),
+    ("earliest", "latest"),
+    ("cheapest", "most expensive"),
+    ("send", "receive"),
+    ("sent", "received"),
+    ("charge", "refund"),
+)
 _ANTONYM_RE = [
     (re.compile(rf"\b{re.escape(a)}\b", re.I), b) for x, y in _ANTONYMS for a, b in ((x, y), (y, x))
 ]
-_NEGATED = {"can't": "can", "cannot": "can", "won't": "will", "don't": "do", "doesn't": "does",
-            "didn't": "did", "isn't": "is", "aren't": "are", "wasn't": "was", "haven't": "have",
-            "hasn't": "has", "shouldn't": "should", "couldn't": "could", "wouldn't": "would"}  # fmt: skip
+_NEGATED = {
+    "can't": "can",
+    "cannot": "can",
+    "won't": "will",
+    "don't": "do",
+    "doesn't": "does",
+    "didn't": "did",
+    "isn't": "is",
+    "aren't": "are",
+    "wasn't": "was",
+    "haven't": "have",
+    "hasn't": "has",
+    "shouldn't": "should",
+    "couldn't": "could",
+    "wouldn't": "would",
+}
 _NEGATED_RE = re.compile(rf"\b(?:{'|'.join(re.escape(k) for k in _NEGATED)})\b", re.I)
-_AUX_RE = re.compile(r"(?<=\w )(?P<aux>is|are|was|were|did|does|do|can|will|should|has|have)"
-                     r" (?P<next>(?!not\b)[a-z]\w+)", re.I)  # fmt: skip
+_AUX_RE = re.compile(
+    r"(?<=\w )(?P<aux>is|are|was|were|did|does|do|can|will|should|has|have)"
+    r" (?P<next>(?!(?:not|it|i|you|we|they|he|she|my|your|the|a|an|this|that|there)\b)[a-z]\w+)",
+    re.I,
+)
 _ZH_POLARITY = (("可以", "不可以"), ("能", "不能"), ("是", "不是"), ("有", "没有"), ("会", "不会"))
 
 
@@ -90,7 +123,9 @@ def word_order(text: str) -> str | None:
     numbers = list(_NUMBER.finditer(text))
     if len(numbers) >= 2 and numbers[0].group() != numbers[1].group():
         a, b = numbers[0], numbers[1]
-        return text[: a.start()] + b.group() + text[a.end() : b.start()] + a.group() + text[b.end() :]
+        return (
+            text[: a.start()] + b.group() + text[a.end() : b.start()] + a.group() + text[b.end() :]
+        )
     return None
 
 
@@ -136,5 +171,7 @@ def surface(text: str, rng: random.Random) -> str:
     elif choice == 1:
         out = out[:1].upper() + out[1:]
     else:
-        out = rng.choice(("Please tell me ", "Hi, ", "Quick question: ")) + out[:1].lower() + out[1:]
+        out = (
+            rng.choice(("Please tell me ", "Hi, ", "Quick question: ")) + out[:1].lower() + out[1:]
+        )
     return out + rng.choice(("", "?", "??", "."))

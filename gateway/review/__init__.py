@@ -1,1 +1,1 @@
-"""gateway.review.sampling package."""
+"""Misfire sampling of semantic hits and the human review queue API."""

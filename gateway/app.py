@@ -22,6 +22,7 @@ from gateway.admin.schemas import validation_message
 from gateway.admin.service import TenantAdmin
 from gateway.errors import GatewayError
 from gateway.metrics import GatewayMetrics
+from gateway.metrics_auth import require_metrics_token
 from gateway.ops import start_operations
 from gateway.proxy.engine_pool import EnginePool, build_upstream
 from gateway.proxy.judge import UpstreamJudge
@@ -125,7 +126,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
         feed.on_tenant_change(lambda _changed: tenants.invalidate_cache())
         feed.start()
         app.state.sync = feed
-        metrics = GatewayMetrics()
+        metrics = GatewayMetrics(settings.metrics_tenant_labels)
         if isinstance(upstream, EnginePool):
             upstream.bind_metrics(metrics)
         app.state.gateway = GatewayState(
@@ -175,6 +176,9 @@ def create_app(settings: Settings | None = None, components: Components | None =
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
+        # Behind CACHEGATE_METRICS_TOKEN when set (gateway/metrics_auth.py); open otherwise,
+        # which `cachegate doctor` and the README flag as fit for local development only.
+        require_metrics_token(request, settings.metrics_token)
         gw: GatewayState = request.app.state.gateway
         body = gw.metrics.render()
         body += gw.upstream.engine_metrics()

@@ -2,17 +2,51 @@
 
 ``/metrics`` renders this registry and, when the engine runs in-process, the
 engine's own (``prefix_*``) beside it.
+
+The ``tenant`` label is, by default, a stable digest of the tenant id
+(:func:`tenant_label`): whoever can read ``/metrics`` learns how busy each
+tenant is, not who the tenants are. An operator who wants the ids (and keeps
+``/metrics`` private) sets ``CACHEGATE_METRICS_TENANT_LABELS=id``. The series
+names and label names stay the same either way (dashboards and alerts use them).
 """
 
 from __future__ import annotations
 
+import hashlib
+from typing import Any, Literal
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+TenantLabels = Literal["digest", "id"]
+
+
+def tenant_label(tenant_id: str, mode: TenantLabels = "digest") -> str:
+    """The ``tenant`` label value: ``t-`` and 12 hex digits of SHA-256 of the id (stable
+    across replicas and restarts, so a dashboard follows one tenant), or the id itself."""
+    if mode == "id":
+        return tenant_id
+    return "t-" + hashlib.sha256(tenant_id.encode("utf-8")).hexdigest()[:12]
+
+
+class _TenantLabelled:
+    """A labelled metric whose first label (``tenant``) goes through :func:`tenant_label`,
+    so no caller can put a raw tenant id on a series by forgetting to."""
+
+    def __init__(self, metric: Any, mode: TenantLabels) -> None:
+        self._metric, self._mode = metric, mode
+
+    def labels(self, tenant: str, *rest: str) -> Any:
+        return self._metric.labels(tenant_label(tenant, self._mode), *rest)
+
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
 class GatewayMetrics:
-    def __init__(self) -> None:
+    def __init__(self, tenant_labels: TenantLabels = "id") -> None:
+        # The app passes the setting (default "digest"); a bare instance (unit tests)
+        # labels series with what it is given.
+        self.tenant_labels = tenant_labels
         self.registry = r = CollectorRegistry()
         self.requests = Counter(
             "cachegate_requests",
@@ -89,6 +123,23 @@ class GatewayMetrics:
             "Requests served without the semantic layer because the database was down",
             registry=r,
         )
+
+        for name in (
+            "requests",
+            "semantic_hits",
+            "semantic_misses",
+            "validator_rejections",
+            "prefix_query_tokens",
+            "prefix_hit_tokens",
+            "ttft",
+            "latency",
+            "backfills",
+        ):
+            setattr(self, name, _TenantLabelled(getattr(self, name), tenant_labels))
+
+    def label(self, tenant_id: str) -> str:
+        """The ``tenant`` label this registry gives ``tenant_id``."""
+        return tenant_label(tenant_id, self.tenant_labels)
 
     def semantic_miss(self, tenant: str, reason: str) -> None:
         kind = reason.split(":", 1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -28,6 +29,10 @@ class Settings(BaseSettings):
     dev_tenant: str | None = "dev"  # created with a key on first start; None: no dev tenant
     dev_api_key: SecretStr | None = None  # fixes the dev key so scripts can use a known one
     max_body_bytes: int = Field(1_000_000, ge=1024)
+    # /metrics: a bearer token (401 without it); None leaves it open, for local development
+    # only. Tenant labels are a stable digest of the tenant id unless set to "id".
+    metrics_token: SecretStr | None = None
+    metrics_tenant_labels: Literal["digest", "id"] = "digest"
 
     # ---- upstream: the in-process engine unless a URL is given ----
     # One URL, or several comma-separated engine replicas: requests are routed by their

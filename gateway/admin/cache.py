@@ -64,7 +64,9 @@ def tenant_counters(metrics: GatewayMetrics, tenant_id: str) -> dict[str, dict[s
     out: dict[str, dict[str, float]] = {}
     for family in metrics.registry.collect():
         for sample in family.samples:
-            if sample.labels.get("tenant") != tenant_id or not sample.name.endswith("_total"):
+            if sample.labels.get("tenant") != metrics.label(tenant_id):
+                continue
+            if not sample.name.endswith("_total"):
                 continue
             rest = ",".join(v for k, v in sorted(sample.labels.items()) if k != "tenant")
             bucket = out.setdefault(sample.name, {})

@@ -254,7 +254,9 @@ class EnginePool:
             if what == "requests"
             else self.metrics.upstream_failovers
         )
-        counter.labels(replica.url).inc()
+        # The replica's ordinal, never its URL: /metrics may be read by more people than
+        # should learn the engines' addresses.
+        counter.labels(str(self._index[replica.url])).inc()
 
 
 async def _close(events: AsyncIterator[Event]) -> None:

@@ -163,7 +163,7 @@ class HttpUpstream:
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("the upstream stopped answering mid-stream") from exc
         except httpx.HTTPError as exc:
-            raise UpstreamError(f"the upstream stream broke: {exc!r}") from exc
+            raise UpstreamError("the upstream stream broke") from exc
         finally:
             await response.aclose()
 
@@ -176,23 +176,20 @@ class HttpUpstream:
                 response = await self.client.send(request, stream=True)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 if attempt == self.retries:
+                    # The address and the cause go to the log and the exception chain,
+                    # never into the client's error body.
                     raise UpstreamError(
-                        f"the upstream at {self.base_url} is unreachable: {exc!r}",
-                        code="upstream_unreachable",
+                        "the upstream is unreachable", code="upstream_unreachable"
                     ) from exc
                 await asyncio.sleep(0.05 * 2**attempt)
                 continue
             except httpx.TimeoutException as exc:
-                raise UpstreamTimeoutError(
-                    f"the upstream at {self.base_url} did not answer in time"
-                ) from exc
+                raise UpstreamTimeoutError("the upstream did not answer in time") from exc
             except httpx.TransportError as exc:
                 # E.g. it closed the connection without a response: nothing reached the
                 # client yet, so this is retried like a refused connection.
                 if attempt == self.retries:
-                    raise UpstreamError(
-                        f"the upstream at {self.base_url} failed before answering: {exc!r}"
-                    ) from exc
+                    raise UpstreamError("the upstream failed before answering") from exc
                 await asyncio.sleep(0.05 * 2**attempt)
                 continue
             if response.status_code >= 400:

@@ -191,8 +191,10 @@ def test_gateway_fails_over_and_answers_502_when_all_are_down(
                 assert r.status_code == 200, r.text  # every request is answered
                 sent += 1
         text = gw.metrics()
-        assert metric(text, "cachegate_upstream_failovers_total", replica=dead) == 1
-        assert metric(text, "cachegate_upstream_requests_total", replica=replicas[1]) == sent
+        # Replicas are labelled by their ordinal in the pool, never by URL (issue 14).
+        assert metric(text, "cachegate_upstream_failovers_total", replica="0") == 1
+        assert metric(text, "cachegate_upstream_requests_total", replica="1") == sent
+        assert dead not in text and replicas[1] not in text
     all_dead = make_pool([dead, f"http://127.0.0.1:{closed_port()}"])
     with running_gateway(settings, Components(upstream=all_dead)) as gw:
         _, key = gw.tenant("pool-dead")

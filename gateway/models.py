@@ -41,6 +41,9 @@ class Tenant(Base):
     disabled: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # Minted at creation and part of the prefix namespace, so a deleted tenant whose
+    # id is created again starts with no KV (migration 0005). Always set by the app.
+    namespace_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 
 class ApiKey(Base):

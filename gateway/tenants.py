@@ -63,13 +63,19 @@ class TenantContext:
     name: str
     policy: TenantPolicy
     policy_version: int
+    namespace_id: str = ""  # minted at creation (gateway/models.py Tenant.namespace_id)
 
     @property
     def prefix_namespace(self) -> str:
         # A sharing group is an admin decision (seed 000: a public document for an
-        # authorized group); by default every tenant has its own namespace.
+        # authorized group); by default every tenant has its own namespace, which
+        # includes the id minted at creation: a deleted and re-created tenant id
+        # must not inherit the old tenant's KV blocks.
         group = self.policy.prefix_namespace
-        return f"group:{group}" if group else f"tenant:{self.tenant_id}"
+        if group:
+            return f"group:{group}"
+        own = f"tenant:{self.tenant_id}"
+        return f"{own}:{self.namespace_id}" if self.namespace_id else own
 
     @property
     def semantic_namespace(self) -> str:
@@ -148,7 +154,7 @@ class TenantStore:
             if tenant.disabled:
                 raise PermissionDeniedError(f"tenant {tenant.id!r} is disabled")
             policy, version = self._policy(s, tenant.id)
-            return TenantContext(tenant.id, tenant.name, policy, version)
+            return TenantContext(tenant.id, tenant.name, policy, version, tenant.namespace_id or "")
 
     def invalidate_cache(self) -> None:
         self.auth_cache.clear()
@@ -157,6 +163,12 @@ class TenantStore:
     def get_tenant(self, tenant_id: str) -> Tenant | None:
         with self.sessions() as s:
             return s.get(Tenant, tenant_id)
+
+    def namespace_id(self, tenant_id: str) -> str:
+        """The tenant's minted namespace id ("" for no such tenant)."""
+        with self.sessions() as s:
+            tenant = s.get(Tenant, tenant_id)
+            return (tenant.namespace_id or "") if tenant is not None else ""
 
     def has_key(self, raw_key: str) -> bool:
         with self.sessions() as s:

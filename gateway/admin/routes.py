@@ -268,7 +268,8 @@ async def cache_stats(request: Request, tenant_id: TenantId) -> CacheStats:
     semantic hits and misses by reason, prefix tokens queried and reused."""
     gw = state(request)
     policy, version = await asyncio.to_thread(gw.tenants.policy, tenant_id)
-    namespace = TenantContext(tenant_id, tenant_id, policy, version).prefix_namespace
+    minted = await asyncio.to_thread(gw.tenants.namespace_id, tenant_id)
+    namespace = TenantContext(tenant_id, tenant_id, policy, version, minted).prefix_namespace
     return await asyncio.to_thread(caches(request).stats, tenant_id, namespace)
 
 

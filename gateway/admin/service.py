@@ -142,6 +142,7 @@ class TenantAdmin:
                     disabled=False,
                     created_at=now,
                     updated_at=now,
+                    namespace_id=secrets.token_hex(16),  # a re-created id gets a new one
                 )
                 s.add(tenant)
                 s.flush()

@@ -27,6 +27,7 @@ from gateway.reports.recorder import RequestRecord
 from gateway.state import GatewayState
 from gateway.tenants import TenantContext
 from protocol.errors import ApiError
+from protocol.headers import safe_headers
 from protocol.http import EventStream, read_json
 from protocol.openai import new_id, parse_request
 from protocol.responses import (
@@ -95,8 +96,8 @@ async def _handle(request: Request, kind: Kind) -> Response:
         raise _bad_request(err) from None
     models = gw.upstream.models()
     if body.get("model") not in models:
-        raise NotFoundError(
-            f"the model {body.get('model')!r} does not exist; available: {models}",
+        raise NotFoundError(  # never echo the requested name: it is client text
+            f"the requested model does not exist; available: {models}",
             param="model",
             code="model_not_found",
         )
@@ -106,7 +107,7 @@ async def _handle(request: Request, kind: Kind) -> Response:
     opts = body.get("stream_options")
     include_usage = stream and isinstance(opts, dict) and opts.get("include_usage") is True
     decision = await gw.pipeline.lookup(ctx, kind, body, cc)
-    headers = {"x-request-id": request_id, "x-cachegate-semantic": decision.header[:200]}
+    headers = {"x-request-id": request_id, "x-cachegate-semantic": decision.header}
     if decision.status == "hit":
         return _semantic_hit(gw, ctx, kind, body, decision, headers, stream, include_usage, started)
     upstream_req = UpstreamRequest(
@@ -143,7 +144,7 @@ def _event_stream(
 ) -> EventStream:
     # EventStream sets X-Request-Id itself; passing ours too would send the header twice.
     extra = {k: v for k, v in headers.items() if k.lower() != "x-request-id"}
-    return EventStream(events, request_id, extra)
+    return EventStream(events, request_id, safe_headers(extra))
 
 
 def _bad_request(err: ApiError) -> GatewayError:
@@ -203,7 +204,7 @@ def _semantic_hit(
         gw.review.on_hit(ctx, kind, body, decision, request_id)  # returns at once
     if not stream:
         payload = response_body(kind, request_id, body["model"], text, finish_reason, use)
-        return JSONResponse(payload, headers=headers)
+        return JSONResponse(payload, headers=safe_headers(headers))
     writer = ChunkWriter(kind, request_id, body["model"], include_usage)
 
     async def replay() -> AsyncGenerator[str, None]:
@@ -264,7 +265,7 @@ class _Miss:
         }
         if "replica_index" in done.extra:  # which engine replica answered (engine_pool.py)
             headers["x-cachegate-replica"] = str(done.extra["replica_index"])
-        return JSONResponse(payload, headers=headers)
+        return JSONResponse(payload, headers=safe_headers(headers))
 
     async def stream(
         self, first: Event, events: AsyncIterator[Event], writer: ChunkWriter

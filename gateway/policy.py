@@ -35,6 +35,12 @@ class TenantPolicy(BaseModel):
     # "guarded": every question except the guarded scenarios; "allowlist": only
     # questions about one of `allowlist_topics` (answers known to be stable).
     mode: Literal["guarded", "allowlist"] = "guarded"
+    # Who shares answers (seed 003, 安全考量: the cache key includes the user):
+    # "tenant", an FAQ shared by all of the tenant's end users; "user", every end user
+    # (the request's `user` field or the configured user header) has an own partition,
+    # and a request without a user identity is neither looked up nor stored. Prefix KV
+    # sharing stays per tenant either way: a system prompt is not a user's answer.
+    semantic_scope: Literal["tenant", "user"] = "tenant"
     allowlist_topics: list[str] = Field(default_factory=list, max_length=200)
     threshold: float = Field(DEFAULT_THRESHOLD, gt=0.0, le=1.0)
     ttl_seconds: int | None = Field(86_400, gt=0)

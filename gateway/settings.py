@@ -38,7 +38,17 @@ class Settings(BaseSettings):
     # One URL, or several comma-separated engine replicas: requests are routed by their
     # first prefix characters (consistent hashing) and fail over to the next replica.
     upstream_url: str | None = None
-    upstream_model: str | None = None  # the model name the upstream serves
+    # The upstream's models come from its /v1/models; this name is used only until
+    # that list is known (an upstream down at startup).
+    upstream_model: str | None = None
+    # What the upstream is, so it gets only fields it accepts: auto (from the owned_by
+    # of its /v1/models), cachegate, vllm, sglang or openai (a generic server that gets
+    # exactly the client's fields). See docs/upstreams.md.
+    upstream_dialect: Literal["auto", "cachegate", "vllm", "sglang", "openai"] = "auto"
+    models_refresh_seconds: float = Field(60.0, gt=0)  # how long the model list is reused
+    # The header naming the end user for tenants whose policy has semantic_scope "user"
+    # (else the body's `user` field), e.g. set by an authenticating proxy in front.
+    user_header: str | None = None
     upstream_api_key: SecretStr | None = None
     upstream_connect_timeout: float = Field(2.0, gt=0)
     upstream_read_timeout: float = Field(60.0, gt=0)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from protocol.errors import ApiError
 from protocol.sampling import MAX_STOP_CHARS, MAX_STOP_SEQUENCES
 
-Role = Literal["system", "user", "assistant", "tool", "developer"]
+Role = Literal["system", "user", "assistant", "tool", "developer", "function"]
 
 
 class _Request(BaseModel):
@@ -34,23 +34,31 @@ class _Response(BaseModel):
 # ------------------------------------------------------------------ requests
 
 
-class TextPart(_Request):
-    type: Literal["text"]
-    text: str
+class ContentPart(_Request):
+    # Any part type is accepted here (image_url, input_audio, file, …): a gateway in
+    # front of a multimodal server forwards them; our engine refuses non-text parts.
+    type: str
+    text: str | None = None
 
 
 class ChatMessage(_Request):
     role: Role
-    # A string, a list of text parts (joined with "\n"), or null (an assistant turn
-    # that only carried tool calls).
-    content: str | list[TextPart] | None = None
+    # A string, a list of content parts (text parts joined with "\n"), or null (an
+    # assistant turn that only carried tool calls).
+    content: str | list[ContentPart] | None = None
 
     def text(self) -> str:
         if self.content is None:
             return ""
         if isinstance(self.content, str):
             return self.content
-        return "\n".join(p.text for p in self.content)
+        return "\n".join(p.text or "" for p in self.content if p.type == "text")
+
+    def non_text_part(self) -> str | None:
+        """The type of the first part that is not text, if any."""
+        if isinstance(self.content, list):
+            return next((p.type for p in self.content if p.type != "text"), None)
+        return None
 
 
 class StreamOptions(_Request):
@@ -75,6 +83,21 @@ class _SamplingFields(_Request):
     cache_salt: str | None = None
     # Non-standard (as in vLLM): keep generating past the end-of-sequence token.
     ignore_eos: bool = False
+    # Forwarded to an HTTP upstream as the client sent them; the built-in engine does
+    # not implement them and refuses a request that sets one (unsupported_field()).
+    # Types are loose on purpose: the upstream that implements them validates them.
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    functions: list[Any] | None = None
+    function_call: Any = None
+    logprobs: bool | int | None = None  # chat: a bool; completions: an int
+    top_logprobs: int | None = None
+    response_format: dict[str, Any] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, Any] | None = None
+    modalities: list[Any] | None = None
+    audio: dict[str, Any] | None = None
 
     @field_validator("stop")
     @classmethod
@@ -92,6 +115,29 @@ class _SamplingFields(_Request):
         if self.stop is None:
             return ()
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+    def unsupported_field(self) -> str | None:
+        """The first field set to something the built-in engine does not implement.
+
+        Ignoring such a field would answer a different question than the one asked
+        (no tool call, no logprobs, no JSON mode), so the engine refuses it instead.
+        """
+        if self.n is not None and self.n > 1:
+            return "n"
+        for name in ("tools", "functions", "logit_bias", "modalities", "audio"):
+            if getattr(self, name):
+                return name
+        for name in ("tool_choice", "function_call"):
+            if getattr(self, name) not in (None, "none"):
+                return name
+        if self.logprobs not in (None, False) or self.top_logprobs:
+            return "logprobs" if self.logprobs not in (None, False) else "top_logprobs"
+        if self.response_format is not None and self.response_format.get("type") != "text":
+            return "response_format"
+        for name in ("presence_penalty", "frequency_penalty"):
+            if getattr(self, name):
+                return name
+        return None
 
     @property
     def include_usage(self) -> bool:
@@ -169,13 +215,15 @@ def validation_error_message(exc: ValidationError) -> tuple[str, str | None]:
     return (f"invalid value for '{path}': {msg}" if path else msg), param
 
 
-_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "TextPart"}
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "ContentPart"}
 
 
 def parse_request(body: dict[str, Any], chat: bool) -> ChatCompletionRequest | CompletionRequest:
-    """Validate a body (strict types, unknown fields ignored); n must be 1.
+    """Validate a body (strict types, unknown fields ignored); n must be at least 1.
 
     Raises :class:`protocol.http.ApiError` (400) naming the offending parameter.
+    Whether the server implements every field it sets (``n`` > 1, tools, …) is the
+    server's question (:meth:`_SamplingFields.unsupported_field`), not the wire's.
     """
     schema = ChatCompletionRequest if chat else CompletionRequest
     try:
@@ -183,8 +231,8 @@ def parse_request(body: dict[str, Any], chat: bool) -> ChatCompletionRequest | C
     except ValidationError as e:
         message, param = validation_error_message(e)
         raise ApiError(400, message, param=param) from None
-    if req.n is not None and req.n != 1:
-        raise ApiError(400, "n > 1 is not supported" if req.n > 1 else "n must be 1", param="n")
+    if req.n is not None and req.n < 1:
+        raise ApiError(400, "n must be at least 1", param="n")
     return req
 
 

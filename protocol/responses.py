@@ -25,8 +25,15 @@ def usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
 
 
 def response_body(
-    kind: Kind, request_id: str, model: str, text: str, finish_reason: str, use: dict[str, Any]
+    kind: Kind,
+    request_id: str,
+    model: str,
+    text: str,
+    finish_reason: str,
+    use: dict[str, Any],
+    message_extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``message_extra``: more fields of a chat message (a replayed ``reasoning_content``)."""
     created = int(time.time())
     if kind == "chat":
         return {
@@ -37,7 +44,7 @@ def response_body(
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text},
+                    "message": {"role": "assistant", "content": text} | (message_extra or {}),
                     "finish_reason": finish_reason,
                     "logprobs": None,
                 }
@@ -62,6 +69,18 @@ def answer_text(kind: Kind, stored: dict[str, Any]) -> tuple[str, str]:
     else:
         text = choice.get("text") or ""
     return str(text), str(choice.get("finish_reason") or "stop")
+
+
+#: Message fields besides ``content`` that a stored answer replays (reasoning models).
+REPLAYED_FIELDS = ("reasoning_content",)
+
+
+def answer_extras(kind: Kind, stored: dict[str, Any]) -> dict[str, str]:
+    """The replayable message fields of a stored chat response besides its content."""
+    if kind != "chat":
+        return {}
+    message = ((stored.get("choices") or [{}])[0] or {}).get("message") or {}
+    return {k: message[k] for k in REPLAYED_FIELDS if isinstance(message.get(k), str)}
 
 
 class ChunkWriter:
@@ -96,9 +115,9 @@ class ChunkWriter:
             )
         )
 
-    def delta(self, text: str) -> str:
+    def delta(self, text: str, field: str = "content") -> str:
         if self.kind == "chat":
-            choice = {"index": 0, "delta": {"content": text}, "finish_reason": None}
+            choice = {"index": 0, "delta": {field: text}, "finish_reason": None}
         else:
             choice = {"index": 0, "text": text, "finish_reason": None}
         return sse(self._chunk([choice]))

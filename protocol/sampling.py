@@ -22,9 +22,6 @@ GREEDY_BELOW = 1e-5
 # check costs O(output tail), whatever a client sends.
 MAX_STOP_SEQUENCES = 4
 MAX_STOP_CHARS = 256
-# Without a client limit, a request generates up to what is left of the context, but
-# never more than this (a forgotten limit must not tie up a slot for thousands of tokens).
-DEFAULT_MAX_TOKENS = 256
 
 
 @dataclass(frozen=True)
@@ -78,12 +75,25 @@ def temperature(value: float | None) -> float:
 
 
 def sampling_params(
-    req: ChatCompletionRequest | CompletionRequest, num_prompt_tokens: int, max_model_len: int
+    req: ChatCompletionRequest | CompletionRequest,
+    num_prompt_tokens: int,
+    max_model_len: int,
+    token_budget: int | None = None,
 ) -> SamplingParams:
-    """The request's sampling parameters, with the server defaults filled in."""
+    """The request's sampling parameters, with the server defaults filled in.
+
+    Without a client limit a request generates up to what is left of the context
+    window, as vLLM and the OpenAI API do: a server-side cap would cut ordinary
+    answers short (``finish_reason: length``), and a cut answer is never cached.
+    ``token_budget`` (prompt + output tokens a KV quota allows) narrows that default,
+    so a quota-bound tenant is not refused for a limit it never asked for.
+    """
     max_tokens = req.requested_max_tokens()
     if max_tokens is None:
-        max_tokens = max(1, min(DEFAULT_MAX_TOKENS, max_model_len - num_prompt_tokens))
+        room = max_model_len - num_prompt_tokens
+        if token_budget is not None:
+            room = min(room, token_budget - num_prompt_tokens)
+        max_tokens = max(1, room)
     return SamplingParams(
         max_tokens=max_tokens,
         temperature=temperature(req.temperature),

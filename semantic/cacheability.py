@@ -5,6 +5,8 @@ finished with ``finish_reason == "stop"`` and carry text. A truncated answer
 (``length``) would be served truncated forever; a refusal (``content_filter``
 or a ``refusal`` message) or an error says nothing about the next request;
 tool-call turns (``tool_calls``) depend on tool results the cache cannot see.
+Answers the cache cannot replay as they were given are not stored either: one
+carrying tool calls, log probabilities or audio (a replay would drop them).
 """
 
 from __future__ import annotations
@@ -46,7 +48,22 @@ def uncacheable_reason(response: Any, endpoint: str = "chat") -> str | None:
             return SKIP_REFUSED
         if finish != "stop":
             return f"{SKIP_FINISH_PREFIX}:{finish}"
+        unreplayable = _unreplayable(choice, message)
+        if unreplayable is not None:
+            return unreplayable
         text = _choice_text(choice, endpoint)
         if not isinstance(text, str) or not text.strip():
             return SKIP_EMPTY
+    return None
+
+
+def _unreplayable(choice: Mapping[str, Any], message: Any) -> str | None:
+    """What a replay of this choice would lose: tool calls, logprobs or audio."""
+    if choice.get("logprobs"):
+        return "logprobs"
+    if isinstance(message, Mapping):
+        if message.get("tool_calls") or message.get("function_call"):
+            return "tool_calls"
+        if message.get("audio"):
+            return "audio"
     return None

@@ -22,6 +22,8 @@ from semantic.store import StoredEntry
 from semantic.trace import VANISHED, LookupTrace, TraceCandidate
 
 Scored = list[tuple[int, float]]
+#: Older than the request's ``max-age`` allows (a per-request refusal, not an expiry).
+TOO_OLD = "max_age"
 
 
 @dataclass
@@ -49,6 +51,9 @@ def verdict(
         return VANISHED
     if entry.is_expired(now):
         return EXPIRED
+    max_age = policy.max_age_seconds
+    if max_age is not None and (now - entry.updated_at).total_seconds() > max_age:
+        return TOO_OLD
     if validator is None:
         return None
     # The guards already passed on this question before the search: only entities

@@ -24,6 +24,9 @@ class SemanticPolicy:
     guards         scenario guards that apply (checked on lookup and on store)
     top_k          candidates fetched from the index; the best one at or above
                    the threshold that the validator accepts is served
+    max_age_seconds  one request's freshness bound (``Cache-Control: max-age``):
+                   entries whose answer is older are not served to it, and, since
+                   they may still be fresh for others, are neither expired nor deleted
     """
 
     threshold: float = DEFAULT_THRESHOLD
@@ -32,12 +35,15 @@ class SemanticPolicy:
     entity_kinds: Collection[str] | None = None
     guards: Collection[str] = ()
     top_k: int = 5
+    max_age_seconds: int | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
         if self.ttl_seconds is not None and self.ttl_seconds <= 0:
             raise ValueError(f"ttl_seconds must be positive or None, got {self.ttl_seconds}")
+        if self.max_age_seconds is not None and self.max_age_seconds < 0:
+            raise ValueError(f"max_age_seconds must be >= 0 or None, got {self.max_age_seconds}")
         if self.top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {self.top_k}")
         if isinstance(self.guards, str) or isinstance(self.entity_kinds, str):

@@ -174,6 +174,24 @@ class EnginePool:
         """Every replica's models, the first replica's first (replicas serve one model)."""
         return list(dict.fromkeys(m for r in self.replicas for m in r.upstream.models()))
 
+    async def list_models(self) -> list[dict[str, Any]]:
+        """Every replica's model cards (refreshed when stale), one card per model id."""
+        listed = await asyncio.gather(
+            *(r.upstream.list_models() for r in self.replicas), return_exceptions=True
+        )
+        cards: dict[str, dict[str, Any]] = {}
+        for result in listed:
+            for card in result if isinstance(result, list) else []:
+                cards.setdefault(str(card.get("id")), card)
+        return list(cards.values())
+
+    def prime(self) -> None:
+        """Each replica reads its model list (and dialect) once, before serving."""
+        for r in self.replicas:
+            prime = getattr(r.upstream, "prime", None)
+            if prime is not None:
+                prime()
+
     async def is_ready(self) -> bool:
         """Ready when any replica is: the pool fails over to it."""
         checks = await asyncio.gather(
@@ -268,15 +286,18 @@ async def _close(events: AsyncIterator[Event]) -> None:
 
 def build_upstream(settings: Settings, salt: str) -> EnginePool:
     """The HTTP upstream from settings: an ``EnginePool`` over ``upstream_urls()``,
-    each replica built with the arguments ``HttpUpstream`` always had."""
+    each replica built from the upstream settings, its models (and, with dialect
+    ``auto``, its kind) read once before the gateway serves."""
     urls = settings.upstream_urls()
     if not urls:
         raise ValueError("no upstream URL configured (CACHEGATE_UPSTREAM_URL)")
-    return EnginePool.from_urls(
+    pool = EnginePool.from_urls(
         urls,
         route_prefix_chars=settings.route_prefix_chars,
         cooldown_seconds=settings.replica_cooldown_seconds,
-        model=settings.upstream_model or "default",
+        model=settings.upstream_model,
+        dialect_name=settings.upstream_dialect,
+        models_refresh_seconds=settings.models_refresh_seconds,
         api_key=settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None,
         engine_key=settings.engine_key.get_secret_value() if settings.engine_key else None,
         salt=salt,
@@ -284,3 +305,5 @@ def build_upstream(settings: Settings, salt: str) -> EnginePool:
         read_timeout=settings.upstream_read_timeout,
         retries=settings.upstream_retries,
     )
+    pool.prime()
+    return pool

@@ -6,7 +6,9 @@ The tenant's prefix namespace is an argument here, so no header can forge it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 from prometheus_client import generate_latest
 
@@ -47,6 +49,7 @@ class InProcessUpstream:
     def __init__(self, engine: PrefixEngine, served_model_name: str | None = None) -> None:
         self.engine = engine
         self.model = served_model_name or engine.loaded.model_id
+        self.created = int(time.time())
         self.metrics = EngineMetrics(engine)  # the engine's prefix_* series, on /metrics
         self.async_engine = AsyncEngine(engine, on_output=self.metrics.observe)
         self.async_engine.start()
@@ -56,6 +59,17 @@ class InProcessUpstream:
 
     def models(self) -> list[str]:
         return [self.model]
+
+    async def list_models(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": self.model,
+                "object": "model",
+                "created": self.created,
+                "owned_by": "cachegate",
+                "max_model_len": self.engine.max_model_len,
+            }
+        ]
 
     async def is_ready(self) -> bool:
         return self.async_engine.is_alive

@@ -7,23 +7,29 @@ Response headers describe only the caller's own tenant:
 of the engine replica that answered a non-streamed miss), ``x-cachegate-cached-tokens``
 when the reused prefix length is known before the body starts, and (non-stream
 misses) ``x-cachegate-backfill``: stored, or skipped with the reason.
+``x-request-id`` (the client's, when well formed) and ``traceparent``/``tracestate``
+are echoed and forwarded upstream (``gateway/proxy/controls.py``). A miss is
+answered by ``gateway/proxy/miss.py``; over HTTP the upstream's answer is passed
+through unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
-import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.errors import BadRequestError, GatewayError, NotFoundError
-from gateway.proxy.pipeline import CacheControl, SemanticDecision
-from gateway.proxy.upstream import Delta, Done, Event, UpstreamRequest
+from gateway.proxy.controls import Tracing, end_user, take_cache_controls
+from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
+from gateway.proxy.pipeline import SemanticDecision
+from gateway.proxy.upstream import Delta, Done, UpstreamRequest
 from gateway.reports.recorder import RequestRecord
+from gateway.request_log import authenticated, note_request
 from gateway.state import GatewayState
 from gateway.tenants import TenantContext
 from protocol.errors import ApiError
@@ -33,6 +39,7 @@ from protocol.openai import new_id, parse_request
 from protocol.responses import (
     ChunkWriter,
     Kind,
+    answer_extras,
     answer_text,
     replay_pieces,
     response_body,
@@ -65,12 +72,9 @@ async def authenticate(request: Request) -> TenantContext:
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> Response:
+    """The upstream's own model cards (cached and refreshed by the upstream client)."""
     await authenticate(request)
-    created = int(time.time())
-    data = [
-        {"id": m, "object": "model", "created": created, "owned_by": "cachegate"}
-        for m in state(request).upstream.models()
-    ]
+    data = await state(request).upstream.list_models()
     return JSONResponse({"object": "list", "data": data})
 
 
@@ -87,56 +91,58 @@ async def completions(request: Request) -> Response:
 async def _handle(request: Request, kind: Kind) -> Response:
     started = time.perf_counter()
     gw = state(request)
-    ctx = await authenticate(request)
+    ctx = await authenticated(authenticate(request))  # the `auth` span; the access line's tenant
     request.app.state.rate_limiter.check(ctx)  # 429 + Retry-After (gateway/proxy/ratelimit.py)
     try:
         body = await read_json(request, gw.max_body_bytes)
+        # `cache` leaves the body first: not part of the partition key, never forwarded.
+        cc = take_cache_controls(body, request.headers.get("cache-control"))
         parsed = parse_request(body, chat=kind == "chat")  # validates types before any work
+        user = end_user(request.headers, body, request.app.state.settings.user_header)
     except ApiError as err:
         raise _bad_request(err) from None
-    models = gw.upstream.models()
+    models = [str(card.get("id")) for card in await gw.upstream.list_models()]
     if body.get("model") not in models:
-        raise NotFoundError(  # never echo the requested name: it is client text
+        raise NotFoundError(
             f"the requested model does not exist; available: {models}",
             param="model",
             code="model_not_found",
         )
-    cc = CacheControl.parse(request.headers.get("cache-control"))
-    request_id = new_id("chatcmpl" if kind == "chat" else "cmpl")
+    response_id = new_id("chatcmpl" if kind == "chat" else "cmpl")
+    tracing = Tracing.from_headers(request.headers, response_id)
     stream = body.get("stream") is True
-    opts = body.get("stream_options")
-    include_usage = stream and isinstance(opts, dict) and opts.get("include_usage") is True
-    decision = await gw.pipeline.lookup(ctx, kind, body, cc)
-    headers = {"x-request-id": request_id, "x-cachegate-semantic": decision.header}
+    decision = await gw.pipeline.lookup(ctx, kind, body, cc, user=user)
+    headers = tracing.forward | {"x-cachegate-semantic": decision.header[:200]}
     if decision.status == "hit":
-        return _semantic_hit(gw, ctx, kind, body, decision, headers, stream, include_usage, started)
+        return _semantic_hit(gw, ctx, kind, body, decision, headers, response_id, started)
     upstream_req = UpstreamRequest(
         kind,
         body,
         ctx.prefix_namespace,
-        request_id,
+        tracing.request_id,
         tenant_id=ctx.tenant_id,
         kv_block_quota=ctx.policy.kv_block_quota,
         parsed=parsed,
+        forward_headers=tracing.forward,
     )
     events = gw.upstream.stream(upstream_req)
     try:
         first = await anext(events)  # errors before the first byte keep their HTTP status
     except GatewayError as err:
         gw.metrics.upstream_errors.labels(type(err).__name__).inc()
-        await _close(events)
+        await close_events(events)
         raise
     except StopAsyncIteration:
         raise GatewayError("the upstream returned no events") from None
-    flow = _Miss(gw, ctx, kind, body, decision, cc, request_id, started)
+    flow = UpstreamAnswer(gw, ctx, kind, body, decision, cc, response_id, started)
     if not stream:
         return await flow.collect(first, events, headers)
-    writer = ChunkWriter(kind, request_id, body["model"], include_usage)
+    writer = ChunkWriter(kind, response_id, body["model"], parsed.include_usage)
     cached = first.cached_tokens if isinstance(first, Delta | Done) else None
-    headers |= {"x-cachegate-cache": _cache_label(decision, cached)}
+    headers |= {"x-cachegate-cache": cache_label(decision, cached)}
     if cached is not None:
         headers["x-cachegate-cached-tokens"] = str(cached)
-    return _event_stream(flow.stream(first, events, writer), request_id, headers)
+    return _event_stream(flow.stream(first, events, writer), tracing.request_id, headers)
 
 
 def _event_stream(
@@ -153,21 +159,6 @@ def _bad_request(err: ApiError) -> GatewayError:
     return error
 
 
-def _cache_label(decision: SemanticDecision, cached_tokens: int | None) -> str:
-    if decision.status == "hit":
-        return "semantic-hit"
-    if cached_tokens:
-        return "prefix-hit"
-    return "bypass" if decision.reason == "no-cache" else "miss"
-
-
-async def _close(events: AsyncIterator[Event]) -> None:
-    aclose = getattr(events, "aclose", None)
-    if aclose is not None:
-        with anyio.CancelScope(shield=True):
-            await aclose()
-
-
 def _semantic_hit(
     gw: GatewayState,
     ctx: TenantContext,
@@ -175,17 +166,20 @@ def _semantic_hit(
     body: dict[str, Any],
     decision: SemanticDecision,
     headers: dict[str, str],
-    stream: bool,
-    include_usage: bool,
+    response_id: str,
     started: float,
 ) -> Response:
     result = decision.result
     assert result is not None and result.answer is not None
+    stream = body.get("stream") is True
+    opts = body.get("stream_options")
+    include_usage = stream and isinstance(opts, dict) and opts.get("include_usage") is True
     text, finish_reason = answer_text(kind, result.answer)
+    extras = answer_extras(kind, result.answer)
     stored_usage = result.answer.get("usage") or {}
     prompt_tokens = int(stored_usage.get("prompt_tokens") or 0)
     use = usage(prompt_tokens, int(stored_usage.get("completion_tokens") or 0), prompt_tokens)
-    request_id = headers["x-request-id"]
+    request_id = headers["x-request-id"]  # the review queue's key for this request
     headers |= {
         "x-cachegate-cache": "semantic-hit",
         "x-cachegate-similarity": f"{result.score:.4f}",
@@ -200,129 +194,24 @@ def _semantic_hit(
         ms = elapsed * 1000
         row = RequestRecord(ctx.tenant_id, "semantic-hit", decision.header, result.score, *tokens)
         gw.stats.record(row.timed(ms, ms, stream), body)
+        note_request(row.timed(ms, ms, stream), body, text)  # the access line (request_log.py)
     if gw.review is not None:
         gw.review.on_hit(ctx, kind, body, decision, request_id)  # returns at once
     if not stream:
-        payload = response_body(kind, request_id, body["model"], text, finish_reason, use)
+        payload = response_body(kind, response_id, body["model"], text, finish_reason, use, extras)
         return JSONResponse(payload, headers=safe_headers(headers))
-    writer = ChunkWriter(kind, request_id, body["model"], include_usage)
+    writer = ChunkWriter(kind, response_id, body["model"], include_usage)
 
     async def replay() -> AsyncGenerator[str, None]:
         start = writer.start()
         if start:
             yield start
+        for name, value in extras.items():  # e.g. a reasoning model's reasoning_content
+            for piece in replay_pieces(value):
+                yield writer.delta(piece, field=name)
         for piece in replay_pieces(text):
             yield writer.delta(piece)
         for event in writer.finish(finish_reason, use):
             yield event
 
     return _event_stream(replay(), request_id, headers)
-
-
-class _Miss:
-    """One request answered by the upstream, collected for the backfill as it goes."""
-
-    def __init__(
-        self,
-        gw: GatewayState,
-        ctx: TenantContext,
-        kind: Kind,
-        body: dict[str, Any],
-        decision: SemanticDecision,
-        cc: CacheControl,
-        request_id: str,
-        started: float,
-    ) -> None:
-        self.gw, self.ctx, self.kind, self.body = gw, ctx, kind, body
-        self.decision, self.cc, self.request_id, self.started = decision, cc, request_id, started
-        self.parts: list[str] = []
-        self.first_byte: float | None = None
-        self.backfill = "skipped:not_finished"
-
-    async def collect(
-        self, first: Event, events: AsyncIterator[Event], headers: dict[str, str]
-    ) -> Response:
-        done: Done | None = None
-        try:
-            event: Event | None = first
-            while event is not None:
-                if isinstance(event, Delta):
-                    self._saw(event)
-                else:
-                    done = event
-                event = await anext(events, None)
-        except GatewayError as err:  # broke after the first event: counted like the rest
-            self.gw.metrics.upstream_errors.labels(type(err).__name__).inc()
-            raise
-        finally:
-            await _close(events)
-        assert done is not None
-        payload = await self._finish(done)
-        headers |= {
-            "x-cachegate-cache": _cache_label(self.decision, done.cached_tokens),
-            "x-cachegate-cached-tokens": str(done.cached_tokens),
-            "x-cachegate-backfill": self.backfill,
-        }
-        if "replica_index" in done.extra:  # which engine replica answered (engine_pool.py)
-            headers["x-cachegate-replica"] = str(done.extra["replica_index"])
-        return JSONResponse(payload, headers=safe_headers(headers))
-
-    async def stream(
-        self, first: Event, events: AsyncIterator[Event], writer: ChunkWriter
-    ) -> AsyncGenerator[str, None]:
-        try:
-            start = writer.start()
-            if start:
-                yield start
-            event: Event | None = first
-            while event is not None:
-                if isinstance(event, Delta):
-                    self._saw(event)
-                    yield writer.delta(event.text)
-                else:
-                    payload = await self._finish(event)
-                    for chunk in writer.finish(event.finish_reason, payload["usage"]):
-                        yield chunk
-                    return
-                event = await anext(events, None)
-        except GatewayError as err:
-            self.gw.metrics.upstream_errors.labels(type(err).__name__).inc()
-            for chunk in writer.error(err.body()):
-                yield chunk
-        finally:
-            await _close(events)  # a client that left aborts the upstream request
-
-    def _saw(self, delta: Delta) -> None:
-        if self.first_byte is None:
-            self.first_byte = time.perf_counter()
-        self.parts.append(delta.text)
-
-    async def _finish(self, done: Done) -> dict[str, Any]:
-        """The response body; backfills the semantic layer when the answer is complete."""
-        gw, tenant = self.gw, self.ctx.tenant_id
-        use = usage(done.prompt_tokens, done.completion_tokens, done.cached_tokens)
-        payload = response_body(
-            self.kind,
-            self.request_id,
-            self.body["model"],
-            "".join(self.parts),
-            done.finish_reason,
-            use,
-        )
-        self.backfill = await gw.pipeline.backfill(self.ctx, self.decision, self.cc, payload)
-        label = _cache_label(self.decision, done.cached_tokens)
-        gw.metrics.requests.labels(tenant, label).inc()
-        gw.metrics.prefix_query_tokens.labels(tenant).inc(done.prompt_tokens)
-        gw.metrics.prefix_hit_tokens.labels(tenant).inc(done.cached_tokens)
-        now = time.perf_counter()
-        gw.metrics.ttft.labels(tenant, "upstream").observe((self.first_byte or now) - self.started)
-        gw.metrics.latency.labels(tenant, "upstream").observe(now - self.started)
-        if gw.stats is not None:
-            result = self.decision.result
-            score = result.score if result is not None else None
-            tokens = (done.prompt_tokens, done.cached_tokens, done.completion_tokens)
-            row = RequestRecord(tenant, label, self.decision.header, score, *tokens)
-            ttft_ms = ((self.first_byte or now) - self.started) * 1000
-            row = row.timed(ttft_ms, (now - self.started) * 1000, self.body.get("stream") is True)
-            gw.stats.record(row, self.body)
-        return payload

@@ -5,6 +5,14 @@ with the finish reason and usage (including the reused prefix tokens). The
 gateway never trusts a client with the prefix namespace: it passes the
 tenant's namespace itself (an argument in-process, a trusted header with the
 engine key over HTTP).
+
+Over HTTP the gateway is a faithful proxy: a streamed request is streamed
+upstream and every chunk travels as ``Delta.raw`` to be forwarded as it came
+(tool-call deltas, logprobs, reasoning content, the upstream's id); a request
+that is not streamed is not streamed upstream either, and ``Done.body`` is the
+upstream's response body, returned unchanged. What the gateway adds for itself
+(``cache_salt``, a usage chunk) depends on the upstream's dialect
+(``gateway/proxy/dialects.py``) and is removed again before the client sees it.
 """
 
 from __future__ import annotations
@@ -14,7 +22,8 @@ import hashlib
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -26,6 +35,7 @@ from gateway.errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
+from gateway.proxy.dialects import GENERIC, Dialect, detect, dialect, forward_body
 from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
 from protocol.openai import ChatCompletionRequest, CompletionRequest
 
@@ -33,6 +43,7 @@ if TYPE_CHECKING:  # the engine (and torch) is imported only when it runs in thi
     from prefix.serve.engine import PrefixEngine
 
 log = logging.getLogger("cachegate.gateway.upstream")
+LIST_RETRY_SECONDS = 5.0  # a model list that failed is asked for again after this
 
 
 @dataclass(frozen=True)
@@ -46,12 +57,17 @@ class UpstreamRequest:
     # The body parsed once by the route; the in-process engine runs from it, HTTP
     # upstreams forward ``body``.
     parsed: ChatCompletionRequest | CompletionRequest | None = None
+    # Sent upstream as they are (x-request-id, traceparent), already checked by the route.
+    forward_headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Delta:
     text: str
     cached_tokens: int | None = None  # known early in-process; over HTTP only in Done
+    # Over HTTP: the upstream's chunk, forwarded to the client as it came (its text may
+    # be empty: a role, tool-call or logprobs delta). None in-process.
+    raw: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,8 @@ class Done:
     completion_tokens: int = 0
     cached_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # A request that was not streamed, over HTTP: the upstream's whole response body.
+    body: dict[str, Any] | None = None
 
 
 Event = Delta | Done
@@ -68,8 +86,11 @@ Event = Delta | Done
 
 class Upstream(Protocol):
     name: str
-    # The engine when it runs in this process (reports, pool snapshots), else None.
-    engine: PrefixEngine | None
+
+    @property
+    def engine(self) -> PrefixEngine | None:
+        """The engine when it runs in this process (reports, pool snapshots), else None."""
+        ...
 
     def stream(self, req: UpstreamRequest) -> AsyncIterator[Event]:
         """Events of one request; raises a GatewayError before or during the stream."""
@@ -77,7 +98,13 @@ class Upstream(Protocol):
 
     async def is_ready(self) -> bool: ...
 
-    def models(self) -> list[str]: ...
+    def models(self) -> list[str]:
+        """The model ids known now (no I/O)."""
+        ...
+
+    async def list_models(self) -> list[dict[str, Any]]:
+        """The model cards, refreshed from the upstream when they are stale."""
+        ...
 
     def engine_metrics(self) -> bytes:
         """The in-process engine's own /metrics series; empty for remote engines."""
@@ -93,12 +120,12 @@ def tenant_cache_salt(server_salt: str, namespace: str, client_salt: object) -> 
 
 
 class HttpUpstream:
-    """An OpenAI-compatible server (our ``cachegate engine``, vLLM, SGLang, llama.cpp…).
+    """An OpenAI-compatible server (our ``cachegate engine``, vLLM, SGLang, a cloud API…).
 
-    Always asks for a stream (with a final usage chunk), so a gateway miss can
-    stream to its client and still collect the whole answer for backfill.
-    Connection failures are retried before the first byte only: once a token has
-    been sent to the client a retry could duplicate text.
+    Models come from its ``/v1/models``, cached for ``models_refresh_seconds``; the
+    dialect (what it may be sent) is configured or, with ``auto``, read from the
+    same listing. Connection failures are retried before the first byte only: once a
+    token has been sent to the client a retry could duplicate text.
     """
 
     name = "http"
@@ -108,7 +135,7 @@ class HttpUpstream:
         self,
         base_url: str,
         *,
-        model: str,
+        model: str | None = None,
         api_key: str | None = None,
         engine_key: str | None = None,
         connect_timeout: float = 2.0,
@@ -116,31 +143,89 @@ class HttpUpstream:
         retries: int = 2,
         transport: httpx.AsyncBaseTransport | None = None,
         salt: str = "",
+        dialect_name: str = "auto",
+        models_refresh_seconds: float = 60.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.salt = salt
-        self.model = model
+        self.model = model  # used until the upstream's own list is known
         self.engine_key = engine_key
         self.retries = retries
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.configured = dialect(dialect_name)  # None: auto
+        self.detected: Dialect | None = None
+        self.models_refresh_seconds = models_refresh_seconds
+        self._cards: list[dict[str, Any]] = []
+        self._fetched_at: float | None = None
+        self._retry_at = 0.0
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         self.client = httpx.AsyncClient(
             base_url=self.base_url,
-            headers=headers,
-            timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
+            headers=self._headers,
+            timeout=self._timeout,
             transport=transport,
         )
 
     def engine_metrics(self) -> bytes:
         return b""  # a remote engine serves its own /metrics
 
+    @property
+    def dialect(self) -> Dialect:
+        return self.configured or self.detected or GENERIC
+
     def models(self) -> list[str]:
-        return [self.model]
+        ids = [str(c["id"]) for c in self._cards if isinstance(c.get("id"), str)]
+        return ids or [self.model or "default"]
+
+    async def list_models(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        fresh = (
+            self._fetched_at is not None and now - self._fetched_at < self.models_refresh_seconds
+        )
+        if not fresh and now >= self._retry_at:
+            # A failed listing is retried after a pause, not on every request.
+            self._retry_at = now + min(LIST_RETRY_SECONDS, self.models_refresh_seconds)
+            try:
+                r = await self.client.get("/v1/models", timeout=min(self._timeout.read or 5, 5))
+            except httpx.HTTPError as exc:
+                log.warning("could not list the upstream's models: %r", exc)
+            else:
+                self._learn(r.status_code, r.content)
+        return self._cards or [{"id": self.models()[0], "object": "model", "owned_by": "upstream"}]
+
+    def prime(self) -> None:
+        """Read the model list once, synchronously (at startup, so the first request and
+        the judge already know the models and the dialect). Failing is not fatal."""
+        try:
+            r = httpx.get(
+                f"{self.base_url}/v1/models", headers=self._headers, timeout=self._timeout
+            )
+        except httpx.HTTPError as exc:
+            log.warning("the upstream at %s did not list its models: %r", self.base_url, exc)
+            return
+        self._learn(r.status_code, r.content)
+
+    def _learn(self, status: int, raw: bytes) -> None:
+        if status != 200:
+            log.warning("the upstream's /v1/models answered %s", status)
+            return
+        try:
+            data = json.loads(raw).get("data")
+        except (ValueError, AttributeError):
+            data = None
+        if not isinstance(data, list):
+            log.warning("the upstream's /v1/models is not a model list")
+            return
+        self._cards = [c for c in data if isinstance(c, dict) and isinstance(c.get("id"), str)]
+        self._fetched_at = time.monotonic()
+        self.detected = detect(self._cards)
 
     async def is_ready(self) -> bool:
         try:
             r = await self.client.get("/v1/models", timeout=2.0)
         except httpx.HTTPError:
             return False
+        self._learn(r.status_code, r.content)
         return r.status_code == 200
 
     async def aclose(self) -> None:
@@ -148,18 +233,24 @@ class HttpUpstream:
 
     async def stream(self, req: UpstreamRequest) -> AsyncIterator[Event]:
         path = "/v1/chat/completions" if req.kind == "chat" else "/v1/completions"
-        body = dict(req.body) | {"stream": True, "stream_options": {"include_usage": True}}
+        if self.configured is None and self._fetched_at is None:
+            await self.list_models()  # auto: learn the dialect before the first request
+        d = self.dialect
         # Every tenant's prefix reuse is narrowed by a salt only the gateway can compute,
         # so isolation holds on any upstream that honours `cache_salt` (ours, vLLM) even
         # without the engine key; a client's own salt is folded in and can only narrow.
-        body["cache_salt"] = tenant_cache_salt(self.salt, req.namespace, body.get("cache_salt"))
-        headers = {"x-request-id": req.request_id}
-        if self.engine_key:
+        salt = tenant_cache_salt(self.salt, req.namespace, req.body.get("cache_salt"))
+        body, added_usage = forward_body(req.body, d, salt)
+        headers = {"x-request-id": req.request_id} | dict(req.forward_headers)
+        if self.engine_key and d.trusted_namespace:
             headers |= {NAMESPACE_HEADER: req.namespace, KEY_HEADER: self.engine_key}
         response = await self._open(path, body, headers)
         try:
-            async for event in self._events(response, req.kind):
-                yield event
+            if body.get("stream") is True:
+                async for event in self._events(response, req.kind, added_usage):
+                    yield event
+            else:
+                yield await self._whole(response, req.kind)
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("the upstream stopped answering mid-stream") from exc
         except httpx.HTTPError as exc:
@@ -218,7 +309,27 @@ class HttpUpstream:
         return UpstreamError(f"the upstream answered {response.status_code}: {message}")
 
     @staticmethod
-    async def _events(response: httpx.Response, kind: str) -> AsyncIterator[Event]:
+    async def _whole(response: httpx.Response, kind: str) -> Done:
+        """A response that was not streamed: its body, kept whole for the client."""
+        raw = await response.aread()
+        try:
+            payload = json.loads(raw)
+        except ValueError as exc:
+            raise UpstreamError("the upstream sent a response that is not JSON") from exc
+        if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
+            raise UpstreamError("the upstream's response has no choices")
+        choices = [c for c in payload["choices"] if isinstance(c, dict)]
+        first = choices[0] if choices else {}
+        return Done(
+            finish_reason=str(first.get("finish_reason") or "unknown"),
+            **_usage_counts(payload.get("usage")),
+            body=payload,
+        )
+
+    @staticmethod
+    async def _events(
+        response: httpx.Response, kind: str, added_usage: bool
+    ) -> AsyncIterator[Event]:
         finish_reason: str | None = None
         usage: dict[str, Any] = {}
         async for line in response.aiter_lines():
@@ -231,22 +342,47 @@ class HttpUpstream:
                 chunk = json.loads(data)
             except ValueError as exc:
                 raise UpstreamError(f"the upstream sent invalid JSON: {data[:100]!r}") from exc
+            if not isinstance(chunk, dict):
+                raise UpstreamError("the upstream sent a chunk that is not an object")
             if "error" in chunk:
                 raise UpstreamError(f"the upstream failed mid-stream: {chunk['error']}")
             usage = chunk.get("usage") or usage
-            for choice in chunk.get("choices") or []:
-                text = (choice.get("delta") or {}).get("content") if kind == "chat" else None
-                text = choice.get("text") if kind != "chat" else text
-                if text:
-                    yield Delta(text)
+            choices = chunk.get("choices") or []
+            if added_usage:
+                # The client did not ask for usage: what the gateway asked for goes away.
+                chunk.pop("usage", None)
+                if not choices:
+                    continue
+            text = ""
+            for choice in choices:
+                if not isinstance(choice, dict):
+                    continue
+                if choice.get("index", 0) == 0:
+                    piece = (
+                        (choice.get("delta") or {}).get("content")
+                        if kind == "chat"
+                        else choice.get("text")
+                    )
+                    text = piece if isinstance(piece, str) else ""
                 finish_reason = choice.get("finish_reason") or finish_reason
+            yield Delta(text, raw=chunk)
         if finish_reason is None:
             # A stream cut short is not an answer: it must never be backfilled.
             raise UpstreamError("the upstream stream ended without a finish reason")
-        details = usage.get("prompt_tokens_details") or {}
-        yield Done(
-            finish_reason=finish_reason,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            cached_tokens=int(details.get("cached_tokens") or 0),
-        )
+        yield Done(finish_reason=finish_reason, **_usage_counts(usage))
+
+
+def _usage_counts(usage: Any) -> dict[str, Any]:
+    """Token counts for the metrics; a field the upstream left out or mangled counts 0."""
+    usage = usage if isinstance(usage, dict) else {}
+    details = usage.get("prompt_tokens_details")
+    details = details if isinstance(details, dict) else {}
+
+    def count(value: Any) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    return {
+        "prompt_tokens": count(usage.get("prompt_tokens")),
+        "completion_tokens": count(usage.get("completion_tokens")),
+        "cached_tokens": count(details.get("cached_tokens")),
+    }

@@ -41,6 +41,7 @@ async def to_engine_request(
     """Tokenize (in a worker thread) and fill in the sampling defaults."""
     chat = isinstance(req, ChatCompletionRequest)
     prompt_param = "messages" if chat else "prompt"
+    refuse_unsupported(req)
     prompt: Prompt
     if isinstance(req, ChatCompletionRequest):
         if not engine.loaded.has_chat_template:
@@ -57,7 +58,8 @@ async def to_engine_request(
     except (ValueError, TypeError, TemplateError) as e:  # the chat template refused it
         raise ApiError(400, f"cannot build the prompt: {e}", param=prompt_param) from None
     try:
-        params = sampling_params(req, len(token_ids), engine.max_model_len)
+        budget = kv_block_quota * engine.block_size if kv_block_quota is not None else None
+        params = sampling_params(req, len(token_ids), engine.max_model_len, budget)
     except InvalidSamplingParamsError as e:
         raise engine_error(e, prompt_param) from None
     return EngineRequest(
@@ -69,6 +71,33 @@ async def to_engine_request(
         kv_block_quota=kv_block_quota,
         quota_key=quota_key,
     )
+
+
+def refuse_unsupported(req: ChatCompletionRequest | CompletionRequest) -> None:
+    """A 400 naming the first parameter this engine does not implement.
+
+    Silently ignoring it would answer another question than the one asked (no tool
+    call, no logprobs, plain text instead of JSON), and a client could not tell.
+    """
+    name = req.unsupported_field()
+    if name is not None:
+        raise ApiError(
+            400,
+            "n > 1 is not supported"
+            if name == "n"
+            else f"the parameter '{name}' is not supported by this engine",
+            param=name,
+            code="unsupported_parameter",
+        )
+    if isinstance(req, ChatCompletionRequest):
+        for message in req.messages:
+            if message.non_text_part() is not None:
+                raise ApiError(
+                    400,
+                    "content parts other than text are not supported by this engine",
+                    param="messages",
+                    code="unsupported_parameter",
+                )
 
 
 _SAMPLING_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed")

@@ -18,8 +18,10 @@ routes); what they share is an :class:`EngineServer` in ``app.state.server``.
 
 Defaults: ``temperature`` 1.0 and ``top_p`` 1.0 as in the OpenAI API;
 ``max_tokens`` (or ``max_completion_tokens``) defaults to what is left of the
-context window, capped at ``DEFAULT_MAX_TOKENS`` (256) so a forgotten limit
-cannot tie up a slot for thousands of tokens; ``n`` must be 1. The non-standard
+context window, as in vLLM and the OpenAI API (a server-side cap would cut
+ordinary answers short). Parameters the engine does not implement (``n`` > 1,
+tools, logprobs, response_format, penalties, logit_bias, non-text content parts)
+are a 400 naming the parameter, never silently ignored. The non-standard
 ``ignore_eos`` (as in vLLM) and ``cache_salt`` fields are accepted; other
 unknown fields are ignored. Every error has the OpenAI shape
 ``{"error": {"message", "type", "param", "code"}}``.

@@ -100,6 +100,7 @@ def make_pool(urls: list[str], clock: FakeClock | None = None, **kw: Any) -> Eng
         model=MODEL,
         engine_key=ENGINE_KEY,
         salt=SALT,
+        dialect_name="cachegate",  # no model-list probe: a scripted peer answers once
         connect_timeout=1.0,
         read_timeout=10.0,
         clock=clock or FakeClock(),
@@ -121,12 +122,14 @@ def chat(system: str, question: str, namespace: str = "tenant:a") -> UpstreamReq
         ],
         "max_tokens": 2,
         "temperature": 0,
+        "stream": True,  # as the gateway forwards a streamed request: chunk by chunk
     }
     return UpstreamRequest("chat", body, namespace, "chatcmpl-test")
 
 
 def completion(prompt: str, namespace: str = "tenant:a", **extra: Any) -> UpstreamRequest:
-    body = {"model": MODEL, "prompt": prompt, "max_tokens": 2, "temperature": 0} | extra
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": 2, "temperature": 0, "stream": True}
+    body |= extra
     return UpstreamRequest("completion", body, namespace, "cmpl-test")
 
 

@@ -40,7 +40,8 @@ NO_CC = CacheControl()
     ],
 )
 def test_cache_control_parsing(header: str | None, no_cache: bool, no_store: bool) -> None:
-    assert CacheControl.parse(header) == CacheControl(no_cache, no_store)
+    cc = CacheControl.parse(header)
+    assert (cc.no_cache, cc.no_store) == (no_cache, no_store)
 
 
 # ----------------------------------------------------------------- with the real cache

@@ -1,0 +1,81 @@
+"""What kind of server the upstream is, and what each kind may be sent.
+
+A proxy must never make a working client worse, so the gateway adds to a
+forwarded body only what the upstream is known to accept:
+
+=============  ==============  ===========================  ======================
+dialect        ``cache_salt``  ``stream_options`` added      trusted-namespace headers
+=============  ==============  ===========================  ======================
+``cachegate``  yes             yes (usage for the metrics)  yes, with the engine key
+``vllm``       yes             yes                          no
+``sglang``     no              yes                          no
+``openai``     no              no                           no
+=============  ==============  ===========================  ======================
+
+``openai`` is the generic OpenAI-compatible server (a cloud API, llama.cpp, a
+strict validator): it gets exactly the client's fields. ``cache_salt`` goes only
+where it is honoured (our engine, vLLM ≥ 0.9 with prefix caching); elsewhere a
+tenant's prefix isolation is the upstream's business (a cloud API keys its cache
+by account). ``auto`` reads the dialect from the upstream's ``/v1/models``: every
+one of these servers names itself in the cards' ``owned_by``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+DialectName = Literal["cachegate", "vllm", "sglang", "openai"]
+DIALECT_SETTINGS = ("auto", "cachegate", "vllm", "sglang", "openai")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: DialectName
+    salted: bool  # honours `cache_salt` (prefix reuse narrowed per tenant)
+    stream_usage: bool  # accepts `stream_options.include_usage`
+    trusted_namespace: bool  # our engine: the namespace header with the engine key
+
+
+DIALECTS: dict[str, Dialect] = {
+    "cachegate": Dialect("cachegate", salted=True, stream_usage=True, trusted_namespace=True),
+    "vllm": Dialect("vllm", salted=True, stream_usage=True, trusted_namespace=False),
+    "sglang": Dialect("sglang", salted=False, stream_usage=True, trusted_namespace=False),
+    "openai": Dialect("openai", salted=False, stream_usage=False, trusted_namespace=False),
+}
+GENERIC = DIALECTS["openai"]
+
+
+def detect(cards: Sequence[Any]) -> Dialect:
+    """The dialect a ``/v1/models`` listing reveals (generic when it names no server we know)."""
+    for card in cards:
+        owner = card.get("owned_by") if isinstance(card, dict) else None
+        if isinstance(owner, str) and owner.lower() in DIALECTS and owner.lower() != "openai":
+            return DIALECTS[owner.lower()]
+    return GENERIC
+
+
+def dialect(name: str) -> Dialect | None:
+    """The configured dialect, or None for ``auto`` (detected from the model list)."""
+    if name == "auto":
+        return None
+    if name not in DIALECTS:
+        raise ValueError(f"unknown upstream dialect {name!r}; one of {DIALECT_SETTINGS}")
+    return DIALECTS[name]
+
+
+def forward_body(body: dict[str, Any], d: Dialect, salt: str | None) -> tuple[dict[str, Any], bool]:
+    """The body sent upstream, and whether a usage chunk was asked for on the client's
+    behalf (then the gateway drops it again before the client sees the stream)."""
+    out = dict(body)
+    if salt is not None and d.salted:
+        out["cache_salt"] = salt
+    added_usage = False
+    if out.get("stream") is True and d.stream_usage:
+        options = out.get("stream_options")
+        options = dict(options) if isinstance(options, dict) else {}
+        if options.get("include_usage") is not True:
+            out["stream_options"] = options | {"include_usage": True}
+            added_usage = True
+    return out, added_usage

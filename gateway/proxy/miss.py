@@ -1,0 +1,173 @@
+"""One request answered by the upstream: sent to the client, collected for the backfill.
+
+Two shapes of answer reach here. The in-process engine yields text deltas, which
+are built into OpenAI bodies and chunks by ``protocol/responses.py``. An HTTP
+upstream's answer is passed through: its chunks (``Delta.raw``) or its whole body
+(``Done.body``) go to the client as they came, so nothing the gateway does not
+need to change (tool calls, logprobs, reasoning content, the upstream's id and
+``system_fingerprint``, extra usage details) is lost; the semantic layer gets the
+same answer, reassembled (``gateway/proxy/passthrough.py``), to decide on storing it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+import anyio
+from fastapi.responses import JSONResponse, Response
+
+from gateway.errors import GatewayError
+from gateway.proxy.passthrough import StreamAssembly
+from gateway.proxy.pipeline import CacheControl, SemanticDecision
+from gateway.proxy.upstream import Delta, Done, Event
+from gateway.reports.recorder import RequestRecord
+from gateway.request_log import note_request
+from gateway.state import GatewayState
+from gateway.tenants import TenantContext
+from protocol.headers import safe_headers
+from protocol.http import sse
+from protocol.responses import ChunkWriter, Kind, response_body, usage
+
+
+def cache_label(decision: SemanticDecision, cached_tokens: int | None) -> str:
+    if decision.status == "hit":
+        return "semantic-hit"
+    if cached_tokens:
+        return "prefix-hit"
+    return "bypass" if decision.reason == "no-cache" else "miss"
+
+
+async def close_events(events: AsyncIterator[Event]) -> None:
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        with anyio.CancelScope(shield=True):
+            await aclose()
+
+
+class UpstreamAnswer:
+    """One request answered by the upstream, collected for the backfill as it goes."""
+
+    def __init__(
+        self,
+        gw: GatewayState,
+        ctx: TenantContext,
+        kind: Kind,
+        body: dict[str, Any],
+        decision: SemanticDecision,
+        cc: CacheControl,
+        response_id: str,
+        started: float,
+    ) -> None:
+        self.gw, self.ctx, self.kind, self.body = gw, ctx, kind, body
+        self.decision, self.cc, self.response_id, self.started = decision, cc, response_id, started
+        self.parts: list[str] = []
+        self.first_byte: float | None = None
+        self.backfill = "skipped:not_finished"
+
+    async def collect(
+        self, first: Event, events: AsyncIterator[Event], headers: dict[str, str]
+    ) -> Response:
+        done: Done | None = None
+        try:
+            event: Event | None = first
+            while event is not None:
+                if isinstance(event, Delta):
+                    self._saw(event)
+                else:
+                    done = event
+                event = await anext(events, None)
+        except GatewayError as err:  # broke after the first event: counted like the rest
+            self.gw.metrics.upstream_errors.labels(type(err).__name__).inc()
+            raise
+        finally:
+            await close_events(events)
+        assert done is not None
+        # An HTTP upstream's body goes back unchanged; the engine's is built here.
+        payload = done.body if done.body is not None else self._built(done)
+        await self._finish(done, payload)
+        headers |= {
+            "x-cachegate-cache": cache_label(self.decision, done.cached_tokens),
+            "x-cachegate-cached-tokens": str(done.cached_tokens),
+            "x-cachegate-backfill": self.backfill,
+        }
+        if "replica_index" in done.extra:  # which engine replica answered (engine_pool.py)
+            headers["x-cachegate-replica"] = str(done.extra["replica_index"])
+        return JSONResponse(payload, headers=safe_headers(headers))
+
+    async def stream(
+        self, first: Event, events: AsyncIterator[Event], writer: ChunkWriter
+    ) -> AsyncGenerator[str, None]:
+        passthrough = isinstance(first, Delta) and first.raw is not None
+        assembly = StreamAssembly(self.kind)
+        try:
+            start = None if passthrough else writer.start()
+            if start:
+                yield start
+            event: Event | None = first
+            while event is not None:
+                if isinstance(event, Delta):
+                    self._saw(event)
+                    if event.raw is not None:
+                        assembly.add(event.raw)
+                        yield sse(event.raw)
+                    else:
+                        yield writer.delta(event.text)
+                elif passthrough:
+                    await self._finish(event, assembly.body(_usage(event)))
+                    yield "data: [DONE]\n\n"
+                    return
+                else:
+                    payload = self._built(event)
+                    await self._finish(event, payload)
+                    for chunk in writer.finish(event.finish_reason, payload["usage"]):
+                        yield chunk
+                    return
+                event = await anext(events, None)
+        except GatewayError as err:
+            self.gw.metrics.upstream_errors.labels(type(err).__name__).inc()
+            for chunk in writer.error(err.body()):
+                yield chunk
+        finally:
+            await close_events(events)  # a client that left aborts the upstream request
+
+    def _saw(self, delta: Delta) -> None:
+        if self.first_byte is None:
+            self.first_byte = time.perf_counter()
+        self.parts.append(delta.text)
+
+    def _built(self, done: Done) -> dict[str, Any]:
+        return response_body(
+            self.kind,
+            self.response_id,
+            self.body["model"],
+            "".join(self.parts),
+            done.finish_reason,
+            _usage(done),
+        )
+
+    async def _finish(self, done: Done, payload: dict[str, Any]) -> None:
+        """Backfill the semantic layer when the answer may be stored; count the request."""
+        gw, tenant = self.gw, self.ctx.tenant_id
+        self.backfill = await gw.pipeline.backfill(self.ctx, self.decision, self.cc, payload)
+        label = cache_label(self.decision, done.cached_tokens)
+        gw.metrics.requests.labels(tenant, label).inc()
+        gw.metrics.prefix_query_tokens.labels(tenant).inc(done.prompt_tokens)
+        gw.metrics.prefix_hit_tokens.labels(tenant).inc(done.cached_tokens)
+        now = time.perf_counter()
+        gw.metrics.ttft.labels(tenant, "upstream").observe((self.first_byte or now) - self.started)
+        gw.metrics.latency.labels(tenant, "upstream").observe(now - self.started)
+        if gw.stats is not None:
+            result = self.decision.result
+            score = result.score if result is not None else None
+            tokens = (done.prompt_tokens, done.cached_tokens, done.completion_tokens)
+            row = RequestRecord(tenant, label, self.decision.header, score, *tokens)
+            ttft_ms = ((self.first_byte or now) - self.started) * 1000
+            row = row.timed(ttft_ms, (now - self.started) * 1000, self.body.get("stream") is True)
+            gw.stats.record(row, self.body)
+            note_request(row, self.body, payload)  # the access line (gateway/request_log.py)
+
+
+def _usage(done: Done) -> dict[str, Any]:
+    return usage(done.prompt_tokens, done.completion_tokens, done.cached_tokens)

@@ -8,6 +8,10 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gateway.settings import Settings
 
 
 def _cmd_lab(args: argparse.Namespace) -> int:
@@ -128,13 +132,24 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+DEV_TENANT = "dev"
+
+
+def serve_settings(args: argparse.Namespace, s: Settings) -> Settings:
+    """The settings ``serve`` runs with: only ``--dev`` (``make serve``) turns the
+    development tenant on; a production start never creates one by default."""
+    if getattr(args, "dev", False) and not s.dev_tenant:
+        return s.model_copy(update={"dev_tenant": DEV_TENANT})
+    return s
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from gateway.app import create_app
     from gateway.settings import get_settings
 
-    s = get_settings()
+    s = serve_settings(args, get_settings())
     host, port = args.host or s.host, args.port or s.port
     logging.getLogger("cachegate").setLevel(logging.INFO)
     print(f"cachegate gateway on http://{host}:{port} (loading model and embedder ...)", flush=True)
@@ -162,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="the gateway: semantic cache + prefix engine")
     serve.add_argument("--host", default=None, help="default CACHEGATE_HOST or 127.0.0.1")
     serve.add_argument("--port", type=int, default=None, help="default CACHEGATE_PORT or 8000")
+    serve.add_argument(
+        "--dev",
+        action="store_true",
+        help="development start: create the development tenant 'dev' and print its key",
+    )
     serve.set_defaults(func=_cmd_serve)
 
     lab = sub.add_parser("lab", help="the prefix-cache experiment and the seed's worked numbers")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,9 +27,15 @@ class Settings(BaseSettings):
     # Where the admin subcommands (`cachegate tenants ...`) send their calls; None: the
     # gateway these settings serve, http://HOST:PORT (127.0.0.1 for a wildcard host).
     admin_url: str | None = None
-    dev_tenant: str | None = "dev"  # created with a key on first start; None: no dev tenant
+    # The development tenant, created with a key on start. Off unless `cachegate serve
+    # --dev` (`make serve`) names it "dev": a production start never makes one.
+    dev_tenant: str | None = None
     dev_api_key: SecretStr | None = None  # fixes the dev key so scripts can use a known one
     max_body_bytes: int = Field(1_000_000, ge=1024)
+    # /metrics: a bearer token (401 without it); None leaves it open, for local development
+    # only. Tenant labels are a stable digest of the tenant id unless set to "id".
+    metrics_token: SecretStr | None = None
+    metrics_tenant_labels: Literal["digest", "id"] = "digest"
     # /metrics: a bearer token (401 without it); None leaves it open, for local development
     # only. Tenant labels are a stable digest of the tenant id unless set to "id".
     metrics_token: SecretStr | None = None

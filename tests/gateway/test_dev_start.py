@@ -1,0 +1,47 @@
+"""Issue 14: the development tenant is made only by a development start
+(``cachegate serve --dev``, which ``make serve`` runs), never by a production start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import create_engine, select
+
+from gateway.app import _dev_tenant
+from gateway.cli import DEV_TENANT, build_parser, serve_settings
+from gateway.models import Tenant
+from gateway.settings import Settings
+from gateway.tenants import TenantStore
+from migrations.runner import upgrade_database
+
+
+def _settings(tmp_path: Path, **extra: object) -> Settings:
+    return Settings(_env_file=None, data_dir=tmp_path, **extra)  # type: ignore[arg-type]
+
+
+def _tenants_after_start(s: Settings, url: str) -> list[str]:
+    store = TenantStore(create_engine(url))
+    _dev_tenant(s, store)  # what the app's start-up runs
+    with store.sessions() as db:
+        return list(db.scalars(select(Tenant.id)))
+
+
+def test_a_production_start_makes_no_dev_tenant(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'prod.db'}"
+    upgrade_database(url)
+    s = serve_settings(build_parser().parse_args(["serve"]), _settings(tmp_path))
+    assert s.dev_tenant is None
+    assert _tenants_after_start(s, url) == []
+
+
+def test_serve_dev_makes_the_dev_tenant(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'dev.db'}"
+    upgrade_database(url)
+    s = serve_settings(build_parser().parse_args(["serve", "--dev"]), _settings(tmp_path))
+    assert s.dev_tenant == DEV_TENANT
+    assert _tenants_after_start(s, url) == [DEV_TENANT]  # positive control
+    # An operator's own name for it is kept.
+    named = serve_settings(
+        build_parser().parse_args(["serve", "--dev"]), _settings(tmp_path, dev_tenant="mine")
+    )
+    assert named.dev_tenant == "mine"

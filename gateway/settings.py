@@ -9,7 +9,6 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
-from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -32,10 +31,6 @@ class Settings(BaseSettings):
     dev_tenant: str | None = None
     dev_api_key: SecretStr | None = None  # fixes the dev key so scripts can use a known one
     max_body_bytes: int = Field(1_000_000, ge=1024)
-    # /metrics: a bearer token (401 without it); None leaves it open, for local development
-    # only. Tenant labels are a stable digest of the tenant id unless set to "id".
-    metrics_token: SecretStr | None = None
-    metrics_tenant_labels: Literal["digest", "id"] = "digest"
     # /metrics: a bearer token (401 without it); None leaves it open, for local development
     # only. Tenant labels are a stable digest of the tenant id unless set to "id".
     metrics_token: SecretStr | None = None

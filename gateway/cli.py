@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     eng.add_argument("--port", type=int, default=None, help="default 8001")
     eng.add_argument("--model", default=None, help="model path (default: bundled SmolLM2)")
     eng.add_argument("--device", default=None, help="cpu or cuda[:N] (default: CUDA if present)")
-    eng.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"])
+    eng.add_argument("--dtype", default=None, choices=["auto", "float32", "float16", "bfloat16"])
     eng.add_argument("--block-size", type=int, default=None, help="default 16")
     eng.add_argument("--kv-cache-mib", type=int, default=None, help="KV pool budget (256)")
     eng.add_argument("--eviction-policy", default=None, choices=["lru", "coverage"])

@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     # ---- prefix engine ----
     model_path: str | None = None  # None: the bundled SmolLM2-135M-Instruct GGUF
     device: str | None = None  # None: CUDA when present, else CPU
-    dtype: str = "float32"
+    dtype: str = "auto"  # "auto": bf16 where the hardware computes it natively, else fp32
     block_size: int = Field(16, ge=1, le=1024)
     kv_cache_mib: int = Field(256, ge=1)
     host_tier_mib: int = Field(0, ge=0)  # L2: blocks evicted from the pool kept in host RAM

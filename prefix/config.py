@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prefix.errors import EngineConfigError
 
-_DTYPES = ("float32", "float16", "bfloat16")
+if TYPE_CHECKING:
+    import torch
+
+# "auto" is resolved at engine start (prefix/model/dtype.py); the rest are torch dtypes
+_DTYPES = ("auto", "float32", "float16", "bfloat16")
 _POLICIES = ("lru", "coverage")
 MiB = 1024 * 1024
 
@@ -21,7 +28,9 @@ class EngineConfig:
 
     model_path: str | None = None  # None: the bundled SmolLM2-135M-Instruct GGUF
     device: str | None = None  # None: CUDA when present, else CPU
-    dtype: str = "float32"
+    # "auto": bfloat16 where the hardware computes it natively (CUDA with bf16, CPUs with
+    # AVX512-BF16 or AMX), float32 elsewhere; resolved once by ``with_concrete_dtype``.
+    dtype: str = "auto"
     block_size: int = 16
     kv_cache_bytes: int = 256 * MiB
     num_blocks: int | None = None
@@ -102,3 +111,26 @@ class EngineConfig:
             )
         if self.device is not None and not (self.device == "cpu" or self.device.startswith("cuda")):
             raise EngineConfigError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
+
+    def with_concrete_dtype(self, loaded_dtype: torch.dtype | None = None) -> EngineConfig:
+        """This config with ``dtype`` resolved to a concrete name, logged with the reason.
+
+        With an already loaded model "auto" means the model's own dtype: the KV cache
+        must hold what the model computes. Otherwise the hardware decides. The concrete
+        name is what the prefix fingerprint hashes, so "auto" never reaches a block key
+        (two machines that resolve differently must not share blocks).
+        """
+        from prefix.model.dtype import dtype_name, resolve_dtype
+
+        if self.dtype != "auto":
+            return self
+        if loaded_dtype is not None:
+            name, reason = dtype_name(loaded_dtype), "auto: the dtype of the given model"
+        else:
+            import torch
+
+            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            resolved, reason = resolve_dtype("auto", device)
+            name = dtype_name(resolved)
+        logging.getLogger("cachegate.prefix").info("dtype %s (%s)", name, reason)
+        return dataclasses.replace(self, dtype=name)

@@ -89,7 +89,8 @@ class PrefixEngine:
     """Engine core. All public methods are thread-safe (one internal lock)."""
 
     def __init__(self, config: EngineConfig | None = None, loaded: LoadedModel | None = None):
-        self.config = config = config or EngineConfig()
+        config = (config or EngineConfig()).with_concrete_dtype(loaded.dtype if loaded else None)
+        self.config = config
         if loaded is None:
             device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
             path = config.model_path or default_model_path()

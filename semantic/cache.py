@@ -99,7 +99,9 @@ class SemanticCache:
         # Serializes database+index mutations so the two never disagree for long.
         self._write_lock = threading.RLock()
         self._vector_lock = threading.Lock()
-        self._vectors: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
+        # Keyed by (tenant, question): a shared entry would let one tenant learn from
+        # the response time whether another tenant asked a question recently.
+        self._vectors: OrderedDict[tuple[str, str], NDArray[np.float32]] = OrderedDict()
 
     @property
     def write_lock(self) -> AbstractContextManager[bool]:
@@ -120,18 +122,19 @@ class SemanticCache:
     def partition_key(self, query: SemanticQuery) -> str:
         return query.partition_key(self.embedder_id)
 
-    def _embed(self, question: str) -> NDArray[np.float32]:
+    def _embed(self, tenant: str, question: str) -> NDArray[np.float32]:
         # Popular questions repeat word for word; an embedding is ~10 ms of CPU, a dict
         # hit microseconds. The vector depends only on the text and this embedder.
+        key = (tenant, question)
         with self._vector_lock:
-            cached = self._vectors.get(question)
+            cached = self._vectors.get(key)
             if cached is not None:
-                self._vectors.move_to_end(question)
+                self._vectors.move_to_end(key)
                 return cached
         vector = check_vectors(self.embedder.embed([question]), self.embedder.dim)[0]
         vector.setflags(write=False)
         with self._vector_lock:
-            self._vectors[question] = vector
+            self._vectors[key] = vector
             if len(self._vectors) > VECTOR_CACHE_SIZE:
                 self._vectors.popitem(last=False)
         return vector
@@ -167,7 +170,7 @@ class SemanticCache:
         tr.step("partition_not_empty", size > 0, key)
         if size == 0:  # nothing to compare: skip embedding
             return LookupResult(False, key, reason=EMPTY, trace=tr.result)
-        vector = self._embed(query.question)
+        vector = self._embed(query.tenant, query.question)
         found = self.index.search(key, vector, max(policy.top_k, show) if trace else policy.top_k)
         candidates = found[: policy.top_k]
         if not candidates:
@@ -304,7 +307,7 @@ class SemanticCache:
         if skip is not None:
             return StoreResult(False, key, reason=skip)
         if embedding is None:
-            vector = self._embed(query.question)
+            vector = self._embed(query.tenant, query.question)
         else:
             vectors = check_vectors(embedding, self.embedder.dim)
             if vectors.shape[0] != 1:

@@ -1,0 +1,53 @@
+"""Issue 14: the question-vector LRU is keyed per tenant, so one tenant cannot learn
+from response times whether another tenant asked a question recently."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from semantic.cache import SemanticCache
+from semantic.embedder import Embedder
+from semantic.store import EntryStore
+from tests.semantic.helpers import STORED, chat, reply
+
+pytestmark = pytest.mark.slow
+
+
+class CountingEmbedder:
+    """The real embedder, counting the texts it is asked to embed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.dim, self.embedder_id = inner.dim, inner.embedder_id
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.calls += len(texts)
+        return self.inner.embed(texts)
+
+
+@pytest.fixture
+def store(sqlite_url: str) -> Iterator[EntryStore]:
+    entry_store = EntryStore(sqlite_url)
+    yield entry_store
+    entry_store.close()
+
+
+def test_question_vectors_are_not_shared_across_tenants(
+    embedder: Embedder, store: EntryStore
+) -> None:
+    counting = CountingEmbedder(embedder)
+    cache = SemanticCache(counting, store)  # type: ignore[arg-type]
+    for tenant in ("tenant-a", "tenant-b"):  # non-empty partitions: lookups embed
+        assert cache.store(chat(STORED, tenant=tenant), reply()).stored
+    after_store = counting.calls
+    assert cache.lookup(chat(STORED, tenant="tenant-a")).hit
+    assert counting.calls == after_store  # positive control: a tenant reuses its own vector
+    cache.lookup(chat("A question only tenant a asked?", tenant="tenant-a"))
+    asked = counting.calls
+    cache.lookup(chat("A question only tenant a asked?", tenant="tenant-b"))
+    assert counting.calls == asked + 1  # before: tenant b got tenant a's cached vector

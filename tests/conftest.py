@@ -11,6 +11,15 @@ from semantic.embedder import Embedder
 from tests.prefix.tiny_models import save_tiny_model
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Registered here rather than in pyproject.toml: the marker belongs to the tests.
+    config.addinivalue_line(
+        "markers",
+        "vllm: needs a real vLLM server; runs only with CACHEGATE_TEST_VLLM_URL set "
+        "(tests/gateway/proxy/test_vllm_live.py)",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:
         import torch

@@ -32,11 +32,13 @@ from gateway.proxy.ratelimit import RateLimiter
 from gateway.proxy.routes import router
 from gateway.proxy.upstream import Upstream
 from gateway.reports.api import report_router
+from gateway.request_log import RequestObserver
 from gateway.review.api import review_router
 from gateway.settings import Settings, get_settings
 from gateway.state import GatewayState
 from gateway.sync.feed import ChangeFeed
 from gateway.tenants import TenantStore
+from gateway.tracing import gateway_tracer, instrument
 from migrations.runner import upgrade_database
 from prefix.config import EngineConfig
 from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
@@ -57,6 +59,7 @@ class Components:
     upstream: Upstream | None = None
     embedder: Embedder | None = None
     semantic_cache: SemanticCache | None = None
+    tracer_provider: Any = None  # an opentelemetry TracerProvider; None: from settings
 
 
 def engine_config(settings: Settings, salt: str, **overrides: Any) -> EngineConfig:
@@ -95,6 +98,7 @@ def build_engine(settings: Settings, salt: str, loaded: LoadedModel | None = Non
 def create_app(settings: Settings | None = None, components: Components | None = None) -> FastAPI:
     settings = settings or get_settings()
     parts = components or Components()
+    tracer = gateway_tracer(settings.otlp_endpoint, parts.tracer_provider)  # None: no tracing
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -136,6 +140,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
             metrics=metrics,
             max_body_bytes=settings.max_body_bytes,
         )
+        if tracer is not None:
+            instrument(app.state.gateway, tracer)  # spans around each step (gateway/tracing.py)
         app.state.db = db
         ops = start_operations(settings, app.state.gateway, db)  # stats, snapshots, sampling
         try:
@@ -158,6 +164,13 @@ def create_app(settings: Settings | None = None, components: Components | None =
     app.state.admin_token = settings.admin_token  # None: the admin routes answer 403
     app.state.rate_limiter = RateLimiter()  # per replica; see gateway/proxy/ratelimit.py
     _install_error_handlers(app)
+    # One access line (and root span) per /v1 completion request (gateway/request_log.py).
+    app.add_middleware(
+        RequestObserver,
+        content=settings.log_content,
+        tenant_ids=settings.log_tenant_ids,
+        tracer=tracer,
+    )
 
     @app.get("/health")
     async def health() -> Response:

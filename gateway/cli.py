@@ -76,11 +76,12 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 def _cmd_engine(args: argparse.Namespace) -> int:
     from gateway.app import engine_config
+    from gateway.logging_setup import configure_logging, uvicorn_log_config
     from gateway.settings import get_settings
     from prefix.serve.server import run_server
 
     s = get_settings()
-    logging.getLogger("cachegate").setLevel(logging.INFO)
+    configure_logging(s)  # text or JSON lines (gateway/logging_setup.py)
     config = engine_config(
         s,
         s.server_salt.get_secret_value() if s.server_salt else "",
@@ -95,7 +96,19 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     if args.no_prefix_caching:
         config = dataclasses.replace(config, enable_prefix_caching=False)
     key = s.engine_key.get_secret_value() if s.engine_key else None
-    run_server(args.host or s.host, args.port or s.engine_port, config, trusted_key=key)
+    provider = None
+    if s.otlp_endpoint:  # the engine's spans (prefix/serve/tracing.py) over OTLP
+        from gateway.tracing import build_provider
+
+        provider = build_provider(s.otlp_endpoint, "cachegate-engine")
+    run_server(
+        args.host or s.host,
+        args.port or s.engine_port,
+        config,
+        trusted_key=key,
+        tracer_provider=provider,
+        uvicorn_options={"log_config": uvicorn_log_config(s)},
+    )
     return 0
 
 
@@ -147,13 +160,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from gateway.app import create_app
+    from gateway.logging_setup import configure_logging, uvicorn_log_config
     from gateway.settings import get_settings
 
     s = serve_settings(args, get_settings())
     host, port = args.host or s.host, args.port or s.port
-    logging.getLogger("cachegate").setLevel(logging.INFO)
+    configure_logging(s)  # text or JSON lines (gateway/logging_setup.py)
     print(f"cachegate gateway on http://{host}:{port} (loading model and embedder ...)", flush=True)
-    uvicorn.run(create_app(s), host=host, port=port, log_level="info")
+    app = create_app(s)
+    uvicorn.run(app, host=host, port=port, log_level="info", log_config=uvicorn_log_config(s))
     return 0
 
 

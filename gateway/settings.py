@@ -36,6 +36,14 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = None
     metrics_tenant_labels: Literal["digest", "id"] = "digest"
 
+    # ---- logs and traces (docs/operations.md, "Logs" and "Traces") ----
+    log_format: Literal["text", "json"] = "text"  # json: one JSON object per line
+    log_content: bool = False  # prompt and answer text in the gateway's access lines
+    log_tenant_ids: bool = False  # the tenant id in access lines instead of its digest
+    # An OTLP/HTTP collector (e.g. http://otel-collector:4318); None: no tracing, and
+    # the OpenTelemetry SDK and exporter (the [otel] extra) are never imported.
+    otlp_endpoint: str | None = None
+
     # ---- upstream: the in-process engine unless a URL is given ----
     # One URL, or several comma-separated engine replicas: requests are routed by their
     # first prefix characters (consistent hashing) and fail over to the next replica.

@@ -32,6 +32,8 @@ from protocol.responses import ChunkWriter, Kind, response_body, usage
 async def serve_completion(request: Request, kind: Kind) -> Response:
     srv: EngineServer = request.app.state.server
     ctx = RequestLog(srv.new_request_id(kind), request.url.path, srv.default_namespace_id)
+    ctx.traceparent = request.headers.get("traceparent")  # the caller's trace, for spans
+    ctx.on_finish = request.app.state.on_request_end  # None unless tracing is on
     try:
         outputs, include_usage, stream = await _submit(srv, request, kind, ctx)
     except ApiError as e:

@@ -62,6 +62,10 @@ class RequestOutput:
     cached_tokens: int  # prompt tokens whose K/V was reused, not computed
     completion_tokens: int
     ttft_s: float | None
+    # perf_counter() times for the engine server's spans (prefix/serve/tracing.py):
+    # when the request arrived and when a prefill step first took it.
+    arrival_at: float | None = None
+    scheduled_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class _Request:
     detok: Detokenizer
     arrival: float
     first_token_at: float | None = None
+    scheduled_at: float | None = None
 
 
 class PrefixEngine:
@@ -253,6 +258,10 @@ class PrefixEngine:
     def step(self) -> list[RequestOutput]:
         with self._lock:
             plan = self.scheduler.schedule()
+            now = time.perf_counter()
+            for chunk in plan.prefill:  # the end of the request's queue time
+                req = self._requests[chunk.seq.request_id]
+                req.scheduled_at = req.scheduled_at or now
             outputs = [self._finish(self._requests[s.request_id], "length") for s in plan.finished]
             sampled: list[tuple[Sequence, torch.Tensor]] = []
             if plan.decode:
@@ -335,6 +344,8 @@ class PrefixEngine:
             cached_tokens=seq.num_cached_tokens,
             completion_tokens=len(seq.output_token_ids),
             ttft_s=ttft,
+            arrival_at=req.arrival,
+            scheduled_at=req.scheduled_at,
         )
 
     # ---- whole requests, synchronously ----------------------------------------------

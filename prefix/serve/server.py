@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -67,8 +68,12 @@ def create_engine_app(
     served_model_name: str | None = None,
     trusted_key: str | None = None,
     max_body_bytes: int = 1_000_000,
+    tracer_provider: Any = None,
 ) -> FastAPI:
-    """An OpenAI-compatible FastAPI app over ``engine``; its lifespan runs an AsyncEngine."""
+    """An OpenAI-compatible FastAPI app over ``engine``; its lifespan runs an AsyncEngine.
+
+    ``tracer_provider`` (an opentelemetry TracerProvider) turns on the request spans of
+    ``prefix/serve/tracing.py``; without it that module is never imported."""
     server = EngineServer(
         engine=engine,
         model_name=served_model_name or engine.loaded.model_id,
@@ -80,6 +85,11 @@ def create_engine_app(
     app.state.server = server
     app.state.metrics = server.metrics
     app.state.engine = engine
+    app.state.on_request_end = None
+    if tracer_provider is not None:
+        from prefix.serve.tracing import EngineTracing
+
+        app.state.on_request_end = EngineTracing(tracer_provider)
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _internal_error)
@@ -159,10 +169,20 @@ def run_server(
     trusted_key: str | None,
     *,
     served_model_name: str | None = None,
+    tracer_provider: Any = None,
+    uvicorn_options: Mapping[str, Any] | None = None,
 ) -> None:
-    """Load the engine and serve it with uvicorn until interrupted (blocks)."""
+    """Load the engine and serve it with uvicorn until interrupted (blocks).
+
+    ``uvicorn_options`` are passed to ``uvicorn.run`` (e.g. ``log_config``)."""
     import uvicorn
 
     engine = PrefixEngine(config)
-    app = create_engine_app(engine, served_model_name=served_model_name, trusted_key=trusted_key)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    app = create_engine_app(
+        engine,
+        served_model_name=served_model_name,
+        trusted_key=trusted_key,
+        tracer_provider=tracer_provider,
+    )
+    options: dict[str, Any] = {"log_level": "info"} | dict(uvicorn_options or {})
+    uvicorn.run(app, host=host, port=port, **options)

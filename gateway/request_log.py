@@ -1,0 +1,188 @@
+"""The gateway's access line: one log record per ``/v1`` completion request.
+
+Logger ``cachegate.gateway.access``, at INFO, with every value also as a structured
+``extra`` field (the JSON formatter of ``gateway/logging_setup.py`` writes them as
+one object): ``request_id``, ``tenant`` (a stable digest of the tenant id,
+``gateway/metrics.py`` ``tenant_label``; the id itself only with
+``CACHEGATE_LOG_TENANT_IDS=true``), ``endpoint``, ``outcome`` (semantic-hit |
+prefix-hit | miss | bypass | error), ``semantic`` (what the semantic layer did, with
+its reason), ``score``, ``prompt_tokens``, ``cached_tokens`` (prompt tokens reused
+from a cache), ``completion_tokens``, ``ttft_ms``, ``duration_ms``, ``status`` and
+``stream``. Prompt and answer text (``prompt``, ``answer``) only with
+``CACHEGATE_LOG_CONTENT=true``.
+
+:class:`RequestObserver` is an ASGI middleware: it opens the request's
+:class:`Observation` (a context variable, so the route and the streaming body that
+runs after it fill in the same one), opens the request's root span when tracing is
+on (``gateway/tracing.py``) and writes the line once the response has ended,
+whatever ended it. The routes report what they know with :func:`note_request`
+next to each ``RequestRecord`` they build and :func:`authenticated` for the tenant;
+a request that never reaches that point (an error, a broken stream) logs
+``outcome=error``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.metrics import tenant_label
+from gateway.reports.recorder import RequestRecord, prompt_text
+from gateway.tracing import server_span, span
+
+if TYPE_CHECKING:
+    from gateway.tenants import TenantContext
+
+access_log = logging.getLogger("cachegate.gateway.access")
+
+#: The request paths that get an access line (and a root span).
+LOGGED_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
+
+
+@dataclass
+class Observation:
+    """What is known about one request so far."""
+
+    endpoint: str
+    tracer: Any = None  # an opentelemetry Tracer when tracing is on
+    started: float = field(default_factory=time.perf_counter)
+    status: int | None = None
+    request_id: str | None = None
+    tenant_id: str | None = None
+    method: str = "POST"
+    record: RequestRecord | None = None
+    body: Mapping[str, Any] | None = None  # read for its text only when content is logged
+    answer: str | Mapping[str, Any] | None = None
+
+    @property
+    def outcome(self) -> str:
+        if self.record is None or self.status is None or self.status >= 400:
+            return "error"
+        return self.record.cache
+
+    def fields(self, *, content: bool, tenant_ids: bool) -> dict[str, Any]:
+        row = self.record
+        tenant = None
+        if self.tenant_id is not None:
+            tenant = tenant_label(self.tenant_id, "id" if tenant_ids else "digest")
+        out: dict[str, Any] = {
+            "request_id": self.request_id,
+            "tenant": tenant,
+            "endpoint": self.endpoint,
+            "outcome": self.outcome,
+            "semantic": row.semantic[:200] if row else None,
+            "score": None if row is None or row.score is None else round(row.score, 4),
+            "prompt_tokens": row.prompt_tokens if row else None,
+            "cached_tokens": row.cached_tokens if row else None,
+            "completion_tokens": row.completion_tokens if row else None,
+            "ttft_ms": None if row is None or row.ttft_ms is None else round(row.ttft_ms, 2),
+            "duration_ms": round((time.perf_counter() - self.started) * 1000, 2),
+            "status": self.status,
+            "stream": row.stream if row else None,
+        }
+        if content:
+            answer = self.answer
+            out |= {
+                "prompt": None if self.body is None else prompt_text(self.body),
+                "answer": answer if answer is None or isinstance(answer, str) else _text(answer),
+            }
+        return out
+
+
+_current: ContextVar[Observation | None] = ContextVar("cachegate_request", default=None)
+
+
+def note_request(
+    row: RequestRecord, body: Mapping[str, Any], answer: str | Mapping[str, Any]
+) -> None:
+    """The finished request's outcome (the row its statistics get) for the access line;
+    ``answer`` is the answer's text or its OpenAI response body."""
+    obs = _current.get()
+    if obs is None:
+        return
+    obs.record, obs.body, obs.answer = row, body, answer
+
+
+async def authenticated(auth: Awaitable[TenantContext]) -> TenantContext:
+    """``await auth`` inside the ``auth`` span; remembers the tenant for the access line."""
+    obs = _current.get()
+    with span(obs.tracer if obs else None, "auth"):
+        ctx = await auth
+    if obs is not None:
+        obs.tenant_id = ctx.tenant_id
+    return ctx
+
+
+class RequestObserver:
+    """ASGI middleware: the access line (and root span) of every logged request."""
+
+    def __init__(
+        self, app: ASGIApp, *, content: bool = False, tenant_ids: bool = False, tracer: Any = None
+    ) -> None:
+        self.app, self.content, self.tenant_ids, self.tracer = app, content, tenant_ids, tracer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] not in LOGGED_PATHS:
+            await self.app(scope, receive, send)
+            return
+        obs = Observation(scope["path"], self.tracer, method=scope.get("method", "POST"))
+        token = _current.set(obs)
+
+        async def observed_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                obs.status = int(message["status"])
+                for name, value in message.get("headers", []):
+                    if name.lower() == b"x-request-id":
+                        obs.request_id = value.decode("latin-1")
+            await send(message)
+
+        try:
+            with server_span(self.tracer, scope) as root:
+                try:
+                    await self.app(scope, receive, observed_send)
+                except BaseException:
+                    obs.status = obs.status or 500  # handled by the outermost error middleware
+                    raise
+                finally:
+                    if root is not None:
+                        _annotate(root, obs, self.tenant_ids)
+        finally:
+            _current.reset(token)
+            self._log(obs)
+
+    def _log(self, obs: Observation) -> None:
+        with contextlib.suppress(Exception):  # a log line must never fail a request
+            fields = obs.fields(content=self.content, tenant_ids=self.tenant_ids)
+            text = " ".join(
+                f"{k}={v}" for k, v in fields.items() if v is not None and k != "endpoint"
+            )
+            access_log.info("%s %s %s", obs.method, obs.endpoint, text, extra=fields)
+
+
+def _annotate(root: Any, obs: Observation, tenant_ids: bool) -> None:
+    fields = obs.fields(content=False, tenant_ids=tenant_ids)
+    for key in ("request_id", "tenant", "outcome", "semantic", "cached_tokens", "status"):
+        if fields[key] is not None:
+            name = "http.response.status_code" if key == "status" else f"cachegate.{key}"
+            root.set_attribute(name, fields[key])
+    if obs.outcome == "error" and (obs.status or 500) >= 500:
+        from opentelemetry.trace import Status, StatusCode
+
+        root.set_status(Status(StatusCode.ERROR))
+
+
+def _text(body: Mapping[str, Any]) -> str | None:
+    choices = body.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else {}
+    if not isinstance(choice, dict):
+        return None
+    message = choice.get("message")
+    text = message.get("content") if isinstance(message, dict) else choice.get("text")
+    return text if isinstance(text, str) else None

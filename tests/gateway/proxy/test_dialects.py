@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -32,7 +33,7 @@ def strict() -> Iterator[Upstream]:
         yield upstream
 
 
-def gateway_over(url: str, tmp: Path, embedder: Embedder, **extra: object) -> Iterator[Gateway]:
+def gateway_over(url: str, tmp: Path, embedder: Embedder, **extra: Any) -> Iterator[Gateway]:
     settings = gateway_settings(tmp, upstream_url=url, **extra)
     with running_gateway(settings, Components(embedder=embedder)) as gateway:
         yield gateway

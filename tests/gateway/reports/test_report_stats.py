@@ -84,7 +84,8 @@ def test_live_requests_are_recorded_and_engine_snapshots_taken(live: Gateway) ->
     assert all(r.ttft_ms is not None and 0 < r.ttft_ms <= r.latency_ms for r in rows)
     assert all(r.completion_tokens == 4 for r in rows)
 
-    engine = live.state.upstream.engine  # type: ignore[attr-defined]
+    engine = live.state.upstream.engine
+    assert engine is not None
     before = snapshot_count(live)
     assert wait_until(lambda: snapshot_count(live) >= before + 2, timeout=10)
     with Session(live.app.state.db) as s:

@@ -154,7 +154,8 @@ def test_tenant_report_numbers(gw: Gateway) -> None:
         880 / 1e6 * PRICE_PROMPT + 80 / 1e6 * PRICE_COMPLETION
     )
     model = r["params"]["model"]
-    engine = gw.state.upstream.engine  # type: ignore[attr-defined]
+    engine = gw.state.upstream.engine
+    assert engine is not None
     assert model["params"] == engine.loaded.num_params
     layers, heads, hd = model["layers"], model["heads"], model["head_dim"]
     assert (layers, heads, hd) == (

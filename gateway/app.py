@@ -21,6 +21,7 @@ from gateway.admin.routes import router as admin_router
 from gateway.admin.schemas import validation_message
 from gateway.admin.service import TenantAdmin
 from gateway.errors import GatewayError
+from gateway.index_snapshots import SnapshotWriter, schema_tag, start_index
 from gateway.metrics import GatewayMetrics
 from gateway.metrics_auth import require_metrics_token
 from gateway.ops import start_operations
@@ -122,10 +123,28 @@ def create_app(settings: Settings | None = None, components: Components | None =
         # Replica sync (gateway/sync/feed.py): marked before the rebuild, so nothing another
         # replica commits meanwhile is missed; started once the index is built.
         feed = ChangeFeed(url, poll_seconds=settings.sync_poll_seconds)
-        await asyncio.to_thread(feed.mark)
         cache = parts.semantic_cache
+        snapshots: SnapshotWriter | None = None
         if cache is None and settings.semantic_enabled:
             cache = await asyncio.to_thread(_build_cache, settings, parts, url)
+            feed.cache = cache
+            # Snapshot replayed forward, or marked and rebuilt (gateway/index_snapshots.py).
+            schema = await asyncio.to_thread(schema_tag)
+            how = await asyncio.to_thread(
+                start_index, cache, feed, settings.index_snapshot_dir, schema
+            )
+            log.info("semantic index: %s", how)
+            if settings.index_snapshot_dir is not None:
+                snapshots = SnapshotWriter(
+                    cache,
+                    feed,
+                    settings.index_snapshot_dir,
+                    schema,
+                    settings.index_snapshot_seconds,
+                )
+                snapshots.start()
+        else:
+            await asyncio.to_thread(feed.mark)
         feed.cache = cache
         feed.on_tenant_change(lambda _changed: tenants.invalidate_cache())
         feed.start()
@@ -148,6 +167,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
             yield
         finally:
             await asyncio.to_thread(feed.stop)
+            if snapshots is not None:
+                await asyncio.to_thread(snapshots.stop)
             await ops.aclose()
             await upstream.aclose()
             if cache is not None:
@@ -244,11 +265,9 @@ def _build_upstream(settings: Settings, parts: Components, salt: str) -> Upstrea
 
 def _build_cache(settings: Settings, parts: Components, url: str) -> SemanticCache:
     embedder = parts.embedder or Embedder(settings.embedder_path)
-    cache = SemanticCache(
+    return SemanticCache(
         embedder, EntryStore(url), PartitionedIndex(embedder.dim), validator=Validator()
     )
-    cache.rebuild(progress=True)
-    return cache
 
 
 def _install_error_handlers(app: FastAPI) -> None:

@@ -110,6 +110,11 @@ class Settings(BaseSettings):
 
     # ---- replicas: changes made through one gateway reach the others ----
     sync_poll_seconds: float = Field(1.0, gt=0)  # catch-up poll; LISTEN/NOTIFY wakes it early
+    # Semantic index snapshots (gateway/index_snapshots.py): a restart loads the last one and
+    # replays the change log forward instead of rebuilding (minutes at 1M entries). None: off.
+    # One directory per replica (or shared: snapshots are switched atomically).
+    index_snapshot_dir: Path | None = None
+    index_snapshot_seconds: float = Field(600.0, gt=0)  # written when the log moved, and at stop
 
     def upstream_urls(self) -> list[str]:
         if not self.upstream_url:

@@ -2,12 +2,18 @@
 
 A :class:`VectorIndex` holds the unit vectors of one partition; the inner
 product of unit vectors is the cosine similarity. It starts as an exact flat
-index and switches to HNSW (approximate, ``IndexHNSWFlat`` with
-``METRIC_INNER_PRODUCT``) once it holds more than ``approx_threshold`` vectors,
-because exact search grows linearly (about 10 ms per query at 100k x 384 on one
-core) while HNSW stays well under a millisecond. On a machine with faiss-gpu and
-a CUDA device the index is a GPU flat index at every size (exact search on a
-GPU is fast; HNSW has no GPU version).
+index and switches to an approximate one once it holds more than
+``approx_threshold`` vectors, because exact search grows linearly (about 10 ms per
+query at 100k x 384 on one core, 100+ ms at 1M). The approximate index is IVF-Flat
+by default (``IndexIVFFlat``, ``METRIC_INNER_PRODUCT``, up to 1,024 lists trained
+on the partition's own vectors, ``nprobe`` lists searched), retrained when the
+partition has grown ``IVF_GROWTH`` times since; HNSW (``IndexHNSWFlat``) remains
+available (``approx="hnsw"``). Measured at 1M entries (``bench/semantic_index_sweep.py``
+and issue 15): IVF with 1,024 lists reaches recall@1 1.000 at p50 0.95-1.8 ms and
+trains in ~30 s; HNSW (M 32, efConstruction 40) had recall@1 0.52-0.61 at efSearch
+128-256 and took minutes to build, and at 100k an HNSW build with efConstruction 80
+did not finish within 4 minutes on two busy cores. On a machine with faiss-gpu and a CUDA device the
+index is a GPU flat index at every size (exact search on a GPU is fast).
 
 Removal works the same way for every kind of index: HNSW and GPU indexes cannot
 remove vectors, so the faiss index is addressed by position, this class maps
@@ -22,7 +28,8 @@ only ever looks inside one partition (the partition is a hard filter).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import faiss
@@ -30,9 +37,18 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from semantic.errors import InvalidVectorError
+from semantic.faiss_kinds import (
+    APPROX_KINDS,
+    DEFAULT_NPROBE,
+    IVF_GROWTH,
+    gpu_available,
+    new_faiss_index,
+)
+from semantic.vectors import check_ids, check_vectors
+
+__all__ = ["IndexImage", "PartitionedIndex", "VectorIndex", "check_vectors", "gpu_available"]
 
 DEFAULT_APPROX_THRESHOLD = 20_000
-
 # faiss's bundled type stubs lag its SWIG API (search parameters, selectors).
 _faiss: Any = faiss
 
@@ -42,57 +58,16 @@ _faiss: Any = faiss
 # The setting is per calling thread in libgomp, so each call sets what it needs.
 _BUILD_THREADS = max(1, faiss.omp_get_max_threads())
 
-_gpu_resources: Any = None
-_gpu_lock = threading.Lock()
 
+@dataclass(frozen=True)
+class IndexImage:
+    """One partition index as bytes and arrays (:mod:`semantic.snapshot` writes it)."""
 
-def gpu_available() -> bool:
-    """True when this faiss build has GPU support and sees a CUDA device."""
-    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
-
-
-def _gpu_res() -> Any:
-    global _gpu_resources
-    with _gpu_lock:  # one StandardGpuResources (scratch memory) per process
-        if _gpu_resources is None:
-            _gpu_resources = faiss.StandardGpuResources()
-        return _gpu_resources
-
-
-def check_vectors(vectors: ArrayLike, dim: int) -> NDArray[np.float32]:
-    """Return ``vectors`` as a C-contiguous ``(n, dim)`` float32 array of unit vectors.
-
-    Raises :class:`InvalidVectorError` for a wrong shape, NaN/inf or a zero
-    vector (which has no direction, so no cosine).
-    """
-    try:
-        arr = np.asarray(vectors, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise InvalidVectorError(f"not a numeric array: {exc}") from exc
-    if arr.ndim == 1:
-        arr = arr.reshape(1, -1)
-    if arr.ndim != 2 or arr.shape[1] != dim:
-        raise InvalidVectorError(f"expected vectors of dimension {dim}, got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise InvalidVectorError("vector contains NaN or infinity")
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    if (norms < 1e-12).any():
-        raise InvalidVectorError("vector has zero norm")
-    return np.ascontiguousarray(arr / norms, dtype=np.float32)
-
-
-def _check_ids(ids: ArrayLike, n: int) -> list[int]:
-    arr = np.asarray(ids)
-    if arr.ndim == 0:
-        arr = arr.reshape(1)
-    if arr.ndim != 1 or arr.shape[0] != n or (n and arr.dtype.kind not in "iu"):
-        raise InvalidVectorError(f"expected {n} integer ids, got {arr.shape} {arr.dtype}")
-    out = [int(i) for i in arr]
-    if any(i < 0 or i >= 2**63 for i in out):
-        raise InvalidVectorError("ids must be in [0, 2**63)")  # faiss uses -1 for "none"
-    if len(set(out)) != len(out):
-        raise InvalidVectorError("duplicate ids in one batch")
-    return out
+    kind: str
+    faiss_bytes: NDArray[np.uint8]
+    pos_ids: NDArray[np.int64]  # faiss position -> entry id, dead positions included
+    live: NDArray[np.uint8]  # the live bitmap over positions (little-endian bits)
+    trained_on: int
 
 
 class VectorIndex:
@@ -106,6 +81,8 @@ class VectorIndex:
         dim: int,
         *,
         approx_threshold: int = DEFAULT_APPROX_THRESHOLD,
+        approx: str = "ivf",
+        nprobe: int = DEFAULT_NPROBE,
         hnsw_m: int = 32,
         ef_construction: int = 40,
         ef_search: int = 128,
@@ -114,8 +91,12 @@ class VectorIndex:
     ) -> None:
         if dim < 1 or approx_threshold < 1 or not 0 < compact_fraction <= 1:
             raise ValueError("dim and approx_threshold must be >= 1, compact_fraction in (0, 1]")
+        if approx not in APPROX_KINDS or nprobe < 1:
+            raise ValueError(f"approx must be one of {APPROX_KINDS}, nprobe >= 1")
         self.dim = dim
         self.approx_threshold = approx_threshold
+        self.approx = approx
+        self.nprobe = nprobe
         self.hnsw_m = hnsw_m
         self.ef_construction = ef_construction
         self.ef_search = ef_search
@@ -125,24 +106,26 @@ class VectorIndex:
         self._reset("flat")
 
     # -- state -------------------------------------------------------------------
-    def _reset(self, kind: str) -> None:
-        self.kind = kind
-        self._index = self._new_index(kind)
+    def _reset(self, kind: str, train: NDArray[np.float32] | None = None) -> None:
+        self._index = self._new_index(kind, train)
+        self.trained_on = 0 if train is None else train.shape[0]
         self._pos_ids: list[int] = []  # faiss position -> entry id (also dead positions)
         self._where: dict[int, int] = {}  # live entry id -> faiss position
         self._bits = np.zeros(64, dtype=np.uint8)  # live bitmap over positions, little-endian
         self._dead = 0
 
-    def _new_index(self, kind: str) -> Any:
-        if self.use_gpu:
-            self.kind = "gpu-flat"
-            return faiss.GpuIndexFlatIP(_gpu_res(), self.dim)
-        if kind == "hnsw":
-            index = faiss.IndexHNSWFlat(self.dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = self.ef_construction
-            index.hnsw.efSearch = self.ef_search
-            return index
-        return faiss.IndexFlatIP(self.dim)
+    def _new_index(self, kind: str, train: NDArray[np.float32] | None) -> Any:
+        self.kind, index = new_faiss_index(
+            kind,
+            self.dim,
+            train,
+            use_gpu=self.use_gpu,
+            nprobe=self.nprobe,
+            hnsw_m=self.hnsw_m,
+            ef_construction=self.ef_construction,
+            ef_search=self.ef_search,
+        )
+        return index
 
     def _set_bits(self, start: int, count: int) -> None:
         end = start + count
@@ -186,7 +169,7 @@ class VectorIndex:
     def add(self, ids: ArrayLike, vectors: ArrayLike) -> None:
         """Add (or replace: upsert by id) vectors. Validates everything before mutating."""
         vecs = check_vectors(vectors, self.dim)
-        id_list = _check_ids(ids, vecs.shape[0])
+        id_list = check_ids(ids, vecs.shape[0])
         if not id_list:
             return
         with self._lock:
@@ -252,16 +235,65 @@ class VectorIndex:
         )
         if self.kind == "hnsw":
             return _faiss.SearchParametersHNSW(sel=selector, efSearch=max(self.ef_search, k))
+        if self.kind == "ivf":
+            return _faiss.SearchParametersIVF(sel=selector, nprobe=self.nprobe)
         return _faiss.SearchParameters(sel=selector) if selector is not None else None
+
+    # -- snapshots ---------------------------------------------------------------
+    def image(self) -> IndexImage:
+        """A consistent copy of this index for a snapshot file."""
+        with self._lock:
+            index = faiss.index_gpu_to_cpu(self._index) if self.kind == "gpu-flat" else self._index
+            n = len(self._pos_ids)
+            return IndexImage(
+                "flat" if self.kind == "gpu-flat" else self.kind,
+                faiss.serialize_index(index),
+                np.asarray(self._pos_ids, dtype=np.int64),
+                self._bits[: (n + 7) // 8].copy(),
+                self.trained_on,
+            )
+
+    @classmethod
+    def from_image(cls, dim: int, image: IndexImage, **options: Any) -> VectorIndex:
+        """The index an :meth:`image` was taken of (raises ``ValueError`` if it does not fit)."""
+        index = cls(dim, **options)
+        loaded: Any = faiss.deserialize_index(np.ascontiguousarray(image.faiss_bytes))
+        n = image.pos_ids.shape[0]
+        if loaded.d != dim or loaded.ntotal != n or image.live.shape[0] != (n + 7) // 8:
+            raise ValueError(f"index image does not fit: d={loaded.d} ntotal={loaded.ntotal} n={n}")
+        live = np.unpackbits(image.live, bitorder="little")[:n].astype(bool)
+        with index._lock:
+            index.kind, index._index, index.trained_on = image.kind, loaded, image.trained_on
+            index._pos_ids = image.pos_ids.tolist()
+            positions = np.flatnonzero(live)
+            index._where = dict(
+                zip(image.pos_ids[positions].tolist(), positions.tolist(), strict=True)
+            )
+            if len(index._where) != positions.shape[0]:
+                raise ValueError("index image has an entry id live at two positions")
+            index._bits = np.zeros(max(64, image.live.shape[0]), dtype=np.uint8)
+            index._bits[: image.live.shape[0]] = image.live
+            index._dead = n - positions.shape[0]
+            if image.kind == "ivf":
+                loaded.nprobe = index.nprobe
+            elif image.kind == "hnsw":
+                loaded.hnsw.efSearch = index.ef_search
+            if index.use_gpu:  # a CPU image on a GPU machine: rebuilt as a GPU index
+                index._rebuild("flat")
+            else:
+                index._maybe_rebuild()
+        return index
 
     # -- rebuilds ----------------------------------------------------------------
     def _maybe_rebuild(self) -> None:
         live = len(self._where)
         if self.kind == "flat" and live > self.approx_threshold:
-            self._rebuild("hnsw")
+            self._rebuild(self.approx)
+        elif self.kind == "ivf" and live > IVF_GROWTH * self.trained_on:
+            self._rebuild("ivf")  # more lists for the bigger partition
         elif self._dead > self._max_tombstones():
             # Hysteresis: fall back to flat only well below the switch point.
-            back_to_flat = self.kind == "hnsw" and live < self.approx_threshold // 2
+            back_to_flat = self.kind in APPROX_KINDS and live < self.approx_threshold // 2
             self._rebuild("flat" if back_to_flat else self.kind)
 
     def _max_tombstones(self) -> float:
@@ -272,10 +304,13 @@ class VectorIndex:
     def _rebuild(self, kind: str) -> None:
         faiss.omp_set_num_threads(_BUILD_THREADS)
         items = sorted(self._where.items(), key=lambda item: item[1])
+        vecs = np.empty((0, self.dim), dtype=np.float32)
         if items:
             everything = self._index.reconstruct_n(0, len(self._pos_ids))
             vecs = np.ascontiguousarray(everything[[pos for _, pos in items]])
-        self._reset(kind)
+        if kind == "ivf" and not items:
+            kind = "flat"  # nothing to train on; the next growth switches again
+        self._reset(kind, vecs if kind == "ivf" else None)
         if items:
             self._index.add(vecs)
             self._pos_ids = [entry_id for entry_id, _ in items]
@@ -327,6 +362,20 @@ class PartitionedIndex:
     def clear(self) -> None:
         with self._lock:
             self._indexes.clear()
+
+    def images(self) -> dict[str, IndexImage]:
+        """Every partition's :meth:`VectorIndex.image`, taken under the mutation lock."""
+        with self._lock:
+            return {key: index.image() for key, index in self._indexes.items()}
+
+    def replace_all(self, images: Mapping[str, IndexImage]) -> None:
+        """Load a snapshot's partitions in place of everything held now."""
+        built = {
+            key: VectorIndex.from_image(self.dim, image, **self._options)
+            for key, image in images.items()
+        }
+        with self._lock:
+            self._indexes = {key: index for key, index in built.items() if len(index)}
 
     def size(self, partition: str) -> int:
         index = self._indexes.get(partition)

@@ -48,7 +48,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -123,6 +124,27 @@ class ChangeFeed:
         with self._poll_lock, self._engine.connect() as conn:
             now, seq = db_now(conn), last_seq(conn)
         self._seq, self._ref, self._last_ok = seq, now, time.monotonic()
+
+    def resume(self, seq: int, at: datetime) -> None:
+        """Start from a saved position instead (an index snapshot's): the first poll
+        replays every row after ``seq`` and those written within the window after
+        ``at``; a position older than the retention makes it rebuild instead."""
+        with self._poll_lock, self._engine.connect() as conn:
+            age = (db_now(conn) - at).total_seconds()
+        self._seq, self._ref, self._applied = seq, at, {}
+        self._last_ok = time.monotonic() - max(0.0, age)
+
+    def head(self) -> int:
+        """The log's last seq now (a saved position past it belongs to another database)."""
+        with self._engine.connect() as conn:
+            return last_seq(conn)
+
+    @contextmanager
+    def paused(self) -> Iterator[tuple[int, datetime | None]]:
+        """Hold replays off; yields the position, which holds while paused (what an
+        index snapshot taken meanwhile reflects)."""
+        with self._poll_lock:
+            yield self._seq, self._ref
 
     def start(self) -> None:
         if self._thread is not None:

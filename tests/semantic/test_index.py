@@ -55,15 +55,16 @@ def test_tombstones_are_compacted(rng: np.random.Generator) -> None:
     assert index.search(vecs[20], k=1)[0][0] == 20
 
 
-def test_switches_to_hnsw_and_still_removes(rng: np.random.Generator) -> None:
-    index = VectorIndex(DIM, approx_threshold=50)
+@pytest.mark.parametrize("approx", ["ivf", "hnsw"])
+def test_switches_to_approximate_and_still_removes(rng: np.random.Generator, approx: str) -> None:
+    index = VectorIndex(DIM, approx_threshold=50, approx=approx)
     vecs = unit(rng, 80)
     index.add(np.arange(50), vecs[:50])
     assert index.kind == "flat"
     index.add(np.arange(50, 80), vecs[50:])
-    assert index.kind == "hnsw" and len(index) == 80
+    assert index.kind == approx and len(index) == 80
     assert index.search(vecs[60], k=1)[0][0] == 60
-    index.remove([60])  # HNSW cannot delete: a tombstone filtered in the search
+    index.remove([60])  # a tombstone filtered in the search
     assert all(i != 60 for i, _ in index.search(vecs[60], k=5))
     index.add([60], vecs[60])  # re-adding a tombstoned id works
     assert index.search(vecs[60], k=1)[0][0] == 60
@@ -71,31 +72,45 @@ def test_switches_to_hnsw_and_still_removes(rng: np.random.Generator) -> None:
     assert index.kind == "flat" and len(index) == 20
 
 
-def test_hnsw_recall_against_flat_on_20k_vectors() -> None:
-    """Recall@1 of HNSW vs exact search on 20k random unit vectors (dim 384).
+def test_ivf_is_retrained_as_the_partition_grows(rng: np.random.Generator) -> None:
+    index = VectorIndex(DIM, approx_threshold=100)
+    vecs = unit(rng, 1000)
+    index.add(np.arange(101), vecs[:101])
+    assert (index.kind, index.trained_on) == ("ivf", 101)
+    index.add(np.arange(101, 404), vecs[101:404])  # 404 = 4 x 101: not yet
+    assert index.trained_on == 101
+    index.add([404], vecs[404])
+    assert index.trained_on == 405 and len(index) == 405
+    assert [index.search(vecs[i], k=1)[0][0] for i in (0, 200, 404)] == [0, 200, 404]
 
-    The queries are perturbed copies of stored vectors (cosine about 0.9 to
-    their source), the regime a cache lookup lives in: a hit needs a neighbour
-    above the threshold. For queries drawn at random the "nearest" neighbour is
-    at cosine ~0.2, barely ahead of thousands of others, and no approximate
-    index (nor the cache) cares which one it is.
-    """
+
+def clustered(rng: np.random.Generator, n: int, dim: int, topics: int) -> np.ndarray:
+    """Entries around topic centres (cosine ~0.5 between two entries of a topic):
+    the shape of question embeddings, where uniform random vectors have none."""
+    centres = unit(rng, topics, dim)
+    x = centres[rng.integers(0, topics, n)] + rng.standard_normal((n, dim)).astype(
+        np.float32
+    ) / np.sqrt(dim)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_ivf_recall_against_flat_on_20k_clustered_vectors() -> None:
+    """Recall@1 of the default approximate index (IVF, default nprobe) vs exact search
+    (dim 384), for
+    queries drawn from the same clusters but never stored, as a cache lookup's are:
+    the default parameters must find the exact nearest entry at least 95% of the
+    time (bench/semantic_index_sweep.py measures the same at 1M)."""
     rng = np.random.default_rng(0)
     dim, n, queries = 384, 20_000, 300
-    data = unit(rng, n, dim)
-    picks = rng.choice(n, queries, replace=False)
-    noisy = data[picks] + 0.025 * rng.standard_normal((queries, dim)).astype(np.float32)
-    noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
-    assert float(np.mean(np.sum(noisy * data[picks], axis=1))) == pytest.approx(0.9, abs=0.05)
-
+    data = clustered(rng, n + queries, dim, topics=400)
     flat = VectorIndex(dim, approx_threshold=n + 1)
-    hnsw = VectorIndex(dim, approx_threshold=n // 2)
-    flat.add(np.arange(n), data)
-    hnsw.add(np.arange(n), data)
-    assert (flat.kind, hnsw.kind) == ("flat", "hnsw")
-    exact = [flat.search(q, k=1)[0][0] for q in noisy]
-    approx = [hnsw.search(q, k=1)[0][0] for q in noisy]
-    recall = float(np.mean(np.array(exact) == np.array(approx)))
+    approximate = VectorIndex(dim, approx_threshold=n // 2)
+    flat.add(np.arange(n), data[:n])
+    approximate.add(np.arange(n), data[:n])
+    assert (flat.kind, approximate.kind) == ("flat", "ivf")
+    exact = [flat.search(q, k=1)[0][0] for q in data[n:]]
+    found = [approximate.search(q, k=1)[0][0] for q in data[n:]]
+    recall = float(np.mean(np.array(exact) == np.array(found)))
     assert recall >= 0.95
 
 

@@ -1,0 +1,146 @@
+"""Start-up of the semantic index from a snapshot (gateway/index_snapshots.py), on a
+real SQLite file, the real embedder and the real change feed: a snapshot older than
+the latest writes is replayed forward, and unusable snapshots are rebuilt."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.index_snapshots import SnapshotWriter, start_index
+from gateway.sync.feed import ChangeFeed
+from migrations.runner import upgrade_database
+from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
+from semantic.embedder import bundled_model_path
+from semantic.partition import SemanticQuery
+
+QUESTIONS = [f"What is the status of shipment number {i} to warehouse {i % 7}?" for i in range(60)]
+
+
+def ask(question: str) -> SemanticQuery:
+    body = {"model": "m", "messages": [{"role": "user", "content": question}], "temperature": 0}
+    return SemanticQuery.from_chat(tenant="t", body=body)
+
+
+def answer(text: str) -> dict[str, object]:
+    return {
+        "id": "c",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+    }
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'gw.db'}"
+    upgrade_database(url)
+    return url
+
+
+class Replica:
+    """One gateway's semantic side: a cache with an empty index and its feed."""
+
+    def __init__(self, url: str, embedder: Embedder) -> None:
+        self.cache = SemanticCache(embedder, EntryStore(url), PartitionedIndex(embedder.dim))
+        self.feed = ChangeFeed(url, self.cache, poll_seconds=0.2)
+
+    def close(self) -> None:
+        self.feed.stop()
+        self.cache.entries.close()
+
+    def found(self, question: str) -> int | None:
+        result = self.cache.lookup(ask(question))
+        return result.entry_id if result.hit else None
+
+
+@pytest.fixture
+def replicas(url: str, embedder: Embedder) -> Iterator[list[Replica]]:
+    made: list[Replica] = []
+    yield made
+    for replica in made:
+        replica.close()
+
+
+def test_snapshot_is_replayed_forward_to_the_database(
+    url: str, embedder: Embedder, tmp_path: Path, replicas: list[Replica]
+) -> None:
+    snaps = tmp_path / "snapshots"
+    first = Replica(url, embedder)
+    replicas.append(first)
+    vectors = embedder.embed(QUESTIONS)
+    ids = [
+        first.cache.store(ask(q), answer(q), embedding=v).entry_id
+        for q, v in zip(QUESTIONS[:50], vectors[:50], strict=True)
+    ]
+    assert start_index(first.cache, first.feed, snaps, "s1").startswith("rebuilt (missing")
+    # After the snapshot: ten entries added, two deleted (one by id, one expired away).
+    for q, v in zip(QUESTIONS[50:], vectors[50:], strict=True):
+        first.cache.store(ask(q), answer(q), embedding=v)
+    first.cache.invalidate(entry_id=ids[3])
+    first.cache.invalidate(entry_id=ids[4])
+
+    second = Replica(url, embedder)
+    replicas.append(second)
+    how = start_index(second.cache, second.feed, snaps, "s1")
+    assert how.startswith("snapshot: 58 entries"), how
+    assert second.feed.stats()["rebuilds"] == 0  # replayed, not rebuilt
+    index = second.cache.index.get(second.cache.partition_key(ask("x")))
+    assert index is not None
+    added = second.cache.lookup(ask(QUESTIONS[55]))
+    assert added.hit and added.cached_question == QUESTIONS[55]  # stored after the snapshot
+    assert ids[3] not in index and ids[4] not in index  # deleted after the snapshot
+    assert second.found(QUESTIONS[10]) == ids[10]
+    reference = first.cache.index.get(first.cache.partition_key(ask("x")))
+    assert reference is not None and index.ids() == reference.ids()
+
+
+def _snapshot_of(url: str, embedder: Embedder, snaps: Path, replicas: list[Replica]) -> Replica:
+    first = Replica(url, embedder)
+    replicas.append(first)
+    vectors = embedder.embed(QUESTIONS[:20])
+    for q, v in zip(QUESTIONS[:20], vectors, strict=True):
+        first.cache.store(ask(q), answer(q), embedding=v)
+    first.feed.mark()
+    assert SnapshotWriter(first.cache, first.feed, snaps, "s1").save() is not None
+    return first
+
+
+def test_a_damaged_snapshot_is_rebuilt_not_a_crash(
+    url: str, embedder: Embedder, tmp_path: Path, replicas: list[Replica]
+) -> None:
+    snaps = tmp_path / "snapshots"
+    _snapshot_of(url, embedder, snaps, replicas)
+    part = next(snaps.glob("snap-*/part-*.npz"))
+    part.write_bytes(part.read_bytes()[:100])
+    second = Replica(url, embedder)
+    replicas.append(second)
+    how = start_index(second.cache, second.feed, snaps, "s1")
+    assert how.startswith("rebuilt (corrupt"), how
+    assert len(second.cache.index) == 20 and second.found(QUESTIONS[7]) is not None
+    # The rebuild wrote a good snapshot: the next start uses it.
+    third = Replica(url, embedder)
+    replicas.append(third)
+    assert start_index(third.cache, third.feed, snaps, "s1").startswith("snapshot: 20 entries")
+
+
+def test_another_embedders_or_schemas_snapshot_is_rebuilt(
+    url: str, embedder: Embedder, tmp_path: Path, replicas: list[Replica]
+) -> None:
+    snaps = tmp_path / "snapshots"
+    _snapshot_of(url, embedder, snaps, replicas)
+    again = Replica(url, embedder)
+    replicas.append(again)
+    assert start_index(again.cache, again.feed, snaps, "s2").startswith("rebuilt (schema")
+    assert len(again.cache.index) == 20
+    # That rebuild wrote an "s2" snapshot; another embedder's replica cannot use it.
+    renamed = Embedder(bundled_model_path(), name="minilm-by-path", progress=False)
+    other = Replica(url, renamed)
+    replicas.append(other)
+    how = start_index(other.cache, other.feed, snaps, "s2")
+    assert how == "rebuilt (written with another embedder)"
+    assert len(other.cache.index) == 0  # the stored vectors belong to the other embedder id

@@ -222,10 +222,15 @@ def compare(args: argparse.Namespace) -> int:
         plot(table, columns, args.results_dir / f"{name}.png", title)
     print()
     print(text)
-    print(f"\n{os.cpu_count()} CPUs; 1-minute load average while each column ran:")
+    cpus = os.cpu_count() or 1
+    print(f"\n{cpus} CPUs; 1-minute load average while each column ran:")
     for label, result in engines.items():
         before, after = result["loadavg_before"][0], result["loadavg_after"][0]
         print(f"  {label}: {before:.1f} -> {after:.1f}")
+        if max(before, after) > 1.5 * cpus:
+            # vLLM binds its OpenMP threads to fixed cores and spin-waits, so it
+            # loses far more than our engine when other work shares those cores.
+            print(f"  WARNING: {label} ran on a busy machine; its figures are distorted")
     if reference is None:
         print("\n(no vLLM column: ratios need --vllm-python)")
     print(f"\ntotal {payload['wall_s']:.0f} s", flush=True)

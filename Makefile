@@ -32,7 +32,8 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 serve: venv
-	$(VENV)/bin/cachegate serve
+	# --dev: create the development tenant and print its key (never on a production start)
+	$(VENV)/bin/cachegate serve --dev
 
 test: venv
 	$(PY) -m pytest -q

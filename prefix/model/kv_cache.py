@@ -53,6 +53,10 @@ class PagedKVCache:
             dtype=dtype,
             device=self.device,
         )
+        # grow-only scratch for gather_batch: decode reads every running sequence's
+        # context each layer, and a fresh tensor each time costs page faults that
+        # exceed the copy; one forward at a time per cache (the engine holds a lock)
+        self._scratch = torch.empty(0, dtype=dtype, device=self.device)
 
     # ------------------------------------------------------------ construction
 
@@ -176,6 +180,50 @@ class PagedKVCache:
         blocks = self.kv[layer][:, block_tables]
         # -> [2, S, max_blocks*block_size, Hkv, D] -> [2, S, max_len, Hkv, D]
         kv = blocks.reshape(2, num_seqs, -1, self.num_kv_heads, self.head_dim)[:, :, :max_len]
+        return kv[0], kv[1]
+
+    def head_rows(self, padded_tables: torch.Tensor, max_len: int) -> torch.Tensor:
+        """Row indices for ``gather_batch``: [S*Hkv*max_len], built once per step.
+
+        ``padded_tables`` is [S, max_blocks]. The rows address the cache seen as
+        [num_blocks*block_size*Hkv, D] (token slot major, KV head minor), ordered so
+        that the gathered rows ARE [S, Hkv, max_len, D]: head-major per sequence, as
+        attention reads them, with no transpose copy after the gather.
+        """
+        max_blocks = padded_tables.shape[1]
+        if max_len > max_blocks * self._block_size:
+            raise ValueError(f"max_len {max_len} exceeds {max_blocks} blocks per table")
+        device = padded_tables.device
+        pos = torch.arange(max_len, device=device)
+        # [S, max_len]: block of each position, then its slot in the flat token axis
+        slots = padded_tables[:, pos // self._block_size] * self._block_size
+        slots += pos % self._block_size
+        heads = torch.arange(self.num_kv_heads, device=device)
+        # [S, 1, max_len] * Hkv + [1, Hkv, 1] -> [S, Hkv, max_len] -> [S*Hkv*max_len]
+        return (slots[:, None, :] * self.num_kv_heads + heads[None, :, None]).reshape(-1)
+
+    def gather_batch(
+        self, layer: int, head_rows: torch.Tensor, num_seqs: int, max_len: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """K, V of several sequences, each [S, Hkv, max_len, D] and contiguous.
+
+        One copy per layer (``index_select`` of ``head_rows`` from ``head_rows()``)
+        into the cache's reused scratch buffer: the result is overwritten by the next
+        call, so use it before gathering again.
+        """
+        rows = head_rows.numel()
+        if rows != num_seqs * self.num_kv_heads * max_len:
+            raise ValueError(f"{rows} rows do not make [{num_seqs}, Hkv, {max_len}, D]")
+        need = 2 * rows * self.head_dim
+        if self._scratch.numel() < need:
+            self._scratch = torch.empty(need, dtype=self.dtype, device=self.device)
+        # [2, num_blocks, block_size, Hkv, D] -> [2, num_blocks*block_size*Hkv, D]: a view
+        src = self.kv[layer].view(2, -1, self.head_dim)
+        # the first `need` scratch elements as [2, S*Hkv*max_len, D]
+        out = self._scratch[:need].view(2, rows, self.head_dim)
+        torch.index_select(src, 1, head_rows, out=out)
+        # [2, S*Hkv*max_len, D] -> [2, S, Hkv, max_len, D]
+        kv = out.view(2, num_seqs, self.num_kv_heads, max_len, self.head_dim)
         return kv[0], kv[1]
 
     def __repr__(self) -> str:

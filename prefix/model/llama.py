@@ -8,9 +8,10 @@ own block table. A suffix prefilled after a cached prefix therefore sees the
 prefix K/V exactly as the earlier request wrote them, at the positions they had.
 
 Two attention paths:
-  * decode (every query_len == 1): one padded gather ``[S, max_len, Hkv, D]``
-    plus a key-padding mask, so many sequences of different lengths cost one
-    SDPA call per layer;
+  * decode (every query_len == 1): prefix/model/decode_attention.py, one gather
+    per layer of every sequence's context into ``[S, Hkv, max_len, D]`` plus a
+    key-padding mask, so many sequences of different lengths cost one SDPA call
+    per layer;
   * otherwise one SDPA call per sequence, with an explicit causal mask whose
     diagonal is shifted by the cached length (or ``is_causal`` when nothing is
     cached).
@@ -29,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from prefix.model.config import ModelConfig
+from prefix.model.decode_attention import DECODE_BACKENDS, DecodeMetadata, decode_attention
 from prefix.model.forward_batch import ForwardBatch, SeqChunk
 from prefix.model.kv_cache import PagedKVCache
 
@@ -116,23 +118,22 @@ class AttentionMetadata:
 
     batch: ForwardBatch
     query_starts: list[int]  # row of each sequence's first new token in the flat batch
-    padded_tables: torch.Tensor | None  # decode path: [S, max_blocks]
+    decode: DecodeMetadata | None  # set when every sequence has exactly one new token
     _masks: dict[tuple[int, int | None], torch.Tensor | None] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, batch: ForwardBatch) -> AttentionMetadata:
+    def build(
+        cls, batch: ForwardBatch, kv_cache: PagedKVCache, decode_backend: str = "paged"
+    ) -> AttentionMetadata:
         starts = [0]
         for q in batch.query_lens[:-1]:
             starts.append(starts[-1] + q)
-        padded = None
+        decode = None
         if batch.is_decode:
-            max_blocks = max(t.numel() for t in batch.block_tables)
-            device = batch.input_ids.device
-            # block id 0 as padding: those keys are masked, any valid id will do
-            padded = torch.zeros((batch.num_seqs, max_blocks), dtype=torch.long, device=device)
-            for i, table in enumerate(batch.block_tables):
-                padded[i, : table.numel()] = table
-        return cls(batch, starts, padded)
+            decode = DecodeMetadata.build(
+                batch.block_tables, batch.seq_lens, kv_cache, decode_backend
+            )
+        return cls(batch, starts, decode)
 
     def seq_mask(self, seq: int, window: int | None) -> torch.Tensor | None:
         """[q_len, seq_len] bool, True = may attend; None means plain is_causal."""
@@ -151,23 +152,6 @@ class AttentionMetadata:
                     mask &= q_pos[:, None] - k_pos[None, :] < window
                 self._masks[key] = mask
         return self._masks[key]
-
-    def decode_mask(self, window: int | None) -> torch.Tensor:
-        """[S, 1, 1, max_len] bool key-padding mask for the decode path."""
-        key = (-1, window)
-        mask = self._masks.get(key)
-        if mask is None:
-            device = self.batch.input_ids.device
-            lens = torch.tensor(self.batch.seq_lens, device=device)
-            k_pos = torch.arange(max(self.batch.seq_lens), device=device)
-            # [1, max_len] vs [S, 1] -> [S, max_len]
-            mask = k_pos[None, :] < lens[:, None]
-            if window is not None:
-                mask &= (lens[:, None] - 1) - k_pos[None, :] < window
-            # [S, max_len] -> [S, 1, 1, max_len]: broadcast over heads and the single query
-            mask = mask[:, None, None, :]
-            self._masks[key] = mask
-        return mask
 
 
 class Attention(nn.Module):
@@ -201,29 +185,12 @@ class Attention(nn.Module):
         batch = meta.batch
         # write before reading: a sequence's own new tokens are part of its context
         kv_cache.write(self.layer, batch.slot_mapping, k, v)
-        if meta.padded_tables is not None:
-            out = self._decode(q, meta, kv_cache)
+        if meta.decode is not None:
+            out = decode_attention(q, self.layer, self.window, meta.decode, kv_cache)
         else:
             out = self._prefill(q, k, v, meta, kv_cache)
         # [T, H, D] -> [T, H*D]
         return self.o_proj(out.reshape(num_tokens, self.num_heads * self.head_dim))
-
-    def _decode(
-        self, q: torch.Tensor, meta: AttentionMetadata, kv_cache: PagedKVCache
-    ) -> torch.Tensor:
-        assert meta.padded_tables is not None
-        max_len = max(meta.batch.seq_lens)
-        # each [S, max_len, Hkv, D]
-        k_ctx, v_ctx = kv_cache.gather_padded(self.layer, meta.padded_tables, max_len)
-        out = F.scaled_dot_product_attention(
-            q[:, :, None, :],  # [S, H, D] -> [S, H, 1, D]: T == S, one query per sequence
-            k_ctx.transpose(1, 2).to(q.dtype),  # [S, max_len, Hkv, D] -> [S, Hkv, max_len, D]
-            v_ctx.transpose(1, 2).to(q.dtype),
-            attn_mask=meta.decode_mask(self.window),
-            enable_gqa=True,
-        )
-        # [S, H, 1, D] -> [S, H, D]
-        return out[:, :, 0, :]
 
     def _prefill(
         self,
@@ -304,6 +271,8 @@ class LlamaModel(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
+        # "paged" or "gather" (the previous decode path, for the before/after bench)
+        self.decode_backend = "paged"
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -335,7 +304,11 @@ class LlamaModel(nn.Module):
                 f"query_lens sum to {sum(batch.query_lens)} but batch has "
                 f"{batch.input_ids.numel()} tokens"
             )
-        meta = AttentionMetadata.build(batch)
+        if self.decode_backend not in DECODE_BACKENDS:
+            raise ValueError(
+                f"decode_backend must be one of {DECODE_BACKENDS}, got {self.decode_backend!r}"
+            )
+        meta = AttentionMetadata.build(batch, kv_cache, self.decode_backend)
         # [T] -> [T, hidden]
         x = self.embed_tokens(batch.input_ids)
         cos, sin = self.rotary(batch.positions, x.dtype)  # each [T, D], shared by all layers

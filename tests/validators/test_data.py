@@ -148,9 +148,15 @@ GUARD_INTENTS = {
     "numeric_computation": {"calculator", "measurement_conversion"},
     "high_risk": {"vaccines"},
 }  # fmt: skip
-GUARD_FLOORS = {"time_sensitive": 0.5, "personalized": 0.6, "numeric_computation": 0.85,
-                "high_risk": 0.8}  # fmt: skip
-# personalized also fires on every "my card"/"my account" question by design
+# Issue 12 narrowed two guards to what seed 003 means: personalized no longer fires on
+# every "my card"/"my account" question (procedural ones pass; precision against the
+# hand labels is measured in bench/guard_eval.py), and high_risk fires on advice about
+# someone's situation ("do I need shots for Peru"), not on encyclopedic travel facts
+# ("which countries require vaccinations"), so both recall floors here are lower.
+GUARD_FLOORS = {"time_sensitive": 0.5, "personalized": 0.55, "numeric_computation": 0.85,
+                "high_risk": 0.6}  # fmt: skip
+# "others" includes CLINC's action intents (book, pay, set an alarm), which act on the
+# asker's own data and which personalized refuses on purpose
 GUARD_CEILINGS = {"time_sensitive": 0.03, "personalized": 0.2, "numeric_computation": 0.01,
                   "high_risk": 0.01}  # fmt: skip
 

@@ -30,12 +30,19 @@ FIRES = [
     ("time_sensitive", "traffic", "how's traffic on I-95"),
     ("time_sensitive", "traffic", "去机场的路况"),
     # personalized
-    ("personalized", "my_data", "What is my account balance?"),
-    ("personalized", "my_data", "Where is my order?"),
-    ("personalized", "my_data", "Why was my credit card charged twice?"),
-    ("personalized", "my_data", "when is my next payday"),
+    ("personalized", "my_status", "Where is my order?"),
+    ("personalized", "my_status", "Why was my card declined?"),
+    ("personalized", "my_status", "My card has not arrived yet."),
+    ("personalized", "my_status", "Has my transfer gone through yet?"),
+    ("personalized", "own_transaction", "The payment I made yesterday is still pending"),
+    ("personalized", "my_value", "What's my credit score?"),
+    ("personalized", "my_value", "when is my next payday"),
+    ("personalized", "my_value", "track my package please"),
     ("personalized", "first_person", "How much do I owe?"),
     ("personalized", "first_person", "when do i get paid"),
+    ("personalized", "first_person", "I was charged twice for the same coffee"),
+    ("personalized", "command", "transfer $100 from checking to savings"),
+    ("personalized", "command", "Can you set an alarm for 7am"),
     ("personalized", "my_data_zh", "我的账户被锁了"),
     ("personalized", "my_data_zh", "我的订单到哪了"),
     ("personalized", "my_data_zh", "我还有多少钱"),
@@ -60,14 +67,15 @@ FIRES = [
     ("numeric_computation", "percent_of", "百分之十五是多少"),
     ("numeric_computation", "how_much_is", "how much is 30 usd in euros"),
     ("numeric_computation", "how_much_is", "convert 20 miles to km"),
-    # high_risk
-    ("high_risk", "medical", "What dosage of ibuprofen is safe?"),
-    ("high_risk", "medical", "What are the symptoms of flu?"),
+    # high_risk: advice about someone's situation
+    ("high_risk", "medical", "How much aspirin should I take for my headache?"),
+    ("high_risk", "medical", "I have a fever and chest pain, what should I do?"),
+    ("high_risk", "medical", "Is it safe to take ibuprofen while pregnant?"),
     ("high_risk", "medical", "这个药一天吃几次"),
-    ("high_risk", "medical", "头痛是什么症状"),
+    ("high_risk", "medical", "我头痛应该吃什么药"),
     ("high_risk", "medical", "do i need any shots before i travel to peru"),
     ("high_risk", "legal", "Can I sue my landlord?"),
-    ("high_risk", "legal", "Is it legal to record a call?"),
+    ("high_risk", "legal", "I got fired, can I sue?"),
     ("high_risk", "legal", "合同纠纷怎么处理"),
     ("high_risk", "legal", "这样做违法吗"),
     ("high_risk", "financial_advice", "Should I invest in bitcoin?"),
@@ -86,6 +94,19 @@ QUIET = [
     ("personalized", "do I need form w2 for taxes"),
     ("personalized", "where is flight dl123"),
     ("personalized", "国际转账手续费是多少"),
+    # procedural questions that merely say "my" (issue 12, seed 003's 答案因人而异)
+    ("personalized", "How do I update my billing address?"),
+    ("personalized", "How do I reset my password?"),
+    ("personalized", "How do I close my account?"),
+    ("personalized", "I want to close my account"),
+    ("personalized", "How can I check my balance?"),
+    ("personalized", "How can I improve my credit score?"),
+    ("personalized", "How can I track my package?"),
+    ("personalized", "My card is about to expire, what do I do?"),
+    ("personalized", "How much can I top up?"),
+    ("personalized", "Why do transfers carry a fee?"),
+    ("personalized", "怎么修改我的收货地址"),
+    ("personalized", "如何查询我的余额"),
     ("numeric_computation", "How many cards can I have?"),
     ("numeric_computation", "Transfers take 3-5 business days"),
     ("numeric_computation", "Is the branch open on 3/5?"),
@@ -95,6 +116,13 @@ QUIET = [
     ("high_risk", "Where is the food court?"),
     ("high_risk", "怎么修改密码"),
     ("high_risk", "What is the exchange rate?"),
+    ("high_risk", "What are the side effects of aspirin?"),
+    ("high_risk", "What are the symptoms of flu?"),
+    ("high_risk", "Is it legal to record a call?"),
+    ("high_risk", "阿司匹林有哪些副作用"),
+    ("high_risk", "头痛是什么症状"),
+    ("high_risk", "I'm sick of waiting for my card"),
+    ("high_risk", "How do I dispute a charge on my card?"),
 ]
 
 
@@ -144,12 +172,40 @@ def test_unknown_guard_names_raise() -> None:
 
 
 def test_match_serializes() -> None:
-    match = GUARDS["personalized"].check("Where is my order?")
+    match = GUARDS["personalized"].check("What is my balance?")
     assert isinstance(match, GuardMatch)
     assert match.to_dict() == {
         "guard": "personalized",
-        "rule": "my_data",
-        "phrase": "my order",
-        "start": 9,
-        "end": 17,
+        "rule": "my_value",
+        "phrase": "my balance",
+        "start": 8,
+        "end": 18,
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("How do I update my billing address?", False),
+        ("What is my balance?", True),
+        ("怎么修改我的收货地址", False),
+        ("我的余额是多少", True),
+    ],
+)
+def test_personalized_means_the_askers_own_data(text: str, refused: bool) -> None:
+    match = first_guard(text, ["personalized"])
+    assert (match is not None) is refused, match
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("What are the side effects of aspirin?", False),
+        ("How much aspirin should I take for my headache?", True),
+        ("阿司匹林有哪些副作用", False),
+        ("我头痛应该吃多少阿司匹林", True),
+    ],
+)
+def test_high_risk_means_advice_not_facts(text: str, refused: bool) -> None:
+    match = first_guard(text, ["high_risk"])
+    assert (match is not None) is refused, match

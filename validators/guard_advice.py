@@ -1,0 +1,91 @@
+"""The ``high_risk`` guard (seed 003: 高风险决策, 医疗、法律建议): *advice* about
+someone's situation.
+
+"What are the side effects of aspirin?" is an encyclopedia question with one
+answer for everyone; "How much aspirin should I take for my headache?" is advice
+about one person. A medical or legal rule fires only when its term meets a marker
+of someone's situation (first person, a relative, "should I", "is it safe to
+take"); in Chinese, where the subject is often dropped, an advice question word
+(怎么办, 该不该, 吃多少) counts as the marker. Financial advice is advice by its
+wording ("should I invest").
+"""
+
+from __future__ import annotations
+
+import re
+
+from validators.guard_base import NOCASE, A, Guard, GuardRule, Z, en_words, regex_rule
+
+_MEDICAL_EN = (
+    r"dosages?|doses?|overdos(?:e|ed|ing)|mg|milligrams?|symptoms?|diagnos(?:e|is|ed|es)"
+    r"|treat(?:ments?|ed|ing)?|side\seffects?|prescriptions?|prescrib(?:e|ed)|medications?"
+    r"|medicines?|meds|pills?|drug\sinteractions?|antibiotics?|ibuprofen|acetaminophen"
+    r"|paracetamol|tylenol|aspirin|advil|insulin|pregnan(?:t|cy)|cancer|diabetes|infections?"
+    r"|diseases?|fever|allerg(?:y|ies|ic)|pain|aches?|headaches?|migraines?|rash|cough"
+    r"|injur(?:y|ed)|bleeding|vaccin(?:e|es|ated|ation|ations)|immuni[sz](?:ation|ations|ed)"
+    r"|shots?|doctor|hospital"
+    r"|blood\spressure|flu|covid|infected|swollen|vomit(?:ing)?|nause(?:a|ous)"
+)
+_LEGAL_EN = (
+    r"lawsuits?|sue|suing|sued|legal(?:ly)?|illegal|lawyers?|attorneys?|contract\sdispute"
+    r"|breach\sof\scontract|custody|divorce|liab(?:le|ility)|(?<!food\s)court|prosecut(?:e|ed|ion)"
+    r"|criminal|copyright|evict(?:ion|ed)?|tenant\srights|wrongful(?:ly)?\s(?:fired|dismissal)"
+    r"|arrested|fined"
+)
+_SELF_EN = (
+    r"i|i'm|im|i've|i'd|me|my|mine|myself|we|our|us"
+    r"|(?:my|our)\s(?:child|son|daughter|wife|husband|partner|mom|mother|dad|father|baby|kid"
+    r"|kids|parents?|boss|employer|neighbou?r)"
+    r"|is\sit\s(?:safe|ok|okay|dangerous|bad|harmful)|(?:should|can|could|must)\s(?:he|she|they)"
+)
+
+
+def _advice(name: str, terms: str, zh: str) -> GuardRule:
+    """``terms`` next to a first-person or situation marker (either order), or ``zh``."""
+    en = (
+        rf"{A}(?:{terms}){Z}(?=.*?{A}(?:{_SELF_EN}){Z})"
+        rf"|{A}(?:{_SELF_EN}){Z}.*?{A}(?:{terms}){Z}"
+    )
+    return GuardRule(name, re.compile(rf"{en}|{zh}", NOCASE | re.DOTALL))
+
+
+_ZH_ADVICE = (
+    r"怎么办|该怎么|怎么处理|应该|该不该|要不要|能不能|可以吗|可不可以|需要(?:看|去|吃)"
+    r"|吃几|吃多少|几次|多少量"
+)
+_ZH_SELF = r"我|我的|我们|孩子|宝宝|老人|这个药|这种药|这样|这么做"
+_ZH_MEDICAL = (
+    r"药|剂量|症状|诊断|治疗|副作用|处方|疾病|生病|病情|发烧|头痛|头疼|疼痛|怀孕|癌|疫苗"
+    r"|医生|医院|过敏|咳嗽"
+)
+_ZH_LEGAL = r"合同纠纷|起诉|律师|合法|违法|法律|诉讼|法院|判决|离婚|赔偿|侵权|仲裁|被辞退|房东"
+
+
+def _zh_advice(terms: str) -> str:
+    # The term and a marker of someone's situation, in either order, in one sentence.
+    near = r"[^。？！?!]{0,12}?"
+    marker = rf"(?:{_ZH_ADVICE}|{_ZH_SELF})"
+    return rf"(?:{terms}){near}{marker}|{marker}{near}(?:{terms})"
+
+
+HIGH_RISK = Guard(
+    "high_risk",
+    "medical, legal and financial advice about someone's own situation, where a wrong "
+    "cached answer does harm (encyclopedic facts such as side effects of a drug pass)",
+    (
+        _advice("medical", _MEDICAL_EN, _zh_advice(_ZH_MEDICAL)),
+        _advice("legal", _LEGAL_EN, _zh_advice(_ZH_LEGAL)),
+        regex_rule(
+            "financial_advice",
+            en_words(
+                r"should\si\s(?:invest|buy|sell|put\s(?:my\s)?money|hold)"
+                r"|(?:investment|investing|financial|retirement|portfolio)\sadvice"
+                r"|which\s(?:stocks?|shares?|funds?|crypto\w*|etfs?|coins?)\s(?:should|to|are)"
+                r"|is\s(?:it\s|now\s)?a\sgood\s(?:time|idea)\sto\s(?:buy|sell|invest)"
+                r"|good\sinvestments?|best\s(?:stocks?|investments?|funds?|etfs?)\sto|stock\stips?"
+            )
+            + r"|投资建议|理财建议|该不该买|要不要买|买哪只|哪只股票|买什么股票"
+            + r"|基金推荐|推荐.{0,4}(?:股票|基金)|值得投资",
+        ),
+    ),
+)

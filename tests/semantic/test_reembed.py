@@ -1,0 +1,133 @@
+"""Switching embedders: entries stored with MiniLM are re-embedded with e5 under e5's
+partitions, e5 lookups hit them, and no lookup ever searches the other embedder's
+vectors (both are 384-d, so only the partition keeps them apart). Real models,
+real SQLite."""
+
+from __future__ import annotations
+
+import pytest
+
+from semantic.cache import SemanticCache
+from semantic.embedder import Embedder
+from semantic.embedder_e5 import E5Embedder
+from semantic.errors import InvalidQuestionError
+from semantic.reembed import reembed, rekey_for
+from semantic.store import EntryStore
+from tests.semantic.helpers import ManualClock, chat, reply
+
+QUESTIONS = [
+    "How do I reset my password?",
+    "What are your opening hours?",
+    "How do I get an invoice?",
+]
+
+
+@pytest.fixture(scope="module")
+def e5() -> E5Embedder:
+    return E5Embedder(progress=False)
+
+
+def _fill(cache: SemanticCache, questions: list[str], tenant: str = "tenant-a") -> None:
+    for i, question in enumerate(questions):
+        assert cache.store(chat(question, tenant=tenant), reply(f"answer {i}")).stored
+
+
+def _index_rows(cache: SemanticCache) -> dict[str, set[str]]:
+    """Partition -> the embedder ids of the rows its index holds."""
+    out: dict[str, set[str]] = {}
+    for key in cache.index.partitions():
+        index = cache.index.get(key)
+        assert index is not None
+        rows = cache.entries.get_many(index.ids())
+        out[key] = {row.embedder_id for row in rows.values()}
+    return out
+
+
+def test_switch_to_e5_serves_the_same_entries(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, e5: E5Embedder
+) -> None:
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    _fill(old, QUESTIONS)
+    queries = [chat(q) for q in QUESTIONS]
+    old_keys = {q.partition_key(embedder.embedder_id) for q in queries}
+
+    report = reembed(
+        old.entries, e5, rekey_for(queries, embedder.embedder_id), now=clock(), progress=False
+    )
+    assert (report.written, report.dropped, report.no_partition) == (3, 3, 0)
+    assert report.embedder_id == e5.embedder_id
+    assert old.entries.count(embedder_id=embedder.embedder_id) == 0
+    assert old.entries.count(embedder_id=e5.embedder_id) == 3
+
+    new = SemanticCache(e5, EntryStore(sqlite_url), clock=clock)
+    assert new.rebuild(progress=False) == 3
+    hit = new.lookup(chat("How can I reset my password?"))
+    assert hit.hit and hit.answer is not None
+    assert hit.answer["choices"][0]["message"]["content"] == "answer 0"
+    # every index of the e5 cache is an e5 partition holding e5 rows only
+    assert _index_rows(new) == {q.partition_key(e5.embedder_id): {e5.embedder_id} for q in queries}
+    assert not old_keys & set(new.index.partitions())
+
+
+def test_old_embedder_never_searches_new_vectors(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, e5: E5Embedder
+) -> None:
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    _fill(old, QUESTIONS)
+    queries = [chat(q) for q in QUESTIONS]
+    reembed(
+        old.entries,
+        e5,
+        rekey_for(queries, embedder.embedder_id),
+        drop_old=False,
+        now=clock(),
+        progress=False,
+    )
+    assert old.entries.count() == 6  # both generations side by side, none overwritten
+    # A MiniLM process (e.g. a replica not yet switched) rebuilds MiniLM rows only.
+    minilm = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    assert minilm.rebuild(progress=False) == 3
+    assert all(ids == {embedder.embedder_id} for ids in _index_rows(minilm).values())
+    assert minilm.lookup(chat("How can I reset my password?")).hit
+    # After the old rows are dropped, MiniLM finds nothing: e5 vectors are never its own.
+    reembed(old.entries, e5, rekey_for(queries, embedder.embedder_id), progress=False)
+    assert minilm.rebuild(progress=False) == 0
+    missed = minilm.lookup(chat("How do I reset my password?"))
+    assert not missed.hit and missed.reason == "empty"
+
+
+def test_unsupported_and_unknown_partitions_are_not_carried(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, e5: E5Embedder
+) -> None:
+    source = SemanticCache(e5, EntryStore(sqlite_url), clock=clock)
+    _fill(source, ["怎么修改登录密码", "How do I get an invoice?"])
+    _fill(source, ["What are your opening hours?"], tenant="tenant-b")
+    # tenant-b's partition is not in the map: its new partition key is unknown
+    known = [chat("怎么修改登录密码")]
+    report = reembed(
+        source.entries, embedder, rekey_for(known, e5.embedder_id), now=clock(), progress=False
+    )
+    # MiniLM cannot represent the Chinese question: it is not written under MiniLM
+    assert (report.written, report.unsupported, report.no_partition) == (1, 1, 1)
+    assert report.dropped == 3
+    assert source.entries.count() == 1
+
+
+def test_a_failure_keeps_the_old_entries(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, e5: E5Embedder
+) -> None:
+    # about 300 tokens: inside e5's 512-token window, past MiniLM's 256
+    long = "Please explain in detail " + "how refunds work and " * 60 + "what I should do?"
+    source = SemanticCache(e5, EntryStore(sqlite_url), clock=clock)
+    _fill(source, ["How do I get an invoice?", long])
+    queries = [chat("How do I get an invoice?"), chat(long)]
+    with pytest.raises(InvalidQuestionError):
+        reembed(source.entries, embedder, rekey_for(queries, e5.embedder_id), progress=False)
+    assert source.entries.count(embedder_id=e5.embedder_id) == 2  # nothing dropped
+    with pytest.raises(ValueError):
+        reembed(
+            source.entries,
+            e5,
+            rekey_for(queries, e5.embedder_id),
+            source_embedder_id=e5.embedder_id,
+        )

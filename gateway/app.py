@@ -40,6 +40,7 @@ from gateway.state import GatewayState
 from gateway.sync.feed import ChangeFeed
 from gateway.tenants import TenantStore
 from gateway.tracing import gateway_tracer, instrument
+from gateway.verification import GatewayVerifier, Verification, load_verifier
 from migrations.runner import upgrade_database
 from prefix.config import EngineConfig
 from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
@@ -60,6 +61,7 @@ class Components:
     upstream: Upstream | None = None
     embedder: Embedder | None = None
     semantic_cache: SemanticCache | None = None
+    verifier: GatewayVerifier | None = None  # the loaded pair verifier (tests share one)
     tracer_provider: Any = None  # an opentelemetry TracerProvider; None: from settings
 
 
@@ -149,12 +151,17 @@ def create_app(settings: Settings | None = None, components: Components | None =
         feed.on_tenant_change(lambda _changed: tenants.invalidate_cache())
         feed.start()
         app.state.sync = feed
+        verification = None
+        if cache is not None and settings.verifier == "on":
+            verification = await asyncio.to_thread(_build_verification, settings, parts, cache, db)
         metrics = GatewayMetrics(settings.metrics_tenant_labels)
         if isinstance(upstream, EnginePool):
             upstream.bind_metrics(metrics)
         app.state.gateway = GatewayState(
             tenants=tenants,
-            pipeline=Pipeline(cache, metrics, UpstreamJudge(upstream, upstream.models()[0])),
+            pipeline=Pipeline(
+                cache, metrics, UpstreamJudge(upstream, upstream.models()[0]), verification
+            ),
             upstream=upstream,
             metrics=metrics,
             max_body_bytes=settings.max_body_bytes,
@@ -267,6 +274,18 @@ def _build_cache(settings: Settings, parts: Components, url: str) -> SemanticCac
     embedder = parts.embedder or Embedder(settings.embedder_path)
     return SemanticCache(
         embedder, EntryStore(url), PartitionedIndex(embedder.dim), validator=Validator()
+    )
+
+
+def _build_verification(
+    settings: Settings, parts: Components, cache: SemanticCache, db: Any
+) -> Verification:
+    """Load the pair verifier (unless handed in) and put it on the cache's hit path."""
+    verifier = parts.verifier or load_verifier(settings.verifier_threads)
+    cache.verifier = verifier
+    log.info("pair verifier on (CACHEGATE_VERIFIER=on)")
+    return Verification.build(
+        verifier, db, cache.embedder_id, settings.verifier_calibration_seconds
     )
 
 

@@ -118,6 +118,8 @@ class MisfireSample(Base):
     served_answer: Mapped[str] = mapped_column(Text)
     score: Mapped[float] = mapped_column(Float)
     threshold: Mapped[float] = mapped_column(Float)
+    # the pair verifier's score of the served pair (None: sampled with the verifier off)
+    verifier_score: Mapped[float | None] = mapped_column(Float, nullable=True)
     entity_comparison: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # human review: label "correct" | "misfire", None while pending
     label: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True)

@@ -43,6 +43,12 @@ class TenantPolicy(BaseModel):
     semantic_scope: Literal["tenant", "user"] = "tenant"
     allowlist_topics: list[str] = Field(default_factory=list, max_length=200)
     threshold: float = Field(DEFAULT_THRESHOLD, gt=0.0, le=1.0)
+    # With the pair verifier on (CACHEGATE_VERIFIER, gateway/verification.py): the error
+    # bound the tenant sets, which gateway/calibration.py turns into the verifier's cut,
+    # and the cosine a candidate needs before the verifier sees it (None: the measured
+    # default for the embedder in use). `threshold` applies while the verifier is off.
+    target_misfire_rate: float = Field(0.01, gt=0.0, lt=1.0)
+    retrieval_threshold: float | None = Field(None, gt=0.0, le=1.0)
     ttl_seconds: int | None = Field(86_400, gt=0)
     sliding_ttl: bool = False
     entity_kinds: list[str] | None = None  # None: every kind the validators know

@@ -69,6 +69,12 @@ class Settings(BaseSettings):
     # ---- semantic layer ----
     semantic_enabled: bool = True
     embedder_path: str | None = None  # None: the bundled all-MiniLM-L6-v2
+    # The pair verifier on the hit path (gateway/verification.py, validators/verifier.py):
+    # a candidate is served only above the cut a tenant's target_misfire_rate gives.
+    # Loaded in the lifespan; "off": the cosine threshold and the entity validators alone.
+    verifier: Literal["on", "off"] = "on"
+    verifier_threads: int = Field(1, ge=1, le=64)  # torch threads for one verification
+    verifier_calibration_seconds: float = Field(60.0, gt=0)  # how long a tenant's cut is kept
 
     # ---- prefix engine ----
     model_path: str | None = None  # None: the bundled SmolLM2-135M-Instruct GGUF

@@ -49,6 +49,7 @@ from semantic.policy import DEFAULT_POLICY, DEFAULT_THRESHOLD, SemanticPolicy
 from semantic.question import MAX_QUESTION_CHARS, normalize_question
 from semantic.results import LookupResult, StoreResult
 from semantic.store import DEFAULT_URL, EntryStore, NewEntry, StoredEntry
+from semantic.verification import VERIFIER_ERROR, VERIFIER_REFUSED, HitVerifier
 
 __all__ = [
     "ANSWER_PARAMS",
@@ -57,11 +58,14 @@ __all__ = [
     "DEFAULT_URL",
     "IGNORED_PARAMS",
     "MAX_QUESTION_CHARS",
+    "VERIFIER_ERROR",
+    "VERIFIER_REFUSED",
     "Embedder",
     "EmbedderError",
     "EntryNotFoundError",
     "EntryStore",
     "HitValidator",
+    "HitVerifier",
     "InvalidQuestionError",
     "InvalidRequestError",
     "InvalidVectorError",

@@ -4,7 +4,9 @@ A lookup embeds only the question and searches only the question's partition
 (:mod:`semantic.partition`): a hard filter, so another tenant, model, embedder,
 parameter set or conversation can never be a candidate. Among the ``top_k``
 nearest entries, the best one at or above the threshold that is not expired and
-that the validator accepts is served. If none is, the miss carries the reason
+that the validator accepts (and, when the policy sets a ``verifier_cut``, that the
+pair verifier scores above it: :mod:`semantic.verification`) is served. If none
+is, the miss carries the reason
 of the best candidate that was turned down (``expired``, or the validator's
 reason: ``entity_mismatch:<kind>``, ``guarded:<scenario>``), else
 ``below_threshold``, or ``empty`` when the partition has no entries at all. Looking past a refused
@@ -50,6 +52,7 @@ from semantic.rebuild import rebuild_index
 from semantic.results import BELOW_THRESHOLD, EMPTY, LookupResult, StoreResult
 from semantic.store import EntryStore, NewEntry, StoredEntry
 from semantic.trace import NO_TRACE, LookupTrace
+from semantic.verification import HitVerifier
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +90,7 @@ class SemanticCache:
         index: PartitionedIndex | None = None,
         *,
         validator: HitValidator | None = None,
+        verifier: HitVerifier | None = None,
         clock: Clock = utc_now,
     ) -> None:
         self.embedder = embedder
@@ -95,6 +99,9 @@ class SemanticCache:
         if self.index.dim != embedder.dim:
             raise ValueError(f"index dim {self.index.dim} != embedder dim {embedder.dim}")
         self.validator = validator
+        # Consulted only for a policy with a verifier_cut; the gateway may set it after
+        # construction (the model loads in the lifespan, after the cache is built).
+        self.verifier = verifier
         self._clock = clock
         # Serializes database+index mutations so the two never disagree for long.
         self._write_lock = threading.RLock()
@@ -177,7 +184,7 @@ class SemanticCache:
             return LookupResult(False, key, reason=EMPTY, embedding=vector, trace=tr.result)
         best_score = candidates[0][1]
         eligible = [(i, s) for i, s in candidates if s >= policy.threshold]
-        tr.searched(policy.threshold, best_score)
+        tr.searched(policy.threshold, best_score, policy.verifier_cut)
         tr.step(
             "threshold", bool(eligible), f"best score {best_score} vs threshold {policy.threshold}"
         )
@@ -188,12 +195,12 @@ class SemanticCache:
         # A report shows every neighbour searched; serving reads only the eligible rows.
         rows = self.entries.get_many(i for i, _ in (found if trace else eligible))
         now = self._now()
-        choice = choose(self.validator, query, key, eligible, rows, policy, now)
+        choice = choose(self.validator, query, key, eligible, rows, policy, now, self.verifier)
         if trace:
             trace_candidates(tr, self.validator, query, key, found, rows, choice, policy, now)
             return self._decided(tr, key, choice, best_score, vector, size - len(choice.vanished))
         if choice.served is not None:
-            return self._hit(key, *choice.served, vector, policy, now)
+            return self._hit(key, *choice.served, vector, policy, now, choice.verifier_score)
         self._forget(key, choice.vanished, choice.expired, now)
         return self._decided(tr, key, choice, best_score, vector, self.index.size(key))
 
@@ -221,6 +228,7 @@ class SemanticCache:
                 expires_at=entry.expires_at,
                 embedding=vector,
                 trace=tr.result,
+                verifier_score=choice.verifier_score,
             )
         if choice.refused is not None:
             reason, entry_id = choice.refused
@@ -233,6 +241,7 @@ class SemanticCache:
                 entry_id=entry_id,
                 embedding=vector,
                 trace=tr.result,
+                verifier_score=choice.verifier_score,
             )
         # None cleared the bar, or every candidate had vanished and nothing is left.
         reason = EMPTY if remaining == 0 else BELOW_THRESHOLD
@@ -248,6 +257,7 @@ class SemanticCache:
         vector: NDArray[np.float32],
         policy: SemanticPolicy,
         now: datetime,
+        verifier_score: float | None = None,
     ) -> LookupResult:
         expires_at = entry.expires_at
         if policy.sliding_ttl and entry.ttl_seconds:
@@ -268,6 +278,7 @@ class SemanticCache:
             cached_question=entry.question,
             expires_at=expires_at,
             embedding=vector,
+            verifier_score=verifier_score,
         )
 
     def _forget(self, key: str, vanished: list[int], expired: list[int], now: datetime) -> None:

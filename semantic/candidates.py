@@ -4,7 +4,11 @@
 stops at the first one that may be served; :func:`trace_candidates` puts every
 neighbour searched into a trace with the verdict the same rules give it. Both
 use :func:`verdict`, so a report can never judge an entry differently from the
-lookup that serves it. Nothing here writes: forgetting vanished and expired
+lookup that serves it. When the policy has a ``verifier_cut``, every eligible
+candidate the validator accepts is scored by the pair verifier in one batch
+(:mod:`semantic.verification`) and the best (by similarity) above the cut is
+served; the others are ``verifier_refused`` (or ``verifier_error`` when the
+verifier failed: never a hit). Nothing here writes: forgetting vanished and expired
 entries, and counting a hit, is the cache's job after the choice.
 """
 
@@ -20,6 +24,7 @@ from semantic.policy import SemanticPolicy
 from semantic.results import BELOW_THRESHOLD, EXPIRED
 from semantic.store import StoredEntry
 from semantic.trace import VANISHED, LookupTrace, TraceCandidate
+from semantic.verification import VERIFIER_REFUSED, HitVerifier, verify
 
 Scored = list[tuple[int, float]]
 #: Older than the request's ``max-age`` allows (a per-request refusal, not an expiry).
@@ -35,6 +40,14 @@ class Choice:
     expired: list[int] = field(default_factory=list)
     vanished: list[int] = field(default_factory=list)
     verdicts: dict[int, str | None] = field(default_factory=dict)  # per judged entry id
+    verifier_scores: dict[int, float] = field(default_factory=dict)  # per verified entry id
+
+    @property
+    def verifier_score(self) -> float | None:
+        """The verifier's score of the served entry, else of the best refused one."""
+        if self.served is not None:
+            return self.verifier_scores.get(self.served[0].id)
+        return None if self.refused is None else self.verifier_scores.get(self.refused[1])
 
 
 def verdict(
@@ -72,23 +85,62 @@ def choose(
     rows: Mapping[int, StoredEntry],
     policy: SemanticPolicy,
     now: datetime,
+    verifier: HitVerifier | None = None,
 ) -> Choice:
     """The first servable entry of ``eligible`` (best first), and what was turned down."""
     choice = Choice()
+    verifying = policy.verifier_cut is not None
+    accepted: list[tuple[StoredEntry, float]] = []  # passed every rule but the verifier
     for entry_id, score in eligible:
         entry = rows.get(entry_id)
         reason = verdict(validator, query, key, entry, score, policy, now)
         choice.verdicts[entry_id] = reason
         if reason is None and entry is not None:
-            choice.served = (entry, score)
-            return choice
+            if not verifying:
+                choice.served = (entry, score)
+                return choice
+            accepted.append((entry, score))
+            continue
         if reason == VANISHED:
             choice.vanished.append(entry_id)
             continue
         if reason == EXPIRED:
             choice.expired.append(entry_id)
         choice.refused = choice.refused or (str(reason), entry_id)
+    if accepted:
+        _verified(choice, verifier, query, accepted, policy)
     return choice
+
+
+def _verified(
+    choice: Choice,
+    verifier: HitVerifier | None,
+    query: SemanticQuery,
+    accepted: list[tuple[StoredEntry, float]],
+    policy: SemanticPolicy,
+) -> None:
+    """Score ``accepted`` in one batch; serve the best above the cut, refuse the rest."""
+    cut = policy.verifier_cut
+    assert cut is not None
+    scores, failure = verify(verifier, query.question, [e.question for e, _ in accepted])
+    for i, (entry, score) in enumerate(accepted):
+        if scores is not None:
+            choice.verifier_scores[entry.id] = scores[i]
+            if choice.served is None and scores[i] > cut:
+                choice.served = (entry, score)
+                continue
+        reason = failure or VERIFIER_REFUSED
+        choice.verdicts[entry.id] = reason
+        # The reason of the best turned-down candidate, as without a verifier.
+        if choice.refused is None or (choice.served is None and _before(choice, entry.id)):
+            choice.refused = (reason, entry.id)
+
+
+def _before(choice: Choice, entry_id: int) -> bool:
+    """Whether ``entry_id`` ranks above the currently reported refusal."""
+    assert choice.refused is not None
+    order = list(choice.verdicts)
+    return order.index(entry_id) < order.index(choice.refused[1])
 
 
 def trace_candidates(
@@ -117,5 +169,12 @@ def trace_candidates(
             # Below the threshold the validators never run; only expiry is worth showing.
             reason = EXPIRED if entry.is_expired(now) else BELOW_THRESHOLD
         trace.candidate(
-            TraceCandidate(entry_id, score, above, reason, None if reason == VANISHED else entry)
+            TraceCandidate(
+                entry_id,
+                score,
+                above,
+                reason,
+                None if reason == VANISHED else entry,
+                choice.verifier_scores.get(entry_id),
+            )
         )

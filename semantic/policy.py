@@ -27,6 +27,9 @@ class SemanticPolicy:
     max_age_seconds  one request's freshness bound (``Cache-Control: max-age``):
                    entries whose answer is older are not served to it, and, since
                    they may still be fresh for others, are neither expired nor deleted
+    verifier_cut   when set, a candidate that passed the threshold and the validator
+                   is served only if the pair verifier scores it above this cut
+                   (:mod:`semantic.verification`); ``None`` = no verification
     """
 
     threshold: float = DEFAULT_THRESHOLD
@@ -36,6 +39,7 @@ class SemanticPolicy:
     guards: Collection[str] = ()
     top_k: int = 5
     max_age_seconds: int | None = None
+    verifier_cut: float | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -44,6 +48,8 @@ class SemanticPolicy:
             raise ValueError(f"ttl_seconds must be positive or None, got {self.ttl_seconds}")
         if self.max_age_seconds is not None and self.max_age_seconds < 0:
             raise ValueError(f"max_age_seconds must be >= 0 or None, got {self.max_age_seconds}")
+        if self.verifier_cut is not None and not 0.0 <= self.verifier_cut <= 1.0:
+            raise ValueError(f"verifier_cut must be in [0, 1] or None, got {self.verifier_cut}")
         if self.top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {self.top_k}")
         if isinstance(self.guards, str) or isinstance(self.entity_kinds, str):

@@ -37,6 +37,8 @@ class LookupResult:
     :meth:`SemanticCache.store` to skip a second embedding after a miss, with
     ``partition_key`` to skip hashing the partition again. ``trace`` is the record
     of every step when the lookup was traced (a dry run), else None.
+    ``verifier_score`` is the pair verifier's score of the served entry (on a hit)
+    or of the best one it refused (on a ``verifier_refused`` miss), when it ran.
     """
 
     hit: bool
@@ -49,6 +51,7 @@ class LookupResult:
     expires_at: datetime | None = None
     embedding: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
     trace: LookupTrace | None = field(default=None, repr=False, compare=False)
+    verifier_score: float | None = None
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ class TraceCandidate:
 
     ``refusal`` is why it could not be served (``None``: it could): ``vanished``,
     ``expired``, ``below_threshold`` or the validator's reason. ``entry`` is the
-    stored row (``None`` when vanished), for a report to show.
+    stored row (``None`` when vanished), for a report to show. ``verifier_score``
+    is the pair verifier's score when the verifier judged this candidate.
     """
 
     entry_id: int
@@ -43,6 +44,7 @@ class TraceCandidate:
     above_threshold: bool
     refusal: str | None
     entry: StoredEntry | None = field(default=None, repr=False)
+    verifier_score: float | None = None
 
 
 @dataclass
@@ -55,6 +57,7 @@ class LookupTrace:
     partition_size: int = 0
     threshold: float | None = None
     best_score: float | None = None
+    verifier_cut: float | None = None
     candidates: list[TraceCandidate] = field(default_factory=list)
     served_entry_id: int | None = None
 
@@ -69,9 +72,12 @@ class LookupTrace:
         if size is not None:
             self.partition_size = size
 
-    def searched(self, threshold: float, best_score: float | None) -> None:
+    def searched(
+        self, threshold: float, best_score: float | None, verifier_cut: float | None = None
+    ) -> None:
         self.threshold = threshold
         self.best_score = best_score
+        self.verifier_cut = verifier_cut
 
     def candidate(self, candidate: TraceCandidate) -> None:
         self.candidates.append(candidate)
@@ -88,6 +94,7 @@ class LookupTrace:
         self.partition_size = inner.partition_size
         self.threshold = inner.threshold
         self.best_score = inner.best_score
+        self.verifier_cut = inner.verifier_cut
         self.candidates = list(inner.candidates)
         self.served_entry_id = inner.served_entry_id
 
@@ -109,7 +116,9 @@ class _NoTrace(LookupTrace):
     def partition(self, key: str, size: int | None = None) -> None:
         pass
 
-    def searched(self, threshold: float, best_score: float | None) -> None:
+    def searched(
+        self, threshold: float, best_score: float | None, verifier_cut: float | None = None
+    ) -> None:
         pass
 
     def candidate(self, candidate: TraceCandidate) -> None:

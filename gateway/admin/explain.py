@@ -6,7 +6,8 @@ Explain *is* the lookup: it runs the pipeline's own lookup with ``trace=True``
 :meth:`semantic.SemanticCache.lookup`) and renders the trace they return: every
 step (the skip rules, cacheable question, allowlist, guards, partition, nearest
 entries, threshold, expiry, validators, judge), the partition key, the nearest
-entries with their scores, and the entity comparison against the best candidate.
+entries with their scores (and the pair verifier's score with the cut in force,
+when the verifier is on), and the entity comparison against the best candidate.
 No rule is written here, so the report cannot drift from what serving does. A
 traced lookup only reads: nothing is served, no hit is counted, no expiry moves
 and no expired entry is deleted. Only the checks before the pipeline (the tenant
@@ -77,6 +78,7 @@ def _candidate(c: TraceCandidate) -> ExplainCandidate:
         above_threshold=c.above_threshold,
         expired=c.refusal == "expired",
         refusal=c.refusal,
+        verifier_score=c.verifier_score,
         hit_count=c.entry.hit_count,
         expires_at=c.entry.expires_at,
     )
@@ -150,5 +152,7 @@ def _render(
         # The report shows live entries only: a vanished one has no row to describe.
         candidates=[_candidate(c) for c in trace.candidates if c.entry is not None],
         entity_comparison=comparison,
-        **fields,
+        verifier_cut=trace.verifier_cut,
+        # The threshold the lookup applied (with the verifier on: the retrieval threshold).
+        **(fields | ({} if trace.threshold is None else {"threshold": trace.threshold})),
     )

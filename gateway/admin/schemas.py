@@ -177,6 +177,9 @@ class ExplainCandidate(BaseModel):
     above_threshold: bool
     expired: bool
     refusal: str | None = Field(description="Why this entry could not be served (None: it could)")
+    verifier_score: float | None = Field(
+        None, description="The pair verifier's score of this pair (None: it did not judge it)"
+    )
     hit_count: int
     expires_at: datetime | None
 
@@ -193,6 +196,9 @@ class ExplainResponse(BaseModel):
     partition_size: int
     threshold: float
     best_score: float | None
+    verifier_cut: float | None = Field(
+        None, description="A candidate is served only above this verifier score (None: off)"
+    )
     candidates: list[ExplainCandidate]
     entity_comparison: dict[str, Any] | None = Field(
         description="The question's entities against the best candidate's, kind by kind"

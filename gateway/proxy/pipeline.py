@@ -21,6 +21,7 @@ from sqlalchemy import text
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.judge import UpstreamJudge
 from gateway.tenants import TenantContext
+from gateway.verification import Verification
 from semantic import SemanticCache, SemanticPolicy, SemanticQuery
 from semantic.errors import InvalidRequestError, StoreUnavailableError
 from semantic.results import LookupResult
@@ -82,10 +83,13 @@ class Pipeline:
         cache: SemanticCache | None,
         metrics: GatewayMetrics,
         judge: UpstreamJudge | None = None,
+        verification: Verification | None = None,
     ) -> None:
         self.cache = cache
         self.metrics = metrics
         self.judge = judge
+        # The pair verifier and each tenant's cut (gateway/verification.py); None: off.
+        self.verification = verification
         self.store_ok = True  # last semantic DB call succeeded (shown by /ready)
 
     async def lookup(
@@ -133,6 +137,13 @@ class Pipeline:
             if not listed:
                 return SemanticDecision("skipped", "not_allowlisted", trace=tr.result)
         sem = request_policy(ctx, cc)
+        if self.verification is not None:
+            sem, cut = await self.verification.apply(ctx.tenant_id, policy, sem)
+            tr.step(
+                "verifier_cut",
+                True,
+                f"cut {cut.cut:.4f} for target misfire rate {cut.target} ({cut.source})",
+            )
         try:
             result = await asyncio.to_thread(self.cache.lookup, query, sem, trace=trace, show=show)
         except StoreUnavailableError as exc:

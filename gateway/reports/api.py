@@ -20,6 +20,7 @@ from gateway.reports.antipatterns import Analyzer, HFTokenizer, Tokenizer
 from gateway.reports.build import MAX_TENANT_SECTIONS, ModelShape, ReportParams, build_report
 from gateway.reports.html import CSP, render
 from gateway.reports.plots import render_all
+from gateway.reports.verifier_section import verifier_section
 from gateway.review.api import NO_NUL
 from gateway.settings import Settings
 from gateway.state import GatewayState
@@ -59,7 +60,11 @@ def antipattern_findings(gw: GatewayState, tenant: str | None) -> dict[str, list
 def make_report(request: Request, params: ReportParams) -> dict[str, Any]:
     gw: GatewayState = request.app.state.gateway
     findings = antipattern_findings(gw, params.tenant)
-    return build_report(request.app.state.db, params, findings)
+    report = build_report(request.app.state.db, params, findings)
+    # Each tenant's error bound, misfire estimate and the verifier cut in force.
+    shown = [params.tenant] if params.tenant is not None else list(report["tenants"])
+    report["verifier"] = verifier_section(gw, shown)
+    return report
 
 
 def report_router(admin: Any = require_admin) -> APIRouter:

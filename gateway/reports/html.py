@@ -12,6 +12,7 @@ from typing import Any
 
 from gateway.reports.plots import MISSING_NOTE
 from gateway.reports.text import fmt_bytes, fmt_flops, fmt_ms, fmt_pct
+from gateway.reports.verifier_section import verifier_html
 
 CSP = (
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
@@ -248,6 +249,7 @@ generated {escape(report["generated_at"])}{"; rows truncated" if report["truncat
 agreement with human labels {fmt_pct(sh["agreement_with_humans"])}
 over {sh["with_human_label"]} labelled.</p>
 <h2>Prefix anti-patterns</h2>{_findings(s["antipatterns"])}
+{verifier_html(report.get("verifier"))}
 {_tenants(report)}
 <h2>Definitions</h2><dl class="muted">{defs}</dl>
 </body></html>

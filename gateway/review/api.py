@@ -48,6 +48,7 @@ class SampleOut(BaseModel):
     served_answer: str
     score: float
     threshold: float
+    verifier_score: float | None = None
     entity_comparison: dict[str, Any] | None
     label: str | None
     note: str | None
@@ -69,6 +70,7 @@ class SampleOut(BaseModel):
             served_answer=row.served_answer,
             score=row.score,
             threshold=row.threshold,
+            verifier_score=row.verifier_score,
             entity_comparison=row.entity_comparison,
             label=row.label,
             note=row.note,

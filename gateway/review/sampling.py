@@ -12,7 +12,9 @@ nothing. The probability actually used is stored with the sample (in
 A sampled hit is written to ``misfire_samples`` (tenant, question, matched
 question, served answer, score, threshold, the entity comparison of the two
 questions under ``entity_comparison["questions"]``, entry id, partition key,
-time) by a background task: the hit's response never waits for it.
+time, and the pair verifier's score when it ran: gateway/calibration.py refines
+the tenant's verifier cut from the labelled ones) by a background task: the
+hit's response never waits for it.
 
 **Shadow verification** (``CACHEGATE_SHADOW_VERIFICATION``): after writing the
 sample, the same task asks the upstream for a fresh answer to the same body
@@ -138,6 +140,7 @@ class _Hit:
     threshold: float
     entity_kinds: list[str] | None
     sampling: dict[str, Any]
+    verifier_score: float | None = None
 
 
 class MisfireSampler:
@@ -229,6 +232,7 @@ class MisfireSampler:
             served_answer=answer_text(kind, result.answer)[0],
             score=float(result.score),
             threshold=float(policy.threshold),
+            verifier_score=result.verifier_score,
             entity_kinds=policy.entity_kinds,
             sampling={
                 "rate": policy.sample_rate,
@@ -270,6 +274,7 @@ class MisfireSampler:
                 served_answer=hit.served_answer,
                 score=hit.score,
                 threshold=hit.threshold,
+                verifier_score=hit.verifier_score,
                 entity_comparison=comparison,
             )
             s.add(row)

@@ -68,6 +68,9 @@ def gateway_settings(data_dir: Path, database_url: str | None = None, **extra: A
         "max_body_bytes": 1_000_000,
         # The tests read series by tenant id; the default (a digest) has its own tests.
         "metrics_tenant_labels": "id",
+        # The cosine-and-entities path these tests were written for; the pair verifier
+        # on the hit path has its own tests (tests/gateway/proxy/test_verifier_hits.py).
+        "verifier": "off",
     }
     values |= extra
     return Settings(_env_file=None, **values)

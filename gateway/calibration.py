@@ -1,0 +1,188 @@
+"""A tenant's error bound turned into the verifier's cut (issue 12, part 3).
+
+A tenant's policy sets ``target_misfire_rate`` (default 0.01): the fraction of
+served semantic hits that may be wrong. The pair verifier ships a calibration
+curve (``validators/verifier_model/calibration.json``: for a target, the lowest
+cut at which at most that fraction of held-out negative pairs score above it);
+that *shipped* cut applies until the tenant has labelled enough of its own hits.
+
+Refinement per tenant, as vCache does per entry, from the review queue
+(``misfire_samples``: sampled hits, each stored with its verifier score and
+labelled ``correct`` or ``misfire`` by a reviewer): with at least
+:data:`MIN_LABELS` scored labels, the cut is the lowest one at which the upper
+95% Wilson bound of the misfire rate among the labelled samples the cut would
+serve (score above it, at least :data:`MIN_LABELS` of them) is at most the
+target; when no cut proves the target, the shipped cut stays. Every sample was
+served under some earlier cut, so a tenant's cut never goes below the scores
+it has evidence for. Shadow verification verdicts are shown in the report but
+do not move the cut: an answer sampled again at a temperature differs from the
+first for reasons that are not misfires.
+
+:class:`Calibrator` keeps each tenant's cut for ``ttl`` seconds (a label takes
+effect within that time on every replica, since each reads the database).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from gateway.models import MisfireSample
+from gateway.reports.stats import wilson
+
+log = logging.getLogger("cachegate.gateway.calibration")
+
+#: Scored, labelled samples a tenant needs before its own cut replaces the shipped one.
+MIN_LABELS = 30
+#: The most recent labelled samples read per tenant.
+MAX_SAMPLES = 20_000
+
+
+@dataclass(frozen=True)
+class CutInForce:
+    """The verifier cut a tenant's lookups use, and the evidence behind it.
+
+    ``estimate``/``low``/``high``: misfire rate among the tenant's labelled samples
+    scored above ``cut`` (``served`` of them, ``misfires`` labelled misfire) with
+    its 95% Wilson interval; ``None`` without such samples."""
+
+    target: float
+    cut: float
+    shipped_cut: float
+    source: Literal["shipped", "tenant"]
+    labelled: int
+    served: int
+    misfires: int
+    estimate: float | None
+    low: float | None
+    high: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def tenant_cut(
+    labels: Sequence[tuple[float, bool]],
+    target: float,
+    shipped_cut: float,
+    min_labels: int = MIN_LABELS,
+) -> CutInForce:
+    """The cut in force for ``labels`` (verifier score, is a misfire) and ``target``."""
+    ordered = sorted(labels)
+    cut, source = shipped_cut, "shipped"
+    if len(ordered) >= min_labels:
+        found = _lowest_proven_cut(ordered, target, min_labels)
+        if found is not None:
+            cut, source = found, "tenant"
+    served = [m for s, m in ordered if s > cut]
+    k, n = sum(served), len(served)
+    interval = wilson(k, n)
+    return CutInForce(
+        target=target,
+        cut=cut,
+        shipped_cut=shipped_cut,
+        source="tenant" if source == "tenant" else "shipped",
+        labelled=len(ordered),
+        served=n,
+        misfires=k,
+        estimate=k / n if n else None,
+        low=interval[0] if interval else None,
+        high=interval[1] if interval else None,
+    )
+
+
+def _lowest_proven_cut(
+    ordered: Sequence[tuple[float, bool]], target: float, min_labels: int
+) -> float | None:
+    """Lowest cut (just below a labelled score) whose served samples' Wilson upper
+    bound is at most ``target``; ``ordered`` is sorted by score."""
+    total = len(ordered)
+    misfires_above = sum(m for _, m in ordered)
+    i = 0
+    while i < total and total - i >= min_labels:
+        score = ordered[i][0]
+        interval = wilson(misfires_above, total - i)
+        if interval is not None and interval[1] <= target:
+            # Serving is "score > cut": a cut a hair below this score serves it.
+            return max(0.0, score - 1e-9)
+        while i < total and ordered[i][0] == score:
+            misfires_above -= ordered[i][1]
+            i += 1
+    return None
+
+
+def load_labels(db: Engine, tenant_id: str) -> list[tuple[float, bool]]:
+    """A tenant's labelled samples that carry a verifier score, newest first."""
+    statement = (
+        select(MisfireSample.verifier_score, MisfireSample.label)
+        .where(MisfireSample.tenant_id == tenant_id)
+        .where(MisfireSample.label.is_not(None))
+        .where(MisfireSample.verifier_score.is_not(None))
+        .order_by(MisfireSample.id.desc())
+        .limit(MAX_SAMPLES)
+    )
+    with Session(db) as s:
+        rows = s.execute(statement)
+        return [(float(score), label == "misfire") for score, label in rows if score is not None]
+
+
+class Calibrator:
+    """Each tenant's :class:`CutInForce`, computed from the database and kept ``ttl`` s.
+
+    ``shipped`` maps a target to the shipped curve's cut; when it fails (a damaged
+    calibration file), the cut is 1.0: nothing is served, never a guess."""
+
+    def __init__(
+        self,
+        db: Engine | None,
+        shipped: Callable[[float], float],
+        ttl: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.db = db
+        self.shipped = shipped
+        self.ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cuts: dict[tuple[str, float], tuple[float, CutInForce]] = {}
+
+    def current(self, tenant_id: str, target: float) -> CutInForce | None:
+        """The kept cut when it is still fresh, else None (then call :meth:`refresh`)."""
+        with self._lock:
+            kept = self._cuts.get((tenant_id, target))
+        if kept is None or self._clock() - kept[0] > self.ttl:
+            return None
+        return kept[1]
+
+    def refresh(self, tenant_id: str, target: float) -> CutInForce:
+        """Compute the tenant's cut now (reads the database: call it off the event loop)."""
+        try:
+            shipped = float(self.shipped(target))
+        except Exception as exc:
+            log.error("verifier calibration unusable (%s): nothing is served", type(exc).__name__)
+            shipped = 1.0
+        try:
+            labels = load_labels(self.db, tenant_id) if self.db is not None else []
+        except Exception as exc:  # the database is away: the last cut known, else shipped
+            log.warning("tenant calibration unavailable (%s)", type(exc).__name__)
+            with self._lock:
+                stale = self._cuts.get((tenant_id, target))
+            if stale is not None:
+                return stale[1]
+            labels = []
+        cut = tenant_cut(labels, target, shipped)
+        with self._lock:
+            self._cuts[(tenant_id, target)] = (self._clock(), cut)
+        return cut
+
+    def invalidate(self, tenant_id: str | None = None) -> None:
+        with self._lock:
+            for key in [k for k in self._cuts if tenant_id is None or k[0] == tenant_id]:
+                del self._cuts[key]

@@ -1,0 +1,106 @@
+"""The pair verifier on the gateway's hit path (issue 12, parts 1 and 3).
+
+``CACHEGATE_VERIFIER=on`` (the default) loads the shipped verifier
+(``validators.verifier.PairVerifier``) in the app's lifespan, off the import
+path: ``import gateway.app`` loads no torch. :class:`GatewayVerifier` is what
+the semantic cache calls (it satisfies ``semantic.verification.HitVerifier``):
+one batched call per lookup over the candidates that passed the retrieval
+threshold and the entity validator; a pair the verifier cannot read scores 0,
+and any failure is a miss (the cache fails closed).
+
+:class:`Verification` turns a tenant's policy into the lookup's policy: the
+retrieval threshold (the tenant's ``retrieval_threshold``, else the measured
+default for the embedder in use, :data:`RETRIEVAL_THRESHOLDS`) and the verifier
+cut for its ``target_misfire_rate`` (:mod:`gateway.calibration`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Engine
+
+from gateway.calibration import Calibrator, CutInForce
+from gateway.policy import TenantPolicy
+from semantic import SemanticPolicy
+
+if TYPE_CHECKING:  # torch comes in only when the verifier is loaded
+    from validators.verifier import PairVerifier
+
+log = logging.getLogger("cachegate.gateway.verification")
+
+#: Retrieval threshold with the verifier on, per embedder (the name before the first
+#: ':' of the embedder id), measured by bench/semantic_eval.py --verifier: the
+#: highest cosine at which the retrieval stage still keeps >= 95% of the positives
+#: the verifier would serve on its own, on the eval split (README, "The verifier").
+RETRIEVAL_THRESHOLDS = {
+    "all-MiniLM-L6-v2": 0.70,
+    "multilingual-e5-small-q4": 0.86,
+}
+#: For an embedder not measured: the cosine-only default (no recall is recovered).
+FALLBACK_RETRIEVAL_THRESHOLD = 0.89
+
+
+def retrieval_threshold_for(embedder_id: str) -> float:
+    return RETRIEVAL_THRESHOLDS.get(embedder_id.split(":", 1)[0], FALLBACK_RETRIEVAL_THRESHOLD)
+
+
+class GatewayVerifier:
+    """The shipped model behind the semantic cache's ``HitVerifier`` protocol."""
+
+    def __init__(self, model: PairVerifier) -> None:
+        self.model = model
+
+    def scores(self, question: str, candidates: Sequence[str]) -> list[float]:
+        verdicts = self.model.verdicts(question, candidates)
+        return [v.score if v.supported else 0.0 for v in verdicts]
+
+    def shipped_cut(self, target: float) -> float:
+        return self.model.cut_for(target)
+
+
+def load_verifier(threads: int = 1) -> GatewayVerifier:
+    """Load the shipped verifier (seconds; call it off the event loop)."""
+    from validators.verifier import PairVerifier  # torch, only when the verifier is on
+
+    return GatewayVerifier(PairVerifier(threads=threads))
+
+
+@dataclass
+class Verification:
+    """What the pipeline needs to put the verifier on a tenant's lookups."""
+
+    verifier: GatewayVerifier
+    calibrator: Calibrator
+    embedder_id: str
+
+    @classmethod
+    def build(
+        cls, verifier: GatewayVerifier, db: Engine | None, embedder_id: str, ttl: float = 60.0
+    ) -> Verification:
+        return cls(verifier, Calibrator(db, verifier.shipped_cut, ttl), embedder_id)
+
+    def retrieval_threshold(self, policy: TenantPolicy) -> float:
+        if policy.retrieval_threshold is not None:
+            return policy.retrieval_threshold
+        return retrieval_threshold_for(self.embedder_id)
+
+    async def cut(self, tenant_id: str, policy: TenantPolicy) -> CutInForce:
+        """The tenant's cut in force (from memory; the database when it is stale)."""
+        target = policy.target_misfire_rate
+        kept = self.calibrator.current(tenant_id, target)
+        if kept is not None:
+            return kept
+        return await asyncio.to_thread(self.calibrator.refresh, tenant_id, target)
+
+    async def apply(
+        self, tenant_id: str, policy: TenantPolicy, sem: SemanticPolicy
+    ) -> tuple[SemanticPolicy, CutInForce]:
+        """``sem`` with the retrieval threshold and the verifier cut of this tenant."""
+        cut = await self.cut(tenant_id, policy)
+        verified = replace(sem, threshold=self.retrieval_threshold(policy), verifier_cut=cut.cut)
+        return verified, cut

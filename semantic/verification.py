@@ -1,0 +1,63 @@
+"""The pair verifier on the hit path (issue 12; seed 003 降级：命中后仍走一次轻量校验).
+
+After the index has found candidates above the retrieval threshold and the
+entity validator has accepted them, a verifier scores, in one batch over those
+candidates, "do the new question and the cached one have the same correct
+answer?". A candidate is served only when its score is above the policy's
+``verifier_cut`` (:class:`semantic.policy.SemanticPolicy`); the gateway turns a
+tenant's target misfire rate into that cut.
+
+``semantic`` must not import ``validators``: the gateway passes an object that
+satisfies :class:`HitVerifier` (``gateway/verification.py`` wraps the shipped
+``validators.verifier.PairVerifier``). :func:`verify` is the one place that
+calls it, and it fails closed: any exception, a wrong number of scores or a
+score outside [0, 1] is reported as ``verifier_error`` on every candidate, never
+a hit. A policy with a cut but no verifier is ``verifier_unavailable``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+logger = logging.getLogger(__name__)
+
+#: The verifier scored the candidate at or below the cut.
+VERIFIER_REFUSED = "verifier_refused"
+#: The verifier raised or answered nonsense: never a hit.
+VERIFIER_ERROR = "verifier_error"
+#: The policy asks for verification and the cache has no verifier.
+VERIFIER_UNAVAILABLE = "verifier_unavailable"
+
+
+@runtime_checkable
+class HitVerifier(Protocol):
+    """Scores (new question, cached question) pairs."""
+
+    def scores(self, question: str, candidates: Sequence[str]) -> list[float]:
+        """One score in [0, 1] per candidate: how likely the two questions have the
+        same correct answer (0 for a pair the verifier cannot read). May raise."""
+        ...
+
+
+def verify(
+    verifier: HitVerifier | None, question: str, candidates: Sequence[str]
+) -> tuple[list[float] | None, str | None]:
+    """``(scores, None)``, or ``(None, reason)`` when the candidates must all be
+    refused because no trustworthy score exists (see the module docstring)."""
+    if verifier is None:
+        return None, VERIFIER_UNAVAILABLE
+    try:
+        scores = [float(s) for s in verifier.scores(question, list(candidates))]
+    except Exception as exc:  # fail closed: whatever went wrong, this is not a hit
+        # The exception's type only: its message may quote the question.
+        logger.warning("semantic: the verifier failed (%s); treated as a miss", type(exc).__name__)
+        return None, VERIFIER_ERROR
+    if len(scores) != len(candidates) or not all(
+        math.isfinite(s) and 0.0 <= s <= 1.0 for s in scores
+    ):
+        logger.warning("semantic: the verifier returned unusable scores; treated as a miss")
+        return None, VERIFIER_ERROR
+    return scores, None

@@ -1,0 +1,111 @@
+"""A tenant's target misfire rate turned into the verifier cut (gateway/calibration.py):
+the shipped cut until enough labels, then the lowest cut whose Wilson upper bound
+meets the target; labels read from a real migrated SQLite database."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
+
+from gateway.calibration import MIN_LABELS, Calibrator, tenant_cut
+from gateway.models import MisfireSample
+from gateway.reports.stats import wilson
+from gateway.tenants import utc_now
+from migrations.runner import upgrade_database
+
+
+def labels(n_correct: int, n_misfire: int, lo: float, hi: float, seed: int = 1):
+    rng = random.Random(seed)
+    return [(rng.uniform(lo, hi), False) for _ in range(n_correct)] + [
+        (rng.uniform(lo, hi), True) for _ in range(n_misfire)
+    ]
+
+
+def test_too_few_labels_keep_the_shipped_cut() -> None:
+    cut = tenant_cut(labels(MIN_LABELS - 1, 0, 0.6, 1.0), 0.2, shipped_cut=0.8)
+    assert (cut.source, cut.cut) == ("shipped", 0.8)
+    assert cut.labelled == MIN_LABELS - 1
+
+
+def test_enough_clean_labels_lower_the_cut_to_what_they_prove() -> None:
+    # 400 correct hits scored 0.6..1.0, no misfire: Wilson upper bound 0.95% <= 1%.
+    data = labels(400, 0, 0.6, 1.0)
+    cut = tenant_cut(data, 0.01, shipped_cut=0.9)
+    assert cut.source == "tenant" and cut.cut < 0.61
+    assert cut.served == 400 and cut.misfires == 0
+    assert cut.high is not None and cut.high <= 0.01
+    # Positive control: the same labels cannot prove a stricter target: shipped stays.
+    assert tenant_cut(data, 0.005, shipped_cut=0.9).source == "shipped"
+
+
+def test_misfires_low_in_the_scores_push_the_cut_above_them() -> None:
+    # Misfires all scored below 0.7, correct hits spread over 0.6..1.0.
+    data = labels(600, 0, 0.6, 1.0) + labels(0, 40, 0.6, 0.7, seed=2)
+    cut = tenant_cut(data, 0.01, shipped_cut=0.95)
+    assert cut.source == "tenant" and 0.69 < cut.cut < 0.75
+    assert cut.misfires == 0 and cut.high is not None and cut.high <= 0.01
+    # The estimate and its interval are those of the samples the cut serves.
+    assert (cut.low, cut.high) == pytest.approx(wilson(0, cut.served))
+
+
+def test_the_estimate_at_the_shipped_cut_counts_what_it_serves() -> None:
+    data = [(0.95, True), (0.97, False), (0.99, False), (0.5, True)]
+    cut = tenant_cut(data, 0.01, shipped_cut=0.9)
+    assert (cut.source, cut.served, cut.misfires) == ("shipped", 3, 1)
+    assert cut.estimate == pytest.approx(1 / 3)
+
+
+def test_calibrator_reads_labelled_scored_samples_of_the_tenant(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cal.db'}"
+    upgrade_database(url)
+    db = create_engine(url)
+    now = utc_now()
+    with Session(db) as s, s.begin():
+        for i in range(400):  # tenant a: clean labels from 0.6 up
+            s.add(sample("a", 0.6 + 0.001 * i, "correct", now))
+        s.add(sample("a", 0.99, None, now))  # pending: not a label
+        s.add(sample("a", None, "misfire", now))  # no verifier score: left out
+        s.add(sample("b", 0.99, "misfire", now))  # another tenant's
+    calls: list[float] = []
+
+    def shipped(target: float) -> float:
+        calls.append(target)
+        return 0.9
+
+    cal = Calibrator(db, shipped, ttl=60.0)
+    a = cal.refresh("a", 0.01)
+    assert (a.source, a.labelled, a.misfires) == ("tenant", 400, 0) and a.cut < 0.601
+    assert cal.current("a", 0.01) == a and cal.current("a", 0.02) is None
+    b = cal.refresh("b", 0.01)
+    assert (b.source, b.cut, b.labelled, b.misfires) == ("shipped", 0.9, 1, 1)
+    cal.invalidate("a")
+    assert cal.current("a", 0.01) is None and cal.current("b", 0.01) == b
+    db.dispose()
+
+
+def test_a_broken_shipped_curve_serves_nothing() -> None:
+    def broken(target: float) -> float:
+        raise ValueError("empty calibration")
+
+    assert Calibrator(None, broken).refresh("t", 0.01).cut == 1.0
+
+
+def sample(tenant: str, score: float | None, label: str | None, now) -> MisfireSample:
+    return MisfireSample(
+        tenant_id=tenant,
+        created_at=now,
+        request_id="r",
+        entry_id=None,
+        partition_key="p",
+        question="q",
+        matched_question="m",
+        served_answer="a",
+        score=0.95,
+        threshold=0.8,
+        verifier_score=score,
+        label=label,
+    )

@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
@@ -169,9 +170,11 @@ def measure(
     loaded: Any,
     work_dir: Path,
     num_blocks: int = 1024,
+    max_num_seqs: int = 32,
     **spec_args: Any,
 ) -> dict[str, Any]:
-    """One gateway with ``max_num_seqs_per_tenant=cap``; B's TTFT unloaded and loaded."""
+    """One gateway with ``max_num_seqs_per_tenant=cap`` (and ``max_num_seqs`` running in
+    all, the gateway's default 32); B's TTFT unloaded and under A's flood."""
     from pydantic import SecretStr
 
     from gateway.admin.service import TenantAdmin
@@ -190,6 +193,7 @@ def measure(
         upstream_url=None,
         semantic_enabled=False,
         server_salt=SecretStr(salt),
+        max_num_seqs=max_num_seqs,
         max_num_seqs_per_tenant=cap,
     )
     engine = PrefixEngine(engine_config(settings, salt, num_blocks=num_blocks), loaded)
@@ -211,6 +215,7 @@ def measure(
     return {
         "max_num_seqs_per_tenant": cap,
         "engine_cap": engine_cap,
+        "max_num_seqs": max_num_seqs,
         "b_ttft_p50_unloaded_ms": round(p50_u * 1000, 1),
         "b_ttft_p50_loaded_ms": round(p50_l * 1000, 1),
         "ratio": round(p50_l / p50_u, 2),
@@ -239,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--caps", type=int, nargs="+", default=[16, 0])
     p.add_argument("--flood", type=int, default=24)
+    p.add_argument("--max-num-seqs", type=int, default=32)
     p.add_argument("--b-requests", type=int, default=8)
     p.add_argument("--doc-repeats", type=int, default=4)
     p.add_argument("--unique-prompts", action="store_true")
@@ -257,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                 cap,
                 loaded,
                 work,
+                max_num_seqs=args.max_num_seqs,
                 flood=args.flood,
                 b_requests=args.b_requests,
                 doc_repeats=args.doc_repeats,
@@ -266,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "spec"}), flush=True)
     print_table(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"environment": environment(), "rows": rows}, indent=1) + "\n")
+    env = environment() | {"loadavg": list(os.getloadavg())}
+    args.out.write_text(json.dumps({"environment": env, "rows": rows}, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0
 

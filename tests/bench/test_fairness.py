@@ -1,6 +1,9 @@
-"""Fair sharing of the engine, loosely (bench/fairness.py measures it): while tenant A
-keeps long-prompt requests in flight through a real gateway (SmolLM2 in-process),
-tenant B's time to first token stays within 4x of its unloaded value."""
+"""Fair sharing of the engine, loosely (bench/fairness.py measures it): tenant A keeps
+more requests in flight than the engine runs at once, through a real gateway (SmolLM2
+in-process, 8 running sequences, at most 4 per tenant); tenant B's requests are
+admitted next rather than behind A's queue, so B's time to first token stays within
+4x of its unloaded value. Without round-robin admission and the per-tenant cap, B
+would wait behind A's queued requests (32 tokens each)."""
 
 from __future__ import annotations
 
@@ -18,15 +21,16 @@ def test_b_ttft_under_a_flood_stays_within_4x_of_unloaded(
     smol_loaded: LoadedModel, tmp_path: Path
 ) -> None:
     row = measure(
-        16,
+        4,
         smol_loaded,
         tmp_path,
         num_blocks=512,
-        flood=12,
+        max_num_seqs=8,
+        flood=16,
         b_requests=3,
         doc_repeats=3,
         a_max_tokens=32,
     )
-    assert row["engine_cap"] == 16  # the default per-tenant cap reached the engine
+    assert row["engine_cap"] == 4  # the per-tenant cap reached the engine
     assert row["a_requests_completed"] > 0  # the flood really ran beside B
     assert row["ratio"] <= 4.0, row

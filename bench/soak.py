@@ -9,8 +9,10 @@ stops and starts (the outages). The load generator is a separate process
 (bench/soak_client.py: asyncio + httpx, bounded concurrency), so its work does not
 share the gateway's GIL. At the end (bench/soak_report.py):
 
-* no response >= 500 (the designed outage behaviour is to fail open, so no 503
-  either: PostgreSQL down → answers from the upstream, Redis down → L3 misses);
+* no response >= 500: the designed outage behaviour is to fail open (PostgreSQL down
+  → known keys authenticate from the auth cache and the upstream answers, Redis down
+  → L3 misses); the one designed 5xx is the 503 for an unknown key while PostgreSQL
+  is down (it cannot be checked), counted apart;
 * no leaked KV block: ``engine.pool.check_integrity()`` and no block held once idle;
 * flat memory: the gateway process's RSS after the run within 10% of it after the
   warm-up;

@@ -156,12 +156,17 @@ def make_plan(rng: random.Random, tenants: list[str], counter: list[int]) -> Pla
 
 
 def clean_error(r: httpx.Response) -> str:
-    """'' when ``r`` is a 4xx in the OpenAI error shape, else why not."""
-    if not 400 <= r.status_code < 500:
-        return f"status {r.status_code}"
+    """'' when ``r`` is a 4xx in the OpenAI error shape, else why not (with the error
+    type and code when the body has them)."""
     try:
         err = r.json()["error"]
     except (ValueError, KeyError, TypeError):
+        err = None
+    if not 400 <= r.status_code < 500:
+        if isinstance(err, dict):
+            return f"status {r.status_code} {err.get('type')}/{err.get('code')}"
+        return f"status {r.status_code}"
+    if err is None:
         return "4xx without an OpenAI error body"
     if not isinstance(err, dict) or set(err) != {"message", "type", "param", "code"}:
         return "4xx error object of the wrong shape"

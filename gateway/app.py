@@ -30,6 +30,7 @@ from gateway.proxy.judge import UpstreamJudge
 from gateway.proxy.openapi_docs import document_openai_routes
 from gateway.proxy.pipeline import Pipeline
 from gateway.proxy.ratelimit import RateLimiter
+from gateway.proxy.ratelimit_shared import build_bucket_store
 from gateway.proxy.routes import router
 from gateway.proxy.upstream import Upstream
 from gateway.reports.api import report_router
@@ -190,7 +191,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
     app.include_router(report_router())  # /admin/reports (gateway/reports/api.py)
     app.state.settings = settings
     app.state.admin_token = settings.admin_token  # None: the admin routes answer 403
-    app.state.rate_limiter = RateLimiter()  # per replica; see gateway/proxy/ratelimit.py
+    # Shared by the replicas through Redis or PostgreSQL (gateway/proxy/ratelimit_shared.py).
+    app.state.rate_limiter = RateLimiter(store=build_bucket_store(settings))
     _install_error_handlers(app)
     # One access line (and root span) per /v1 completion request (gateway/request_log.py).
     app.add_middleware(

@@ -78,6 +78,18 @@ class PolicyVersion(Base):
     created_by: Mapped[str] = mapped_column(String(255))
 
 
+class RateLimitBucket(Base):
+    """A tenant's rate-limit bucket shared by the gateway replicas on PostgreSQL
+    (gateway/proxy/ratelimit_shared.py); times are the database server's epoch seconds."""
+
+    __tablename__ = "rate_limit_buckets"
+
+    tenant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tokens: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    allowed: Mapped[bool] = mapped_column(Boolean)
+
+
 class ServerSecret(Base):
     """Secrets generated on first start and shared by every replica (e.g. the KV salt)."""
 

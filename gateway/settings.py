@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     # only. Tenant labels are a stable digest of the tenant id unless set to "id".
     metrics_token: SecretStr | None = None
     metrics_tenant_labels: Literal["digest", "id"] = "digest"
+    # Shared state of the gateway replicas (rate-limit buckets); None: the KV Redis URL if
+    # set, else the database when it is PostgreSQL, else this process only (SQLite).
+    redis_url: str | None = None
 
     # ---- logs and traces (docs/operations.md, "Logs" and "Traces") ----
     log_format: Literal["text", "json"] = "text"  # json: one JSON object per line

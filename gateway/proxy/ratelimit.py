@@ -6,10 +6,16 @@ requests and then sustain ``rpm`` per minute. A request that finds the bucket
 empty is refused with :class:`~gateway.errors.RateLimitError` (HTTP 429) and a
 ``Retry-After`` header: whole seconds (at least 1) until a token is back.
 
-The buckets live in this process's memory: **each gateway replica enforces the
-limit on its own**, so N replicas behind a round-robin balancer let a tenant
-through at up to N × rpm in total. A shared limit (Redis) is issue 7. A policy
-change (a new rpm, or no limit) applies to the next request.
+Where the buckets live (:mod:`gateway.proxy.ratelimit_shared` builds the store):
+
+* **Redis** (``CACHEGATE_REDIS_URL``, else ``CACHEGATE_KV_REDIS_URL``) or
+  **PostgreSQL** (the gateway's database): one bucket per tenant for all gateway
+  replicas, so N replicas behind a balancer still let a tenant through at
+  ``rpm`` in total. If the shared store does not answer, the request is let
+  through (and logged): a limit is not worth an outage.
+* **this process** (SQLite, one replica): :class:`LocalBuckets`.
+
+A policy change (a new rpm, or no limit) applies to the next request.
 """
 
 from __future__ import annotations
@@ -19,11 +25,31 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from gateway.errors import RateLimitError
 from gateway.tenants import TenantContext
 
 Clock = Callable[[], float]
+
+
+class BucketStore(Protocol):
+    """Takes one token from a tenant's bucket: (allowed, seconds until a token is back)."""
+
+    name: str
+
+    def take(self, tenant_id: str, rpm: int) -> tuple[bool, float]: ...
+
+    def drop(self, tenant_id: str) -> None: ...
+
+
+def refill(tokens: float, elapsed: float, rpm: int) -> tuple[bool, float, float]:
+    """The bucket arithmetic every store shares: (allowed, tokens left, wait seconds)."""
+    rate = rpm / 60.0
+    tokens = min(float(rpm), tokens + max(0.0, elapsed) * rate)
+    if tokens >= 1.0:
+        return True, tokens - 1.0, 0.0
+    return False, tokens, (1.0 - tokens) / rate
 
 
 @dataclass
@@ -33,38 +59,64 @@ class _Bucket:
     updated: float
 
 
-class RateLimiter:
-    """Thread-safe; ``check`` is O(1) and never touches the database."""
+class LocalBuckets:
+    """Buckets in this process's memory: each replica limits on its own."""
+
+    name = "local"
 
     def __init__(self, clock: Clock = time.monotonic) -> None:
         self.clock = clock
         self._buckets: dict[str, _Bucket] = {}
+        self._lock = threading.Lock()
+
+    def take(self, tenant_id: str, rpm: int) -> tuple[bool, float]:
+        now = self.clock()
+        with self._lock:
+            bucket = self._buckets.get(tenant_id)
+            if bucket is None:
+                bucket = self._buckets[tenant_id] = _Bucket(rpm, float(rpm), now)
+            elif bucket.rpm != rpm:  # the policy changed: keep what is left, within the new size
+                bucket.rpm = rpm
+                bucket.tokens = min(bucket.tokens, float(rpm))
+            allowed, bucket.tokens, wait = refill(bucket.tokens, now - bucket.updated, rpm)
+            bucket.updated = now
+            return allowed, wait
+
+    def drop(self, tenant_id: str) -> None:
+        with self._lock:
+            self._buckets.pop(tenant_id, None)
+
+
+class RateLimiter:
+    """Thread-safe; ``check`` never touches the gateway's tenant tables."""
+
+    def __init__(self, clock: Clock = time.monotonic, store: BucketStore | None = None) -> None:
+        self.store: BucketStore = store if store is not None else LocalBuckets(clock)
         self._refused: dict[str, int] = {}
         self._lock = threading.Lock()
+
+    @property
+    def clock(self) -> Clock:
+        return getattr(self.store, "clock", time.monotonic)
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:  # tests drive a local store's time
+        if isinstance(self.store, LocalBuckets):
+            self.store.clock = clock
 
     def check(self, ctx: TenantContext) -> None:
         """Take one token from the tenant's bucket, or raise ``RateLimitError`` (429)."""
         rpm = ctx.policy.rate_limit_rpm
         if rpm is None:
-            with self._lock:
-                self._buckets.pop(ctx.tenant_id, None)
+            if isinstance(self.store, LocalBuckets):  # free here; a shared one expires alone
+                self.store.drop(ctx.tenant_id)
             return
-        now = self.clock()
+        allowed, wait = self.store.take(ctx.tenant_id, rpm)
+        if allowed:
+            return
         with self._lock:
-            bucket = self._buckets.get(ctx.tenant_id)
-            if bucket is None:
-                bucket = self._buckets[ctx.tenant_id] = _Bucket(rpm, float(rpm), now)
-            elif bucket.rpm != rpm:  # the policy changed: keep what is left, within the new size
-                bucket.rpm = rpm
-                bucket.tokens = min(bucket.tokens, float(rpm))
-            rate = rpm / 60.0
-            bucket.tokens = min(float(rpm), bucket.tokens + max(0.0, now - bucket.updated) * rate)
-            bucket.updated = now
-            if bucket.tokens >= 1.0:
-                bucket.tokens -= 1.0
-                return
             self._refused[ctx.tenant_id] = self._refused.get(ctx.tenant_id, 0) + 1
-            retry_after = max(1, math.ceil((1.0 - bucket.tokens) / rate))
+        retry_after = max(1, math.ceil(wait))
         raise RateLimitError(
             f"rate limit of {rpm} requests per minute exceeded for tenant {ctx.tenant_id!r}; "
             f"retry after {retry_after} s",
@@ -79,6 +131,6 @@ class RateLimiter:
 
     def forget(self, tenant_id: str) -> None:
         """Drop the tenant's bucket and counters (the tenant was deleted)."""
+        self.store.drop(tenant_id)
         with self._lock:
-            self._buckets.pop(tenant_id, None)
             self._refused.pop(tenant_id, None)

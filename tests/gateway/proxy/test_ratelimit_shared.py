@@ -1,0 +1,113 @@
+"""Issue 14: rate limits hold across gateway replicas — two live gateways on one
+PostgreSQL database share each tenant's bucket through Redis or through
+PostgreSQL itself, so a tenant cannot get N x rpm by spreading its requests.
+
+Requests here are cheap on purpose: a body of ``{}`` takes a token (the limit is
+checked before the body is read) and is answered 400, so no model runs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from gateway.app import Components
+from gateway.policy import TenantPolicy
+from gateway.proxy.ratelimit import LocalBuckets
+from gateway.proxy.ratelimit_shared import KEY_PREFIX, PostgresBuckets, RedisBuckets
+from migrations.runner import upgrade_database
+from prefix.model.loader import LoadedModel
+from tests.gateway.conftest import (
+    PG_SERVER_URL,
+    Gateway,
+    assert_openai_error,
+    gateway_settings,
+    running_gateway,
+    smol_engine,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+RPM = 3
+
+
+def _redis_up() -> bool:
+    try:
+        return bool(redis.Redis.from_url(REDIS_URL, socket_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+@pytest.fixture(params=["postgresql", "redis"])
+def pair(
+    request: pytest.FixtureRequest,
+    pg_schema: str,
+    smol_loaded: LoadedModel,
+    tmp_path: Path,
+) -> Iterator[tuple[Gateway, Gateway]]:
+    if request.param == "redis" and not _redis_up():
+        pytest.skip("Redis on 127.0.0.1:6379 is unreachable")
+    url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
+    extra = {"redis_url": REDIS_URL} if request.param == "redis" else {}
+    with ExitStack() as stack:
+        gateways = []
+        for name in ("one", "two"):
+            settings = gateway_settings(tmp_path / name, url, semantic_enabled=False, **extra)
+            parts = Components(engine=smol_engine(smol_loaded, num_blocks=16))
+            gateways.append(stack.enter_context(running_gateway(settings, parts)))
+        gw1, gw2 = gateways
+        assert gw1.app.state.rate_limiter.store.name == request.param
+        yield gw1, gw2
+
+
+def _hit(gw: Gateway, key: str) -> httpx.Response:
+    with gw.http(key, timeout=30) as c:
+        return c.post("/v1/chat/completions", json={})
+
+
+def test_a_tenant_gets_rpm_in_total_across_replicas(pair: tuple[Gateway, Gateway]) -> None:
+    gw1, gw2 = pair
+    limited, key = gw1.tenant("rl", TenantPolicy(rate_limit_rpm=RPM))
+    _, other = gw1.tenant("rl-other", TenantPolicy(rate_limit_rpm=RPM))
+    statuses = [_hit(gw, key).status_code for gw in (gw1, gw2, gw1)]
+    assert statuses == [400, 400, 400]  # three tokens, taken on both replicas
+    refused = _hit(gw2, key)  # per-replica buckets would still have two tokens here
+    assert_openai_error(refused, 429)
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert_openai_error(_hit(gw1, key), 429)
+    # Positive control: another tenant's bucket is its own, on either replica.
+    assert _hit(gw2, other).status_code == 400
+    assert _hit(gw1, other).status_code == 400
+    assert limited not in refused.text or "rate limit" in refused.text
+
+
+def test_postgres_buckets_are_one_bucket_for_two_stores(pg_schema: str) -> None:
+    url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
+    upgrade_database(url)
+    a, b = PostgresBuckets(url), PostgresBuckets(url)
+    assert [a.take("t", 2)[0], b.take("t", 2)[0]] == [True, True]
+    allowed, wait = a.take("t", 2)
+    assert not allowed and 0 < wait <= 30.0  # one token per 30 s at 2 rpm
+    assert b.take("u", 2)[0]  # control: another tenant
+    local_a, local_b = LocalBuckets(), LocalBuckets()  # what one process alone would do
+    assert all(s.take("t", 2)[0] for s in (local_a, local_b, local_b))
+
+
+def test_a_shared_store_that_is_down_lets_requests_through() -> None:
+    down = RedisBuckets("redis://127.0.0.1:9/0", timeout=0.2)  # nothing listens on port 9
+    assert down.take("t", 1) == (True, 0.0)
+    assert down.take("t", 1) == (True, 0.0)  # fail open, every time, without raising
+    if _redis_up():  # control: the same store on a live Redis does limit
+        live = RedisBuckets(REDIS_URL)
+        tenant = f"t-{uuid.uuid4().hex}"
+        try:
+            assert live.take(tenant, 1)[0] and not live.take(tenant, 1)[0]
+        finally:
+            live.client.delete(KEY_PREFIX + tenant)

@@ -21,6 +21,7 @@ from datetime import datetime
 from semantic.hit_validator import HitValidator
 from semantic.partition import SemanticQuery
 from semantic.policy import SemanticPolicy
+from semantic.question import normalize_question
 from semantic.results import BELOW_THRESHOLD, EXPIRED
 from semantic.store import StoredEntry
 from semantic.trace import VANISHED, LookupTrace, TraceCandidate
@@ -119,17 +120,26 @@ def _verified(
     accepted: list[tuple[StoredEntry, float]],
     policy: SemanticPolicy,
 ) -> None:
-    """Score ``accepted`` in one batch; serve the best above the cut, refuse the rest."""
+    """Score ``accepted`` in one batch; serve the best above the cut, refuse the rest.
+
+    A cached question equal to the new one once normalized (the cache's own identity
+    of a question, as the store keys entries) needs no verifying: it scores 1.0
+    and is not sent to the verifier."""
     cut = policy.verifier_cut
     assert cut is not None
-    scores, failure = verify(verifier, query.question, [e.question for e, _ in accepted])
-    for i, (entry, score) in enumerate(accepted):
-        if scores is not None:
-            choice.verifier_scores[entry.id] = scores[i]
-            if choice.served is None and scores[i] > cut:
+    asked = normalize_question(query.question)
+    same = [normalize_question(e.question) == asked for e, _ in accepted]
+    others = [e.question for (e, _), s in zip(accepted, same, strict=True) if not s]
+    scored, failure = verify(verifier, query.question, others) if others else ([], None)
+    remaining = iter(scored or [])
+    for (entry, score), identical in zip(accepted, same, strict=True):
+        verified = 1.0 if identical else next(remaining, None)
+        if verified is not None:
+            choice.verifier_scores[entry.id] = verified
+            if choice.served is None and verified > cut:
                 choice.served = (entry, score)
                 continue
-        reason = failure or VERIFIER_REFUSED
+        reason = VERIFIER_REFUSED if verified is not None else failure or VERIFIER_REFUSED
         choice.verdicts[entry.id] = reason
         # The reason of the best turned-down candidate, as without a verifier.
         if choice.refused is None or (choice.served is None and _before(choice, entry.id)):

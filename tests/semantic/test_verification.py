@@ -131,3 +131,12 @@ def test_the_trace_records_each_verified_candidates_score(cache: SemanticCache) 
     assert refusals == {STORED: VERIFIER_REFUSED, OTHER: None}
     served = cache.lookup(chat(PARAPHRASE), CUT)  # the dry run decided as serving does
     assert served.hit and served.entry_id == dry.entry_id
+
+
+def test_the_same_question_needs_no_verifier(cache: SemanticCache) -> None:
+    # Equal once normalized (case, spaces, trailing punctuation): served with score 1.0,
+    # the verifier never asked; a different question still goes to it.
+    cache.verifier = v = Raising()
+    r = cache.lookup(chat("  how do I RESET my password "), CUT)
+    assert r.hit and r.cached_question == STORED and r.verifier_score == 1.0
+    assert lookup(cache, v).reason == VERIFIER_ERROR

@@ -46,7 +46,9 @@ def store_errors() -> Iterator[None]:
     try:
         yield
     except StoreUnavailableError as exc:
-        raise ServiceUnavailableError(f"the semantic store is unavailable: {exc}") from exc
+        # The cause names the database URL: it stays in the exception chain (logs), never
+        # in the error body.
+        raise ServiceUnavailableError("the semantic store is unavailable") from exc
     except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
         raise ServiceUnavailableError("the semantic store is unavailable") from exc
 

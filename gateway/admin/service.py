@@ -233,7 +233,8 @@ class TenantAdmin:
         try:
             return self.cache.invalidate(tenant=tenant_id)
         except StoreUnavailableError as exc:
-            raise ServiceUnavailableError(f"the semantic store is unavailable: {exc}") from exc
+            # The cause names the database URL: logs only, never the error body.
+            raise ServiceUnavailableError("the semantic store is unavailable") from exc
 
     # ---- API keys ----------------------------------------------------------------------
     def issue_key(

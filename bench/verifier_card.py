@@ -78,7 +78,7 @@ def write(
     calibration: dict[str, Any],
     fixtures: Sequence[dict[str, Any]],
     result: dict[str, Any],
-    total_minutes: float,
+    timing: str,
 ) -> None:
     lat = result["latency"]
     latency = "\n".join(
@@ -135,8 +135,7 @@ Used for the English cross-encoder: {len(chosen)} training pairs
 Training: {stats["steps"]} of {stats["planned_steps"]} planned steps
 (batch {cfg.batch_size}, AdamW lr {cfg.lr}, warm-up {cfg.warmup}, max
 {cfg.max_tokens} tokens per pair, {cfg.threads} CPU threads), {stats["minutes"]:.1f}
-min; the whole run (pairs, training, calibration, evaluation) took
-{total_minutes:.1f} min on this 2-core machine shared with other jobs.
+min. {timing}
 
 ## Calibration (calibration split, `unrelated` pairs excluded)
 

@@ -29,7 +29,7 @@ from sklearn.metrics import roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.verifier_pairs import VPair, drop_crossing
-from validators.verifier import DEFAULT_TARGET_MISFIRE, PairVerifier
+from validators.verifier import DEFAULT_TARGET_MISFIRE, PairVerifier, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = ROOT / "data" / "verifier" / "pairs.jsonl"
@@ -98,11 +98,16 @@ def evaluate(
 ) -> dict[str, Any]:
     chosen = sample_eval(pairs, per_kind)
     cut = verifier.cut_for(DEFAULT_TARGET_MISFIRE)
-    verdicts = []
-    for lo in range(0, len(chosen), 64):
-        verdicts += verifier.verdicts_for_pairs([(p.a, p.b) for p in chosen[lo : lo + 64]])
+    # Batches of similar length: padding is most of the cost on a busy CPU.
+    order = sorted(range(len(chosen)), key=lambda i: len(chosen[i].a) + len(chosen[i].b))
+    by_position: dict[int, Verdict] = {}
+    for lo in range(0, len(order), 64):
+        batch = order[lo : lo + 64]
+        found = verifier.verdicts_for_pairs([(chosen[i].a, chosen[i].b) for i in batch])
+        by_position.update(zip(batch, found, strict=True))
         print(f"eval: scored {min(lo + 64, len(chosen))}/{len(chosen)}", file=sys.stderr, end="\r")
     print(file=sys.stderr)
+    verdicts = [by_position[i] for i in range(len(chosen))]
     scores = np.asarray([v.score for v in verdicts])
     labels = np.asarray([p.label for p in chosen])
     unsupported = np.asarray([not v.supported for v in verdicts])

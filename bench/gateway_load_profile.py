@@ -15,6 +15,7 @@ import re
 import subprocess
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,14 +97,24 @@ class TimedASGI:
     """Server-side request time (first call → last body byte sent), by cache outcome;
     ``GET /__bench/stats[?reset=1]`` returns (and optionally clears) every timer."""
 
-    def __init__(self, app: Any, timers: Timers) -> None:
+    def __init__(
+        self, app: Any, timers: Timers, on_variant: Callable[[str], None] | None = None
+    ) -> None:
         self.app = app
         self.timers = timers
         self.state = app.state  # tests and lifespan code look at app.state
+        # ``GET /__bench/variant?name=before|after`` switches the hit path (issue 15)
+        self.on_variant = on_variant
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if scope["path"] == "/__bench/variant" and self.on_variant is not None:
+            name = scope.get("query_string", b"").decode().removeprefix("name=")
+            self.on_variant(name)
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
             return
         if scope["path"] == "/__bench/stats":
             query = scope.get("query_string", b"")

@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from bench.gateway_load_common import (
     loadavg,
     summary,
 )
+from bench.gateway_load_hitprofile import apply_variant
 from bench.gateway_load_prepare import fake_answer, prepare
 from bench.gateway_load_profile import (
     TimedASGI,
@@ -61,7 +63,7 @@ def microbench(cache: Any, policy: Any, model: str, prep: dict, n: int, tenants:
             samples.append((time.perf_counter() - t0) * 1000)
         out[label] = summary(samples, 3)
 
-    vec = cache._embed(miss.question)
+    vec = cache._embed(TENANT, miss.question)
     key = cache.partition_key(miss)
     entry_id = cache.lookup(p2[0], policy).entry_id
     answer = fake_answer(model, PHASE2_ANSWER, 30)
@@ -70,7 +72,7 @@ def microbench(cache: Any, policy: Any, model: str, prep: dict, n: int, tenants:
     fresh = [q(hits[i % len(hits)] + f" (case {i})", 2) for i in range(n + 1)]
     fresh_vecs = cache.embedder.embed([f.question for f in fresh])
     out["loadavg_before"] = loadavg()
-    run("embed_one_question", lambda i: cache._embed(p2[i].question))
+    run("embed_one_question", lambda i: cache._embed(TENANT, p2[i].question))
     for size in (8, 32):
         texts = [p.question for p in p2[:size]] * (size // max(1, len(p2[:size])) + 1)
         batch = texts[:size]
@@ -197,7 +199,9 @@ def serve_main(spec_path: str) -> None:
     say("starting the engine server and the gateways ...")
     with contextlib.ExitStack() as stack:
         engine_url = stack.enter_context(serving(create_engine_app(direct_engine)))
-        gw_url = stack.enter_context(serving(TimedASGI(gw_app, timers)))
+        gw_url = stack.enter_context(
+            serving(TimedASGI(gw_app, timers, partial(apply_variant, cache)))
+        )
         http_settings = Settings(  # type: ignore[call-arg]
             _env_file=None,
             upstream_url=engine_url,

@@ -42,8 +42,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from semantic.cacheability import uncacheable_reason
 from semantic.candidates import Choice, choose, trace_candidates
+from semantic.embed_batcher import EmbedBatcher
 from semantic.embedder import TextEmbedder
 from semantic.errors import InvalidRequestError, StoreUnavailableError
+from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
 from semantic.index import PartitionedIndex, check_vectors
 from semantic.partition import SemanticQuery
@@ -92,6 +94,7 @@ class SemanticCache:
         validator: HitValidator | None = None,
         verifier: HitVerifier | None = None,
         clock: Clock = utc_now,
+        hit_flush_seconds: float | None = DEFAULT_FLUSH_SECONDS,
     ) -> None:
         self.embedder = embedder
         self.entries = store
@@ -103,9 +106,13 @@ class SemanticCache:
         # construction (the model loads in the lifespan, after the cache is built).
         self.verifier = verifier
         self._clock = clock
+        # Hit counts are written in batches by a background thread (semantic/hit_counter.py);
+        # None: one write per hit, in the request.
+        self.hits = HitCounter(store, hit_flush_seconds) if hit_flush_seconds else None
         # Serializes database+index mutations so the two never disagree for long.
         self._write_lock = threading.RLock()
         self._vector_lock = threading.Lock()
+        self._batcher = EmbedBatcher(embedder)
         # Keyed by (tenant, question): a shared entry would let one tenant learn from
         # the response time whether another tenant asked a question recently.
         self._vectors: OrderedDict[tuple[str, str], NDArray[np.float32]] = OrderedDict()
@@ -138,7 +145,8 @@ class SemanticCache:
             if cached is not None:
                 self._vectors.move_to_end(key)
                 return cached
-        vector = check_vectors(self.embedder.embed([question]), self.embedder.dim)[0]
+        # Concurrent lookups' questions share one forward (semantic/embed_batcher.py).
+        vector = check_vectors(self._batcher.embed_one(question), self.embedder.dim)[0]
         vector.setflags(write=False)
         with self._vector_lock:
             self._vectors[key] = vector
@@ -262,13 +270,13 @@ class SemanticCache:
         expires_at = entry.expires_at
         if policy.sliding_ttl and entry.ttl_seconds:
             expires_at = now + timedelta(seconds=entry.ttl_seconds)
-        try:
-            self.entries.record_hit(
-                entry.id, at=now, expires_at=expires_at if policy.sliding_ttl else None
-            )
-        except StoreUnavailableError as exc:
-            # The answer was read a moment ago; losing a hit count is better than a miss.
-            logger.warning("semantic: could not record hit on entry %s: %s", entry.id, exc)
+        slid = expires_at if policy.sliding_ttl else None
+        if self.hits is not None and slid is None:
+            self.hits.record(entry.id, at=now)
+        else:
+            # A slid expiry is written at once: the next lookup (here or on another
+            # replica) must not find the entry expired by its old expiry.
+            self._record_hit_now(entry.id, now, slid)
         return LookupResult(
             True,
             key,
@@ -280,6 +288,13 @@ class SemanticCache:
             embedding=vector,
             verifier_score=verifier_score,
         )
+
+    def _record_hit_now(self, entry_id: int, now: datetime, slid: datetime | None) -> None:
+        try:
+            self.entries.record_hit(entry_id, at=now, expires_at=slid)
+        except StoreUnavailableError as exc:
+            # The answer was read a moment ago; losing a hit count is better than a miss.
+            logger.warning("semantic: could not record hit on entry %s: %s", entry_id, exc)
 
     def _forget(self, key: str, vanished: list[int], expired: list[int], now: datetime) -> None:
         """Drop vanished rows from the index and delete expired ones everywhere."""
@@ -392,5 +407,13 @@ class SemanticCache:
             )
 
     def get_entry(self, entry_id: int) -> StoredEntry:
-        """The stored entry (raises :class:`~semantic.errors.EntryNotFoundError`)."""
+        """The stored entry (raises :class:`~semantic.errors.EntryNotFoundError`), with
+        every hit counted so far written first (a failed write leaves it pending)."""
+        if self.hits is not None:
+            self.hits.flush()
         return self.entries.get(entry_id)
+
+    def close(self) -> None:
+        """Write the pending hit counts and stop their thread (the store stays open)."""
+        if self.hits is not None:
+            self.hits.close()

@@ -190,6 +190,9 @@ class Embedder:
             raise EmbedderError(f"{self.model_path} does not declare an embedding dimension")
         self._dim = int(dim)
         self.max_tokens = int(self._model.max_seq_length)
+        # Small batches skip encode() (see _forward); a model with a default prompt
+        # (encode prepends it) always goes through encode.
+        self._direct = not getattr(self._model, "default_prompt_name", None)
         # Computed once: hashing ~90 MB of weights takes a few hundred ms.
         self._embedder_id = f"{self.name}:{self._dim}:{model_digest(self.model_path)[:16]}"
         if progress:
@@ -257,6 +260,27 @@ class Embedder:
         checked = [coerce_question(t) for t in texts]
         if not checked:
             return np.empty((0, self._dim), dtype=np.float32)
+        if len(checked) <= self.batch_size and self._direct:
+            vectors = self._forward(checked)
+        else:
+            self._check_lengths(checked)
+            try:
+                with _torch_threads(self.cpu_threads):
+                    vectors = self._model.encode(
+                        checked,
+                        batch_size=self.batch_size,
+                        normalize_embeddings=True,
+                        convert_to_numpy=True,
+                        show_progress_bar=False,
+                    )
+            except Exception as exc:
+                raise EmbedderError(f"embedding failed: {exc}") from exc
+        out = np.ascontiguousarray(vectors, dtype=np.float32)
+        if out.shape != (len(checked), self._dim) or not np.isfinite(out).all():
+            raise EmbedderError(f"embedder returned a bad array of shape {out.shape}")
+        return out
+
+    def _check_lengths(self, checked: Sequence[str]) -> None:
         for count in self.count_tokens(checked):
             if count > self.max_tokens:
                 # Never quote the text: this message reaches logs and error bodies.
@@ -265,21 +289,35 @@ class Embedder:
                     " (it would silently truncate)",
                     reason="too_many_tokens",
                 )
+
+    def _forward(self, checked: list[str]) -> NDArray[np.float32]:
+        """One batch straight through the model's modules (transformer, pooling), the
+        same computation as ``encode`` without its per-call machinery (length sorting,
+        batching, device and dtype round trips), tokenized once: the token counts for
+        the length check come from the same tokenization (issue 15: a one-question
+        ``encode`` spent ~10% of its time outside the forward)."""
+        import torch
+
         try:
-            with _torch_threads(self.cpu_threads):
-                vectors = self._model.encode(
-                    checked,
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
+            features = self._model.preprocess(checked)
         except Exception as exc:
             raise EmbedderError(f"embedding failed: {exc}") from exc
-        out = np.ascontiguousarray(vectors, dtype=np.float32)
-        if out.shape != (len(checked), self._dim) or not np.isfinite(out).all():
-            raise EmbedderError(f"embedder returned a bad array of shape {out.shape}")
-        return out
+        lengths = features["attention_mask"].sum(dim=1).tolist()
+        # preprocess() truncates at max_tokens: a full row may have been cut, so count it.
+        full = [text for text, n in zip(checked, lengths, strict=True) if n >= self.max_tokens]
+        if full:
+            self._check_lengths(full)
+        try:
+            with _torch_threads(self.cpu_threads), torch.inference_mode():
+                batch = {
+                    k: v.to(self.device) if isinstance(v, torch.Tensor) else v
+                    for k, v in features.items()
+                }
+                pooled = self._model(batch)["sentence_embedding"]
+                unit = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)
+                return unit.cpu().numpy()
+        except Exception as exc:
+            raise EmbedderError(f"embedding failed: {exc}") from exc
 
     def __repr__(self) -> str:
         return f"Embedder({self._embedder_id!r}, device={self.device!r})"

@@ -18,14 +18,14 @@ transaction, so other replicas can replay it (:mod:`semantic.replay`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Engine, create_engine, delete, event, func, select, update
+from sqlalchemy import Engine, Table, bindparam, create_engine, delete, event, func, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -33,6 +33,7 @@ from sqlalchemy.pool import StaticPool
 
 from semantic.changes import CLEAR_PARTITION, DELETE, UPSERT, NewChange, log_changes
 from semantic.errors import EntryNotFoundError, StoreUnavailableError
+from semantic.hit_counter import PendingHits
 from semantic.models import SemanticEntry
 from semantic.question import normalize_question, question_digest
 
@@ -241,6 +242,31 @@ class EntryStore:
             session.execute(
                 update(SemanticEntry).where(SemanticEntry.id == entry_id).values(values)
             )
+
+    def record_hits(self, hits: Mapping[int, PendingHits]) -> None:
+        """Write a batch of counted hits (:mod:`semantic.hit_counter`) in one transaction:
+        ``hit_count + n`` in SQL, the latest hit time, and the slid expiry where one is given.
+        Entries deleted meanwhile are skipped (their UPDATE matches no row)."""
+        if not hits:
+            return
+        table = cast(Table, SemanticEntry.__table__)
+        statement = (
+            update(table)
+            .where(table.c.id == bindparam("b_id"))
+            .values(
+                hit_count=table.c.hit_count + bindparam("b_n"),
+                last_hit_at=bindparam("b_at", type_=table.c.last_hit_at.type),
+                expires_at=func.coalesce(
+                    bindparam("b_exp", type_=table.c.expires_at.type), table.c.expires_at
+                ),
+            )
+        )
+        rows = [
+            {"b_id": entry_id, "b_n": h.count, "b_at": h.last_hit_at, "b_exp": h.expires_at}
+            for entry_id, h in sorted(hits.items())  # one lock order for every writer
+        ]
+        with _unavailable_on_db_errors(self.url), self.engine.begin() as conn:
+            conn.execute(statement, rows)
 
     def delete(
         self, ids: Iterable[int], *, expired_at: datetime | None = None

@@ -147,8 +147,13 @@ class _SamplingFields(_Request):
         return self.max_tokens
 
 
+#: More turns than any chat template or context window makes use of; a bound, so a
+#: body of a million tiny messages is a 400 before any work (issue 14).
+MAX_MESSAGES = 2048
+
+
 class ChatCompletionRequest(_SamplingFields):
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_completion_tokens: int | None = None
 
     def requested_max_tokens(self) -> int | None:

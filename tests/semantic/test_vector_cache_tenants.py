@@ -41,7 +41,7 @@ def test_question_vectors_are_not_shared_across_tenants(
     embedder: Embedder, store: EntryStore
 ) -> None:
     counting = CountingEmbedder(embedder)
-    cache = SemanticCache(counting, store)  # type: ignore[arg-type]
+    cache = SemanticCache(counting, store)
     for tenant in ("tenant-a", "tenant-b"):  # non-empty partitions: lookups embed
         assert cache.store(chat(STORED, tenant=tenant), reply()).stored
     after_store = counting.calls

@@ -193,7 +193,8 @@ def main() -> int:
                 "CACHEGATE_ADMIN_TOKEN": admin,
                 "CACHEGATE_DEV_API_KEY": key,
             }
-            procs.append(start(f"gateway-{i}", ["serve"], env, workdir))
+            # --dev: the tenant "dev" with the fixed key above (a development start)
+            procs.append(start(f"gateway-{i}", ["serve", "--dev"], env, workdir))
             gateways.append((f"gateway-{i}", f"http://127.0.0.1:{port}", procs[-1]))
         for name, url, proc in gateways:
             wait_ready(name, f"{url}/ready", proc, args.timeout)

@@ -60,6 +60,10 @@ class TenantPolicy(BaseModel):
     prefix_namespace: str | None = Field(None, min_length=1, max_length=128)  # sharing group
     kv_block_quota: int | None = Field(None, gt=0)
     rate_limit_rpm: int | None = Field(None, gt=0)
+    # Bounds on the tenant's semantic cache (gateway/proxy/semantic_limits.py).
+    max_semantic_entries: int = Field(100_000, gt=0)
+    max_semantic_partitions: int = Field(10_000, gt=0)
+    semantic_limit_action: Literal["evict_oldest", "skip"] = "evict_oldest"
 
     @field_validator("entity_kinds")
     @classmethod

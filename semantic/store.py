@@ -372,6 +372,31 @@ class EntryStore:
         with _unavailable_on_db_errors(self.url), self._session() as session:
             return int(session.scalar(statement) or 0)
 
+    def partition_sizes(self, tenant: str) -> dict[str, tuple[int, datetime]]:
+        """The tenant's partitions: key → (entries, oldest entry's creation time)."""
+        statement = (
+            select(
+                SemanticEntry.partition_key,
+                func.count(),
+                func.min(SemanticEntry.created_at),
+            )
+            .where(SemanticEntry.tenant == tenant)
+            .group_by(SemanticEntry.partition_key)
+        )
+        with _unavailable_on_db_errors(self.url), self._session() as session:
+            return {key: (int(n), oldest) for key, n, oldest in session.execute(statement)}
+
+    def oldest_ids(self, tenant: str, limit: int) -> list[int]:
+        """Ids of the tenant's ``limit`` oldest entries, oldest first."""
+        statement = (
+            select(SemanticEntry.id)
+            .where(SemanticEntry.tenant == tenant)
+            .order_by(SemanticEntry.created_at, SemanticEntry.id)
+            .limit(limit)
+        )
+        with _unavailable_on_db_errors(self.url), self._session() as session:
+            return [int(i) for i in session.scalars(statement)]
+
     def iter_entries(
         self, *, embedder_id: str | None = None, batch_size: int = 1000
     ) -> Iterator[StoredEntry]:

@@ -20,6 +20,7 @@ from sqlalchemy import text
 
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.judge import UpstreamJudge
+from gateway.proxy.semantic_limits import make_room
 from gateway.tenants import TenantContext
 from gateway.verification import Verification
 from semantic import SemanticCache, SemanticPolicy, SemanticQuery
@@ -220,14 +221,26 @@ class Pipeline:
         # The lookup's vector and partition key: the question is neither embedded
         # nor its partition hashed a second time for the same request.
         looked = decision.result
+        cache = self.cache
+        key = looked.partition_key if looked is not None else None
         try:
+            full = await asyncio.to_thread(
+                make_room,
+                cache,
+                ctx.tenant_id,
+                key or cache.partition_key(decision.query),
+                ctx.policy,
+            )
+            if full is not None:
+                self.metrics.backfills.labels(ctx.tenant_id, "skipped").inc()
+                return f"skipped:{full}"
             result = await asyncio.to_thread(
-                self.cache.store,
+                cache.store,
                 decision.query,
                 response,
                 request_policy(ctx, cc),
                 embedding=looked.embedding if looked is not None else None,
-                partition_key=looked.partition_key if looked is not None else None,
+                partition_key=key,
             )
         except StoreUnavailableError as exc:
             self._store_down(exc)

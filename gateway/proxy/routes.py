@@ -92,7 +92,11 @@ async def _handle(request: Request, kind: Kind) -> Response:
     started = time.perf_counter()
     gw = state(request)
     ctx = await authenticated(authenticate(request))  # the `auth` span; the access line's tenant
-    request.app.state.rate_limiter.check(ctx)  # 429 + Retry-After (gateway/proxy/ratelimit.py)
+    limiter = request.app.state.rate_limiter  # 429 + Retry-After (gateway/proxy/ratelimit.py)
+    if ctx.policy.rate_limit_rpm is None:
+        limiter.check(ctx)  # nothing to count: no store is asked
+    else:  # a shared bucket is a Redis or PostgreSQL round trip: off the event loop
+        await asyncio.to_thread(limiter.check, ctx)
     try:
         body = await read_json(request, gw.max_body_bytes)
         # `cache` leaves the body first: not part of the partition key, never forwarded.

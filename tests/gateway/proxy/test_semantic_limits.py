@@ -3,6 +3,8 @@ not stored — and another tenant is never touched (real embedder, real SQLite).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gateway.policy import TenantPolicy
@@ -23,7 +25,7 @@ def cache(embedder: Embedder, tmp_path: object) -> SemanticCache:
 
 
 def put(
-    cache: SemanticCache, question: str, tenant: str, policy: TenantPolicy, **params: object
+    cache: SemanticCache, question: str, tenant: str, policy: TenantPolicy, **params: Any
 ) -> str | None:
     """The backfill's order: make room, then store."""
     query = chat(question, tenant=tenant, **params)

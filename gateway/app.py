@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
@@ -44,7 +45,9 @@ from gateway.tracing import gateway_tracer, instrument
 from gateway.verification import GatewayVerifier, Verification, load_verifier
 from migrations.runner import upgrade_database
 from prefix.config import EngineConfig
-from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
+from semantic import EntryStore, PartitionedIndex, SemanticCache
+from semantic.embedder import CoveringEmbedder
+from semantic.embedders import build_embedder
 from validators import Validator
 
 if TYPE_CHECKING:  # torch comes in only when the engine runs in this process
@@ -60,7 +63,7 @@ class Components:
 
     engine: PrefixEngine | None = None
     upstream: Upstream | None = None
-    embedder: Embedder | None = None
+    embedder: CoveringEmbedder | None = None
     semantic_cache: SemanticCache | None = None
     verifier: GatewayVerifier | None = None  # the loaded pair verifier (tests share one)
     tracer_provider: Any = None  # an opentelemetry TracerProvider; None: from settings
@@ -273,7 +276,8 @@ def _build_upstream(settings: Settings, parts: Components, salt: str) -> Upstrea
 
 
 def _build_cache(settings: Settings, parts: Components, url: str) -> SemanticCache:
-    embedder = parts.embedder or Embedder(settings.embedder_path)
+    path = Path(settings.embedder_path) if settings.embedder_path else None
+    embedder = parts.embedder or build_embedder(settings.embedder, path)
     return SemanticCache(
         embedder, EntryStore(url), PartitionedIndex(embedder.dim), validator=Validator()
     )

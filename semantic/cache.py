@@ -44,6 +44,7 @@ from semantic.cacheability import uncacheable_reason
 from semantic.candidates import Choice, choose, trace_candidates
 from semantic.embed_batcher import EmbedBatcher
 from semantic.embedder import TextEmbedder
+from semantic.embedders import MIN_COVERAGE
 from semantic.errors import InvalidRequestError, StoreUnavailableError
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
@@ -51,7 +52,7 @@ from semantic.index import PartitionedIndex, check_vectors
 from semantic.partition import SemanticQuery
 from semantic.policy import DEFAULT_POLICY, SemanticPolicy
 from semantic.rebuild import rebuild_index
-from semantic.results import BELOW_THRESHOLD, EMPTY, LookupResult, StoreResult
+from semantic.results import BELOW_THRESHOLD, EMPTY, UNSUPPORTED_TEXT, LookupResult, StoreResult
 from semantic.store import EntryStore, NewEntry, StoredEntry
 from semantic.trace import NO_TRACE, LookupTrace
 from semantic.verification import HitVerifier
@@ -154,6 +155,13 @@ class SemanticCache:
                 self._vectors.popitem(last=False)
         return vector
 
+    def is_supported(self, question: str) -> bool:
+        """Whether the embedder represents every letter of ``question`` (issue 12: with
+        MiniLM, "你们几点开门几点关门" is ten [UNK]s and collides with unrelated Chinese).
+        An embedder without ``coverage`` is trusted as it was before coverage existed."""
+        coverage = getattr(self.embedder, "coverage", None)
+        return coverage is None or float(coverage(question)) >= MIN_COVERAGE
+
     # -- lookup ------------------------------------------------------------------
     def lookup(
         self,
@@ -180,6 +188,10 @@ class SemanticCache:
         tr.step("guards", refusal is None, refusal)
         if refusal is not None:
             return LookupResult(False, key, reason=refusal, trace=tr.result)
+        supported = self.is_supported(query.question)
+        tr.step("coverage", supported, None if supported else UNSUPPORTED_TEXT)
+        if not supported:
+            return LookupResult(False, key, reason=UNSUPPORTED_TEXT, trace=tr.result)
         size = self.index.size(key)
         tr.partition(key, size)
         tr.step("partition_not_empty", size > 0, key)
@@ -330,6 +342,8 @@ class SemanticCache:
         skip = uncacheable_reason(response, query.endpoint)
         if skip is None and self.validator is not None and policy.guards:
             skip = self.validator.guard(query.question, policy.guards) or None
+        if skip is None and not self.is_supported(query.question):
+            skip = UNSUPPORTED_TEXT
         if skip is not None:
             return StoreResult(False, key, reason=skip)
         if embedding is None:

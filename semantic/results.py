@@ -16,6 +16,9 @@ from semantic.trace import LookupTrace
 BELOW_THRESHOLD = "below_threshold"
 EXPIRED = "expired"
 EMPTY = "empty"
+# The embedder cannot represent the question (unknown tokens, an uncovered script):
+# its vector says nothing about it, so it is never served from, nor stored in, the cache.
+UNSUPPORTED_TEXT = "unsupported_text"
 
 # Reasons a response is not stored (besides "guarded:<scenario>").
 SKIP_TRUNCATED = "truncated"  # finish_reason "length"

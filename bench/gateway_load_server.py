@@ -121,6 +121,7 @@ def serve_main(spec_path: str) -> None:
     from gateway.settings import Settings
     from gateway.tenants import TenantStore
     from migrations.runner import upgrade_database
+    from prefix.model.dtype import resolve_dtype
     from prefix.model.loader import default_model_path, load_model
     from prefix.serve.server import create_engine_app
     from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
@@ -147,7 +148,7 @@ def serve_main(spec_path: str) -> None:
     loaded = load_model(
         settings.model_path or default_model_path(),
         device=device,
-        dtype=getattr(torch, settings.dtype),
+        dtype=resolve_dtype(settings.dtype, device)[0],
     )
     say("loading embedder ...")
     embedder = Embedder(settings.embedder_path, progress=False)

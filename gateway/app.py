@@ -183,6 +183,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
             await ops.aclose()
             await upstream.aclose()
             if cache is not None:
+                await asyncio.to_thread(cache.close)  # the last batched hit counts first
                 cache.entries.close()
             db.dispose()
 

@@ -28,6 +28,7 @@ def test_postgres_round_trip_hit_and_restart(
         assert hit.hit and hit.entry_id == stored.entry_id and hit.answer == reply("v2")
         assert cache.lookup(chat(PARAPHRASE, tenant="tenant-b")).reason == "empty"
 
+        cache.close()  # a clean shutdown writes the batched hit counts
         restarted = SemanticCache(embedder, EntryStore(pg_url), clock=clock)
         assert restarted.rebuild(progress=False) == 1
         again = restarted.lookup(chat(PARAPHRASE))

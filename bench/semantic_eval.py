@@ -90,6 +90,13 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=1000)
     ap.add_argument("--cache-per-kind", type=int, default=50)
     ap.add_argument("--bootstrap", type=int, default=1000)
+    ap.add_argument(
+        "--verifier",
+        action="store_true",
+        help="add the pair verifier's columns, both embedders and the Chinese section "
+        "(bench/semantic_eval_verifier.py, on the verifier's eval split only)",
+    )
+    ap.add_argument("--verifier-per-kind", type=int, default=400)
     args = ap.parse_args()
     started = time.perf_counter()
     load_start = list(os.getloadavg())
@@ -228,6 +235,10 @@ def main() -> None:
         "cache_check": cache,
         "timings_s": timings,
     }
+    if args.verifier:
+        from bench import semantic_eval_verifier as sev
+
+        payload["verifier"] = sev.run(args.verifier_per_kind)
     write_json("semantic_eval", payload)
     print(f"total {timings['total']:.0f} s")
 

@@ -1,0 +1,290 @@
+"""The semantic cache's decision with the pair verifier, on pairs it never trained on
+(issue 12, part 5): English and Chinese, per pair kind, per embedder.
+
+Pairs: the verifier's *eval* split (bench/verifier_pairs.py: split by intent,
+by MeanCache main question and by PAWS-X component, so no eval question was
+seen in training or calibration), at most ``--per-kind`` per (language, kind).
+A pair (new question ``a``, cached question ``b``) is *served* when
+
+  old default   cosine >= 0.89 and the entity validator accepts (today's path)
+  retrieval     cosine >= the retrieval threshold T and the validator accepts
+  verifier      as ``retrieval`` and the verifier scores it above the cut of the
+                default target misfire rate (0.01): the new default path
+
+and, where the embedder reports coverage (semantic/embedders.py), both
+questions are fully covered (the cache refuses the rest). For negatives the
+served share is the misfire rate, for positives the recall.
+
+T per embedder is measured here: the highest T at which, in every language
+where the verifier serves positives, the verifier path keeps >= 95% of the
+positives it keeps with no retrieval threshold at all (the verifier, not the
+cosine, is the gate; a higher T only costs recall, a lower one only costs
+time). ``gateway/verification.py`` RETRIEVAL_THRESHOLDS records the result.
+
+    .venv/bin/python bench/semantic_eval_verifier.py [--per-kind 400]
+
+(also ``bench/semantic_eval.py --verifier``). Writes
+bench/results/semantic_eval_verifier.json and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.semantic_common import embed_batches
+from bench.verifier_eval import PAIRS, sample_eval
+from bench.verifier_pairs import VPair
+from semantic import normalize_question
+from validators import Validator, ValidatorError
+from validators.verifier import DEFAULT_TARGET_MISFIRE, PairVerifier
+
+RESULTS = Path(__file__).resolve().parent / "results" / "semantic_eval_verifier.json"
+OLD_THRESHOLD = 0.89
+SWEEP = np.round(np.arange(0.50, 0.96, 0.01), 2)
+KEEP_OF_UNGATED = 0.95
+#: Goals of issue 12 at the defaults: (kind label, bound, "max" misfire or "min" recall).
+GOALS = (
+    ("en/hard", 0.01, "max"),
+    ("en/entity", 0.01, "max"),
+    ("en/context", 0.01, "max"),
+    ("en/paws-", 0.05, "max"),
+    ("zh/paws-", 0.05, "max"),
+    ("en/paraphrase+", 0.60, "min"),
+    ("zh/positives+", 0.60, "min"),
+)
+
+
+def kind_of(p: VPair) -> str:
+    """``lang/kind`` with ``+``/``-`` on PAWS-X (whose kind holds both labels)."""
+    if p.kind == "paws":
+        return f"{p.lang}/paws{'+' if p.label else '-'}"
+    return f"{p.lang}/{p.kind}" + ("+" if p.label else "")
+
+
+def embedders(names: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in names:
+        try:
+            from semantic.embedders import build_embedder
+        except ImportError:  # before the multilingual embedder existed
+            if name != "minilm":
+                continue
+            from semantic import Embedder
+
+            out[name] = Embedder(cpu_threads=1, progress=False)
+            continue
+        out[name] = build_embedder(name, progress=False)
+    return out
+
+
+def cosines(embedder: Any, pairs: Sequence[VPair]) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine per pair, and whether the embedder covers both questions."""
+    texts = sorted({t for p in pairs for t in (p.a, p.b)})
+    row = {t: i for i, t in enumerate(texts)}
+    vectors = embed_batches(embedder, texts)
+    cos = np.asarray([float(vectors[row[p.a]] @ vectors[row[p.b]]) for p in pairs])
+    cover: Callable[[str], float] | None = getattr(embedder, "coverage", None)
+    if cover is None:
+        return cos, np.ones(len(pairs), dtype=bool)
+    covered = {t: cover(t) >= 1.0 for t in texts}
+    return cos, np.asarray([covered[p.a] and covered[p.b] for p in pairs])
+
+
+def validator_ok(pairs: Sequence[VPair]) -> np.ndarray:
+    v = Validator()
+    out = []
+    for p in pairs:
+        try:
+            out.append(v.check(p.a, p.b, None, 1.0, None, ()) is None)
+        except ValidatorError:
+            out.append(False)
+    return np.asarray(out)
+
+
+def verifier_scores(verifier: PairVerifier, pairs: Sequence[VPair]) -> np.ndarray:
+    """The verifier's score per pair (0 when unsupported), kept beside the pairs file
+    per digest of the weights and the Chinese head: the scores depend on those alone,
+    the cut on the calibration, so a new calibration reuses them."""
+    head = verifier.model_dir / "zh_head.json"  # the Chinese path's own weights
+    digest = hashlib.sha256(
+        verifier.meta["weights_sha256"].encode() + (head.read_bytes() if head.exists() else b"")
+    ).hexdigest()
+    kept = PAIRS.parent / f"eval_scores_{digest[:16]}.json"
+    known: dict[str, float] = json.loads(kept.read_text()) if kept.exists() else {}
+    keys = [json.dumps([p.a, p.b], ensure_ascii=False) for p in pairs]
+    todo = [p for p, k in zip(pairs, keys, strict=True) if k not in known]
+    for p, score in zip(todo, _score(verifier, todo), strict=True):
+        known[json.dumps([p.a, p.b], ensure_ascii=False)] = score
+    if todo:
+        kept.write_text(json.dumps(known, ensure_ascii=False), encoding="utf-8")
+    return np.asarray([known[k] for k in keys])
+
+
+def _score(verifier: PairVerifier, pairs: Sequence[VPair]) -> list[float]:
+    scores: list[float] = []
+    for lo in range(0, len(pairs), 64):
+        verdicts = verifier.verdicts_for_pairs([(p.a, p.b) for p in pairs[lo : lo + 64]])
+        scores += [v.score if v.supported else 0.0 for v in verdicts]
+        print(f"verifier: {len(scores)}/{len(pairs)}", file=sys.stderr, end="\r")
+    print(file=sys.stderr)
+    return scores
+
+
+def langs(kinds: np.ndarray, lang: str) -> np.ndarray:
+    return np.asarray([k.startswith(lang + "/") for k in kinds])
+
+
+def choose_threshold(
+    kinds: np.ndarray, labels: np.ndarray, verified: np.ndarray, cos: np.ndarray
+) -> float:
+    """The highest T of :data:`SWEEP` meeting the rule of the module docstring."""
+    chosen = float(SWEEP[0])
+    for t in SWEEP:
+        ok = True
+        for lang in ("en", "zh"):
+            pos = (labels == 1) & np.char.startswith(kinds.astype(str), lang)
+            ungated = (pos & verified).sum()
+            if ungated and (pos & verified & (cos >= t)).sum() < KEEP_OF_UNGATED * ungated:
+                ok = False
+        if ok:
+            chosen = float(t)
+    return chosen
+
+
+def served_rates(kinds: np.ndarray, served: np.ndarray) -> dict[str, float]:
+    out = {k: round(float(served[kinds == k].mean()), 4) for k in sorted(set(kinds))}
+    for lang in ("en", "zh"):
+        pos = np.asarray([k.startswith(lang) and k.endswith("+") for k in kinds])
+        if pos.any():
+            out[f"{lang}/positives+"] = round(float(served[pos].mean()), 4)
+    return out
+
+
+def evaluate(pairs: Sequence[VPair], names: Sequence[str], threads: int = 1) -> dict[str, Any]:
+    kinds = np.asarray([kind_of(p) for p in pairs])
+    labels = np.asarray([p.label for p in pairs])
+    verifier = PairVerifier(threads=threads)
+    scores = verifier_scores(verifier, pairs)
+    cut = verifier.cut_for(DEFAULT_TARGET_MISFIRE)
+    accepted = validator_ok(pairs)
+    # As the cache (semantic/candidates.py): a question equal once normalized needs no verifier.
+    same = np.asarray([normalize_question(p.a) == normalize_question(p.b) for p in pairs])
+    verified = accepted & ((scores > cut) | same)
+    result: dict[str, Any] = {
+        "split": "eval",
+        "pairs": len(pairs),
+        "counts": {k: int((kinds == k).sum()) for k in sorted(set(kinds))}
+        | {
+            f"{lang}/positives+": int(((labels == 1) & langs(kinds, lang)).sum())
+            for lang in ("en", "zh")
+        },
+        "target_misfire_rate": DEFAULT_TARGET_MISFIRE,
+        "verifier_cut": round(cut, 6),
+        "embedders": {},
+    }
+    for name, embedder in embedders(names).items():
+        cos, covered = cosines(embedder, pairs)
+        gated = verified & covered
+        t = choose_threshold(kinds, labels, gated, cos)
+        result["embedders"][name] = {
+            "embedder_id": embedder.embedder_id,
+            "retrieval_threshold": t,
+            "old_default": served_rates(kinds, accepted & covered & (cos >= OLD_THRESHOLD)),
+            "retrieval_only": served_rates(kinds, accepted & covered & (cos >= t)),
+            "verifier": served_rates(kinds, gated & (cos >= t)),
+        }
+    return result
+
+
+def goals(rates: dict[str, float]) -> list[dict[str, Any]]:
+    out = []
+    for kind, bound, how in GOALS:
+        got = rates.get(kind)
+        met = None if got is None else got <= bound if how == "max" else got >= bound
+        out.append(
+            {
+                "kind": kind,
+                "goal": f"{'<=' if how == 'max' else '>='} {bound}",
+                "got": got,
+                "met": met,
+            }
+        )
+    return out
+
+
+def table(result: dict[str, Any]) -> str:
+    names = list(result["embedders"])
+    head = f"{'lang/kind':22} {'n':>5}" + "".join(
+        f" | {n[:8] + ' old':>12} {'retr':>6} {'+verif':>6}" for n in names
+    )
+    lines = [
+        f"eval split only; verifier cut {result['verifier_cut']:.4f} "
+        f"(target misfire {result['target_misfire_rate']}); retrieval T: "
+        + ", ".join(f"{n} {e['retrieval_threshold']:.2f}" for n, e in result["embedders"].items()),
+        "served share (misfire rate for negatives, recall for kinds ending in +)",
+        head,
+    ]
+    rows = sorted({k for e in result["embedders"].values() for k in e["verifier"]})
+    for k in rows:
+        cells = "".join(
+            f" | {e['old_default'].get(k, float('nan')):>12.3f} "
+            f"{e['retrieval_only'].get(k, float('nan')):>6.3f} "
+            f"{e['verifier'].get(k, float('nan')):>6.3f}"
+            for e in result["embedders"].values()
+        )
+        lines.append(f"{k:22} {result['counts'].get(k, 0):>5}{cells}")
+    return "\n".join(lines)
+
+
+def run(
+    per_kind: int,
+    names: Sequence[str] = ("minilm", "e5"),
+    threads: int = 1,
+    pairs_path: Path = PAIRS,
+) -> dict[str, Any]:
+    """Evaluate, check the goals, print the table; the result (also for semantic_eval.py)."""
+    from bench.train_verifier import load_or_build_pairs
+
+    pairs = sample_eval(load_or_build_pairs(pairs_path, rebuild=False), per_kind)
+    result = evaluate(pairs, names, threads)
+    for e in result["embedders"].values():
+        e["goals"] = goals(e["verifier"])
+    print(table(result))
+    for name, e in result["embedders"].items():
+        print(
+            f"goals ({name}): "
+            + "; ".join(
+                f"{g['kind']} {g['goal']}: {g['got']} {'ok' if g['met'] else 'MISSED'}"
+                for g in e["goals"]
+            )
+        )
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", type=Path, default=PAIRS)
+    ap.add_argument("--per-kind", type=int, default=400)
+    ap.add_argument("--embedders", nargs="+", default=["minilm", "e5"])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    result = run(args.per_kind, args.embedders, args.threads, args.pairs)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

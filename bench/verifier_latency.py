@@ -1,0 +1,137 @@
+"""Lookup latency with the pair verifier on the hit path, at 100k entries (issue 12).
+
+The same set-up as bench/semantic_latency.py (its bulk filler: real BANKING77 +
+CLINC150 questions, then noisy copies of their vectors up to the size, one
+partition of a temporary SQLite file, the index built by ``cache.rebuild()``),
+and ``SemanticCache.lookup`` of held-out real questions timed three ways:
+
+  off        the old default path: cosine >= 0.89, entity validator
+  verifier   the new default path: cosine >= the retrieval threshold of the
+             embedder (gateway/verification.py), validator, then the shipped
+             verifier on every accepted candidate of the top 5, in one batch,
+             served only above the cut of the default target (0.01)
+  verifier only   the verifier's ``scores`` call alone on those lookups'
+             candidates (one query, up to 5 candidates)
+
+The noisy copies make the worst case for the verifier: nearly every lookup has
+five candidates above the retrieval threshold, all scored.
+
+    .venv/bin/python bench/verifier_latency.py [--size 100000] [--lookups 200]
+
+Writes bench/results/verifier_latency.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+from collections import Counter
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import environment, write_json
+from bench.semantic_common import embed_batches, fits, query
+from bench.semantic_data import DATA_DIR, load_banking77, load_clinc150
+from bench.semantic_latency_index import TOP_K, Filler
+from bench.semantic_latency_timing import summary, time_each
+from gateway.verification import load_verifier, retrieval_threshold_for
+from migrations.runner import upgrade_database
+from semantic import (
+    Embedder,
+    EntryStore,
+    LookupResult,
+    SemanticCache,
+    SemanticPolicy,
+    normalize_question,
+)
+from validators import Validator
+from validators.verifier import DEFAULT_TARGET_MISFIRE
+
+GOAL_P50_MS = 20.0
+
+
+def lookup(cache: SemanticCache, policy: SemanticPolicy, text: str) -> LookupResult:
+    return cache.lookup(query(text), policy)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=100_000)
+    ap.add_argument("--pool", type=int, default=6_000)
+    ap.add_argument("--lookups", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads of the verifier")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    load_start = list(os.getloadavg())
+    embedder = Embedder(cpu_threads=1, progress=False)
+    validator = Validator()
+    verifier = load_verifier(args.threads)
+    cut = verifier.shipped_cut(DEFAULT_TARGET_MISFIRE)
+    retrieval = retrieval_threshold_for(embedder.embedder_id)
+    texts = [q.text for q in fits(embedder, load_banking77(DATA_DIR) + load_clinc150(DATA_DIR))]
+    random.Random(args.seed).shuffle(texts)
+    unique: dict[str, str] = {}
+    for text in texts:
+        unique.setdefault(normalize_question(text), text)
+    texts = list(unique.values())
+    pool, held_out = texts[: args.pool], texts[args.pool : args.pool + args.lookups + 10]
+    pool_vecs = embed_batches(embedder, pool)
+    entities = [validator.extract(t) for t in pool]
+    policies = {
+        "off": SemanticPolicy(threshold=0.89, top_k=TOP_K),
+        "verifier": SemanticPolicy(threshold=retrieval, top_k=TOP_K, verifier_cut=cut),
+    }
+    out: dict[str, Any] = {
+        "size": args.size,
+        "retrieval_threshold": retrieval,
+        "verifier_cut": cut,
+        "verifier_threads": args.threads,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/verifier_latency.db"
+        upgrade_database(url)
+        store = EntryStore(url)
+        partition = query("x").partition_key(embedder.embedder_id)
+        Filler(store, embedder.embedder_id, partition, pool, pool_vecs, entities, 0.25, 0).fill(
+            args.size
+        )
+        cache = SemanticCache(embedder, store, validator=validator, verifier=verifier)
+        out["entries"] = cache.rebuild(progress=True)
+        for name, policy in policies.items():
+            for text in held_out[:10]:  # warm-up
+                cache.lookup(query(text), policy)
+            ms, results = time_each(held_out[10:], partial(lookup, cache, policy), name)
+            outcomes = Counter("hit" if r.hit else str(r.reason) for r in results)
+            out[name] = summary(ms) | {"outcomes": dict(outcomes)}
+        # The verifier's own call on the candidates those lookups met.
+        calls = []
+        for text in held_out[10:]:
+            found = cache.index.search(partition, embedder.embed([text])[0], TOP_K)
+            rows = store.get_many(i for i, s in found if s >= retrieval)
+            if rows:
+                calls.append((text, [r.question for r in rows.values()]))
+        ms, _ = time_each(calls, lambda c: verifier.scores(c[0], c[1]), "verifier only")
+        out["verifier_only"] = summary(ms) | {
+            "mean_candidates": round(sum(len(c[1]) for c in calls) / max(1, len(calls)), 2)
+        }
+        store.close()
+    out["goal_p50_ms"] = GOAL_P50_MS
+    out["load_average"] = {"start": load_start, "end": list(os.getloadavg())}
+    out["environment"] = environment()
+    write_json("verifier_latency", out)
+    for name in ("off", "verifier", "verifier_only"):
+        s = out[name]
+        print(
+            f"{name:14} p50 {s['p50_ms']:.1f} ms  p90 {s['p90_ms']:.1f} ms  {s.get('outcomes', '')}"
+        )
+    print(f"load average start {load_start}, end {out['load_average']['end']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -28,10 +28,8 @@ that trace, so what it reports is what serving does.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
@@ -42,15 +40,15 @@ from numpy.typing import ArrayLike, NDArray
 
 from semantic.cacheability import uncacheable_reason
 from semantic.candidates import Choice, choose, trace_candidates
-from semantic.embed_batcher import EmbedBatcher
 from semantic.embedder import TextEmbedder
-from semantic.embedders import MIN_COVERAGE
 from semantic.errors import InvalidRequestError, StoreUnavailableError
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
 from semantic.index import PartitionedIndex, check_vectors
+from semantic.json_copy import json_copy
 from semantic.partition import SemanticQuery
 from semantic.policy import DEFAULT_POLICY, SemanticPolicy
+from semantic.question_vectors import QuestionVectors
 from semantic.rebuild import rebuild_index
 from semantic.results import BELOW_THRESHOLD, EMPTY, UNSUPPORTED_TEXT, LookupResult, StoreResult
 from semantic.store import EntryStore, NewEntry, StoredEntry
@@ -59,28 +57,11 @@ from semantic.verification import HitVerifier
 
 logger = logging.getLogger(__name__)
 
-#: Question texts whose embeddings are kept (LRU); 4,096 × 384 floats ≈ 6 MiB.
-VECTOR_CACHE_SIZE = 4096
-
 Clock = Callable[[], datetime]
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=repr)
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _json_copy(value: Any, what: str) -> Any:
-    """A detached, JSON-only copy: exactly what the database will give back later."""
-    try:
-        return json.loads(json.dumps(value, default=_json_default, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise InvalidRequestError(f"{what} is not JSON serializable: {exc}") from exc
 
 
 class SemanticCache:
@@ -97,7 +78,7 @@ class SemanticCache:
         clock: Clock = utc_now,
         hit_flush_seconds: float | None = DEFAULT_FLUSH_SECONDS,
     ) -> None:
-        self.embedder = embedder
+        self.vectors = QuestionVectors(embedder)
         self.entries = store
         self.index = index if index is not None else PartitionedIndex(embedder.dim)
         if self.index.dim != embedder.dim:
@@ -112,11 +93,6 @@ class SemanticCache:
         self.hits = HitCounter(store, hit_flush_seconds) if hit_flush_seconds else None
         # Serializes database+index mutations so the two never disagree for long.
         self._write_lock = threading.RLock()
-        self._vector_lock = threading.Lock()
-        self._batcher = EmbedBatcher(embedder)
-        # Keyed by (tenant, question): a shared entry would let one tenant learn from
-        # the response time whether another tenant asked a question recently.
-        self._vectors: OrderedDict[tuple[str, str], NDArray[np.float32]] = OrderedDict()
 
     @property
     def write_lock(self) -> AbstractContextManager[bool]:
@@ -137,30 +113,19 @@ class SemanticCache:
     def partition_key(self, query: SemanticQuery) -> str:
         return query.partition_key(self.embedder_id)
 
-    def _embed(self, tenant: str, question: str) -> NDArray[np.float32]:
-        # Popular questions repeat word for word; an embedding is ~10 ms of CPU, a dict
-        # hit microseconds. The vector depends only on the text and this embedder.
-        key = (tenant, question)
-        with self._vector_lock:
-            cached = self._vectors.get(key)
-            if cached is not None:
-                self._vectors.move_to_end(key)
-                return cached
-        # Concurrent lookups' questions share one forward (semantic/embed_batcher.py).
-        vector = check_vectors(self._batcher.embed_one(question), self.embedder.dim)[0]
-        vector.setflags(write=False)
-        with self._vector_lock:
-            self._vectors[key] = vector
-            if len(self._vectors) > VECTOR_CACHE_SIZE:
-                self._vectors.popitem(last=False)
-        return vector
+    @property
+    def embedder(self) -> TextEmbedder:
+        return self.vectors.embedder
+
+    @embedder.setter
+    def embedder(self, embedder: TextEmbedder) -> None:
+        self.vectors.embedder = embedder
 
     def is_supported(self, question: str) -> bool:
-        """Whether the embedder represents every letter of ``question`` (issue 12: with
-        MiniLM, "你们几点开门几点关门" is ten [UNK]s and collides with unrelated Chinese).
-        An embedder without ``coverage`` is trusted as it was before coverage existed."""
-        coverage = getattr(self.embedder, "coverage", None)
-        return coverage is None or float(coverage(question)) >= MIN_COVERAGE
+        return self.vectors.is_supported(question)
+
+    def _embed(self, tenant: str, question: str) -> NDArray[np.float32]:
+        return self.vectors.vector(tenant, question)
 
     # -- lookup ------------------------------------------------------------------
     def lookup(
@@ -353,10 +318,10 @@ class SemanticCache:
             if vectors.shape[0] != 1:
                 raise InvalidRequestError("store() takes one embedding")
             vector = vectors[0]
-        answer = _json_copy(dict(response), "response body")
+        answer = json_copy(dict(response), "response body")
         entities = None
         if self.validator is not None:
-            entities = _json_copy(self.validator.extract(query.question), "entities")
+            entities = json_copy(self.validator.extract(query.question), "entities")
         now = self._now()
         ttl = policy.ttl_seconds
         new = NewEntry(

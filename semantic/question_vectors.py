@@ -1,0 +1,65 @@
+"""The question → vector step of a lookup: coverage check, per-tenant LRU, batching.
+
+Popular questions repeat word for word; an embedding is ~10 ms of CPU, a dict hit
+microseconds, so vectors are kept in an LRU keyed by (tenant, question) — a shared
+entry would let one tenant learn from the response time whether another tenant asked
+a question recently. Concurrent lookups' questions share one forward
+(:mod:`semantic.embed_batcher`). ``embedder`` may be replaced after construction (the
+gateway wraps it for tracing); the batcher follows.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+from numpy.typing import NDArray
+
+from semantic.embed_batcher import EmbedBatcher
+from semantic.embedder import TextEmbedder
+from semantic.embedders import MIN_COVERAGE
+from semantic.vectors import check_vectors
+
+#: Question texts whose embeddings are kept (LRU); 4,096 × 384 floats ≈ 6 MiB.
+VECTOR_CACHE_SIZE = 4096
+
+
+class QuestionVectors:
+    def __init__(self, embedder: TextEmbedder, size: int = VECTOR_CACHE_SIZE) -> None:
+        self._batcher = EmbedBatcher(embedder)
+        self._embedder = embedder
+        self.size = size
+        self._lock = threading.Lock()
+        self._vectors: OrderedDict[tuple[str, str], NDArray[np.float32]] = OrderedDict()
+
+    @property
+    def embedder(self) -> TextEmbedder:
+        return self._embedder
+
+    @embedder.setter
+    def embedder(self, embedder: TextEmbedder) -> None:
+        self._embedder = self._batcher.embedder = embedder
+
+    def is_supported(self, question: str) -> bool:
+        """Whether the embedder represents every letter of ``question`` (issue 12: with
+        MiniLM, "你们几点开门几点关门" is ten [UNK]s and collides with unrelated Chinese).
+        An embedder without ``coverage`` is trusted as it was before coverage existed."""
+        coverage = getattr(self._embedder, "coverage", None)
+        return coverage is None or float(coverage(question)) >= MIN_COVERAGE
+
+    def vector(self, tenant: str, question: str) -> NDArray[np.float32]:
+        """The question's ``(dim,)`` unit vector (read-only)."""
+        key = (tenant, question)
+        with self._lock:
+            cached = self._vectors.get(key)
+            if cached is not None:
+                self._vectors.move_to_end(key)
+                return cached
+        vector = check_vectors(self._batcher.embed_one(question), self._embedder.dim)[0]
+        vector.setflags(write=False)
+        with self._lock:
+            self._vectors[key] = vector
+            if len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+        return vector

@@ -116,7 +116,10 @@ def test_admin_routes(target: Target) -> None:
         }
         with admin_client(target.gw) as c:
             if method in ("GET", "DELETE"):
-                r = c.request(method, path, params=params)
+                try:
+                    r = c.request(method, path, params=params)
+                except httpx.InvalidURL:
+                    return  # the client refused to build the URL: nothing reached the server
             else:
                 import json
 

@@ -64,7 +64,8 @@ def test_a_traced_hit_counts_nothing_and_moves_no_expiry(
     assert dry.hit and dry.entry_id == entry_id and dry.answer == reply()
     assert dry.trace is not None and dry.trace.served_entry_id == entry_id
     assert checks(dry.trace) == [
-        ("guards", True), ("partition_not_empty", True), ("threshold", True), ("validators", True),
+        ("guards", True), ("coverage", True), ("partition_not_empty", True),
+        ("threshold", True), ("validators", True),
     ]  # fmt: skip
     assert dry.trace.question == PARAPHRASE and dry.trace.partition_size == 1
     (candidate,) = dry.trace.candidates

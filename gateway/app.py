@@ -34,9 +34,10 @@ from gateway.proxy.ratelimit import RateLimiter
 from gateway.proxy.ratelimit_shared import build_bucket_store
 from gateway.proxy.routes import router
 from gateway.proxy.upstream import Upstream
-from gateway.reports.api import report_router
+from gateway.reports.api import model_shape, report_router
 from gateway.request_log import RequestObserver
 from gateway.review.api import review_router
+from gateway.saved_metrics import SavedCounter
 from gateway.settings import Settings, get_settings
 from gateway.state import GatewayState
 from gateway.sync.feed import ChangeFeed
@@ -170,6 +171,13 @@ def create_app(settings: Settings | None = None, components: Components | None =
             metrics=metrics,
             max_body_bytes=settings.max_body_bytes,
         )
+        app.state.gateway.saved = SavedCounter(
+            metrics,
+            settings.price_per_million_prompt_tokens,
+            settings.price_per_million_completion_tokens,
+            model_shape(app.state.gateway),  # None behind an HTTP upstream: cost only
+        )
+        metrics.watch_feed(feed)  # cachegate_replica_sync_lag_seconds
         if tracer is not None:
             instrument(app.state.gateway, tracer)  # spans around each step (gateway/tracing.py)
         app.state.db = db

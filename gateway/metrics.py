@@ -13,9 +13,13 @@ names and label names stay the same either way (dashboards and alerts use them).
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+import time
+from typing import TYPE_CHECKING, Any, Literal
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from gateway.sync.feed import ChangeFeed
 
 TenantLabels = Literal["digest", "id"]
 
@@ -124,7 +128,31 @@ class GatewayMetrics:
             registry=r,
         )
 
+        # Review labels (gateway/review/api.py): the misfire-rate alert reads their ratio.
+        self.misfire_labels = Counter(
+            "cachegate_misfire_labels",
+            "Review labels given to sampled semantic hits (correct or misfire)",
+            ["tenant", "label"],
+            registry=r,
+        )
+        # Per finished request, by the misfire report's formulas (gateway/saved_metrics.py).
+        self.prefill_flops_saved = Counter(
+            "cachegate_prefill_flops_saved",
+            "Prefill FLOPs not spent thanks to the caches (in-process engine only)",
+            ["tenant", "layer"],
+            registry=r,
+        )
+        self.cost_saved_usd = Counter(
+            "cachegate_cost_saved_usd",
+            "Dollars not spent on reused prompt tokens and semantic-hit completions",
+            ["tenant", "layer"],
+            registry=r,
+        )
+
         for name in (
+            "misfire_labels",
+            "prefill_flops_saved",
+            "cost_saved_usd",
             "requests",
             "semantic_hits",
             "semantic_misses",
@@ -136,6 +164,24 @@ class GatewayMetrics:
             "backfills",
         ):
             setattr(self, name, _TenantLabelled(getattr(self, name), tenant_labels))
+
+    def watch_feed(self, feed: ChangeFeed) -> None:
+        """Export ``cachegate_replica_sync_lag_seconds`` for ``feed``, read at scrape time so
+        it keeps growing while the feed is stuck (a value set by the feed itself would
+        freeze exactly when the feed stops). Registered only here: no feed, no series."""
+        watched = time.monotonic()
+
+        def lag() -> float:
+            seconds = feed.stats()["lag"]
+            # Never caught up yet (database down at start): behind since it was watched.
+            return float(seconds) if seconds is not None else time.monotonic() - watched
+
+        gauge = Gauge(
+            "cachegate_replica_sync_lag_seconds",
+            "Seconds since the change feed last caught up with cache_changes",
+            registry=self.registry,
+        )
+        gauge.set_function(lag)
 
     def label(self, tenant_id: str) -> str:
         """The ``tenant`` label this registry gives ``tenant_id``."""

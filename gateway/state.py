@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     # Only for the annotations: both start background work the state does not own.
     from gateway.reports.recorder import StatsRecorder
     from gateway.review.sampling import MisfireSampler
+    from gateway.saved_metrics import SavedCounter
 
 
 @dataclass
@@ -31,3 +32,4 @@ class GatewayState:
     max_body_bytes: int = 1_000_000
     stats: StatsRecorder | None = None  # one row per finished request (gateway/reports/recorder.py)
     review: MisfireSampler | None = None  # samples semantic hits for review
+    saved: SavedCounter | None = None  # FLOPs and dollars saved, per request (saved_metrics.py)

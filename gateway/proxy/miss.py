@@ -158,11 +158,13 @@ class UpstreamAnswer:
         now = time.perf_counter()
         gw.metrics.ttft.labels(tenant, "upstream").observe((self.first_byte or now) - self.started)
         gw.metrics.latency.labels(tenant, "upstream").observe(now - self.started)
+        result = self.decision.result
+        score = result.score if result is not None else None
+        tokens = (done.prompt_tokens, done.cached_tokens, done.completion_tokens)
+        row = RequestRecord(tenant, label, self.decision.header, score, *tokens)
+        if gw.saved is not None:
+            gw.saved.count(row)
         if gw.stats is not None:
-            result = self.decision.result
-            score = result.score if result is not None else None
-            tokens = (done.prompt_tokens, done.cached_tokens, done.completion_tokens)
-            row = RequestRecord(tenant, label, self.decision.header, score, *tokens)
             ttft_ms = ((self.first_byte or now) - self.started) * 1000
             row = row.timed(ttft_ms, (now - self.started) * 1000, self.body.get("stream") is True)
             gw.stats.record(row, self.body)

@@ -193,10 +193,12 @@ def _semantic_hit(
     gw.metrics.requests.labels(ctx.tenant_id, "semantic-hit").inc()
     gw.metrics.ttft.labels(ctx.tenant_id, "semantic").observe(elapsed)
     gw.metrics.latency.labels(ctx.tenant_id, "semantic").observe(elapsed)
+    tokens = (prompt_tokens, prompt_tokens, use["completion_tokens"])
+    row = RequestRecord(ctx.tenant_id, "semantic-hit", decision.header, result.score, *tokens)
+    if gw.saved is not None:
+        gw.saved.count(row)
     if gw.stats is not None:
-        tokens = (prompt_tokens, prompt_tokens, use["completion_tokens"])
         ms = elapsed * 1000
-        row = RequestRecord(ctx.tenant_id, "semantic-hit", decision.header, result.score, *tokens)
         gw.stats.record(row.timed(ms, ms, stream), body)
         note_request(row.timed(ms, ms, stream), body, text)  # the access line (request_log.py)
     if gw.review is not None:

@@ -173,6 +173,15 @@ def _reused(r: Stat) -> bool:
     return r.cache == "semantic-hit" or r.cached_tokens > 0
 
 
+def cost_saved_usd(
+    prompt_tokens: int, completion_tokens: int, price_prompt: float, price_completion: float
+) -> float:
+    """Reused prompt tokens at $/1M prompt plus semantic-hit completion tokens at $/1M
+    completion: the report's formula, also counted per request into
+    ``cachegate_cost_saved_usd_total`` (:mod:`gateway.saved_metrics`)."""
+    return prompt_tokens / 1e6 * price_prompt + completion_tokens / 1e6 * price_completion
+
+
 def savings(stats: Sequence[Stat], p: ReportParams) -> dict[str, Any]:
     prefix_tokens = sum(r.cached_tokens for r in stats if r.cache in ENGINE_LABELS)
     hits = [r for r in stats if r.cache == "semantic-hit"]
@@ -184,8 +193,9 @@ def savings(stats: Sequence[Stat], p: ReportParams) -> dict[str, Any]:
         "prefix_tokens_reused": prefix_tokens,
         "semantic_prompt_tokens": semantic_prompt,
         "semantic_completion_tokens": semantic_completion,
-        "cost_saved_usd": prompt_saved / 1e6 * p.price_prompt
-        + semantic_completion / 1e6 * p.price_completion,
+        "cost_saved_usd": cost_saved_usd(
+            prompt_saved, semantic_completion, p.price_prompt, p.price_completion
+        ),
         "prefill_flops_saved": None,
         "decode_flops_saved": None,
     }

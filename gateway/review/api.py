@@ -20,6 +20,7 @@ from sqlalchemy.orm import sessionmaker
 from gateway.admin.audit import add_event
 from gateway.admin.auth import require_admin
 from gateway.errors import BadRequestError, NotFoundError
+from gateway.metrics import GatewayMetrics
 from gateway.models import MisfireSample
 from gateway.tenants import utc_now
 
@@ -194,8 +195,12 @@ def review_router(admin: Any = require_admin) -> APIRouter:
         actor: str = Depends(admin),
     ) -> SampleOut:
         """Label a sample ``correct`` or ``misfire`` (400 for anything else, 404 unknown id)."""
-        return await asyncio.to_thread(
+        out = await asyncio.to_thread(
             label_sample, _sessions(request), sample_id, body.label, body.note, str(actor)
         )
+        # Counted once committed, so a refused label never moves the misfire-rate alert.
+        metrics: GatewayMetrics = request.app.state.gateway.metrics
+        metrics.misfire_labels.labels(out.tenant_id, body.label).inc()
+        return out
 
     return router

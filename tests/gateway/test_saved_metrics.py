@@ -1,0 +1,184 @@
+"""The four series the dashboard and the alerts read beyond the request counters, on a
+live gateway (in-process SmolLM2, the real embedder, a fresh PostgreSQL schema so the
+change feed LISTENs as in production):
+
+- ``cachegate_cost_saved_usd_total`` and ``cachegate_prefill_flops_saved_total`` equal
+  what the misfire report's own ``savings`` gives for the same requests' numbers;
+- ``cachegate_misfire_labels_total`` counts the labels given through the review API;
+- ``cachegate_replica_sync_lag_seconds`` is small while the feed runs and grows once
+  it is stopped.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import insert
+
+from gateway.app import Components
+from gateway.models import MisfireSample
+from gateway.reports.api import model_shape
+from gateway.reports.sections import ReportParams, Stat, savings
+from gateway.tenants import utc_now
+from prefix.model.loader import LoadedModel
+from semantic import Embedder
+from tests.gateway.conftest import (
+    LONG_SYSTEM,
+    PG_DSN,
+    PG_SERVER_URL,
+    Gateway,
+    cached_tokens,
+    chat_body,
+    gateway_settings,
+    metric,
+    running_gateway,
+    smol_engine,
+)
+from tests.gateway.e2e_support import CAPITAL, SKY, post
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+ADMIN = "saved-metrics-admin"
+POLL = 0.5
+# Not the defaults, so a counter that ignored the settings would be off.
+PRICE_PROMPT, PRICE_COMPLETION = 3.0, 11.0
+
+
+@pytest.fixture(scope="module")
+def gw(
+    pg_available: None,
+    smol_loaded: LoadedModel,
+    embedder: Embedder,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Gateway]:
+    import psycopg
+
+    schema = f"cg_saved_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    data_dir: Path = tmp_path_factory.mktemp("saved-metrics")
+    settings = gateway_settings(
+        data_dir,
+        f"{PG_SERVER_URL}?options=-csearch_path%3D{schema}",
+        admin_token=ADMIN,
+        sync_poll_seconds=POLL,
+        price_per_million_prompt_tokens=PRICE_PROMPT,
+        price_per_million_completion_tokens=PRICE_COMPLETION,
+    )
+    parts = Components(engine=smol_engine(smol_loaded), embedder=embedder)
+    try:
+        with running_gateway(settings, parts) as gateway:
+            yield gateway
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def stat(tenant: str, r: httpx.Response) -> Stat:
+    """The report's row for one answered request, from what the client saw."""
+    use = r.json()["usage"]
+    return Stat(
+        at=utc_now(),
+        tenant_id=tenant,
+        cache=r.headers["x-cachegate-cache"],
+        semantic=r.headers.get("x-cachegate-semantic", ""),
+        score=None,
+        prompt_tokens=int(use["prompt_tokens"]),
+        cached_tokens=cached_tokens(r),
+        completion_tokens=int(use["completion_tokens"]),
+        ttft_ms=None,
+    )
+
+
+def test_saved_counters_follow_the_report(gw: Gateway) -> None:
+    tenant, key = gw.tenant("saved")
+    model = gw.model
+    with gw.http(key) as client:
+        answers = [
+            post(client, chat_body(model, CAPITAL, system=LONG_SYSTEM)),  # cold miss
+            post(client, chat_body(model, SKY, system=LONG_SYSTEM)),  # prefix hit (system)
+            post(client, chat_body(model, CAPITAL, system=LONG_SYSTEM)),  # semantic hit
+        ]
+    stats = [stat(tenant, r) for r in answers]
+    labels = [s.cache for s in stats]
+    assert labels[2] == "semantic-hit" and labels[1] == "prefix-hit", labels
+    assert stats[1].cached_tokens > 0
+
+    shape = model_shape(gw.state)
+    assert shape is not None  # in-process engine: FLOPs are counted
+    text = gw.metrics()
+    for layer, rows in (
+        ("semantic", [s for s in stats if s.cache == "semantic-hit"]),
+        ("prefix", [s for s in stats if s.cache != "semantic-hit"]),
+    ):
+        report = savings(
+            rows,
+            ReportParams(price_prompt=PRICE_PROMPT, price_completion=PRICE_COMPLETION, model=shape),
+        )
+        assert report["cost_saved_usd"] > 0
+        got_usd = metric(text, "cachegate_cost_saved_usd_total", tenant=tenant, layer=layer)
+        got_flops = metric(text, "cachegate_prefill_flops_saved_total", tenant=tenant, layer=layer)
+        assert got_usd == pytest.approx(report["cost_saved_usd"], rel=1e-9), layer
+        assert got_flops == pytest.approx(report["prefill_flops_saved"], rel=1e-9), layer
+
+
+def insert_sample(gw: Gateway, tenant: str) -> int:
+    with gw.app.state.db.begin() as conn:
+        result = conn.execute(
+            insert(MisfireSample).values(
+                tenant_id=tenant,
+                created_at=utc_now(),
+                request_id="chatcmpl-x",
+                entry_id=None,
+                partition_key="p",
+                question="q",
+                matched_question="m",
+                served_answer="a",
+                score=0.9,
+                threshold=0.89,
+            )
+        )
+        return int(result.inserted_primary_key[0])
+
+
+def test_review_labels_are_counted(gw: Gateway) -> None:
+    tenant, _ = gw.tenant("labels")
+    sample = insert_sample(gw, tenant)
+    url = f"/admin/review/samples/{sample}/label"
+
+    def counts() -> tuple[float, float]:
+        text = gw.metrics()
+        name = "cachegate_misfire_labels_total"
+        return (
+            metric(text, name, tenant=tenant, label="misfire"),
+            metric(text, name, tenant=tenant, label="correct"),
+        )
+
+    assert counts() == (0, 0)
+    with gw.http(ADMIN) as http:
+        assert http.post(url, json={"label": "misfire"}).status_code == 200
+        assert counts() == (1, 0)
+        assert http.post(url, json={"label": "correct"}).status_code == 200  # relabel
+        assert http.post(url, json={"label": "maybe"}).status_code == 400  # refused: not counted
+        assert (
+            http.post("/admin/review/samples/999999/label", json={"label": "misfire"}).status_code
+            == 404
+        )
+    assert counts() == (1, 1)
+
+
+def test_sync_lag_is_exported_and_grows_once_the_feed_stops(gw: Gateway) -> None:
+    name = "cachegate_replica_sync_lag_seconds"
+    assert f"# TYPE {name} gauge" in gw.metrics()
+    lag = metric(gw.metrics(), name)
+    assert 0 <= lag <= POLL + 1.0, lag  # healthy: about one poll interval at most
+    gw.app.state.sync.stop()  # the lifespan's stop at shutdown is then a no-op
+    before = metric(gw.metrics(), name)
+    time.sleep(1.5)
+    after = metric(gw.metrics(), name)
+    assert after >= before + 1.4, (before, after)

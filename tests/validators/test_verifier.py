@@ -73,13 +73,8 @@ def test_recorded_scores_are_reproduced(verifier: PairVerifier) -> None:
     ("query", "cached"),
     [
         ("How do I convert Celsius to Fahrenheit?", "How do I convert Fahrenheit to Celsius?"),
-        pytest.param(
-            "How do I transfer money from savings to checking?",
-            "How do I transfer money from checking to savings?",
-            # The shipped model (162 training steps on the busy CPU) scores this
-            # swap above the default cut: a known shortfall, kept visible.
-            marks=pytest.mark.xfail(strict=True, reason="under-trained model misses this swap"),
-        ),
+        ("How do I transfer money from savings to checking?",
+         "How do I transfer money from checking to savings?"),
     ],
 )
 def test_direction_swap_is_refused(

@@ -11,8 +11,7 @@ Lines file the parent reads at the end.
 Request kinds:
 
 * ``hit``: a repeated question (temperature 0). A ``semantic-hit`` must return the
-  reference text exactly; a miss (e.g. while the database is down) must be a
-  well-formed answer.
+  reference text exactly; a miss (database down, say) must be a well-formed answer.
 * ``miss``: a fresh question with a unique number and a small ``max_tokens``; it
   must never be a semantic hit (the number differs from every stored question).
 * ``stream_full``: SSE read to the end; framing, ``[DONE]``, a finish reason, and

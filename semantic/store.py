@@ -17,7 +17,6 @@ transaction, so other replicas can replay it (:mod:`semantic.replay`).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,17 +24,17 @@ from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Engine, Table, bindparam, create_engine, delete, event, func, select, update
+from sqlalchemy import Table, bindparam, delete, func, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import StaticPool
 
 from semantic.changes import CLEAR_PARTITION, DELETE, UPSERT, NewChange, log_changes
-from semantic.errors import EntryNotFoundError, StoreUnavailableError
+from semantic.errors import EntryNotFoundError
 from semantic.hit_counter import PendingHits
 from semantic.models import SemanticEntry
 from semantic.question import normalize_question, question_digest
+from semantic.store_db import make_engine, unavailable_on_db_errors
 
 __all__ = ["DEFAULT_URL", "EntryStore", "NewEntry", "StoredEntry"]
 
@@ -108,56 +107,6 @@ def _deletes(removed: Iterable[tuple[int, str]]) -> list[NewChange]:
     return [NewChange(DELETE, partition_key, entry_id) for entry_id, partition_key in removed]
 
 
-def _is_missing_schema(exc: sa_exc.DBAPIError) -> bool:
-    # PostgreSQL "undefined_table" arrives as ProgrammingError (SQLite's as OperationalError).
-    return getattr(exc.orig, "sqlstate", None) == "42P01"
-
-
-@contextlib.contextmanager
-def _unavailable_on_db_errors(url: str) -> Iterator[None]:
-    try:
-        yield
-    except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
-        detail = str(getattr(exc, "orig", None) or exc).strip()
-        hint = " (run migrations.runner.upgrade_database)" if "no such table" in detail else ""
-        raise StoreUnavailableError(
-            f"semantic store {url} unavailable: {detail[:300]}{hint}"
-        ) from exc
-    except sa_exc.ProgrammingError as exc:
-        if _is_missing_schema(exc):
-            raise StoreUnavailableError(
-                f"semantic store {url} has no schema; run migrations.runner.upgrade_database"
-            ) from exc
-        raise
-
-
-def make_engine(url: str, *, connect_timeout: float = 5.0) -> Engine:
-    """An engine with the settings the cache relies on (WAL for SQLite, timeouts)."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        memory = parsed.database in (None, "", ":memory:")
-        engine = create_engine(
-            parsed,
-            # Pooled connections move between the gateway's threads.
-            connect_args={"check_same_thread": False, "timeout": connect_timeout},
-            poolclass=StaticPool if memory else None,
-        )
-
-        @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cursor = dbapi_conn.cursor()
-            # WAL: lookups (readers) and backfills (the writer) do not block each other.
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.close()
-
-        return engine
-    connect_args: dict[str, Any] = {}
-    if parsed.get_backend_name() == "postgresql":
-        connect_args["connect_timeout"] = max(1, round(connect_timeout))
-    return create_engine(parsed, connect_args=connect_args, pool_pre_ping=True)
-
-
 class EntryStore:
     """CRUD for cache entries; one instance per process, shared by threads."""
 
@@ -193,7 +142,7 @@ class EntryStore:
         normalized = normalize_question(entry.question)
         digest = question_digest(normalized)
         embedding = np.ascontiguousarray(entry.embedding, dtype="<f4").tobytes()
-        with _unavailable_on_db_errors(self.url):
+        with unavailable_on_db_errors(self.url):
             for attempt in range(2):
                 try:
                     with self._session() as session, session.begin():
@@ -238,7 +187,7 @@ class EntryStore:
         values: dict[str, Any] = {"hit_count": SemanticEntry.hit_count + 1, "last_hit_at": at}
         if expires_at is not None:
             values["expires_at"] = expires_at
-        with _unavailable_on_db_errors(self.url), self._session() as session, session.begin():
+        with unavailable_on_db_errors(self.url), self._session() as session, session.begin():
             session.execute(
                 update(SemanticEntry).where(SemanticEntry.id == entry_id).values(values)
             )
@@ -265,7 +214,7 @@ class EntryStore:
             {"b_id": entry_id, "b_n": h.count, "b_at": h.last_hit_at, "b_exp": h.expires_at}
             for entry_id, h in sorted(hits.items())  # one lock order for every writer
         ]
-        with _unavailable_on_db_errors(self.url), self.engine.begin() as conn:
+        with unavailable_on_db_errors(self.url), self.engine.begin() as conn:
             conn.execute(statement, rows)
 
     def delete(
@@ -278,7 +227,7 @@ class EntryStore:
         """
         id_list = [int(i) for i in ids]
         removed: list[tuple[int, str]] = []
-        with _unavailable_on_db_errors(self.url), self._session() as session, session.begin():
+        with unavailable_on_db_errors(self.url), self._session() as session, session.begin():
             for start in range(0, len(id_list), _CHUNK):
                 statement = delete(SemanticEntry).where(
                     SemanticEntry.id.in_(id_list[start : start + _CHUNK])
@@ -306,7 +255,7 @@ class EntryStore:
             statement = statement.where(SemanticEntry.partition_key == partition_key)
         if tenant is not None:
             statement = statement.where(SemanticEntry.tenant == tenant)
-        with _unavailable_on_db_errors(self.url), self._session() as session, session.begin():
+        with unavailable_on_db_errors(self.url), self._session() as session, session.begin():
             result = session.execute(
                 statement.returning(SemanticEntry.id, SemanticEntry.partition_key)
             )
@@ -319,7 +268,7 @@ class EntryStore:
 
     def purge_expired(self, now: datetime) -> list[tuple[int, str]]:
         """Delete entries whose expiry has passed; returns ``(id, partition_key)``."""
-        with _unavailable_on_db_errors(self.url), self._session() as session, session.begin():
+        with unavailable_on_db_errors(self.url), self._session() as session, session.begin():
             result = session.execute(
                 delete(SemanticEntry)
                 .where(SemanticEntry.expires_at.is_not(None), SemanticEntry.expires_at <= now)
@@ -333,7 +282,7 @@ class EntryStore:
     def ids_in_partition(self, partition_key: str) -> set[int]:
         """The ids the database holds for one partition (what a replica's index may keep)."""
         statement = select(SemanticEntry.id).where(SemanticEntry.partition_key == partition_key)
-        with _unavailable_on_db_errors(self.url), self._session() as session:
+        with unavailable_on_db_errors(self.url), self._session() as session:
             return {int(i) for i in session.scalars(statement)}
 
     def get(self, entry_id: int) -> StoredEntry:
@@ -345,7 +294,7 @@ class EntryStore:
     def get_many(self, ids: Iterable[int]) -> dict[int, StoredEntry]:
         id_list = [int(i) for i in ids]
         out: dict[int, StoredEntry] = {}
-        with _unavailable_on_db_errors(self.url), self._session() as session:
+        with unavailable_on_db_errors(self.url), self._session() as session:
             for start in range(0, len(id_list), _CHUNK):
                 rows = session.scalars(
                     select(SemanticEntry).where(
@@ -369,7 +318,7 @@ class EntryStore:
             statement = statement.where(SemanticEntry.tenant == tenant)
         if embedder_id is not None:
             statement = statement.where(SemanticEntry.embedder_id == embedder_id)
-        with _unavailable_on_db_errors(self.url), self._session() as session:
+        with unavailable_on_db_errors(self.url), self._session() as session:
             return int(session.scalar(statement) or 0)
 
     def partition_sizes(self, tenant: str) -> dict[str, tuple[int, datetime]]:
@@ -383,7 +332,7 @@ class EntryStore:
             .where(SemanticEntry.tenant == tenant)
             .group_by(SemanticEntry.partition_key)
         )
-        with _unavailable_on_db_errors(self.url), self._session() as session:
+        with unavailable_on_db_errors(self.url), self._session() as session:
             return {key: (int(n), oldest) for key, n, oldest in session.execute(statement)}
 
     def oldest_ids(self, tenant: str, limit: int) -> list[int]:
@@ -394,7 +343,7 @@ class EntryStore:
             .order_by(SemanticEntry.created_at, SemanticEntry.id)
             .limit(limit)
         )
-        with _unavailable_on_db_errors(self.url), self._session() as session:
+        with unavailable_on_db_errors(self.url), self._session() as session:
             return [int(i) for i in session.scalars(statement)]
 
     def iter_entries(
@@ -407,7 +356,7 @@ class EntryStore:
             if embedder_id is not None:
                 statement = statement.where(SemanticEntry.embedder_id == embedder_id)
             statement = statement.order_by(SemanticEntry.id).limit(batch_size)
-            with _unavailable_on_db_errors(self.url), self._session() as session:
+            with unavailable_on_db_errors(self.url), self._session() as session:
                 batch = [_to_entry(row) for row in session.scalars(statement)]
             if not batch:
                 return

@@ -60,7 +60,7 @@ from gateway.sync.log import changed_tenants, db_now, last_seq, prune, read_afte
 from semantic.cache import SemanticCache
 from semantic.changes import Change
 from semantic.replay import replay
-from semantic.store import make_engine
+from semantic.store_db import make_engine
 
 # Under "cachegate", the logger the gateway's CLI turns up to INFO (a name, not an import).
 log = logging.getLogger("cachegate.sync")

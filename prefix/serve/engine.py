@@ -39,6 +39,7 @@ from prefix.model.loader import LoadedModel, default_model_path, load_model
 from prefix.model.runner import ModelRunner
 from prefix.model.sampling import Sampler
 from prefix.model.tokenize import Detokenizer, Prompt, PromptEncoder
+from prefix.serve.outputs import GenerationResult, RequestOutput
 from prefix.tiers.host import HostTier
 from prefix.tiers.setup import build_tier_chain
 from protocol.headers import DEFAULT_NAMESPACE
@@ -47,36 +48,6 @@ from protocol.sampling import SamplingParams
 log = logging.getLogger("cachegate.prefix")
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-@dataclass(frozen=True)
-class RequestOutput:
-    """What one step produced for one request (a text delta, and usage when finished)."""
-
-    request_id: str
-    new_token_ids: list[int]
-    delta: str
-    finished: bool
-    finish_reason: str | None  # "stop", "length" or "abort" once finished
-    prompt_tokens: int
-    cached_tokens: int  # prompt tokens whose K/V was reused, not computed
-    completion_tokens: int
-    ttft_s: float | None
-    # perf_counter() times for the engine server's spans (prefix/serve/tracing.py):
-    # when the request arrived and when a prefill step first took it.
-    arrival_at: float | None = None
-    scheduled_at: float | None = None
-
-
-@dataclass(frozen=True)
-class GenerationResult:
-    text: str
-    token_ids: list[int]
-    finish_reason: str
-    prompt_tokens: int
-    cached_tokens: int
-    completion_tokens: int
-    ttft_s: float
 
 
 @dataclass

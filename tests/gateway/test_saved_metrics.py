@@ -18,10 +18,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import insert
 
 from gateway.app import Components
-from gateway.models import MisfireSample
 from gateway.reports.api import model_shape
 from gateway.reports.sections import ReportParams, Stat, savings
 from gateway.tenants import utc_now
@@ -40,6 +38,7 @@ from tests.gateway.conftest import (
     smol_engine,
 )
 from tests.gateway.e2e_support import CAPITAL, SKY, post
+from tests.gateway.review.test_review import insert_sample
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -125,25 +124,6 @@ def test_saved_counters_follow_the_report(gw: Gateway) -> None:
         got_flops = metric(text, "cachegate_prefill_flops_saved_total", tenant=tenant, layer=layer)
         assert got_usd == pytest.approx(report["cost_saved_usd"], rel=1e-9), layer
         assert got_flops == pytest.approx(report["prefill_flops_saved"], rel=1e-9), layer
-
-
-def insert_sample(gw: Gateway, tenant: str) -> int:
-    with gw.app.state.db.begin() as conn:
-        result = conn.execute(
-            insert(MisfireSample).values(
-                tenant_id=tenant,
-                created_at=utc_now(),
-                request_id="chatcmpl-x",
-                entry_id=None,
-                partition_key="p",
-                question="q",
-                matched_question="m",
-                served_answer="a",
-                score=0.9,
-                threshold=0.89,
-            )
-        )
-        return int(result.inserted_primary_key[0])
 
 
 def test_review_labels_are_counted(gw: Gateway) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ import torch
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
 from validators import verifier_codec, verifier_zh
+from validators.verdict_cache import DEFAULT_MAX_ENTRIES, VerdictCache
+from validators.verifier_dtype import Dtype, apply_dtype
 from validators.verifier_errors import (
     VerifierCalibrationError,
     VerifierEmptyError,
@@ -43,12 +46,15 @@ from validators.verifier_errors import (
     VerifierTooLongError,
     VerifierTypeError,
 )
+from validators.verify_batcher import DEFAULT_MAX_ROWS, Row, VerifyBatcher
 
 MODEL_DIR = Path(__file__).with_name("verifier_model")
 # A cached question is short; a longer text is a document and is refused, not
 # truncated (the part cut off could hold the difference).
 MAX_QUESTION_CHARS = 1000
 DEFAULT_TARGET_MISFIRE = 0.01
+#: Rows per padded forward, after sorting by length (bench/verifier_latency.py).
+FORWARD_CHUNK = 8
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,16 @@ def check_question(text: object) -> str:
 
 
 class PairVerifier:
-    def __init__(self, model_dir: Path = MODEL_DIR, *, threads: int = 1, zh: bool = True) -> None:
+    def __init__(
+        self,
+        model_dir: Path = MODEL_DIR,
+        *,
+        threads: int = 1,
+        zh: bool = True,
+        cache_size: int = DEFAULT_MAX_ENTRIES,
+        max_batch: int = DEFAULT_MAX_ROWS,
+        dtype: Dtype = "float32",
+    ) -> None:
         self.model_dir = Path(model_dir)
         try:
             self.meta: dict[str, Any] = json.loads((self.model_dir / "verifier.json").read_text())
@@ -103,10 +118,18 @@ class PairVerifier:
                 f"cannot load the verifier from {self.model_dir}: {exc}"
             ) from exc
         self.model.eval()
+        self.dtype = dtype
+        apply_dtype(self.model.bert.encoder, dtype)  # validators/verifier_dtype.py
         self.threads = threads
         self.max_tokens = int(self.meta["max_tokens"])
         self.max_unk_fraction = float(self.meta["max_unk_fraction"])
         self._lock = threading.Lock()
+        # Verdicts are a pure function of the weights and what the model reads, so
+        # remembered ones are exact (validators/verdict_cache.py).
+        self.model_id = f"{self.meta['weights_sha256']}:{dtype}"
+        self.cache: VerdictCache[Verdict] = VerdictCache(cache_size)
+        # Concurrent lookups share forwards (validators/verify_batcher.py).
+        self.batcher = VerifyBatcher(self._forward_rows, max_batch)
         self.zh_head: verifier_zh.ChineseHead | None = None
         self._zh_scale: tuple[np.ndarray, np.ndarray] | None = None
         self._e5 = verifier_zh.E5Vectors()
@@ -151,52 +174,80 @@ class PairVerifier:
             for i, v in zip(en, self._score_en([checked[i] for i in en]), strict=True):
                 out[i] = v
         if zh:
-            for i, s in zip(zh, self._score_zh([checked[i] for i in zh]), strict=True):
-                out[i] = Verdict(s, True, "zh")
+            for i, v in zip(zh, self._cached_zh([checked[i] for i in zh]), strict=True):
+                out[i] = v
         return [v for v in out if v is not None]
 
     def _score_en(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
         enc = self.tokenizer(
-            [a for a, _ in pairs],
-            [b for _, b in pairs],
-            padding=True,
-            truncation=False,
-            return_tensors="pt",
+            [a for a, _ in pairs], [b for _, b in pairs], padding=False, truncation=False
         )
-        ids = enc["input_ids"]  # (n, length)
-        mask = enc["attention_mask"].bool()
-        unk = self.tokenizer.unk_token_id
-        # Per side, [UNK] among its real tokens: token_type 0 is the query, 1 the candidate.
         verdicts: list[Verdict | None] = [None] * len(pairs)
-        for side in (0, 1):
-            on_side = mask & (enc["token_type_ids"] == side)
-            frac = ((ids == unk) & on_side).sum(1) / on_side.sum(1).clamp_min(1)
-            for i in torch.nonzero(frac > self.max_unk_fraction).flatten().tolist():
-                verdicts[i] = Verdict(0.0, False, "", "unknown_tokens")
-        for i in torch.nonzero(mask.sum(1) > self.max_tokens).flatten().tolist():
-            verdicts[i] = Verdict(0.0, False, "", "too_many_tokens")
-        keep = [i for i, v in enumerate(verdicts) if v is None]
-        if keep:
-            rows = torch.tensor(keep)
-            logits = self._forward({k: v[rows] for k, v in enc.items()})
-            for i, z in zip(keep, logits, strict=True):
-                verdicts[i] = Verdict(1.0 / (1.0 + math.exp(-z)), True, "en")
+        todo: dict[tuple[str, bytes, bytes], list[int]] = {}  # key -> rows needing a forward
+        for i, (ids, types) in enumerate(zip(enc["input_ids"], enc["token_type_ids"], strict=True)):
+            # The key is what the model reads (the tokenizer's own normalization), so two
+            # keys are equal only when the model's inputs are: the cached verdict is exact.
+            key = (self.model_id, array("i", ids).tobytes(), bytes(types))
+            verdicts[i] = self.cache.get(key)
+            if verdicts[i] is None:
+                verdicts[i] = self._unreadable(ids, types)
+            if verdicts[i] is None:
+                todo.setdefault(key, []).append(i)
+        if todo:
+            firsts = [rows[0] for rows in todo.values()]
+            rows = [(enc["input_ids"][i], enc["token_type_ids"][i]) for i in firsts]
+            for (key, same), z in zip(todo.items(), self.batcher.score_rows(rows), strict=True):
+                verdict = Verdict(1.0 / (1.0 + math.exp(-z)), True, "en")
+                self.cache.put(key, verdict)
+                for i in same:
+                    verdicts[i] = verdict
         return [v for v in verdicts if v is not None]
 
-    def _forward(self, batch: dict[str, torch.Tensor]) -> list[float]:
-        # Padding was to the batch's longest pair; trimming to the longest kept
-        # row keeps the work proportional to what is left.
-        width = int(batch["attention_mask"].sum(1).max())
-        batch = {k: v[:, :width] for k, v in batch.items()}
+    def _unreadable(self, ids: Sequence[int], types: Sequence[int]) -> Verdict | None:
+        """The refusal for a pair the model cannot read, else None."""
+        if len(ids) > self.max_tokens:
+            return Verdict(0.0, False, "", "too_many_tokens")
+        unk = self.tokenizer.unk_token_id
+        # Per side, [UNK] among its tokens: token type 0 is the query, 1 the candidate.
+        for side in (0, 1):
+            n = sum(1 for t in types if t == side)
+            bad = sum(1 for t, i in zip(types, ids, strict=True) if t == side and i == unk)
+            if bad / max(n, 1) > self.max_unk_fraction:
+                return Verdict(0.0, False, "", "unknown_tokens")
+        return None
+
+    def _forward_rows(self, rows: list[Row]) -> list[float]:
+        """One logit per (input_ids, token_type_ids) row; the batcher's forward.
+
+        Rows are sorted by length and run in chunks of ``FORWARD_CHUNK``, each padded
+        to its own longest row: one batch padded to the longest of 32 pairs did twice
+        the work (bench/results/verifier_latency.json, "forward")."""
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+        logits = [0.0] * len(rows)
         with self._lock:
             previous = torch.get_num_threads()
             torch.set_num_threads(self.threads)
             try:
-                with torch.inference_mode():
-                    logits = self.model(**batch).logits[:, 0]  # (n, 1) -> (n,)
+                for start in range(0, len(order), FORWARD_CHUNK):
+                    chunk = order[start : start + FORWARD_CHUNK]
+                    for i, z in zip(chunk, self._forward([rows[i] for i in chunk]), strict=True):
+                        logits[i] = z
             finally:
                 torch.set_num_threads(previous)
-        return [float(z) for z in logits]
+        return logits
+
+    def _forward(self, rows: list[Row]) -> list[float]:
+        width = max(len(ids) for ids, _ in rows)
+        ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        types = torch.zeros_like(ids)
+        mask = torch.zeros_like(ids)
+        for r, (row_ids, row_types) in enumerate(rows):
+            ids[r, : len(row_ids)] = torch.tensor(row_ids)
+            types[r, : len(row_types)] = torch.tensor(row_types)
+            mask[r, : len(row_ids)] = 1
+        with torch.inference_mode():
+            out = self.model(input_ids=ids, token_type_ids=types, attention_mask=mask)
+        return [float(z) for z in out.logits[:, 0]]  # (n, 1) -> (n,)
 
     def zh_raw_scores(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """The Chinese head's own probabilities, before the common-scale map."""
@@ -208,6 +259,19 @@ class PairVerifier:
             verifier_zh.features(a, b, float(vectors[row[a]] @ vectors[row[b]])) for a, b in pairs
         ]
         return self.zh_head.score(rows)
+
+    def _cached_zh(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
+        # The Chinese features read the exact texts (order, characters), so they key it.
+        keys = [(self.model_id, "zh", a, b) for a, b in pairs]
+        verdicts = [self.cache.get(key) for key in keys]
+        missing = [i for i, v in enumerate(verdicts) if v is None]
+        if missing:
+            scores = self._score_zh([pairs[i] for i in missing])
+            for i, score in zip(missing, scores, strict=True):
+                verdict = Verdict(score, True, "zh")
+                self.cache.put(keys[i], verdict)
+                verdicts[i] = verdict
+        return [v for v in verdicts if v is not None]
 
     def _score_zh(self, pairs: list[tuple[str, str]]) -> list[float]:
         assert self._zh_scale is not None

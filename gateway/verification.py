@@ -26,10 +26,12 @@ from sqlalchemy import Engine
 
 from gateway.calibration import Calibrator, CutInForce
 from gateway.policy import TenantPolicy
+from gateway.settings import get_settings
 from semantic import SemanticPolicy
 
 if TYPE_CHECKING:  # torch comes in only when the verifier is loaded
     from validators.verifier import PairVerifier
+    from validators.verifier_dtype import Dtype
 
 log = logging.getLogger("cachegate.gateway.verification")
 
@@ -63,11 +65,26 @@ class GatewayVerifier:
         return self.model.cut_for(target)
 
 
-def load_verifier(threads: int = 1) -> GatewayVerifier:
-    """Load the shipped verifier (seconds; call it off the event loop)."""
+def load_verifier(
+    threads: int = 1, cache_size: int | None = None, dtype: Dtype | None = None
+) -> GatewayVerifier:
+    """Load the shipped verifier (seconds; call it off the event loop).
+
+    ``cache_size``: verdicts remembered (None: ``CACHEGATE_VERIFIER_CACHE_SIZE``);
+    ``dtype``: of its matrix products (None: ``CACHEGATE_VERIFIER_DTYPE``). The
+    verdict cache is shared by all tenants: it holds scores, a pure function of
+    the two texts, never an answer, and a tenant reaches an entry only with both
+    texts in hand (its own question and a question in its own partition)."""
     from validators.verifier import PairVerifier  # torch, only when the verifier is on
 
-    return GatewayVerifier(PairVerifier(threads=threads))
+    settings = get_settings()
+    return GatewayVerifier(
+        PairVerifier(
+            threads=threads,
+            cache_size=settings.verifier_cache_size if cache_size is None else cache_size,
+            dtype=settings.verifier_dtype if dtype is None else dtype,
+        )
+    )
 
 
 @dataclass

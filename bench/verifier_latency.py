@@ -14,11 +14,29 @@ and ``SemanticCache.lookup`` of held-out real questions timed three ways:
              candidates (one query, up to 5 candidates)
 
 The noisy copies make the worst case for the verifier: nearly every lookup has
-five candidates above the retrieval threshold, all scored.
+five candidates above the retrieval threshold, all scored. The lookups run with
+the verdict cache off (``verifier``: every pair is a forward), then again with it
+on, twice (``verifier_cache_repeat``: the second pass is what a repeated
+question costs).
+
+``--forward`` measures the model alone instead (no index; BANKING77 pairs), and
+writes bench/results/verifier_latency_forward.json:
+
+  forward      ms per pair at batch 1, 5 and 32: one batch padded to its longest
+               pair (the old forward) against the rows sorted by length in chunks
+               of ``FORWARD_CHUNK`` (the new one), in float32, bfloat16 (autocast;
+               every weight cast; the linear layers only, which is
+               ``CACHEGATE_VERIFIER_DTYPE=bfloat16``) and int8 dynamic quantization
+  score_drift_vs_fp32   each variant's score differences from float32 over 600
+               pairs, and the decisions flipped at the default cut
+  concurrent   ``--clients`` threads each verifying a 5-candidate lookup at once,
+               through the batcher, and one at a time (``max_batch=1``: the old
+               lock): lookups/s and per-lookup latency
 
     .venv/bin/python bench/verifier_latency.py [--size 100000] [--lookups 200]
+    .venv/bin/python bench/verifier_latency.py --forward [--clients 8]
 
-Writes bench/results/verifier_latency.json.
+Writes bench/results/verifier_latency.json (or _forward.json).
 """
 
 from __future__ import annotations
@@ -60,6 +78,17 @@ def lookup(cache: SemanticCache, policy: SemanticPolicy, text: str) -> LookupRes
     return cache.lookup(query(text), policy)
 
 
+def forward_main(args: argparse.Namespace) -> None:
+    from bench.verifier_latency_forward import run
+
+    load_start = list(os.getloadavg())
+    out = run(args.threads, args.clients, args.seed)
+    out["load_average"] = {"start": load_start, "end": list(os.getloadavg())}
+    out["environment"] = environment()
+    write_json("verifier_latency_forward", out)
+    print(f"load average start {load_start}, end {out['load_average']['end']}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=100_000)
@@ -67,11 +96,16 @@ def main() -> None:
     ap.add_argument("--lookups", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the verifier")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--forward", action="store_true", help="the model alone (no index)")
+    ap.add_argument("--clients", type=int, default=8, help="concurrent lookups (--forward)")
     args = ap.parse_args()
+    if args.forward:
+        return forward_main(args)
     load_start = list(os.getloadavg())
     embedder = Embedder(cpu_threads=1, progress=False)
     validator = Validator()
-    verifier = load_verifier(args.threads)
+    verifier = load_verifier(args.threads, cache_size=0)  # every pair a forward
+    cached = load_verifier(args.threads, cache_size=10_000)
     cut = verifier.shipped_cut(DEFAULT_TARGET_MISFIRE)
     retrieval = retrieval_threshold_for(embedder.embedder_id)
     texts = [q.text for q in fits(embedder, load_banking77(DATA_DIR) + load_clinc150(DATA_DIR))]
@@ -109,6 +143,16 @@ def main() -> None:
             ms, results = time_each(held_out[10:], partial(lookup, cache, policy), name)
             outcomes = Counter("hit" if r.hit else str(r.reason) for r in results)
             out[name] = summary(ms) | {"outcomes": dict(outcomes)}
+        cache.verifier = cached
+        verified = partial(lookup, cache, policies["verifier"])
+        for name in ("verifier_cache_first", "verifier_cache_repeat"):
+            ms, results = time_each(held_out[10:], verified, name)
+            outcomes = Counter("hit" if r.hit else str(r.reason) for r in results)
+            out[name] = summary(ms) | {"outcomes": dict(outcomes)}
+        out["verdict_cache"] = {
+            "hits": cached.model.cache.hits,
+            "misses": cached.model.cache.misses,
+        }
         # The verifier's own call on the candidates those lookups met.
         calls = []
         for text in held_out[10:]:
@@ -125,7 +169,7 @@ def main() -> None:
     out["load_average"] = {"start": load_start, "end": list(os.getloadavg())}
     out["environment"] = environment()
     write_json("verifier_latency", out)
-    for name in ("off", "verifier", "verifier_only"):
+    for name in ("off", "verifier", "verifier_cache_repeat", "verifier_only"):
         s = out[name]
         print(
             f"{name:14} p50 {s['p50_ms']:.1f} ms  p90 {s['p90_ms']:.1f} ms  {s.get('outcomes', '')}"

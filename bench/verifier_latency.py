@@ -36,7 +36,8 @@ writes bench/results/verifier_latency_forward.json:
     .venv/bin/python bench/verifier_latency.py [--size 100000] [--lookups 200]
     .venv/bin/python bench/verifier_latency.py --forward [--clients 8]
 
-Writes bench/results/verifier_latency.json (or _forward.json).
+Writes bench/results/verifier_latency.json (``--dtype bfloat16``: _bf16.json;
+``--forward``: _forward.json).
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the verifier")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--forward", action="store_true", help="the model alone (no index)")
+    ap.add_argument(
+        "--dtype", choices=("float32", "bfloat16"), default="float32", help="of the verifier"
+    )
     ap.add_argument("--clients", type=int, default=8, help="concurrent lookups (--forward)")
     args = ap.parse_args()
     if args.forward:
@@ -104,8 +108,8 @@ def main() -> None:
     load_start = list(os.getloadavg())
     embedder = Embedder(cpu_threads=1, progress=False)
     validator = Validator()
-    verifier = load_verifier(args.threads, cache_size=0)  # every pair a forward
-    cached = load_verifier(args.threads, cache_size=10_000)
+    verifier = load_verifier(args.threads, cache_size=0, dtype=args.dtype)  # every pair a forward
+    cached = load_verifier(args.threads, cache_size=10_000, dtype=args.dtype)
     cut = verifier.shipped_cut(DEFAULT_TARGET_MISFIRE)
     retrieval = retrieval_threshold_for(embedder.embedder_id)
     texts = [q.text for q in fits(embedder, load_banking77(DATA_DIR) + load_clinc150(DATA_DIR))]
@@ -126,6 +130,7 @@ def main() -> None:
         "retrieval_threshold": retrieval,
         "verifier_cut": cut,
         "verifier_threads": args.threads,
+        "verifier_dtype": args.dtype,
     }
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/verifier_latency.db"
@@ -162,13 +167,18 @@ def main() -> None:
                 calls.append((text, [r.question for r in rows.values()]))
         ms, _ = time_each(calls, lambda c: verifier.scores(c[0], c[1]), "verifier only")
         out["verifier_only"] = summary(ms) | {
-            "mean_candidates": round(sum(len(c[1]) for c in calls) / max(1, len(calls)), 2)
+            "mean_candidates": round(sum(len(c[1]) for c in calls) / max(1, len(calls)), 2),
+            # The filler's noisy copies repeat question texts; a repeated pair within one
+            # call is scored once.
+            "mean_distinct_candidates": round(
+                sum(len(set(c[1])) for c in calls) / max(1, len(calls)), 2
+            ),
         }
         store.close()
     out["goal_p50_ms"] = GOAL_P50_MS
     out["load_average"] = {"start": load_start, "end": list(os.getloadavg())}
     out["environment"] = environment()
-    write_json("verifier_latency", out)
+    write_json("verifier_latency" + ("_bf16" if args.dtype == "bfloat16" else ""), out)
     for name in ("off", "verifier", "verifier_cache_repeat", "verifier_only"):
         s = out[name]
         print(

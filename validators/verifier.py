@@ -220,7 +220,7 @@ class PairVerifier:
         """One logit per (input_ids, token_type_ids) row; the batcher's forward.
 
         Rows are sorted by length and run in chunks of ``FORWARD_CHUNK``, each padded
-        to its own longest row: one batch padded to the longest of 32 pairs took 1.6x
+        to its own longest row: one batch padded to the longest of 32 pairs took 1.7x
         as long (bench/results/verifier_latency_forward.json)."""
         order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
         logits = [0.0] * len(rows)

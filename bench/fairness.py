@@ -11,10 +11,12 @@ after another, each a unique short question, and times the first content chunk.
 Both send ``Cache-Control: no-cache, no-store``.
 
 Run for the default scheduler (round-robin admission across tenants, at most
-``max_num_seqs_per_tenant=16`` running per tenant) and with the per-tenant cap off
-(``0``); the goal is B's TTFT p50 under the flood within 2x of unloaded.
+``max_num_seqs_per_tenant=16`` running per tenant, prefill priority for a tenant with
+nothing decoding) and with the per-tenant cap off (``0``); the goal is B's TTFT p50
+under the flood within 2x of unloaded. The machine's load average goes in the JSON:
+on a shared CPU box the ratio moves with it.
 
-    python -m bench.fairness                 # → bench/results/fairness.json + a table
+    python bench/fairness.py                 # → bench/results/fairness.json + a table
     python -m bench.fairness --flood 24 --b-requests 8 --caps 16 0
 """
 
@@ -34,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench/fairness.py`
 
 from bench._common import RESULTS, environment
 
@@ -209,6 +213,7 @@ def measure(
         spec = FairnessSpec(url, model, keys[0], keys[1], **spec_args)
         raw = run_client(spec)
         engine_cap = engine.config.max_num_seqs_per_tenant
+        priority_steps = engine.scheduler.num_priority_steps
     engine.close()
     p50_u = statistics.median(raw["b_unloaded_ttft_s"])
     p50_l = statistics.median(raw["b_loaded_ttft_s"])
@@ -220,6 +225,7 @@ def measure(
         "b_ttft_p50_loaded_ms": round(p50_l * 1000, 1),
         "ratio": round(p50_l / p50_u, 2),
         "within_2x": p50_l <= 2 * p50_u,
+        "priority_steps": priority_steps,  # B prefilled in steps without A's decodes
         "spec": {k: v for k, v in asdict(spec).items() if k not in ("url", "key_a", "key_b")},
         **raw,
     }

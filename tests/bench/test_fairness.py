@@ -1,9 +1,12 @@
 """Fair sharing of the engine, loosely (bench/fairness.py measures it): tenant A keeps
 more requests in flight than the engine runs at once, through a real gateway (SmolLM2
 in-process, 8 running sequences, at most 4 per tenant); tenant B's requests are
-admitted next rather than behind A's queue, so B's time to first token stays within
-4x of its unloaded value. Without round-robin admission and the per-tenant cap, B
-would wait behind A's queued requests (32 tokens each)."""
+admitted next rather than behind A's queue, and prefilled in a step of their own
+rather than beside A's decodes (B has nothing decoding: prefill priority), so B's
+time to first token stays within 3x of its unloaded value. The goal is 2x (the
+bench measures 1.9-2.2x on a quiet machine); the margin is for a shared, noisy one.
+Without round-robin admission and the per-tenant cap, B would wait behind A's
+queued requests (32 tokens each)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from prefix.model.loader import LoadedModel
 pytestmark = pytest.mark.slow
 
 
-def test_b_ttft_under_a_flood_stays_within_4x_of_unloaded(
+def test_b_ttft_under_a_flood_stays_within_3x_of_unloaded(
     smol_loaded: LoadedModel, tmp_path: Path
 ) -> None:
     row = measure(
@@ -33,4 +36,5 @@ def test_b_ttft_under_a_flood_stays_within_4x_of_unloaded(
     )
     assert row["engine_cap"] == 4  # the per-tenant cap reached the engine
     assert row["a_requests_completed"] > 0  # the flood really ran beside B
-    assert row["ratio"] <= 4.0, row
+    assert row["priority_steps"] > 0  # B was prefilled in steps of its own
+    assert row["ratio"] <= 3.0, row

@@ -57,8 +57,8 @@ class GatewayVerifier:
     def __init__(self, model: PairVerifier) -> None:
         self.model = model
 
-    def scores(self, question: str, candidates: Sequence[str]) -> list[float]:
-        verdicts = self.model.verdicts(question, candidates)
+    def scores(self, question: str, candidates: Sequence[str], scope: str = "") -> list[float]:
+        verdicts = self.model.verdicts(question, candidates, scope=scope)
         return [v.score if v.supported else 0.0 for v in verdicts]
 
     def shipped_cut(self, target: float) -> float:
@@ -72,9 +72,9 @@ def load_verifier(
 
     ``cache_size``: verdicts remembered (None: ``CACHEGATE_VERIFIER_CACHE_SIZE``);
     ``dtype``: of its matrix products (None: ``CACHEGATE_VERIFIER_DTYPE``). The
-    verdict cache is shared by all tenants: it holds scores, a pure function of
-    the two texts, never an answer, and a tenant reaches an entry only with both
-    texts in hand (its own question and a question in its own partition)."""
+    verdict cache holds scores only, never an answer, and keeps them per
+    partition (the cache passes its partition key as the scope), so a tenant
+    cannot learn from a fast answer that another tenant scored the same pair."""
     from validators.verifier import PairVerifier  # torch, only when the verifier is on
 
     settings = get_settings()

@@ -109,7 +109,7 @@ def choose(
             choice.expired.append(entry_id)
         choice.refused = choice.refused or (str(reason), entry_id)
     if accepted:
-        _verified(choice, verifier, query, accepted, policy)
+        _verified(choice, verifier, query, key, accepted, policy)
     return choice
 
 
@@ -117,6 +117,7 @@ def _verified(
     choice: Choice,
     verifier: HitVerifier | None,
     query: SemanticQuery,
+    key: str,
     accepted: list[tuple[StoredEntry, float]],
     policy: SemanticPolicy,
 ) -> None:
@@ -130,7 +131,8 @@ def _verified(
     asked = normalize_question(query.question)
     same = [normalize_question(e.question) == asked for e, _ in accepted]
     others = [e.question for (e, _), s in zip(accepted, same, strict=True) if not s]
-    scored, failure = verify(verifier, query.question, others) if others else ([], None)
+    # The partition key scopes any verdicts the verifier remembers to this tenant.
+    scored, failure = verify(verifier, query.question, others, key) if others else ([], None)
     remaining = iter(scored or [])
     for (entry, score), identical in zip(accepted, same, strict=True):
         verified = 1.0 if identical else next(remaining, None)

@@ -36,21 +36,25 @@ VERIFIER_UNAVAILABLE = "verifier_unavailable"
 class HitVerifier(Protocol):
     """Scores (new question, cached question) pairs."""
 
-    def scores(self, question: str, candidates: Sequence[str]) -> list[float]:
+    def scores(self, question: str, candidates: Sequence[str], scope: str = "") -> list[float]:
         """One score in [0, 1] per candidate: how likely the two questions have the
-        same correct answer (0 for a pair the verifier cannot read). May raise."""
+        same correct answer (0 for a pair the verifier cannot read). May raise.
+
+        ``scope`` is the partition the candidates come from (it names the tenant):
+        a verifier that remembers scores must keep them per scope, or the speed of
+        an answer would tell one tenant what another asked."""
         ...
 
 
 def verify(
-    verifier: HitVerifier | None, question: str, candidates: Sequence[str]
+    verifier: HitVerifier | None, question: str, candidates: Sequence[str], scope: str = ""
 ) -> tuple[list[float] | None, str | None]:
     """``(scores, None)``, or ``(None, reason)`` when the candidates must all be
     refused because no trustworthy score exists (see the module docstring)."""
     if verifier is None:
         return None, VERIFIER_UNAVAILABLE
     try:
-        scores = [float(s) for s in verifier.scores(question, list(candidates))]
+        scores = [float(s) for s in verifier.scores(question, list(candidates), scope)]
     except Exception as exc:  # fail closed: whatever went wrong, this is not a hit
         # The exception's type only: its message may quote the question.
         logger.warning("semantic: the verifier failed (%s); treated as a miss", type(exc).__name__)

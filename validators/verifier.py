@@ -145,14 +145,22 @@ class PairVerifier:
         """One score in [0, 1] per candidate (0 for a pair the verifier cannot read)."""
         return [v.score for v in self.verdicts(query, candidates)]
 
-    def verdicts(self, query: object, candidates: Sequence[object]) -> list[Verdict]:
-        """Score, path and (for a refused pair) the reason, per candidate."""
+    def verdicts(
+        self, query: object, candidates: Sequence[object], *, scope: str = ""
+    ) -> list[Verdict]:
+        """Score, path and (for a refused pair) the reason, per candidate.
+
+        ``scope`` names whose pairs these are (the gateway passes the tenant's
+        partition): remembered verdicts are kept per scope, so how fast a pair is
+        answered never tells one tenant that another asked it."""
         q = check_question(query)
         if isinstance(candidates, str | bytes):
             raise VerifierTypeError("candidates must be a sequence of questions, not one question")
-        return self.verdicts_for_pairs([(q, check_question(c)) for c in candidates])
+        return self.verdicts_for_pairs([(q, check_question(c)) for c in candidates], scope=scope)
 
-    def verdicts_for_pairs(self, pairs: Sequence[tuple[object, object]]) -> list[Verdict]:
+    def verdicts_for_pairs(
+        self, pairs: Sequence[tuple[object, object]], *, scope: str = ""
+    ) -> list[Verdict]:
         """Like ``verdicts`` for arbitrary (query, cached) pairs, batched (evaluation)."""
         checked = [(check_question(a), check_question(b)) for a, b in pairs]
         out: list[Verdict | None] = [None] * len(checked)
@@ -171,23 +179,23 @@ class PairVerifier:
             else:
                 en.append(i)
         if en:
-            for i, v in zip(en, self._score_en([checked[i] for i in en]), strict=True):
+            for i, v in zip(en, self._score_en([checked[i] for i in en], scope), strict=True):
                 out[i] = v
         if zh:
-            for i, v in zip(zh, self._cached_zh([checked[i] for i in zh]), strict=True):
+            for i, v in zip(zh, self._cached_zh([checked[i] for i in zh], scope), strict=True):
                 out[i] = v
         return [v for v in out if v is not None]
 
-    def _score_en(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
+    def _score_en(self, pairs: list[tuple[str, str]], scope: str = "") -> list[Verdict]:
         enc = self.tokenizer(
             [a for a, _ in pairs], [b for _, b in pairs], padding=False, truncation=False
         )
         verdicts: list[Verdict | None] = [None] * len(pairs)
-        todo: dict[tuple[str, bytes, bytes], list[int]] = {}  # key -> rows needing a forward
+        todo: dict[tuple[str, str, bytes, bytes], list[int]] = {}  # key -> rows needing a forward
         for i, (ids, types) in enumerate(zip(enc["input_ids"], enc["token_type_ids"], strict=True)):
             # The key is what the model reads (the tokenizer's own normalization), so two
             # keys are equal only when the model's inputs are: the cached verdict is exact.
-            key = (self.model_id, array("i", ids).tobytes(), bytes(types))
+            key = (self.model_id, scope, array("i", ids).tobytes(), bytes(types))
             verdicts[i] = self.cache.get(key)
             if verdicts[i] is None:
                 verdicts[i] = self._unreadable(ids, types)
@@ -260,9 +268,9 @@ class PairVerifier:
         ]
         return self.zh_head.score(rows)
 
-    def _cached_zh(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
+    def _cached_zh(self, pairs: list[tuple[str, str]], scope: str = "") -> list[Verdict]:
         # The Chinese features read the exact texts (order, characters), so they key it.
-        keys = [(self.model_id, "zh", a, b) for a, b in pairs]
+        keys = [(self.model_id, scope, "zh", a, b) for a, b in pairs]
         verdicts = [self.cache.get(key) for key in keys]
         missing = [i for i, v in enumerate(verdicts) if v is None]
         if missing:

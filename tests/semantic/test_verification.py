@@ -36,14 +36,16 @@ class Scripted:
     def __init__(self, table: dict[str, float]) -> None:
         self.table = table
         self.calls: list[tuple[str, list[str]]] = []
+        self.scopes: list[str] = []
 
-    def scores(self, question: str, candidates: Sequence[str]) -> list[float]:
+    def scores(self, question: str, candidates: Sequence[str], scope: str = "") -> list[float]:
         self.calls.append((question, list(candidates)))
+        self.scopes.append(scope)
         return [self.table[c] for c in candidates]
 
 
 class Raising:
-    def scores(self, question: str, candidates: Sequence[str]) -> list[float]:
+    def scores(self, question: str, candidates: Sequence[str], scope: str = "") -> list[float]:
         raise RuntimeError("model crashed")
 
 
@@ -51,7 +53,7 @@ class Answers:
     def __init__(self, answer: list[float]) -> None:
         self.answer = answer
 
-    def scores(self, question: str, candidates: Sequence[str]) -> list[float]:
+    def scores(self, question: str, candidates: Sequence[str], scope: str = "") -> list[float]:
         return self.answer
 
 
@@ -140,3 +142,18 @@ def test_the_same_question_needs_no_verifier(cache: SemanticCache) -> None:
     r = cache.lookup(chat("  how do I RESET my password "), CUT)
     assert r.hit and r.cached_question == STORED and r.verifier_score == 1.0
     assert lookup(cache, v).reason == VERIFIER_ERROR
+
+
+def test_the_verifier_is_scoped_to_the_tenants_partition(cache: SemanticCache) -> None:
+    # A verifier that remembers scores keeps them per scope; the cache must pass a
+    # scope that names the tenant, so no two tenants share remembered verdicts.
+    verifier = Scripted({STORED: 0.9, OTHER: 0.1})
+    cache.verifier = verifier
+    assert cache.lookup(chat(PARAPHRASE), CUT).hit  # positive control
+    cache.store(chat(STORED, tenant="tenant-b"), reply("b's"), CUT)
+    cache.store(chat(OTHER, tenant="tenant-b"), reply("b's other"), CUT)
+    assert cache.lookup(chat(PARAPHRASE, tenant="tenant-b"), CUT).hit
+    first, second = verifier.scopes
+    assert first and second and first != second
+    assert first == cache.partition_key(chat(PARAPHRASE))
+    assert second == cache.partition_key(chat(PARAPHRASE, tenant="tenant-b"))

@@ -135,3 +135,28 @@ def test_chinese_verdicts_are_remembered_exactly(uncached: PairVerifier) -> None
     assert first.score == pytest.approx(expected.score, abs=1e-6)
     assert again == first
     assert cached.cache.hits == 1
+
+
+@pytest.mark.slow
+def test_verdicts_are_remembered_per_scope() -> None:
+    # Tenant isolation: a pair scored for one partition is remembered for that
+    # partition (positive control) and computed afresh for another, in both paths.
+    cached = PairVerifier(cache_size=10)
+    query, candidate = PAIRS[0]
+    cached.verdicts(query, [candidate], scope="tenant-a")
+    cached.verdicts(query, [candidate], scope="tenant-a")
+    assert (cached.cache.hits, cached.batcher.rows) == (1, 1)
+    other = cached.verdicts(query, [candidate], scope="tenant-b")[0]
+    assert cached.cache.hits == 1
+    assert cached.batcher.rows == 2  # the model ran again for tenant-b
+    assert other.score == pytest.approx(
+        cached.verdicts(query, [candidate], scope="tenant-a")[0].score
+    )
+    if E5Vectors.available():
+        zh = ("怎么修改登录密码", "如何更改我的登录密码")
+        cached.verdicts(zh[0], [zh[1]], scope="tenant-a")
+        hits = cached.cache.hits
+        cached.verdicts(zh[0], [zh[1]], scope="tenant-a")
+        assert cached.cache.hits == hits + 1
+        cached.verdicts(zh[0], [zh[1]], scope="tenant-b")
+        assert cached.cache.hits == hits + 1

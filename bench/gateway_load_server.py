@@ -160,7 +160,25 @@ def serve_main(spec_path: str) -> None:
     cache = SemanticCache(
         embedder, EntryStore(url), PartitionedIndex(embedder.dim), validator=Validator()
     )
-    policy = TenantPolicy().semantic_policy()  # the tenant has no policy row: the defaults
+    # The tenant has no policy row: the defaults, decided as the gateway decides them.
+    # With the verifier on, the hit questions must be the ones its cut serves, or the
+    # hit phase would measure engine misses (the first issue-15 run did: 1.5 hits/s).
+    tenant_policy = TenantPolicy()
+    policy = tenant_policy.semantic_policy()
+    verifier = None
+    if settings.verifier == "on":
+        from dataclasses import replace
+
+        from gateway.verification import load_verifier, retrieval_threshold_for
+
+        say("loading the pair verifier ...")
+        verifier = load_verifier(settings.verifier_threads)
+        cache.verifier = verifier
+        policy = replace(
+            policy,
+            threshold=retrieval_threshold_for(cache.embedder_id),
+            verifier_cut=verifier.shipped_cut(tenant_policy.target_misfire_rate),
+        )
     say("preparing the semantic cache (phase-2 entries, paraphrase checks, trace) ...")
     prep = prepare(spec, cache, policy, loaded.model_id)
     p2 = prep["phase2"]
@@ -195,7 +213,8 @@ def serve_main(spec_path: str) -> None:
     gw_engine = engine_on(loaded, settings)
     direct_engine = engine_on(loaded, settings)
     gw_app = create_app(
-        settings, Components(engine=gw_engine, embedder=embedder, semantic_cache=cache)
+        settings,
+        Components(engine=gw_engine, embedder=embedder, semantic_cache=cache, verifier=verifier),
     )
     say("starting the engine server and the gateways ...")
     with contextlib.ExitStack() as stack:
@@ -230,6 +249,7 @@ def serve_main(spec_path: str) -> None:
                 "guards": list(policy.guards),
                 "top_k": policy.top_k,
                 "ttl_seconds": policy.ttl_seconds,
+                "verifier_cut": policy.verifier_cut,  # None: CACHEGATE_VERIFIER=off
             },
             "prepare": prep,
             "in_process": micro,

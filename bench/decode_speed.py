@@ -3,16 +3,19 @@
 One decode step = one forward of S sequences with one new token each, every
 sequence attending over its own ``context`` tokens in the paged KV cache
 (distinct, shuffled blocks per sequence: nothing shared, the worst case for the
-read). The K/V contents are random; attention's cost does not depend on them.
+read). ``--shared-prefix N`` makes the first N tokens (whole blocks) the same
+physical blocks for every sequence, as a cached system prompt is in serving.
+The K/V contents are random; attention's cost does not depend on them.
 
-Both decode backends of prefix/model/decode_attention.py run in the same
-process, interleaved step by step, so machine load hits both alike:
-``paged`` (the default) and ``gather`` (the previous path, kept selectable).
-The model is the bundled SmolLM2-135M-Instruct in the engine's default dtype
-("auto", resolved and reported).
+The decode backends of prefix/model/decode_attention.py run in the same
+process, interleaved step by step, so machine load hits them alike; the first
+of ``--backends`` is compared with each other one. Default: ``paged`` (the
+engine's path) against ``sdpa``, the previous one. The model is the bundled
+SmolLM2-135M-Instruct in the engine's default dtype ("auto", resolved and
+reported).
 
-    python bench/decode_speed.py                     # the grid, JSON + PNG
-    python bench/decode_speed.py --profile before    # torch.profiler, context 700
+    python bench/decode_speed.py                          # the grid, JSON + PNG
+    python bench/decode_speed.py --profile LABEL --backends sdpa  # torch.profiler
 """
 
 from __future__ import annotations
@@ -37,22 +40,27 @@ from prefix.model.llama import LlamaModel
 from prefix.model.loader import LoadedModel, default_model_path, load_model
 
 BLOCK = 16
-PROFILE_BACKEND = {"before": "gather", "after": "paged"}
 
 
 class DecodeState:
     """A KV cache holding ``batch`` sequences of ``context`` tokens, ready to decode."""
 
-    def __init__(self, loaded: LoadedModel, batch: int, context: int, steps: int) -> None:
-        blocks_each = -(-(context + steps) // BLOCK)  # ceil: room for every decoded token
+    def __init__(
+        self, loaded: LoadedModel, batch: int, context: int, steps: int, shared: int = 0
+    ) -> None:
+        shared_blocks = min(shared, context) // BLOCK  # whole blocks only, as the cache shares
+        blocks_each = -(-(context + steps) // BLOCK) - shared_blocks  # ceil, minus shared
+        num_blocks = shared_blocks + batch * blocks_each
         self.cache = PagedKVCache.for_model(
-            loaded.config, BLOCK, num_blocks=batch * blocks_each, dtype=loaded.dtype
+            loaded.config, BLOCK, num_blocks=num_blocks, dtype=loaded.dtype
         )
         self.cache.kv.normal_()
         gen = torch.Generator().manual_seed(batch * 100_003 + context)
-        order = torch.randperm(batch * blocks_each, generator=gen)
+        order = torch.randperm(num_blocks, generator=gen)
+        common = order[:shared_blocks].tolist()
         # [batch*blocks_each] -> [batch, blocks_each]: each sequence's own shuffled blocks
-        self.tables = order.view(batch, blocks_each).tolist()
+        own = order[shared_blocks:].view(batch, blocks_each).tolist()
+        self.tables = [common + blocks for blocks in own]
         self.tokens = torch.randint(100, loaded.config.vocab_size, (batch,), generator=gen)
         self.batch, self.context = batch, context
 
@@ -67,9 +75,14 @@ class DecodeState:
 
 
 def measure(
-    loaded: LoadedModel, batch: int, context: int, steps: int, backends: list[str]
+    loaded: LoadedModel,
+    batch: int,
+    context: int,
+    steps: int,
+    backends: list[str],
+    shared: int = 0,
 ) -> list[dict[str, Any]]:
-    state = DecodeState(loaded, batch, context, steps + 1)
+    state = DecodeState(loaded, batch, context, steps + 1, shared)
     times: dict[str, list[float]] = {b: [] for b in backends}
     for i in range(steps + 1):  # step 0 warms up each backend
         for backend in backends:  # interleaved: both see the same load
@@ -86,6 +99,7 @@ def measure(
                 "batch": batch,
                 "context": context,
                 "backend": backend,
+                "shared_prefix": shared,
                 "step_ms_median": round(median * 1000, 2),
                 "step_ms_min": round(best * 1000, 2),
                 "tokens_per_s": round(batch / median, 2),
@@ -102,22 +116,29 @@ def measure(
     return rows
 
 
-def profile(loaded: LoadedModel, which: str, batches: list[int], steps: int) -> Path:
+def profile(
+    loaded: LoadedModel,
+    which: str,
+    backend: str,
+    batches: list[int],
+    steps: int,
+    context: int,
+    shared: int,
+) -> Path:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    backend = PROFILE_BACKEND[which]
     loaded.model.decode_backend = backend
-    context = 700
     lines = [
         f"decode profile ({which}: backend={backend}), SmolLM2-135M {loaded.dtype}, "
-        f"context {context}, {steps} steps per batch size, torch {torch.__version__}, "
+        f"context {context} (shared prefix {shared}), {steps} steps per batch size, "
+        f"torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f} "
         f"on {os.cpu_count()} CPUs",
         "",
     ]
     for batch in batches:
-        state = DecodeState(loaded, batch, context, steps + 1)
+        state = DecodeState(loaded, batch, context, steps + 1, shared)
         state.step(loaded.model, 0)  # warm-up
         with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
             seconds = [state.step(loaded.model, i) for i in range(1, steps + 1)]
@@ -142,7 +163,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (by_ctx, by_batch) = plt.subplots(1, 2, figsize=(11, 4.2))
-    styles = {"paged": "-", "gather": "--"}
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    styles = dict(zip(backends, ["-", "--", ":", "-."], strict=False))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     batches = sorted({r["batch"] for r in rows})
     contexts = sorted({r["context"] for r in rows})
@@ -168,7 +190,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         ax.minorticks_off()
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle("SmolLM2-135M decode: paged (new, solid) vs gather (old, dashed)")
+    fig.suptitle(f"SmolLM2-135M decode: {' vs '.join(backends)} (solid, dashed, dotted)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"wrote {path}")
@@ -179,9 +201,22 @@ def main() -> None:
     ap.add_argument("--contexts", type=int, nargs="+", default=[256, 1024, 4096])
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--steps", type=int, default=4, help="timed steps per point and backend")
-    ap.add_argument("--backends", nargs="+", default=["paged", "gather"])
+    ap.add_argument(
+        "--backends",
+        nargs="+",
+        default=["paged", "sdpa"],
+        help="decode backends; the first is compared with each other one",
+    )
+    ap.add_argument("--shared-prefix", type=int, default=0, help="tokens every sequence shares")
     ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--profile", choices=sorted(PROFILE_BACKEND), default=None)
+    ap.add_argument(
+        "--profile",
+        default=None,
+        metavar="LABEL",
+        help="profile the first of --backends at --profile-context; "
+        "writes results/decode_profile_LABEL.txt",
+    )
+    ap.add_argument("--profile-context", type=int, default=700)
     ap.add_argument("--name", default="decode_speed", help="results/<name>.json and .png")
     ap.add_argument(
         "--threads",
@@ -199,15 +234,28 @@ def main() -> None:
     loaded = load_model(default_model_path(), device="cpu", dtype=dtype, verbose=False)
     torch.manual_seed(0)
     if args.profile:
-        profile(loaded, args.profile, args.batches, args.steps)
+        profile(
+            loaded,
+            args.profile,
+            args.backends[0],
+            args.batches,
+            args.steps,
+            args.profile_context,
+            args.shared_prefix,
+        )
         return
+    load_start = list(os.getloadavg())
     rows: list[dict[str, Any]] = []
     points = [(b, c) for b in args.batches for c in args.contexts]
     for n, (batch, context) in enumerate(points, 1):
         print(f"[{n}/{len(points)}] batch {batch}, context {context}", flush=True)
-        rows += measure(loaded, batch, context, args.steps, args.backends)
-    ratios = {}
-    if {"paged", "gather"} <= set(args.backends):
+        rows += measure(loaded, batch, context, args.steps, args.backends, args.shared_prefix)
+    # the first backend over each other one, per point
+    ratios: dict[str, dict[str, dict[str, float]]] = {}
+    first = args.backends[0]
+    for other in args.backends[1:]:
+        label = f"{first}_over_{other}"
+        ratios[label] = {}
         for batch, context in points:
             new, old = (
                 next(
@@ -215,14 +263,14 @@ def main() -> None:
                     for r in rows
                     if (r["batch"], r["context"], r["backend"]) == (batch, context, b)
                 )
-                for b in ("paged", "gather")
+                for b in (first, other)
             )
-            ratios[f"batch{batch}_ctx{context}"] = {
+            ratios[label][f"batch{batch}_ctx{context}"] = {
                 "median": round(new["tokens_per_s"] / old["tokens_per_s"], 2),
                 "best": round(new["tokens_per_s_best"] / old["tokens_per_s_best"], 2),
             }
-        print("paged / gather tokens/s (median steps):")
-        for key, r in ratios.items():
+        print(f"{first} / {other} tokens/s (median steps):")
+        for key, r in ratios[label].items():
             print(f"  {key:>18}: {r['median']:.2f}x (best steps {r['best']:.2f}x)")
     write_json(
         args.name,
@@ -232,12 +280,14 @@ def main() -> None:
             "dtype": dtype_name(dtype),
             "dtype_reason": reason,
             "block_size": BLOCK,
+            "shared_prefix": args.shared_prefix,
             "steps": args.steps,
             "environment": environment(),
             "threads": torch.get_num_threads(),
+            "load_average_start": load_start,
             "load_average": list(os.getloadavg()),
             "rows": rows,
-            "paged_over_gather": ratios,
+            "ratios": ratios,
         },
     )
     plot(rows, RESULTS / f"{args.name}.png")

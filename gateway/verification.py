@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, cast
 
 from sqlalchemy import Engine
 
@@ -69,25 +69,42 @@ class GatewayVerifier:
 
 
 def load_verifier(
-    threads: int = 1, cache_size: int | None = None, dtype: Dtype | None = None
+    threads: int = 1,
+    cache_size: int | None = None,
+    dtype: Literal["auto"] | Dtype | None = None,
 ) -> GatewayVerifier:
     """Load the shipped verifier (seconds; call it off the event loop).
 
     ``cache_size``: verdicts remembered (None: ``CACHEGATE_VERIFIER_CACHE_SIZE``);
-    ``dtype``: of its matrix products (None: ``CACHEGATE_VERIFIER_DTYPE``). The
-    verdict cache holds scores only, never an answer, and keeps them per
+    ``dtype``: of its matrix products (None: ``CACHEGATE_VERIFIER_DTYPE``); "auto" is
+    resolved by the engine's own rule (``prefix.model.dtype``: bfloat16 on a CPU with
+    avx512_bf16 or amx_bf16, where bf16 is not emulated) and the choice is logged
+    with its reason; the verifier reads the calibration of the dtype it runs in.
+    The verdict cache holds scores only, never an answer, and keeps them per
     partition (the cache passes its partition key as the scope), so a tenant
     cannot learn from a fast answer that another tenant scored the same pair."""
-    from validators.verifier import PairVerifier  # torch, only when the verifier is on
+    # torch, only when the verifier is on (import gateway.app stays torch-free)
+    from prefix.model.dtype import dtype_name, resolve_dtype
+    from validators.verifier import PairVerifier
 
     settings = get_settings()
-    return GatewayVerifier(
-        PairVerifier(
-            threads=threads,
-            cache_size=settings.verifier_cache_size if cache_size is None else cache_size,
-            dtype=settings.verifier_dtype if dtype is None else dtype,
-        )
+    name = settings.verifier_dtype if dtype is None else dtype
+    # The verifier runs on the CPU; resolve_dtype's "auto" rule is the engine's.
+    resolved, reason = resolve_dtype(name, "cpu")
+    chosen = cast("Dtype", dtype_name(resolved))
+    model = PairVerifier(
+        threads=threads,
+        cache_size=settings.verifier_cache_size if cache_size is None else cache_size,
+        dtype=chosen,
     )
+    log.info(
+        "pair verifier computes in %s (verifier dtype %s: %s); cuts from its %s calibration",
+        chosen,
+        name,
+        reason,
+        model.calibration_dtype,
+    )
+    return GatewayVerifier(model)
 
 
 @dataclass

@@ -1,0 +1,97 @@
+"""``CACHEGATE_VERIFIER_DTYPE`` (gateway/verification.py ``load_verifier``): the
+default ``auto`` resolves by the engine's rule (prefix/model/dtype.py) to bfloat16 on
+a CPU that computes it natively (avx512_bf16 or amx_bf16) and to float32 elsewhere;
+an explicit dtype wins over the CPU; the choice is logged with its reason; the
+verifier reads the calibration of the dtype it runs in. The CPU's flags are faked
+where the rule is tested, as tests/prefix/model/test_dtype.py passes them."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+from pydantic import ValidationError
+
+from gateway.settings import Settings, get_settings
+from gateway.verification import load_verifier
+from validators.verifier import CALIBRATION_FILES, MODEL_DIR
+
+pytestmark = pytest.mark.slow
+
+NO_BF16 = frozenset({"fpu", "sse2", "avx2", "avx512f"})
+
+
+@pytest.fixture
+def settings_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """Settings read afresh; no verifier dtype in the environment; no verdict cache."""
+    get_settings.cache_clear()
+    monkeypatch.delenv("CACHEGATE_VERIFIER_DTYPE", raising=False)
+    monkeypatch.setenv("CACHEGATE_VERIFIER_CACHE_SIZE", "0")
+    yield monkeypatch
+    get_settings.cache_clear()
+
+
+def fake_cpu(monkeypatch: pytest.MonkeyPatch, flags: frozenset[str]) -> None:
+    import prefix.model.dtype
+
+    monkeypatch.setattr(prefix.model.dtype, "cpu_flags", lambda *a, **k: flags)
+
+
+def test_auto_is_the_default_and_the_only_other_values_are_dtypes() -> None:
+    assert Settings.model_fields["verifier_dtype"].default == "auto"
+    for name in ("auto", "float32", "bfloat16"):
+        assert Settings(verifier_dtype=name).verifier_dtype == name
+    for bad in ("float16", "int8", "bf16"):
+        with pytest.raises(ValidationError):
+            Settings(verifier_dtype=bad)
+
+
+@pytest.mark.parametrize("flag", ["avx512_bf16", "amx_bf16"])
+def test_auto_on_a_cpu_with_native_bf16_is_bfloat16(
+    settings_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, flag: str
+) -> None:
+    fake_cpu(settings_env, NO_BF16 | {flag})
+    with caplog.at_level(logging.INFO, logger="cachegate.gateway.verification"):
+        v = load_verifier()
+    assert v.model.dtype == "bfloat16" and v.model.calibration_dtype == "bfloat16"
+    lines = [
+        r.getMessage() for r in caplog.records if "pair verifier computes in" in r.getMessage()
+    ]
+    assert len(lines) == 1 and "bfloat16" in lines[0] and flag in lines[0], lines
+
+
+def test_auto_on_a_cpu_without_native_bf16_is_float32(
+    settings_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_cpu(settings_env, NO_BF16)
+    with caplog.at_level(logging.INFO, logger="cachegate.gateway.verification"):
+        v = load_verifier()
+    assert v.model.dtype == "float32" and v.model.calibration_dtype == "float32"
+    assert any("emulated" in r.getMessage() for r in caplog.records)
+
+
+def test_an_explicit_dtype_wins_over_the_cpu(settings_env: pytest.MonkeyPatch) -> None:
+    fake_cpu(settings_env, NO_BF16 | {"amx_bf16"})
+    settings_env.setenv("CACHEGATE_VERIFIER_DTYPE", "float32")
+    assert load_verifier().model.dtype == "float32"
+    get_settings.cache_clear()
+    fake_cpu(settings_env, NO_BF16)
+    settings_env.setenv("CACHEGATE_VERIFIER_DTYPE", "bfloat16")
+    v = load_verifier()
+    assert v.model.dtype == "bfloat16" and v.model.calibration_dtype == "bfloat16"
+
+
+def test_the_default_settings_load_the_dtype_this_cpu_resolves_to(settings_env: None) -> None:
+    from prefix.model.dtype import cpu_flags
+
+    assert get_settings().verifier_dtype == "auto"
+    native = bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+    v = load_verifier()
+    expected = "bfloat16" if native else "float32"
+    assert v.model.dtype == expected and v.model.calibration_dtype == expected
+    # The gateway serves the cut of that dtype's calibration (its table's 1% row).
+    shipped = json.loads((MODEL_DIR / CALIBRATION_FILES[v.model.dtype]).read_text())
+    row = next(r for r in shipped["table"] if r["target_misfire_rate"] == 0.01)
+    assert v.shipped_cut(0.01) == pytest.approx(row["cut"], abs=1e-6)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 
+from prefix.config import EngineConfig
 from prefix.model.decode_attention import (
     DecodeMetadata,
     _attend_reference,
@@ -24,6 +25,9 @@ from prefix.model.decode_attention import (
 )
 from prefix.model.forward_batch import ForwardBatch
 from prefix.model.kv_cache import PagedKVCache
+from prefix.model.loader import LoadedModel
+from prefix.model.sampling import SamplingParams
+from prefix.serve.engine import PrefixEngine
 from tests.prefix.model.test_bf16 import BLOCK, assert_bf16_close, new_cache, random_tokens
 from tests.prefix.model.test_bf16 import tiny_bf16 as tiny_bf16  # the fixture, re-exported
 
@@ -119,3 +123,42 @@ def test_reference_attention_matches_the_cpu_flash_kernel(window: int | None) ->
     )
     torch.testing.assert_close(out, flash_out, atol=1e-5, rtol=0)
     torch.testing.assert_close(lse, flash_lse, atol=1e-5, rtol=0)
+
+
+def test_engine_decodes_requests_over_a_cached_prompt_through_the_split(
+    tiny_llama: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the engine's own batches: concurrent requests after a cached system prompt share
+    # its physical blocks, so their decode steps take the split, and greedy outputs
+    # equal an engine without prefix caching (no shared blocks, no split)
+    shared_lens: list[int] = []
+    build = DecodeMetadata.build.__func__  # type: ignore[attr-defined]
+
+    def spy(cls: type[DecodeMetadata], *args: Any, **kwargs: Any) -> DecodeMetadata:
+        meta: DecodeMetadata = build(cls, *args, **kwargs)
+        shared_lens.append(meta.shared_len)
+        return meta
+
+    monkeypatch.setattr(DecodeMetadata, "build", classmethod(spy))
+    params = SamplingParams(max_tokens=6, ignore_eos=True)
+    system = random_tokens(16, seed=3)
+    prompts = [system + random_tokens(2 + i, seed=10 + i) for i in range(3)]
+    cached = PrefixEngine(EngineConfig(block_size=BLOCK, num_blocks=64), loaded=tiny_llama)
+    cached.generate([*system, 5], params, namespace="g")  # caches the system prompt
+    ids = [cached.add_request(cached.request(p, params, namespace="g")) for p in prompts]
+    outputs: dict[str, list[int]] = {rid: [] for rid in ids}
+    finished: set[str] = set()
+    while len(finished) < len(ids):
+        for out in cached.step():
+            if out.request_id in outputs:
+                outputs[out.request_id].extend(out.new_token_ids)
+                if out.finished:
+                    finished.add(out.request_id)
+    assert max(shared_lens) == 16  # the 4 system-prompt blocks, read once per step
+    plain = PrefixEngine(
+        EngineConfig(block_size=BLOCK, num_blocks=64, enable_prefix_caching=False),
+        loaded=tiny_llama,
+    )
+    for rid, prompt in zip(ids, prompts, strict=True):
+        assert outputs[rid] == plain.generate(prompt, params, namespace="g").token_ids
+    cached.pool.check_integrity()

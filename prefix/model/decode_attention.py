@@ -12,7 +12,8 @@ Three backends compute the same thing:
     (``[Hkv, S*G, D] @ [Hkv, D, Lp]``, in float32), instead of being copied S
     times and read S times. Each sequence's own tail goes through the flash
     kernel, which also returns the log-sum-exp, and the two partial softmaxes are
-    merged exactly by their log-sum-exps.
+    merged exactly by their log-sum-exps. Off CPU the tail uses plain float32
+    ops when a prefix is shared and the device's SDPA when nothing is.
   * ``"sdpa"``: one ``index_select`` per layer copies each sequence's context
     straight into the layout attention wants, ``[S, Hkv, max_len, D]``, inside a
     buffer the cache reuses across layers and steps (a fresh multi-MB tensor per
@@ -164,7 +165,8 @@ def decode_attention(
     # [S, H, D] -> [S, Hkv, G, D]: query head h uses KV head h // G (transformers'
     # repeat_kv order), so the G heads of one group become G "queries" of that KV head
     q_grouped = q.view(num_seqs, kv_heads, num_heads // kv_heads, head_dim)
-    if meta.backend == "sdpa":
+    if meta.backend == "sdpa" or (meta.shared_len == 0 and q.device.type != "cpu"):
+        # off CPU with nothing shared, the device's own SDPA kernel is the fast path
         out = F.scaled_dot_product_attention(
             q_grouped, tail[0], tail[1], attn_mask=meta.mask(window)
         )

@@ -164,10 +164,9 @@ def main() -> None:
     from sqlalchemy import create_engine
 
     from bench.gateway_load_prepare import prepare
-    from bench.gateway_load_server import engine_on
+    from bench.gateway_load_server import engine_on, gateway_policy
     from gateway.admin.service import TenantAdmin
     from gateway.app import Components, create_app
-    from gateway.policy import TenantPolicy
     from gateway.settings import Settings
     from gateway.tenants import TenantStore
     from migrations.runner import upgrade_database
@@ -201,7 +200,7 @@ def main() -> None:
         cache = SemanticCache(
             embedder, EntryStore(url), PartitionedIndex(embedder.dim), validator=Validator()
         )
-        policy = TenantPolicy().semantic_policy()
+        policy, verifier = gateway_policy(settings, cache)
         spec = {
             "tmp": str(tmp),
             "seed": 0,
@@ -217,7 +216,12 @@ def main() -> None:
         questions = prep["phase2"]["hit_questions"]
         app = create_app(
             settings,
-            Components(engine=engine_on(loaded, settings), embedder=embedder, semantic_cache=cache),
+            Components(
+                engine=engine_on(loaded, settings),
+                embedder=embedder,
+                semantic_cache=cache,
+                verifier=verifier,
+            ),
         )
         workers = ThreadProfiles()
         loop_profiles = {v: cProfile.Profile() for v in ("before", "after")}

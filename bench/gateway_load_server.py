@@ -108,6 +108,34 @@ def engine_on(loaded: Any, settings: Any) -> Any:
     return gateway.app.build_engine(settings, salt, loaded=loaded)
 
 
+def gateway_policy(settings: Any, cache: Any) -> tuple[Any, Any]:
+    """The default tenant's semantic policy as the gateway decides it, and the verifier.
+
+    The bench tenant has no policy row. With ``CACHEGATE_VERIFIER=on`` the policy gets
+    the gateway's retrieval threshold and 1% cut and the cache gets the verifier, so
+    the hit questions ``prepare`` picks are the ones the gateway serves (the first
+    issue-15 run picked them by cosine alone and measured engine misses: 1.5 hits/s).
+    Hand the verifier to ``Components`` so the app does not load a second one."""
+    from dataclasses import replace
+
+    from gateway.policy import TenantPolicy
+
+    tenant_policy = TenantPolicy()
+    policy = tenant_policy.semantic_policy()
+    if settings.verifier != "on":
+        return policy, None
+    from gateway.verification import load_verifier, retrieval_threshold_for
+
+    verifier = load_verifier(settings.verifier_threads)
+    cache.verifier = verifier
+    policy = replace(
+        policy,
+        threshold=retrieval_threshold_for(cache.embedder_id),
+        verifier_cut=verifier.shipped_cut(tenant_policy.target_misfire_rate),
+    )
+    return policy, verifier
+
+
 def serve_main(spec_path: str) -> None:
     """The server process: load, prepare, measure in-process, serve until stdin closes."""
     import torch
@@ -117,7 +145,6 @@ def serve_main(spec_path: str) -> None:
     import gateway.proxy.routes as routes
     from gateway.admin.service import TenantAdmin
     from gateway.app import Components, create_app
-    from gateway.policy import TenantPolicy
     from gateway.settings import Settings
     from gateway.tenants import TenantStore
     from migrations.runner import upgrade_database
@@ -160,25 +187,9 @@ def serve_main(spec_path: str) -> None:
     cache = SemanticCache(
         embedder, EntryStore(url), PartitionedIndex(embedder.dim), validator=Validator()
     )
-    # The tenant has no policy row: the defaults, decided as the gateway decides them.
-    # With the verifier on, the hit questions must be the ones its cut serves, or the
-    # hit phase would measure engine misses (the first issue-15 run did: 1.5 hits/s).
-    tenant_policy = TenantPolicy()
-    policy = tenant_policy.semantic_policy()
-    verifier = None
     if settings.verifier == "on":
-        from dataclasses import replace
-
-        from gateway.verification import load_verifier, retrieval_threshold_for
-
         say("loading the pair verifier ...")
-        verifier = load_verifier(settings.verifier_threads)
-        cache.verifier = verifier
-        policy = replace(
-            policy,
-            threshold=retrieval_threshold_for(cache.embedder_id),
-            verifier_cut=verifier.shipped_cut(tenant_policy.target_misfire_rate),
-        )
+    policy, verifier = gateway_policy(settings, cache)
     say("preparing the semantic cache (phase-2 entries, paraphrase checks, trace) ...")
     prep = prepare(spec, cache, policy, loaded.model_id)
     p2 = prep["phase2"]

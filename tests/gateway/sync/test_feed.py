@@ -54,7 +54,9 @@ def test_poll_alone_delivers_within_two_intervals(embedder: Embedder, pg_url: st
         assert b.lookup(chat(PARAPHRASE)).reason == "empty"
         store(a, chat(STORED))
         delay = wait_for(hits(b, chat(PARAPHRASE)), timeout=5.0)
-        assert delay is not None and delay < 2 * poll + 0.5, delay
+        # Slack for the check itself: each try embeds the question and looks it up, and
+        # on 2 shared cores under the whole suite that took 1.57 s once (bound was +0.5 s).
+        assert delay is not None and delay < 2 * poll + 1.0, delay
         print(f"\npoll-only delivery ({poll} s poll): {delay * 1000:.0f} ms")
 
 
@@ -144,6 +146,8 @@ def test_sqlite_is_poll_only(embedder: Embedder, sqlite_url: str, listen: bool) 
         assert b.lookup(chat(PARAPHRASE)).reason == "empty"
         store(a, chat(STORED))
         delay = wait_for(hits(b, chat(PARAPHRASE)), timeout=3.0)
-        assert delay is not None and delay < 2 * poll + 0.5, delay
+        # Slack for the check itself: each try embeds the question and looks it up, and
+        # on 2 shared cores under the whole suite that took 1.57 s once (bound was +0.5 s).
+        assert delay is not None and delay < 2 * poll + 1.0, delay
         a.invalidate(tenant="tenant-a")
         assert wait_for(lambda: len(b.index) == 0, timeout=3.0) is not None

@@ -114,35 +114,71 @@ class E5Vectors:
 
 
 class ChineseHead:
-    """Standardised features -> logistic regression, weights from ``zh_head.json``."""
+    """Standardised features -> (optionally one small hidden layer) -> logistic,
+    weights from ``zh_head.json``; numpy only.
+
+    Without ``hidden_w`` it is a logistic regression over the features (the first
+    heads); with it, ``relu(x @ hidden_w + hidden_b) @ coef + bias``."""
 
     def __init__(
-        self, mean: Sequence[float], std: Sequence[float], coef: Sequence[float], bias: float
+        self,
+        mean: Sequence[float],
+        std: Sequence[float],
+        coef: Sequence[float],
+        bias: float,
+        hidden_w: Sequence[Sequence[float]] | None = None,
+        hidden_b: Sequence[float] | None = None,
     ):
-        if not (len(mean) == len(std) == len(coef) == len(FEATURES)):
-            raise ValueError("zh head: one mean, std and weight per feature")
+        if not (len(mean) == len(std) == len(FEATURES)):
+            raise ValueError("zh head: one mean and std per feature")
         self.mean = np.asarray(mean, dtype=np.float64)
         self.std = np.asarray(std, dtype=np.float64)
         self.coef = np.asarray(coef, dtype=np.float64)
         self.bias = float(bias)
+        self.hidden_w = None if hidden_w is None else np.asarray(hidden_w, dtype=np.float64)
+        self.hidden_b = None if hidden_b is None else np.asarray(hidden_b, dtype=np.float64)
+        width = len(FEATURES)
+        if self.hidden_w is not None:
+            if self.hidden_b is None or self.hidden_w.shape != (width, len(self.hidden_b)):
+                raise ValueError("zh head: hidden weights must be (features, units), a bias each")
+            width = len(self.hidden_b)
+        if len(self.coef) != width:
+            raise ValueError("zh head: one output weight per feature or hidden unit")
 
     @classmethod
     def load(cls, path: Path) -> ChineseHead:
         data = json.loads(path.read_text(encoding="utf-8"))
         if tuple(data["features"]) != FEATURES:
             raise ValueError("zh head was fitted on other features")
-        return cls(data["mean"], data["std"], data["coef"], data["bias"])
+        hidden = data.get("hidden")
+        return cls(
+            data["mean"],
+            data["std"],
+            data["coef"],
+            data["bias"],
+            None if hidden is None else hidden["w"],
+            None if hidden is None else hidden["b"],
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "features": list(FEATURES),
             "mean": self.mean.tolist(),
             "std": self.std.tolist(),
             "coef": self.coef.tolist(),
             "bias": self.bias,
         }
+        if self.hidden_w is not None and self.hidden_b is not None:
+            out["hidden"] = {
+                "activation": "relu",
+                "w": self.hidden_w.tolist(),
+                "b": self.hidden_b.tolist(),
+            }
+        return out
 
     def score(self, rows: Sequence[Sequence[float]]) -> list[float]:
-        x = (np.asarray(rows, dtype=np.float64) - self.mean) / self.std
+        x = (np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES)) - self.mean) / self.std
+        if self.hidden_w is not None and self.hidden_b is not None:
+            x = np.maximum(x @ self.hidden_w + self.hidden_b, 0.0)
         z = x @ self.coef + self.bias
         return [1.0 / (1.0 + math.exp(-float(v))) for v in z]

@@ -7,7 +7,10 @@ separate process (asyncio + httpx), so their work does not share the gateway's G
 Tenant A keeps ``--flood`` long-prompt requests in flight (each a long document
 plus a unique question; ``--unique-prompts`` makes the whole prompt unique, so
 nothing of it is in the prefix cache); tenant B sends single streamed requests one
-after another, each a unique short question, and times the first content chunk.
+after another, each a unique short question, and times the first content chunk,
+either back to back (the worst phase: each B request reaches the engine just after
+one of A's steps began) or after a random think time (``--b-think-ms``: B's arrivals
+spread over A's steps, as independent users' are); one row per think time.
 Both send ``Cache-Control: no-cache, no-store``.
 
 Run for the default scheduler (round-robin admission across tenants, at most
@@ -17,7 +20,7 @@ under the flood within 2x of unloaded. The machine's load average goes in the JS
 on a shared CPU box the ratio moves with it.
 
     python bench/fairness.py                 # → bench/results/fairness.json + a table
-    python -m bench.fairness --flood 24 --b-requests 8 --caps 16 0
+    python -m bench.fairness --flood 24 --b-requests 16 --caps 16 0 --b-think-ms 0 400
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
+import random
 import statistics
 import sys
 import time
@@ -62,6 +66,12 @@ class FairnessSpec:
     unique_prompts: bool = False  # A's whole prompt unique (no prefix-cache reuse)
     b_requests: int = 8  # B's requests per phase (after one warm-up request)
     b_max_tokens: int = 4
+    # B waits uniform [0, b_think_s] before each request (0: back to back). Back to back,
+    # B's next request reaches the engine ~20 ms after A's next step began (the step
+    # that finished B's last request is followed at once by another), so it always
+    # waits for almost a whole A step: the worst phase. A think time spreads B's
+    # arrivals over A's steps, as independent users' requests are.
+    b_think_s: float = 0.0
     timeout: float = 300.0
 
 
@@ -99,7 +109,10 @@ async def _ttft(
 
 async def _b_phase(client: httpx.AsyncClient, spec: FairnessSpec, tag: str) -> list[float]:
     out = []
+    think = random.Random(f"{tag}-{spec.b_think_s}")
     for i in range(spec.b_requests + 1):  # the first is a warm-up, not counted
+        if spec.b_think_s:
+            await asyncio.sleep(think.uniform(0, spec.b_think_s))
         q = f"[{tag}-{i}-{uuid.uuid4().hex[:6]}] In one word, what color is grass?"
         ttft = await _ttft(client, spec, spec.key_b, q, spec.b_max_tokens)
         if i:
@@ -232,17 +245,22 @@ def measure(
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    print("| scheduler | B TTFT p50 unloaded | B TTFT p50 under A's flood | ratio | A done |")
-    print("|---|---|---|---|---|")
+    print(
+        "| scheduler | B think time | B TTFT p50 unloaded | B TTFT p50 under A's flood | ratio"
+        " | A done | load |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         name = (
             f"round-robin, cap {r['max_num_seqs_per_tenant']}"
             if r["max_num_seqs_per_tenant"]
             else "round-robin, no per-tenant cap"
         )
+        think = r["spec"]["b_think_s"]
         print(
-            f"| {name} | {r['b_ttft_p50_unloaded_ms']:.0f} ms | {r['b_ttft_p50_loaded_ms']:.0f} ms"
-            f" | {r['ratio']:.2f}x | {r['a_requests_completed']} |"
+            f"| {name} | {f'0-{think * 1000:.0f} ms' if think else 'none'} "
+            f"| {r['b_ttft_p50_unloaded_ms']:.0f} ms | {r['b_ttft_p50_loaded_ms']:.0f} ms"
+            f" | {r['ratio']:.2f}x | {r['a_requests_completed']} | {r['loadavg_1m']:.1f} |"
         )
 
 
@@ -251,31 +269,47 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--caps", type=int, nargs="+", default=[16, 0])
     p.add_argument("--flood", type=int, default=24)
     p.add_argument("--max-num-seqs", type=int, default=32)
-    p.add_argument("--b-requests", type=int, default=8)
+    p.add_argument("--b-requests", type=int, default=16)
+    p.add_argument(
+        "--b-think-ms",
+        type=float,
+        nargs="+",
+        default=[0.0, 400.0],
+        help="B's think time before each request, uniform in [0, this]; one row per value",
+    )
     p.add_argument("--doc-repeats", type=int, default=4)
     p.add_argument("--unique-prompts", action="store_true")
     p.add_argument("--out", type=Path, default=RESULTS / "fairness.json")
     args = p.parse_args(argv)
+    import torch
+
+    from prefix.model.dtype import resolve_dtype
     from prefix.model.loader import default_model_path, load_model
 
-    loaded = load_model(default_model_path(), device="cpu", verbose=False)
+    dtype, reason = resolve_dtype("auto", torch.device("cpu"))  # the gateway's default
+    print(f"engine dtype: {reason}", flush=True)
+    loaded = load_model(default_model_path(), device="cpu", dtype=dtype, verbose=False)
     work = Path("/tmp/soak")
     work.mkdir(parents=True, exist_ok=True)
     rows = []
-    for cap in args.caps:
-        print(f"measuring max_num_seqs_per_tenant={cap} ...", flush=True)
-        rows.append(
-            measure(
-                cap,
-                loaded,
-                work,
-                max_num_seqs=args.max_num_seqs,
-                flood=args.flood,
-                b_requests=args.b_requests,
-                doc_repeats=args.doc_repeats,
-                unique_prompts=args.unique_prompts,
-            )
+    runs = [(cap, think) for cap in args.caps for think in args.b_think_ms]
+    for i, (cap, think) in enumerate(runs, 1):
+        print(
+            f"[{i}/{len(runs)}] max_num_seqs_per_tenant={cap}, B think 0-{think:.0f} ms ...",
+            flush=True,
         )
+        row = measure(
+            cap,
+            loaded,
+            work,
+            max_num_seqs=args.max_num_seqs,
+            flood=args.flood,
+            b_requests=args.b_requests,
+            doc_repeats=args.doc_repeats,
+            unique_prompts=args.unique_prompts,
+            b_think_s=think / 1000,
+        )
+        rows.append(row | {"loadavg_1m": round(os.getloadavg()[0], 2)})
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "spec"}), flush=True)
     print_table(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)

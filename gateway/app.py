@@ -90,6 +90,7 @@ def engine_config(settings: Settings, salt: str, **overrides: Any) -> EngineConf
         "max_num_seqs": settings.max_num_seqs,
         "max_num_seqs_per_tenant": settings.max_num_seqs_per_tenant or None,
         "max_num_waiting": settings.max_num_waiting,
+        "num_threads": settings.engine_threads or None,
         "enable_prefix_caching": settings.enable_prefix_caching,
         "server_salt": salt,
     }

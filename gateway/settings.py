@@ -111,6 +111,8 @@ class Settings(BaseSettings):
     # waiting for admission in all (beyond it: 429 with Retry-After).
     max_num_seqs_per_tenant: int = Field(16, ge=0)
     max_num_waiting: int = Field(256, ge=1)
+    # torch intra-op threads of the engine's step thread (0: torch's default, all cores)
+    engine_threads: int = Field(0, ge=0)
     enable_prefix_caching: bool = True
     engine_port: int = Field(8001, ge=1, le=65535)
     # Shared secret between gateway and engine server: only requests carrying it may

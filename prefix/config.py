@@ -46,6 +46,10 @@ class EngineConfig:
     max_num_seqs_per_tenant: int | None = None
     max_num_waiting: int = 256
     max_num_batched_tokens: int = 2048  # tokens computed per step (decodes + prefill chunks)
+    # torch intra-op threads of the engine's step thread; None: torch's default (all
+    # cores). Fewer leaves cores to what shares the box (the HTTP front end's event loop,
+    # tokenizer threads): an OpenMP thread that loses its core stalls every parallel op.
+    num_threads: int | None = None
     enable_prefix_caching: bool = True
     server_salt: str = ""
     # L2 host tier: bytes of host memory (pinned on CUDA) for blocks evicted from the
@@ -86,6 +90,8 @@ class EngineConfig:
             raise EngineConfigError("max_num_seqs and max_num_batched_tokens must be >= 1")
         if self.max_num_seqs_per_tenant is not None and self.max_num_seqs_per_tenant < 1:
             raise EngineConfigError("max_num_seqs_per_tenant must be >= 1 (or None: no cap)")
+        if self.num_threads is not None and self.num_threads < 1:
+            raise EngineConfigError(f"num_threads must be >= 1 (or None), got {self.num_threads}")
         if self.max_num_waiting < 1:
             raise EngineConfigError(f"max_num_waiting must be >= 1, got {self.max_num_waiting}")
         if (

@@ -12,9 +12,10 @@ Two attention paths:
     per layer of every sequence's context into ``[S, Hkv, max_len, D]`` plus a
     key-padding mask, so many sequences of different lengths cost one SDPA call
     per layer;
-  * otherwise one SDPA call per sequence, with an explicit causal mask whose
-    diagonal is shifted by the cached length (or ``is_causal`` when nothing is
-    cached).
+  * otherwise short chunks over a cached context are attended together, one
+    SDPA call per layer (prefix/model/prefill_attention.py), and each longer
+    chunk in its own SDPA call, with an explicit causal mask whose diagonal is
+    shifted by the cached length (or ``is_causal`` when nothing is cached).
 
 Numerics follow transformers' Llama/Qwen2/Mistral (RMSNorm in float32, RoPE
 angles in float32, rotate-half layout), so logits match theirs to ~1e-5 in fp32.
@@ -33,6 +34,7 @@ from prefix.model.config import ModelConfig
 from prefix.model.decode_attention import DECODE_BACKENDS, DecodeMetadata, decode_attention
 from prefix.model.forward_batch import ForwardBatch, SeqChunk
 from prefix.model.kv_cache import PagedKVCache
+from prefix.model.prefill_attention import PrefillBatchMetadata, batched_prefill_attention
 
 __all__ = ["ForwardBatch", "LlamaModel", "SeqChunk"]
 
@@ -119,21 +121,31 @@ class AttentionMetadata:
     batch: ForwardBatch
     query_starts: list[int]  # row of each sequence's first new token in the flat batch
     decode: DecodeMetadata | None  # set when every sequence has exactly one new token
+    prefill_batch: PrefillBatchMetadata | None  # the short chunks attended together
     _masks: dict[tuple[int, int | None], torch.Tensor | None] = field(default_factory=dict)
 
     @classmethod
     def build(
-        cls, batch: ForwardBatch, kv_cache: PagedKVCache, decode_backend: str = "paged"
+        cls,
+        batch: ForwardBatch,
+        kv_cache: PagedKVCache,
+        decode_backend: str = "paged",
+        batch_prefill: bool = True,
     ) -> AttentionMetadata:
         starts = [0]
         for q in batch.query_lens[:-1]:
             starts.append(starts[-1] + q)
-        decode = None
+        decode: DecodeMetadata | None = None
+        prefill_batch: PrefillBatchMetadata | None = None
         if batch.is_decode:
             decode = DecodeMetadata.build(
                 batch.block_tables, batch.seq_lens, kv_cache, decode_backend
             )
-        return cls(batch, starts, decode)
+        elif batch_prefill:
+            prefill_batch = PrefillBatchMetadata.build(
+                starts, batch.query_lens, batch.seq_lens, batch.block_tables, kv_cache
+            )
+        return cls(batch, starts, decode, prefill_batch)
 
     def seq_mask(self, seq: int, window: int | None) -> torch.Tensor | None:
         """[q_len, seq_len] bool, True = may attend; None means plain is_causal."""
@@ -202,7 +214,13 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         batch = meta.batch
         out = torch.empty_like(q)
+        batched: set[int] = set()
+        if meta.prefill_batch is not None:
+            batched_prefill_attention(q, self.layer, self.window, meta.prefill_batch, kv_cache, out)
+            batched.update(meta.prefill_batch.seqs)
         for seq, start in enumerate(meta.query_starts):
+            if seq in batched:
+                continue
             q_len, seq_len = batch.query_lens[seq], batch.seq_lens[seq]
             end = start + q_len
             if q_len == seq_len:
@@ -274,6 +292,9 @@ class LlamaModel(nn.Module):
         # one of DECODE_BACKENDS: "paged", or "sdpa" / "gather" (earlier paths, kept for
         # the before/after bench and as references the tests compare against)
         self.decode_backend = "paged"
+        # short prefill chunks attended in one call per layer; False: one call per
+        # sequence (the reference the tests compare against)
+        self.batch_prefill = True
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -309,7 +330,7 @@ class LlamaModel(nn.Module):
             raise ValueError(
                 f"decode_backend must be one of {DECODE_BACKENDS}, got {self.decode_backend!r}"
             )
-        meta = AttentionMetadata.build(batch, kv_cache, self.decode_backend)
+        meta = AttentionMetadata.build(batch, kv_cache, self.decode_backend, self.batch_prefill)
         # [T] -> [T, hidden]
         x = self.embed_tokens(batch.input_ids)
         cos, sin = self.rotary(batch.positions, x.dtype)  # each [T, D], shared by all layers

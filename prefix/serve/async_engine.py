@@ -17,6 +17,8 @@ import threading
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
+import torch
+
 from prefix.core.request import EngineRequest
 from prefix.core.sequence import Sequence
 from prefix.errors import QueueFullError
@@ -120,6 +122,9 @@ class AsyncEngine:
     # ---- the engine thread ----------------------------------------------------------
     def _loop(self) -> None:
         try:
+            if self.engine.config.num_threads is not None:
+                # per thread with OpenMP: this sets the step thread's own parallel regions
+                torch.set_num_threads(self.engine.config.num_threads)
             while not self._stop.is_set():
                 self._drain_inbox()
                 if self.engine.has_unfinished():

@@ -362,8 +362,9 @@ class PrefixEngine:
         """
         from prefix.errors import NoFreeBlocksError
 
-        req = self.request(prompt, SamplingParams(max_tokens=1), namespace=namespace,
-                           cache_salt=cache_salt)
+        req = self.request(
+            prompt, SamplingParams(max_tokens=1), namespace=namespace, cache_salt=cache_salt
+        )
         seq = self.new_sequence(req)
         with self._lock:
             if not self.blocks.admit(seq):

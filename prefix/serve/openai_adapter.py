@@ -125,4 +125,3 @@ def engine_error(exc: BaseException, prompt_param: str = "messages") -> ApiError
     if isinstance(exc, EngineDeadError):
         return ApiError(503, str(exc), type="server_error", code="engine_dead")
     raise exc
-

@@ -182,3 +182,35 @@ def test_batched_decode_of_varied_lengths_equals_alone(tiny_llama: LoadedModel, 
     assert widest == len(prompts)  # at least one step decoded all of them in one batch
     assert [got[rid] for rid in ids] == expected
     assert_idle(engine)
+
+
+def test_engine_thread_runs_with_the_configured_torch_threads(
+    tiny_llama: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CACHEGATE_ENGINE_THREADS -> EngineConfig.num_threads: the step thread's own count;
+    # the control (None) keeps torch's default, so the check can tell them apart
+    assert torch.get_num_threads() > 1 or pytest.skip("a single-core machine")
+    seen: dict[str | None, set[int]] = {}
+    step = PrefixEngine.step
+
+    def spy(self: PrefixEngine) -> list[RequestOutput]:
+        seen.setdefault(str(self.config.num_threads), set()).add(torch.get_num_threads())
+        return step(self)
+
+    monkeypatch.setattr(PrefixEngine, "step", spy)
+    params = SamplingParams(max_tokens=3, ignore_eos=True)
+    default = torch.get_num_threads()
+
+    async def body(ae: AsyncEngine) -> Any:
+        return await run_one(ae, tokens(6, seed=3), params)
+
+    try:
+        for threads in (None, 1):
+            got, _ = with_async_engine(make(tiny_llama, num_threads=threads), body)
+            assert len(got) == 3
+    finally:
+        torch.set_num_threads(default)  # threads started later inherit the last count set
+    assert seen["1"] == {1}
+    assert seen["None"] == {default}
+    with pytest.raises(ValueError, match="num_threads"):
+        EngineConfig(num_threads=0)

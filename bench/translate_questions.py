@@ -105,8 +105,10 @@ def clean(english: str, answer: str) -> tuple[str | None, str]:
         return None, "too_long"
     kept = [w.casefold() for w in _LATIN_WORD.findall(english)]
     for word in _LATIN_WORD.findall(text):
-        # "ATM" for "ATMs" is kept English; a word the question did not have is not.
-        if not any(k.startswith(word.casefold()) for k in kept):
+        # A name or acronym kept as written ("Phoenix", "ATM" for "ATMs") is fine;
+        # any other English left in ("被我卡 nick 了" for "nicked") is no translation.
+        w = word.casefold()
+        if w not in kept and not (word.isupper() and any(k.startswith(w) for k in kept)):
             return None, "english_left"
     missing = Counter(_numbers(english)) - Counter(_numbers(text))
     if missing:

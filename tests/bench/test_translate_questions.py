@@ -59,6 +59,7 @@ def test_round_robin_covers_every_intent_first_and_by_intent_keeps_them_whole() 
         ("Can I send $50 to Spain?", "我可以汇500美元到西班牙吗？", None, "numbers_changed"),
         ("Can I send $50 to Spain?", "Sure! You can send money.", None, "no_han"),
         ("What is my balance?", "我的 account 余额是多少？", None, "english_left"),
+        ("can the atm nicked my card", "ATM 被我卡 nick 了吗？", None, "english_left"),
         ("hi", "你好" * 30, None, "too_long"),
     ],
 )

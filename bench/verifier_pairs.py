@@ -18,7 +18,12 @@ prefix, 1), ``hard`` (nearest question of another intent, 0), ``unrelated``
 (MeanCache follow-up vs a main question or another follow-up, 0) and ``paws``
 (PAWS-X dev, label as given). Chinese pairs are PAWS-X zh plus ``entity``,
 ``polarity``, ``direction``, ``surface`` and ``unrelated`` pairs built from the
-PAWS-X zh sentences.
+PAWS-X zh sentences, and, from the Chinese translations of BANKING77 and CLINC150
+questions (bench/data/zh_intent_questions.jsonl, bench/verifier_pairs_zh.py; only
+when ``build_pairs`` is given a Chinese embedder), ``paraphrase``,
+``paraphrase_random``, ``hard`` and ``unrelated`` pairs and the same rewrites,
+split by the English intent's key: a Chinese eval intent is an English eval
+intent, never trained on in either language.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from bench import verifier_pairs_zh as zh_intents
 from bench import verifier_perturb as perturb
 from bench.semantic_pairs import (
     DATA_DIR,
@@ -171,6 +177,22 @@ def _pawsx(rng: random.Random, data_dir: Path) -> list[VPair]:
     return out
 
 
+def _zh_intent_kinds(embed: Embed, rng: random.Random, path: Path) -> list[VPair]:
+    """Chinese intent pairs (bench/verifier_pairs_zh.py) and rewrites, per split."""
+    by_split: dict[str, list[zh_intents.ZhQuestion]] = {s: [] for s in SPLITS}
+    for q in zh_intents.load_zh_questions(path):
+        by_split[split_of(f"{q.source}:{q.intent}")].append(q)
+    out: list[VPair] = []
+    for split, pool in by_split.items():
+        if len(pool) < 2:
+            continue
+        for p in zh_intents.intent_pairs_zh(pool, embed([q.zh for q in pool]), rng):
+            out.append(VPair(p.a, p.b, p.label, p.kind, "zh", split, p.source))
+        for q in pool:
+            out += _rewrites(q.zh, "zh", split, f"{q.source}-zh", rng)
+    return out
+
+
 def drop_crossing(pairs: Sequence[VPair]) -> list[VPair]:
     """Pairs with a side whose text (normalized, within its source) also appears in
     another split are dropped: a rewrite can produce a real question of another
@@ -188,16 +210,30 @@ def drop_crossing(pairs: Sequence[VPair]) -> list[VPair]:
     ]
 
 
-def build_pairs(embed: Embed, seed: int = 12, data_dir: Path = DATA_DIR) -> list[VPair]:
-    """Every pair of every kind, deterministic for ``seed`` (given a deterministic
-    ``embed``); sides are put in a random order, duplicates dropped."""
+def build_pairs(
+    embed: Embed,
+    seed: int = 12,
+    data_dir: Path = DATA_DIR,
+    *,
+    embed_zh: Embed | None = None,
+    zh_questions: Path = zh_intents.ZH_QUESTIONS,
+) -> list[VPair]:
+    """Every pair of every kind, deterministic for ``seed`` (given deterministic
+    embedders); sides are put in a random order, duplicates dropped. ``embed`` finds
+    the English neighbours, ``embed_zh`` the Chinese ones (without it, no Chinese
+    intent pairs)."""
     rng = random.Random(seed)
     questions = load_banking77(data_dir) + load_clinc150(data_dir)
     pairs = _intent_kinds(questions, embed, rng)
     for q in questions:
         pairs += _rewrites(q.text, "en", split_of(f"{q.source}:{q.intent}"), q.source, rng)
     pairs += _context_kind(embed, rng)
-    pairs = drop_crossing(pairs + _pawsx(rng, data_dir))
+    pairs += _pawsx(rng, data_dir)
+    if embed_zh is not None:
+        # Its own generator, and last: the pairs that were there before it stay the
+        # same draws (and the final side shuffle below keeps their order).
+        pairs += _zh_intent_kinds(embed_zh, random.Random(f"zh-intents:{seed}"), zh_questions)
+    pairs = drop_crossing(pairs)
     seen: set[tuple[str, frozenset[str]]] = set()
     out: list[VPair] = []
     for p in pairs:

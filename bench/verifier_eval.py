@@ -5,6 +5,7 @@ misfire 1%), the share of pairs refused as unsupported, and the latency of one
 ``score(query, 5 candidates)`` call.
 
     python bench/verifier_eval.py [--pairs data/verifier/pairs.jsonl] [--per-kind 1500]
+    python bench/verifier_eval.py --lang zh --out bench/results/verifier_eval_zh.json
 
 Writes ``bench/results/verifier_eval.json`` and prints a table. The pairs file is
 the one bench/train_verifier.py wrote (it is rebuilt when missing).
@@ -29,7 +30,7 @@ from sklearn.metrics import roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.verifier_pairs import VPair, drop_crossing
-from validators.verifier import DEFAULT_TARGET_MISFIRE, PairVerifier, Verdict
+from validators.verifier import DEFAULT_TARGET_MISFIRE, MODEL_DIR, PairVerifier, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = ROOT / "data" / "verifier" / "pairs.jsonl"
@@ -94,9 +95,15 @@ def latency(
 
 
 def evaluate(
-    verifier: PairVerifier, pairs: Sequence[VPair], per_kind: int, calls: int = 200
+    verifier: PairVerifier,
+    pairs: Sequence[VPair],
+    per_kind: int,
+    calls: int = 200,
+    langs: Sequence[str] = ("en", "zh"),
 ) -> dict[str, Any]:
-    chosen = sample_eval(pairs, per_kind)
+    # Sampled from every language and then filtered, so one language's pairs are the
+    # same whether or not the other is evaluated beside it.
+    chosen = [p for p in sample_eval(pairs, per_kind) if p.lang in langs]
     cut = verifier.cut_for(DEFAULT_TARGET_MISFIRE)
     # Batches of similar length: padding is most of the cost on a busy CPU.
     order = sorted(range(len(chosen)), key=lambda i: len(chosen[i].a) + len(chosen[i].b))
@@ -131,7 +138,7 @@ def evaluate(
         "per_kind_cap": per_kind,
         "overall_excluding_unrelated": overall,
         "by_kind": by_kind,
-        "latency": {lang: latency(verifier, chosen, lang, calls) for lang in ("en", "zh")},
+        "latency": {lang: latency(verifier, chosen, lang, calls) for lang in langs},
     }
 
 
@@ -170,11 +177,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--model-dir", type=Path, default=MODEL_DIR, help="the verifier to evaluate")
+    ap.add_argument(
+        "--lang", choices=("en", "zh"), action="append", help="only this language (repeatable)"
+    )
     args = ap.parse_args(argv)
     from bench.train_verifier import load_or_build_pairs
 
     pairs = load_or_build_pairs(args.pairs, rebuild=False)
-    result = evaluate(PairVerifier(threads=args.threads), pairs, args.per_kind, args.calls)
+    verifier = PairVerifier(args.model_dir, threads=args.threads)
+    langs = tuple(args.lang or ("en", "zh"))
+    result = evaluate(verifier, pairs, args.per_kind, args.calls, langs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(table(result))

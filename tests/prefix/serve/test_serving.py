@@ -200,6 +200,9 @@ def test_engine_thread_runs_with_the_configured_torch_threads(
     monkeypatch.setattr(PrefixEngine, "step", spy)
     params = SamplingParams(max_tokens=3, ignore_eos=True)
     default = torch.get_num_threads()
+    # threads started later inherit the last count set anywhere (another test's worker
+    # thread may have set 1): set it here, so the control's thread starts with `default`
+    torch.set_num_threads(default)
 
     async def body(ae: AsyncEngine) -> Any:
         return await run_one(ae, tokens(6, seed=3), params)

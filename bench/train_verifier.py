@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from collections import Counter
@@ -50,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import verifier_calibrate as calib
 from bench import verifier_card, verifier_eval, verifier_zh_head
-from bench.verifier_pairs import VPair, build_pairs, load, save
+from bench.verifier_pairs import VPair, build_pairs, load, sample_train, save
 from bench.verifier_training import TrainConfig, load_base, train
 from validators import verifier_codec, verifier_zh
 from validators.verifier import CALIBRATION_FILES, MODEL_DIR, PairVerifier
@@ -121,12 +120,7 @@ def load_or_build_pairs(path: Path, rebuild: bool) -> list[VPair]:
 
 
 def training_set(pairs: Sequence[VPair], seed: int) -> list[VPair]:
-    rng = random.Random(seed)
-    out: list[VPair] = []
-    for kind, cap in sorted(CAPS.items()):
-        group = [p for p in pairs if p.split == "train" and p.lang == "en" and p.kind == kind]
-        out += rng.sample(group, cap) if len(group) > cap else group
-    return out
+    return sample_train(pairs, CAPS, "en", seed)
 
 
 def write_model(model_dir: Path, model: object, tokenizer: object, info: dict[str, object]) -> None:

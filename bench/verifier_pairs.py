@@ -246,6 +246,16 @@ def build_pairs(
     return out
 
 
+def sample_train(pairs: Sequence[VPair], caps: dict[str, int], lang: str, seed: int) -> list[VPair]:
+    """At most ``caps[kind]`` training pairs of each kind in ``lang``, drawn with ``seed``."""
+    rng = random.Random(seed)
+    out: list[VPair] = []
+    for kind, cap in sorted(caps.items()):
+        group = [p for p in pairs if p.split == "train" and p.lang == lang and p.kind == kind]
+        out += rng.sample(group, cap) if len(group) > cap else group
+    return out
+
+
 def save(pairs: Sequence[VPair], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as fh:

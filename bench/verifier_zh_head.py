@@ -12,13 +12,12 @@ Which one ships is chosen on the calibration split (MODEL_CARD.md).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
-from bench.verifier_pairs import VPair
+from bench.verifier_pairs import VPair, sample_train
 from validators import verifier_zh
 
 #: Chinese training pairs per kind. PAWS-X zh and the intent kinds (paraphrase,
@@ -39,12 +38,7 @@ ZH_CAPS = {
 
 
 def training_pairs(pairs: Sequence[VPair], seed: int) -> list[VPair]:
-    rng = random.Random(seed)
-    out: list[VPair] = []
-    for kind, cap in sorted(ZH_CAPS.items()):
-        group = [p for p in pairs if p.split == "train" and p.lang == "zh" and p.kind == kind]
-        out += rng.sample(group, cap) if len(group) > cap else group
-    return out
+    return sample_train(pairs, ZH_CAPS, "zh", seed)
 
 
 def design(pairs: Sequence[VPair], e5: verifier_zh.E5Vectors) -> NDArray[np.float64]:

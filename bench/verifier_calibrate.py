@@ -1,7 +1,6 @@
-"""The Chinese head, the common score scale and the calibration curve of the verifier.
+"""The common score scale and the calibration curve of the verifier (the Chinese head
+is fitted in bench/verifier_zh_head.py).
 
-- ``fit_zh_head``: logistic regression over ``validators.verifier_zh.features``
-  of the Chinese training pairs.
 - ``common_scale``: a monotone map from the Chinese head's probabilities onto the
   English cross-encoder's scale, matching the quantiles of the two languages'
   calibration negatives, so that one cut gives one misfire rate in both.
@@ -25,34 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 
 from bench.verifier_pairs import VPair
-from validators import verifier_zh
 from validators.verifier import CALIBRATION_FILES, PairVerifier, Verdict
 from validators.verifier_dtype import Dtype
 
 TARGETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 CALIBRATION_EXCLUDED = ("unrelated",)
-
-
-def fit_zh_head(pairs: Sequence[VPair], e5: verifier_zh.E5Vectors) -> verifier_zh.ChineseHead:
-    texts = sorted({t for p in pairs for t in (p.a, p.b)})
-    row = {t: i for i, t in enumerate(texts)}
-    vectors = e5.embed(texts)  # (distinct texts, 384)
-    x = np.asarray(
-        [
-            verifier_zh.features(p.a, p.b, float(vectors[row[p.a]] @ vectors[row[p.b]]))
-            for p in pairs
-        ]
-    )
-    y = np.asarray([p.label for p in pairs])
-    mean, std = x.mean(axis=0), np.maximum(x.std(axis=0), 1e-6)
-    model = LogisticRegression(C=1.0, max_iter=2000, class_weight="balanced")
-    model.fit((x - mean) / std, y)
-    return verifier_zh.ChineseHead(
-        mean.tolist(), std.tolist(), model.coef_[0].tolist(), float(model.intercept_[0])
-    )
 
 
 def common_scale(

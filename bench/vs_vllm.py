@@ -51,6 +51,9 @@ OURS_COLUMNS: dict[str, list[str]] = {
     "default": [],
     "bfloat16": ["--dtype", "bfloat16"],
     "float32": ["--dtype", "float32"],
+    # one torch thread for the engine's step, the other core left to the server's
+    # event loop and the client (README "torch's intra-op threads and a shared CPU")
+    "threads1": ["--threads", "1"],
 }
 SMOLLM2_VOCAB = 49152
 

@@ -95,6 +95,8 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     )
     if args.no_prefix_caching:
         config = dataclasses.replace(config, enable_prefix_caching=False)
+    if args.threads is not None:
+        config = dataclasses.replace(config, num_threads=args.threads or None)
     key = s.engine_key.get_secret_value() if s.engine_key else None
     provider = None
     if s.otlp_endpoint:  # the engine's spans (prefix/serve/tracing.py) over OTLP
@@ -224,6 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
     eng.add_argument("--eviction-policy", default=None, choices=["lru", "coverage"])
     eng.add_argument("--max-num-seqs", type=int, default=None, help="default 32")
     eng.add_argument("--no-prefix-caching", action="store_true")
+    eng.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads of the engine's step (CACHEGATE_ENGINE_THREADS; 0: torch's default)",
+    )
     eng.set_defaults(func=_cmd_engine)
 
     gen = sub.add_parser(

@@ -8,6 +8,8 @@ import sys
 import pytest
 
 from gateway.cli import main
+from gateway.settings import get_settings
+from prefix.config import EngineConfig
 
 
 def run_cli(*args: str) -> str:
@@ -44,3 +46,28 @@ def test_lab_explain_trace_numbers(capsys: pytest.CaptureFixture[str]) -> None:
 def test_lab_bad_argument_is_a_clean_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lab", "--change-position", "40"]) == 2
     assert "change_position" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"), [([], None), (["--threads", "1"], 1), (["--threads", "0"], None)]
+)
+def test_engine_threads_flag_reaches_the_engine_config(
+    monkeypatch: pytest.MonkeyPatch, flag: list[str], expected: int | None
+) -> None:
+    import prefix.serve.server as server
+
+    seen: dict[str, object] = {}
+
+    def fake_run_server(host: str, port: int, config: object, **kwargs: object) -> None:
+        seen["config"] = config
+
+    monkeypatch.setattr(server, "run_server", fake_run_server)
+    monkeypatch.delenv("CACHEGATE_ENGINE_THREADS", raising=False)
+    get_settings.cache_clear()
+    try:
+        main(["engine", *flag])
+    finally:
+        get_settings.cache_clear()
+    config = seen["config"]
+    assert isinstance(config, EngineConfig)
+    assert config.num_threads == expected

@@ -61,6 +61,9 @@ class E5Layer(nn.Module):
 class E5Encoder(nn.Module):
     """The encoder; ``forward`` returns the last hidden states ``[B, T, H]``."""
 
+    pos: torch.Tensor  # position embeddings [max_positions, H] (a buffer)
+    type0: torch.Tensor  # the one token type's embedding [H] (a buffer)
+
     def __init__(self, file: E5File) -> None:
         super().__init__()
         hd = file.header

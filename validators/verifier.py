@@ -146,17 +146,20 @@ class PairVerifier:
         self.cache: VerdictCache[Verdict] = VerdictCache(cache_size)
         # Concurrent lookups share forwards (validators/verify_batcher.py).
         self.batcher = VerifyBatcher(self._forward_rows, max_batch)
-        self.zh_encoder: ChineseEncoder | None = None
+        self._zh_encoder: ChineseEncoder | None = None
+        self._zh_load_lock = threading.Lock()
         self._zh_scale: tuple[np.ndarray, np.ndarray] | None = None
         self.zh_model_file: Path | None = None
         self._zh_id = ""  # what keys remembered Chinese verdicts: the Chinese weights
         if zh and verifier_zh_encoder.available(self.model_dir):
             # The fine-tuned cross-encoder (validators/verifier_zh_encoder.py), with the
-            # map of its scores onto the English scale fitted at calibration.
-            self.zh_encoder = ChineseEncoder(self.model_dir, threads=threads)
+            # map of its scores onto the English scale fitted at calibration. The encoder
+            # itself loads on the first Chinese pair (a second or two, ~100 MB): a
+            # deployment without Chinese traffic never pays for it.
             self.zh_model_file = self.model_dir / verifier_zh_encoder.META_FILE
-            self._zh_id = self.zh_encoder.weights_sha256
-            scale = json.loads(self.zh_model_file.read_text())["to_common_scale"]
+            zh_meta = json.loads(self.zh_model_file.read_text())
+            self._zh_id = str(zh_meta["weights_sha256"])
+            scale = zh_meta["to_common_scale"]
             self._zh_scale = (np.asarray(scale["x"]), np.asarray(scale["y"]))
 
     def _read_calibration(self, dtype: Dtype) -> tuple[dict[str, Any], Dtype]:
@@ -309,11 +312,25 @@ class PairVerifier:
             out = self.model(input_ids=ids, token_type_ids=types, attention_mask=mask)
         return [float(z) for z in out.logits[:, 0]]  # (n, 1) -> (n,)
 
+    @property
+    def zh_encoder(self) -> ChineseEncoder | None:
+        """The Chinese cross-encoder, loaded on first use (None without a Chinese path;
+        a ``VerifierModelError`` when its files do not check out: never a guess)."""
+        if self._zh_scale is None:
+            return None
+        with self._zh_load_lock:
+            if self._zh_encoder is None:
+                self._zh_encoder = ChineseEncoder(self.model_dir, threads=self.threads)
+                if self._zh_encoder.weights_sha256 != self._zh_id:
+                    raise VerifierModelError("Chinese verifier weights changed after start")
+        return self._zh_encoder
+
     def zh_raw_scores(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
         """The Chinese cross-encoder's own probabilities, before the common-scale map
         (None: a pair longer than it reads)."""
-        assert self.zh_encoder is not None
-        return self.zh_encoder.score(pairs)
+        encoder = self.zh_encoder
+        assert encoder is not None
+        return encoder.score(pairs)
 
     def _cached_zh(self, pairs: list[tuple[str, str]], scope: str = "") -> list[Verdict]:
         # Keyed by the exact texts: the encoder's tokenizer is ours, and cheap to skip.

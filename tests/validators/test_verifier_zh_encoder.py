@@ -110,3 +110,16 @@ def test_a_pair_longer_than_the_model_reads_is_refused(verifier: PairVerifier) -
     long_question = "请问" + "我的账户为什么被冻结了" * 30
     v = verifier.verdicts(long_question, ["我的账户为什么被冻结了"])[0]
     assert (v.supported, v.score, v.reason) == (False, 0.0, "too_many_tokens")
+
+
+def test_the_encoder_loads_on_the_first_chinese_pair_and_a_bad_one_fails_then(
+    tmp_path: Path,
+) -> None:
+    damaged = bytearray((MODEL_DIR / WEIGHTS_FILE).read_bytes())
+    damaged[-1] ^= 0xFF
+    v = PairVerifier(linked_copy(tmp_path, weights=bytes(damaged)), cache_size=0)
+    assert v._zh_encoder is None  # nothing loaded at start
+    # English pairs never touch the Chinese files.
+    assert v.verdicts("How do I reset my password?", ["How can I reset my password?"])[0].supported
+    with pytest.raises(VerifierModelError, match="checksum"):
+        v.verdicts("怎么修改登录密码", ["如何更改我的登录密码"])

@@ -297,6 +297,30 @@ def run(
     return result
 
 
+# What must be equal for two runs' embedder columns to describe the same pairs.
+_SAME_RUN = ("split", "threshold_chosen_on", "pairs", "cal_pairs", "counts", "verifier_cut")
+
+
+def merge_previous(result: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Keep the columns of embedders this run did not evaluate from an earlier results
+    file, but only when that file scored the very same pairs with the same verifier
+    cut; otherwise it is replaced whole (columns over different samples would read as
+    one table)."""
+    if not path.exists():
+        return result
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return result
+    if not isinstance(earlier, dict) or any(earlier.get(k) != result[k] for k in _SAME_RUN):
+        print(f"{path}: earlier results describe other pairs; replacing them")
+        return result
+    kept = {k: v for k, v in earlier.get("embedders", {}).items() if k not in result["embedders"]}
+    if kept:
+        print(f"{path}: keeping the earlier columns of {', '.join(sorted(kept))}")
+    return result | {"embedders": kept | result["embedders"]}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=Path, default=PAIRS)
@@ -312,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run(
         args.per_kind, args.embedders, args.threads, args.pairs, args.cal_per_kind, args.model_dir
     )
+    result = merge_previous(result, args.out)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")

@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:
 from bench.verifier_pairs import VPair, sample_train  # noqa: E402
 from bench.verifier_training import TrainConfig, _batches  # noqa: E402
 from validators import verifier_codec  # noqa: E402
-from validators.e5_encoder import E5Encoder, PairClassifier  # noqa: E402
+from validators.e5_encoder import E5Encoder, PairClassifier, layer_index  # noqa: E402
 from validators.e5_format import E5File, default_model_path  # noqa: E402
 from validators.verifier import MODEL_DIR  # noqa: E402
 
@@ -87,13 +87,8 @@ def build(trainable_layers: int) -> PairClassifier:
     encoder.num_frozen = encoder.header.num_layers - trainable_layers
     model = PairClassifier(encoder, max_tokens=MAX_TOKENS)
     for name, p in model.named_parameters():
-        p.requires_grad = name.startswith("head.") or _layer(name) >= encoder.num_frozen
+        p.requires_grad = name.startswith("head.") or layer_index(name) >= encoder.num_frozen
     return model
-
-
-def _layer(name: str) -> int:
-    parts = name.split(".")
-    return int(parts[2]) if parts[:2] == ["encoder", "layers"] else -1
 
 
 def train(model: PairClassifier, pairs: Sequence[VPair], cfg: TrainConfig) -> dict[str, float]:
@@ -216,7 +211,9 @@ def report(model: PairClassifier, pairs: Sequence[VPair], per_kind: int, seed: i
 def write(model: PairClassifier, out_dir: Path, info: dict) -> None:
     frozen = model.encoder.num_frozen
     state = {
-        k: v for k, v in model.state_dict().items() if k.startswith("head.") or _layer(k) >= frozen
+        k: v
+        for k, v in model.state_dict().items()
+        if k.startswith("head.") or layer_index(k) >= frozen
     }
     weights = out_dir / "zh_encoder.safetensors"
     digest = verifier_codec.save(state, weights)

@@ -154,3 +154,10 @@ class PairClassifier(nn.Module):
         weights = mask.to(hidden.dtype)[..., None]  # [B, T, 1]
         pooled = (hidden * weights).sum(1) / weights.sum(1)
         return self.head(self.dropout(pooled)).squeeze(-1)  # [B]
+
+
+def layer_index(name: str) -> int:
+    """The encoder layer a ``PairClassifier`` state-dict key belongs to, -1 outside
+    the layers (embeddings, head): which keys a partial checkpoint must hold."""
+    parts = name.split(".")
+    return int(parts[2]) if parts[:2] == ["encoder", "layers"] else -1

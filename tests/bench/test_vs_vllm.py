@@ -117,6 +117,24 @@ def test_a_server_that_dies_while_loading_is_reported_with_its_log(tmp_path: Pat
         pass
 
 
+def test_vllm_dtype_columns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setattr(vs_vllm, "vllm_version", lambda python: "0.32.0 2.13.0+cpu")
+    base = ["--vllm-python", "python", "--vllm-model", str(tmp_path), "--ours", "default"]
+    for flag, want in (
+        ([], [("vllm bf16", "bfloat16")]),
+        (
+            ["--vllm-dtype", "float32,bfloat16"],
+            [("vllm fp32", "float32"), ("vllm bf16", "bfloat16")],
+        ),
+    ):
+        servers, _ = vs_vllm.specs(vs_vllm.parse_args(base + flag))
+        vllm = [s for s in servers if s.label.startswith("vllm")]
+        assert [(s.label, s.argv[s.argv.index("--dtype") + 1]) for s in vllm] == want
+    with pytest.raises(SystemExit, match="float16"):
+        vs_vllm.specs(vs_vllm.parse_args([*base, "--vllm-dtype", "float16"]))
+
+
 @pytest.mark.slow
 def test_quick_run_against_our_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--quick", "--results-dir", str(tmp_path), "--log-dir", str(tmp_path / "logs")]

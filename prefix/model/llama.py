@@ -175,11 +175,9 @@ class Attention(nn.Module):
         self.head_dim = config.head_dim
         self.window = config.sliding_window(layer)
         q_dim, kv_dim = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
-        self.qkv_sizes = [q_dim, kv_dim, kv_dim]
-        # q, k and v in one product (prefix/model/fused_weights.py maps the names)
-        self.qkv_proj = nn.Linear(
-            config.hidden_size, sum(self.qkv_sizes), bias=config.attention_bias
-        )
+        self.q_proj = nn.Linear(config.hidden_size, q_dim, bias=config.attention_bias)
+        self.k_proj = nn.Linear(config.hidden_size, kv_dim, bias=config.attention_bias)
+        self.v_proj = nn.Linear(config.hidden_size, kv_dim, bias=config.attention_bias)
         self.o_proj = nn.Linear(q_dim, config.hidden_size, bias=config.o_proj_bias)
 
     def forward(
@@ -191,12 +189,10 @@ class Attention(nn.Module):
         kv_cache: PagedKVCache,
     ) -> torch.Tensor:
         num_tokens = x.shape[0]
-        # [T, hidden] -> [T, H*D + 2*Hkv*D] -> column slices (views, rows strided)
-        q, k, v = self.qkv_proj(x).split(self.qkv_sizes, dim=-1)
-        # [T, H*D] -> [T, H, D] and [T, Hkv*D] -> [T, Hkv, D]: the last axis is contiguous
-        q = q.view(num_tokens, self.num_heads, self.head_dim)
-        k = k.view(num_tokens, self.num_kv_heads, self.head_dim)
-        v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
+        # [T, hidden] -> [T, H, D] and [T, Hkv, D]
+        q = self.q_proj(x).view(num_tokens, self.num_heads, self.head_dim)
+        k = self.k_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         batch = meta.batch
         # write before reading: a sequence's own new tokens are part of its context
@@ -252,14 +248,12 @@ class MLP(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         hidden, inter, bias = config.hidden_size, config.intermediate_size, config.mlp_bias
-        # gate and up in one product (prefix/model/fused_weights.py maps the names)
-        self.gate_up_proj = nn.Linear(hidden, 2 * inter, bias=bias)
+        self.gate_proj = nn.Linear(hidden, inter, bias=bias)
+        self.up_proj = nn.Linear(hidden, inter, bias=bias)
         self.down_proj = nn.Linear(inter, hidden, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # [T, 2*inter] -> two [T, inter] column slices
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class DecoderLayer(nn.Module):
@@ -288,9 +282,8 @@ class DecoderLayer(nn.Module):
 class LlamaModel(nn.Module):
     """Llama / Mistral / Qwen2 decoder over a paged KV cache.
 
-    Parameter names mirror transformers' (minus the ``model.`` prefix) except the
-    fused ``qkv_proj`` and ``gate_up_proj``, so a Hugging Face state dict loads after
-    one rename and prefix/model/fused_weights.fuse_state.
+    Parameter names mirror transformers' (minus the ``model.`` prefix), so a
+    Hugging Face state dict loads after one rename.
     """
 
     def __init__(self, config: ModelConfig) -> None:

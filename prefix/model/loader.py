@@ -25,7 +25,6 @@ import torch
 
 from prefix.errors import EngineConfigError, ModelLoadError
 from prefix.model.config import ModelConfig
-from prefix.model.fused_weights import fuse_state, split_state
 from prefix.model.llama import LlamaModel
 
 log = logging.getLogger(__name__)
@@ -216,10 +215,9 @@ def hf_reference_from(loaded: LoadedModel) -> Any:
     from transformers import AutoModelForCausalLM
 
     hf_model = AutoModelForCausalLM.from_config(loaded.hf_config, **_dtype_kwarg(loaded.dtype))
-    ours = split_state(loaded.model.state_dict(), loaded.model.config)
     state = {
         name if name == "lm_head.weight" else f"model.{name}": tensor
-        for name, tensor in ours.items()
+        for name, tensor in loaded.model.state_dict().items()
     }
     result = hf_model.load_state_dict(state, strict=False, assign=True)
     missing = [k for k in result.missing_keys if k != "lm_head.weight"]
@@ -236,9 +234,6 @@ def _to_paged_model(hf_model: Any, config: ModelConfig) -> LlamaModel:
         if name.endswith("rotary_emb.inv_freq"):
             continue  # older transformers persisted it; we recompute it in float32
         state[name.removeprefix("model.")] = tensor
-    # q/k/v and gate/up become one matrix each (a copy of those weights: the
-    # transformers model is dropped after this)
-    state = fuse_state(state, config)
     with torch.device("meta"):
         model = LlamaModel(config)
     result = model.load_state_dict(state, strict=False, assign=True)

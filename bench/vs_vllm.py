@@ -60,6 +60,8 @@ OURS_COLUMNS: dict[str, list[str]] = {
     # one torch thread for the engine's step, the other core left to the server's
     # event loop and the client (README "torch's intra-op threads and a shared CPU")
     "threads1": ["--threads", "1"],
+    # plain linear weights: the column before prefix/model/packed_linear.py
+    "unpacked": ["--no-pack-linears"],
 }
 SMOLLM2_VOCAB = 49152
 

@@ -91,6 +91,7 @@ def engine_config(settings: Settings, salt: str, **overrides: Any) -> EngineConf
         "max_num_seqs_per_tenant": settings.max_num_seqs_per_tenant or None,
         "max_num_waiting": settings.max_num_waiting,
         "num_threads": settings.engine_threads or None,
+        "pack_linears": settings.engine_pack_linears,
         "enable_prefix_caching": settings.enable_prefix_caching,
         "server_salt": salt,
     }

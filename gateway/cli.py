@@ -97,6 +97,8 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, enable_prefix_caching=False)
     if args.threads is not None:
         config = dataclasses.replace(config, num_threads=args.threads or None)
+    if args.no_pack_linears:
+        config = dataclasses.replace(config, pack_linears=False)
     key = s.engine_key.get_secret_value() if s.engine_key else None
     provider = None
     if s.otlp_endpoint:  # the engine's spans (prefix/serve/tracing.py) over OTLP
@@ -231,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="torch threads of the engine's step (CACHEGATE_ENGINE_THREADS; 0: torch's default)",
+    )
+    eng.add_argument(
+        "--no-pack-linears",
+        action="store_true",
+        help="keep plain linear weights (CACHEGATE_ENGINE_PACK_LINEARS=false); packing "
+        "applies to bf16 on CPU only",
     )
     eng.set_defaults(func=_cmd_engine)
 

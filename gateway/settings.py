@@ -113,6 +113,8 @@ class Settings(BaseSettings):
     max_num_waiting: int = Field(256, ge=1)
     # torch intra-op threads of the engine's step thread (0: torch's default, all cores)
     engine_threads: int = Field(0, ge=0)
+    # prepack the engine's linear weights for oneDNN (bf16 on CPU only, where it is faster)
+    engine_pack_linears: bool = True
     enable_prefix_caching: bool = True
     engine_port: int = Field(8001, ge=1, le=65535)
     # Shared secret between gateway and engine server: only requests carrying it may

@@ -50,6 +50,9 @@ class EngineConfig:
     # cores). Fewer leaves cores to what shares the box (the HTTP front end's event loop,
     # tokenizer threads): an OpenMP thread that loses its core stalls every parallel op.
     num_threads: int | None = None
+    # Prepack the linear weights for oneDNN with q/k/v and gate/up fused
+    # (prefix/model/packed_linear.py); applied only where it is faster: bf16 on CPU.
+    pack_linears: bool = True
     enable_prefix_caching: bool = True
     server_salt: str = ""
     # L2 host tier: bytes of host memory (pinned on CUDA) for blocks evicted from the

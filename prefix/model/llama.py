@@ -34,6 +34,7 @@ from prefix.model.config import ModelConfig
 from prefix.model.decode_attention import DECODE_BACKENDS, DecodeMetadata, decode_attention
 from prefix.model.forward_batch import ForwardBatch, SeqChunk
 from prefix.model.kv_cache import PagedKVCache
+from prefix.model.packed_linear import PackedLinear, can_pack
 from prefix.model.prefill_attention import PrefillBatchMetadata, batched_prefill_attention
 
 __all__ = ["ForwardBatch", "LlamaModel", "SeqChunk"]
@@ -175,10 +176,37 @@ class Attention(nn.Module):
         self.head_dim = config.head_dim
         self.window = config.sliding_window(layer)
         q_dim, kv_dim = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
-        self.q_proj = nn.Linear(config.hidden_size, q_dim, bias=config.attention_bias)
-        self.k_proj = nn.Linear(config.hidden_size, kv_dim, bias=config.attention_bias)
-        self.v_proj = nn.Linear(config.hidden_size, kv_dim, bias=config.attention_bias)
-        self.o_proj = nn.Linear(q_dim, config.hidden_size, bias=config.o_proj_bias)
+        self.q_proj: nn.Linear | None = nn.Linear(
+            config.hidden_size, q_dim, bias=config.attention_bias
+        )
+        self.k_proj: nn.Linear | None = nn.Linear(
+            config.hidden_size, kv_dim, bias=config.attention_bias
+        )
+        self.v_proj: nn.Linear | None = nn.Linear(
+            config.hidden_size, kv_dim, bias=config.attention_bias
+        )
+        # nn.Linear, or a PackedLinear once the model is packed (same call)
+        self.o_proj: nn.Module = nn.Linear(q_dim, config.hidden_size, bias=config.o_proj_bias)
+        # set by pack(): q/k/v as one packed product; the three layers are then dropped
+        self.qkv_proj: PackedLinear | None = None
+
+    def pack(self) -> None:
+        """Replace q/k/v with one packed product and o_proj with a packed one."""
+        if self.qkv_proj is not None:
+            return
+        assert self.q_proj is not None and self.k_proj is not None and self.v_proj is not None
+        assert isinstance(self.o_proj, nn.Linear)
+        self.qkv_proj = PackedLinear([self.q_proj, self.k_proj, self.v_proj])
+        self.o_proj = PackedLinear([self.o_proj])
+        self.q_proj = self.k_proj = self.v_proj = None
+
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [T, hidden] -> q [T, H*D], k and v [T, Hkv*D]."""
+        if self.qkv_proj is not None:
+            q, k, v = self.qkv_proj(x).split(self.qkv_proj.split_sizes, dim=-1)
+            return q, k, v
+        assert self.q_proj is not None and self.k_proj is not None and self.v_proj is not None
+        return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
     def forward(
         self,
@@ -189,10 +217,12 @@ class Attention(nn.Module):
         kv_cache: PagedKVCache,
     ) -> torch.Tensor:
         num_tokens = x.shape[0]
-        # [T, hidden] -> [T, H, D] and [T, Hkv, D]
-        q = self.q_proj(x).view(num_tokens, self.num_heads, self.head_dim)
-        k = self.k_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
+        q_flat, k_flat, v_flat = self.project_qkv(x)
+        # [T, H*D] -> [T, H, D] and [T, Hkv*D] -> [T, Hkv, D]; reshape, not view: the
+        # packed path's outputs are column slices of one [T, (H+2*Hkv)*D] product
+        q = q_flat.reshape(num_tokens, self.num_heads, self.head_dim)
+        k = k_flat.reshape(num_tokens, self.num_kv_heads, self.head_dim)
+        v = v_flat.reshape(num_tokens, self.num_kv_heads, self.head_dim)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         batch = meta.batch
         # write before reading: a sequence's own new tokens are part of its context
@@ -248,12 +278,29 @@ class MLP(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         hidden, inter, bias = config.hidden_size, config.intermediate_size, config.mlp_bias
-        self.gate_proj = nn.Linear(hidden, inter, bias=bias)
-        self.up_proj = nn.Linear(hidden, inter, bias=bias)
-        self.down_proj = nn.Linear(inter, hidden, bias=bias)
+        self.gate_proj: nn.Linear | None = nn.Linear(hidden, inter, bias=bias)
+        self.up_proj: nn.Linear | None = nn.Linear(hidden, inter, bias=bias)
+        # nn.Linear, or a PackedLinear once the model is packed (same call)
+        self.down_proj: nn.Module = nn.Linear(inter, hidden, bias=bias)
+        # set by pack(): gate and up as one packed product; the two layers are then dropped
+        self.gate_up_proj: PackedLinear | None = None
+
+    def pack(self) -> None:
+        if self.gate_up_proj is not None:
+            return
+        assert self.gate_proj is not None and self.up_proj is not None
+        assert isinstance(self.down_proj, nn.Linear)
+        self.gate_up_proj = PackedLinear([self.gate_proj, self.up_proj])
+        self.down_proj = PackedLinear([self.down_proj])
+        self.gate_proj = self.up_proj = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.gate_up_proj is not None:
+            gate, up = self.gate_up_proj(x).split(self.gate_up_proj.split_sizes, dim=-1)
+        else:
+            assert self.gate_proj is not None and self.up_proj is not None
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        return self.down_proj(F.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):
@@ -300,6 +347,9 @@ class LlamaModel(nn.Module):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.rotary = RotaryEmbedding(config)
+        # set by pack(): lm_head as a packed product (lm_head itself stays: it may be
+        # tied to embed_tokens, which the embedding lookup reads)
+        self.lm_head_packed: PackedLinear | None = None
         self.tie_weights()
 
     def tie_weights(self) -> None:
@@ -317,6 +367,28 @@ class LlamaModel(nn.Module):
     def num_parameters(self) -> int:
         # parameters() yields a tied weight once
         return sum(p.numel() for p in self.parameters())
+
+    @property
+    def is_packed(self) -> bool:
+        return self.lm_head_packed is not None
+
+    def pack(self) -> bool:
+        """Prepack the linear layers for oneDNN, fusing q/k/v and gate/up, in place.
+
+        Only where it pays (``packed_linear.can_pack``: bf16 on CPU); returns whether
+        the model is packed. One-way and idempotent: the separate q/k/v/gate/up
+        weights are freed, so a packed model holds its linear weights once.
+        """
+        if self.is_packed:
+            return True
+        if not can_pack(self.dtype, self.device):
+            return False
+        for layer in self.layers:
+            assert isinstance(layer, DecoderLayer)
+            layer.self_attn.pack()
+            layer.mlp.pack()
+        self.lm_head_packed = PackedLinear([self.lm_head])
+        return True
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, kv_cache: PagedKVCache) -> torch.Tensor:
@@ -338,4 +410,5 @@ class LlamaModel(nn.Module):
             x = layer(x, cos, sin, meta, kv_cache)
         # normalize only the rows that become logits: RMSNorm is per row
         x = self.norm(x[batch.logits_indices])  # [S', hidden]
-        return self.lm_head(x).float()  # [S', vocab]
+        head = self.lm_head_packed if self.lm_head_packed is not None else self.lm_head
+        return head(x).float()  # [S', vocab]

@@ -71,6 +71,9 @@ class PrefixEngine:
             device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
             path = config.model_path or default_model_path()
             loaded = load_model(path, device=device, dtype=_DTYPES[config.dtype])
+        if config.pack_linears and loaded.model.pack():
+            # in place: a model handed in by the caller is packed too (idempotent)
+            log.info("linear layers prepacked for oneDNN (q/k/v and gate/up fused)")
         self.loaded = loaded
         self.device = torch.device(loaded.device)
         mc = loaded.config

@@ -150,11 +150,21 @@ def smol_bf16(smol_loaded: LoadedModel) -> LlamaModel:
     return bf16_copy(smol_loaded.model)
 
 
+@pytest.fixture(scope="module")
+def smol_bf16_packed(smol_loaded: LoadedModel) -> LlamaModel:
+    """The engine's form on a bf16 CPU: linears prepacked, q/k/v and gate/up fused."""
+    model = bf16_copy(smol_loaded.model)
+    if not model.pack():
+        pytest.skip("this torch build has no oneDNN linear packing")
+    return model
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("packed", [False, True])
 def test_smollm2_bf16_cached_prefix_and_decode_match_full(
-    smol_loaded: LoadedModel, smol_bf16: LlamaModel
+    smol_loaded: LoadedModel, request: pytest.FixtureRequest, packed: bool
 ) -> None:
-    model = smol_bf16
+    model: LlamaModel = request.getfixturevalue("smol_bf16_packed" if packed else "smol_bf16")
     tokens = chat_ids(smol_loaded.tokenizer, PROMPTS[3])
     assert len(tokens) > 32
     table = [6, 1, 4, 0, 3]
@@ -178,10 +188,12 @@ def test_smollm2_bf16_cached_prefix_and_decode_match_full(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("packed", [False, True])
 def test_smollm2_greedy_bf16_agrees_with_fp32(
-    smol_loaded: LoadedModel, smol_bf16: LlamaModel
+    smol_loaded: LoadedModel, request: pytest.FixtureRequest, packed: bool
 ) -> None:
+    model: LlamaModel = request.getfixturevalue("smol_bf16_packed" if packed else "smol_bf16")
     # a loose floor; bench/dtype_agreement.py reports the exact figures on all prompts
-    _, summary = compare(smol_loaded.model, smol_bf16, smol_loaded.tokenizer, PROMPTS[:3], 12)
+    _, summary = compare(smol_loaded.model, model, smol_loaded.tokenizer, PROMPTS[:3], 12)
     assert summary["teacher_forced_top1"] >= 0.85
     assert summary["free_running_prefix"] >= 0.25

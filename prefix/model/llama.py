@@ -95,6 +95,7 @@ class RotaryEmbedding:
     def __call__(
         self, positions: torch.Tensor, dtype: torch.dtype
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, signed sin), each [T, D]: the sin of the first half negated (apply_rope)."""
         inv_freq = self._by_device.get(positions.device)
         if inv_freq is None:
             inv_freq = self._by_device.setdefault(
@@ -104,15 +105,20 @@ class RotaryEmbedding:
         freqs = positions[:, None].float() * inv_freq
         # [T, D/2] -> [T, D]: rotate-half layout pairs dim i with dim i + D/2
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype), emb.sin().to(dtype)
+        sin = emb.sin()
+        sin[:, : freqs.shape[-1]].neg_()
+        return emb.cos().to(dtype), sin.to(dtype)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [T, H, D], cos/sin [T, D] -> [T, H, D]."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
+    """x [T, H, D], cos/sin_signed [T, D] -> [T, H, D].
+
+    transformers' ``x * cos + rotate_half(x) * sin`` with rotate_half(x) = [-x2, x1]:
+    the sign moved into the table (negating is exact in any dtype) and the halves
+    swapped by one ``roll``, so the result is bit-identical in 3 ops instead of 6.
+    """
     # [T, D] -> [T, 1, D] to broadcast over heads
-    return x * cos[:, None] + rotated * sin[:, None]
+    return x * cos[:, None] + x.roll(x.shape[-1] // 2, dims=-1) * sin_signed[:, None]
 
 
 @dataclass
@@ -200,14 +206,6 @@ class Attention(nn.Module):
         self.o_proj = PackedLinear([self.o_proj])
         self.q_proj = self.k_proj = self.v_proj = None
 
-    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x [T, hidden] -> q [T, H*D], k and v [T, Hkv*D]."""
-        if self.qkv_proj is not None:
-            q, k, v = self.qkv_proj(x).split(self.qkv_proj.split_sizes, dim=-1)
-            return q, k, v
-        assert self.q_proj is not None and self.k_proj is not None and self.v_proj is not None
-        return self.q_proj(x), self.k_proj(x), self.v_proj(x)
-
     def forward(
         self,
         x: torch.Tensor,
@@ -217,13 +215,22 @@ class Attention(nn.Module):
         kv_cache: PagedKVCache,
     ) -> torch.Tensor:
         num_tokens = x.shape[0]
-        q_flat, k_flat, v_flat = self.project_qkv(x)
-        # [T, H*D] -> [T, H, D] and [T, Hkv*D] -> [T, Hkv, D]; reshape, not view: the
-        # packed path's outputs are column slices of one [T, (H+2*Hkv)*D] product
-        q = q_flat.reshape(num_tokens, self.num_heads, self.head_dim)
-        k = k_flat.reshape(num_tokens, self.num_kv_heads, self.head_dim)
-        v = v_flat.reshape(num_tokens, self.num_kv_heads, self.head_dim)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        heads = self.num_heads + self.num_kv_heads
+        if self.qkv_proj is not None:
+            qkv = self.qkv_proj(x)  # [T, (H + 2*Hkv) * D]
+            # q and k are adjacent columns: rotate them in one pass. [T, (H+Hkv)*D] ->
+            # [T, H+Hkv, D] (a strided view of the product)
+            qk = apply_rope(qkv[:, : heads * self.head_dim].view(num_tokens, heads, -1), cos, sin)
+            # [T, Hkv*D] -> [T, Hkv, D]
+            v = qkv[:, heads * self.head_dim :].view(num_tokens, self.num_kv_heads, -1)
+        else:
+            assert self.q_proj is not None and self.k_proj is not None and self.v_proj is not None
+            # [T, H*D] + [T, Hkv*D] -> [T, H+Hkv, D]
+            q_k = torch.cat((self.q_proj(x), self.k_proj(x)), dim=-1)
+            qk = apply_rope(q_k.view(num_tokens, heads, self.head_dim), cos, sin)
+            # [T, Hkv*D] -> [T, Hkv, D]
+            v = self.v_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
+        q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]
         batch = meta.batch
         # write before reading: a sequence's own new tokens are part of its context
         kv_cache.write(self.layer, batch.slot_mapping, k, v)

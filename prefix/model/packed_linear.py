@@ -1,21 +1,25 @@
 """Linear layers prepacked for oneDNN, with the products that share an input fused.
 
 On a CPU that computes bf16 natively (AMX / AVX512-BF16), ``F.linear`` on a plain
-``[out, in]`` bf16 weight reorders the weight into oneDNN's blocked layout on
-every call. For the small products of a decode step (one to a few dozen rows
-against a 576x576 matrix) that reorder and the call's setup cost more than the
-arithmetic. Packing each weight once at load (``_reorder_linear_weight``) and
-fusing the products that read the same input (q/k/v into one, gate/up into one,
-as vLLM's QKVParallelLinear and MergedColumnParallelLinear do) makes the linear
-layers of a SmolLM2 step 1.4x faster at one row and 1.6-1.7x at 8-32 rows on a
-Sapphire Rapids core, and 1.2x on a 2,200-token prefill
-(bench/packed_linears.py). In float32, and on CPUs that only emulate bf16, the
-packed path is no faster (measured: 0.8-1.0x), so it is used for bf16 on CPU only.
+``[out, in]`` bf16 weight goes through oneDNN with the weight in its plain layout on
+every call; for the small products of a decode step (one to a few dozen rows
+against a 576x576 matrix) the call's setup costs more than the arithmetic. Packing
+each weight once at load (``_reorder_linear_weight``) and fusing the products that
+read the same input (q/k/v into one, gate/up into one, as vLLM's QKVParallelLinear
+and MergedColumnParallelLinear do) halves the number of calls. Measured on a
+Sapphire Rapids VM (bench/packed_linears.py, plain / packed in one run): a step's
+linear layers 1.41x faster at 1 row, 1.44x at 8, 1.19x at 32, 1.11x at 2,048; whole
+decode steps 1.22-1.27x at batch 1, 1.08-1.15x at batch 8, equal at batch 32 and
+for a 2,048-token prefill. In float32 it is mixed (0.86x at 1 row, 1.35x at 8,
+0.97x at 2,048), so the engine packs bf16 on CPU only.
 
-The packed product computes the same dot products as ``F.linear``: each output
-column depends only on its own weight row, so fusing changes no result, and the
-batch hint used here (32 rows) gave bit-identical outputs for 1 to 2,200 rows.
-Tests compare both within the bf16 tolerance anyway.
+Numerics: each output column of a product depends only on its own weight row, so
+fusing changes no formula; a spot check of one packed product against ``F.linear``
+matched bit for bit at 1 to 2,200 rows. Whole-model logits of SmolLM2 packed vs
+plain still differ by up to ~3.5 bf16 steps (plain ``F.linear`` picks other kernels
+for some shapes, and bf16 rounding compounds through the layers), so the tests hold
+the packed model to the same bf16 tolerance as every other path: cached-prefix
+suffix = full forward, batched decode = each sequence alone, packed = plain.
 """
 
 from __future__ import annotations

@@ -128,8 +128,7 @@ class AsyncEngine:
             while not self._stop.is_set():
                 self._drain_inbox()
                 if self.engine.has_unfinished():
-                    for out in self.engine.step():
-                        self._dispatch(out)
+                    self._dispatch_all(self.engine.step())
                     self.steps += 1
                 else:
                     self._wake.wait(0.05)
@@ -160,7 +159,7 @@ class AsyncEngine:
             elif kind == "abort":
                 out = self.engine.abort(str(payload))
                 if out is not None:
-                    self._dispatch(out)
+                    self._dispatch_all([out])
 
     def _fail(self, request_id: str, exc: BaseException) -> None:
         with self._streams_lock:
@@ -168,16 +167,42 @@ class AsyncEngine:
         if stream is not None:
             stream.loop.call_soon_threadsafe(stream.queue.put_nowait, exc)
 
-    def _dispatch(self, out: RequestOutput) -> None:
+    def _dispatch_all(self, outputs: list[RequestOutput]) -> None:
+        """Hand a step's outputs to their streams: one wake-up per event loop per step.
+
+        A step of 32 decoding sequences yields 32 outputs; one ``call_soon_threadsafe``
+        per loop instead of one per output writes the loop's wake-up pipe once. (Measured
+        in-process with 32 streams: steps run 6-19% slower beside an event loop than
+        stepped synchronously, with or without this; the loop's share of the two cores
+        and of the GIL is what that costs, not the number of wake-ups.) A loop that has
+        closed (its server shut down) has no reader left: its outputs are dropped
+        instead of stopping the engine thread.
+        """
+        if not outputs:
+            return
         if self.on_output is not None:
-            try:
-                self.on_output(out)
-            except Exception:  # metrics must never take the engine down
-                log.exception("on_output hook failed")
+            for out in outputs:
+                try:
+                    self.on_output(out)
+                except Exception:  # metrics must never take the engine down
+                    log.exception("on_output hook failed")
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Stream, RequestOutput]]] = {}
         with self._streams_lock:
-            stream = self._streams.get(out.request_id)
-        if stream is not None:
-            stream.loop.call_soon_threadsafe(stream.queue.put_nowait, out)
+            for out in outputs:
+                stream = self._streams.get(out.request_id)
+                if stream is not None:
+                    by_loop.setdefault(stream.loop, []).append((stream, out))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_deliver, items)
+            except RuntimeError:  # that loop closed (its server shut down): no reader left
+                log.debug("event loop closed; %d outputs dropped", len(items))
+
+
+def _deliver(items: list[tuple[_Stream, RequestOutput]]) -> None:
+    """Runs in the streams' event loop."""
+    for stream, out in items:
+        stream.queue.put_nowait(out)
 
 
 class OutputStream:

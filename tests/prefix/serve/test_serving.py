@@ -217,3 +217,33 @@ def test_engine_thread_runs_with_the_configured_torch_threads(
     assert seen["None"] == {default}
     with pytest.raises(ValueError, match="num_threads"):
         EngineConfig(num_threads=0)
+
+
+def test_outputs_for_a_closed_event_loop_do_not_stop_the_engine(tiny_llama: LoadedModel) -> None:
+    # A stream whose event loop has gone (its server shut down mid-request): the
+    # engine thread drops those outputs and keeps serving the requests of other loops.
+    engine = make(tiny_llama)
+    ae = AsyncEngine(engine)
+    ae.start()
+    params = SamplingParams(max_tokens=40, ignore_eos=True)
+    try:
+
+        async def submit_and_leave() -> None:
+            await ae.submit(engine.request(tokens(6, seed=900), params))  # never read
+
+        asyncio.run(submit_and_leave())  # closes that loop with the request running
+        deadline = time.monotonic() + 30
+        while engine.has_unfinished() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ae.is_alive and ae.error is None
+        prompt = tokens(7, seed=901)
+        expected = alone(tiny_llama, [prompt], SamplingParams(max_tokens=5, ignore_eos=True))
+
+        async def positive_control() -> list[int]:
+            got, _ = await run_one(ae, prompt, SamplingParams(max_tokens=5, ignore_eos=True))
+            return got
+
+        assert asyncio.run(positive_control()) == expected[0]
+    finally:
+        ae.shutdown()
+    assert_idle(engine)

@@ -237,29 +237,34 @@ class PrefixEngine:
                 req = self._requests[chunk.seq.request_id]
                 req.scheduled_at = req.scheduled_at or now
             outputs = [self._finish(self._requests[s.request_id], "length") for s in plan.finished]
-            sampled: list[tuple[Sequence, torch.Tensor]] = []
+            # (sequence, its logits row, the row's argmax): greedy requests take the argmax,
+            # computed for the whole batch in one op instead of one call per sequence
+            sampled: list[tuple[Sequence, torch.Tensor, int]] = []
             if plan.decode:
                 logits = self.runner.decode(plan.decode)
+                best = logits.argmax(dim=-1).tolist()
                 for i, seq in enumerate(plan.decode):
                     seq.num_computed_tokens = seq.num_tokens
-                    sampled.append((seq, logits[i]))
+                    sampled.append((seq, logits[i], best[i]))
             if plan.prefill:
                 chunks = [(c.seq, c.start, c.end) for c in plan.prefill]
                 logits = self.runner.prefill(chunks)
+                best = logits.argmax(dim=-1).tolist()
                 for i, c in enumerate(plan.prefill):
                     c.seq.num_computed_tokens = c.end
                     if c.reaches_end:
-                        sampled.append((c.seq, logits[i]))
+                        sampled.append((c.seq, logits[i], best[i]))
                     else:
                         self.blocks.commit_full_blocks(c.seq)
-            for seq, row in sampled:
+            for seq, row, argmax in sampled:
                 self.blocks.commit_full_blocks(seq)
-                outputs.append(self._append_token(self._requests[seq.request_id], row))
+                req = self._requests[seq.request_id]
+                token = argmax if req.params.is_greedy else req.sampler.sample(row)
+                outputs.append(self._append_token(req, token))
             return outputs
 
-    def _append_token(self, req: _Request, logits: torch.Tensor) -> RequestOutput:
+    def _append_token(self, req: _Request, token: int) -> RequestOutput:
         seq, params = req.seq, req.params
-        token = req.sampler.sample(logits)
         if req.first_token_at is None:
             req.first_token_at = time.perf_counter()
         seq.output_token_ids.append(token)

@@ -62,6 +62,9 @@ OURS_COLUMNS: dict[str, list[str]] = {
     "threads1": ["--threads", "1"],
     # plain linear weights: the column before prefix/model/packed_linear.py
     "unpacked": ["--no-pack-linears"],
+    # torch's thread pool in the main thread as well as the engine thread (before
+    # prefix/serve/threads.py)
+    "legacythreads": ["--legacy-threads"],
 }
 SMOLLM2_VOCAB = 49152
 

@@ -112,6 +112,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         trusted_key=key,
         tracer_provider=provider,
         uvicorn_options={"log_config": uvicorn_log_config(s)},
+        one_pool=not args.legacy_threads,
     )
     return 0
 
@@ -166,11 +167,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from gateway.app import create_app
     from gateway.logging_setup import configure_logging, uvicorn_log_config
     from gateway.settings import get_settings
+    from prefix.serve.threads import reserve_for_engine_thread
 
     s = serve_settings(args, get_settings())
     host, port = args.host or s.host, args.port or s.port
     configure_logging(s)  # text or JSON lines (gateway/logging_setup.py)
     print(f"cachegate gateway on http://{host}:{port} (loading model and embedder ...)", flush=True)
+    # torch's intra-op pool only in the in-process engine's thread (prefix/serve/threads.py);
+    # the embedder and verifier set their own counts (1 by default)
+    reserve_for_engine_thread()
     app = create_app(s)
     uvicorn.run(app, host=host, port=port, log_level="info", log_config=uvicorn_log_config(s))
     return 0
@@ -233,6 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="torch threads of the engine's step (CACHEGATE_ENGINE_THREADS; 0: torch's default)",
+    )
+    eng.add_argument(
+        "--legacy-threads",
+        action="store_true",
+        help="let the main thread keep torch's thread pool too (the behaviour before "
+        "prefix/serve/threads.py; for comparison)",
     )
     eng.add_argument(
         "--no-pack-linears",

@@ -23,6 +23,7 @@ from prefix.core.request import EngineRequest
 from prefix.core.sequence import Sequence
 from prefix.errors import QueueFullError
 from prefix.serve.engine import PrefixEngine, RequestOutput
+from prefix.serve.threads import engine_thread_count
 from protocol.sampling import SamplingParams
 
 log = logging.getLogger("cachegate.prefix")
@@ -122,9 +123,11 @@ class AsyncEngine:
     # ---- the engine thread ----------------------------------------------------------
     def _loop(self) -> None:
         try:
-            if self.engine.config.num_threads is not None:
+            threads = engine_thread_count(self.engine.config.num_threads)
+            if threads is not None:
                 # per thread with OpenMP: this sets the step thread's own parallel regions
-                torch.set_num_threads(self.engine.config.num_threads)
+                # (prefix/serve/threads.py: a server reserves the main thread's count here)
+                torch.set_num_threads(threads)
             while not self._stop.is_set():
                 self._drain_inbox()
                 if self.engine.has_unfinished():

@@ -50,6 +50,7 @@ from prefix.serve.completions import serve_completion
 from prefix.serve.engine import PrefixEngine
 from prefix.serve.metrics import CONTENT_TYPE, EngineMetrics
 from prefix.serve.state import EngineServer
+from prefix.serve.threads import reserve_for_engine_thread
 from prefix.serve.trusted_namespace import resolve_namespace
 from protocol.errors import ApiError
 from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
@@ -171,12 +172,19 @@ def run_server(
     served_model_name: str | None = None,
     tracer_provider: Any = None,
     uvicorn_options: Mapping[str, Any] | None = None,
+    one_pool: bool = True,
 ) -> None:
     """Load the engine and serve it with uvicorn until interrupted (blocks).
 
-    ``uvicorn_options`` are passed to ``uvicorn.run`` (e.g. ``log_config``)."""
+    ``uvicorn_options`` are passed to ``uvicorn.run`` (e.g. ``log_config``).
+    ``one_pool``: reserve torch's intra-op threads for the engine thread
+    (prefix/serve/threads.py); False keeps them in the main thread too (the earlier
+    behaviour, for comparison)."""
     import uvicorn
 
+    if one_pool:
+        threads = reserve_for_engine_thread()
+        log.info("torch intra-op threads reserved for the engine thread: %d", threads)
     engine = PrefixEngine(config)
     app = create_engine_app(
         engine,

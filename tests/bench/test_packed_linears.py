@@ -10,6 +10,7 @@ import torch
 
 from bench.decode_speed import DecodeState
 from bench.packed_linears import alternate, decode_steps, force_pack, linear_calls, row
+from prefix.model.llama import DecoderLayer
 from prefix.model.loader import load_model
 from prefix.model.packed_linear import PackedLinear
 from tests.prefix.tiny_models import save_tiny_model
@@ -31,7 +32,8 @@ def test_bench_pieces_run_plain_and_packed(tmp_path: Path, dtype: torch.dtype) -
     )
     force_pack(packed.model)  # float32 too: the bench measures what packing would give
     assert isinstance(packed.model.lm_head_packed, PackedLinear)
-    assert packed.model.layers[0].self_attn.q_proj is None
+    first = packed.model.layers[0]
+    assert isinstance(first, DecoderLayer) and first.self_attn.q_proj is None
     fns = {"plain": linear_calls(plain.model, 3), "packed": linear_calls(packed.model, 3)}
     times = alternate(fns, 2)
     assert [len(v) for v in times.values()] == [2, 2]  # the warm-up round is dropped

@@ -71,3 +71,48 @@ def test_engine_threads_flag_reaches_the_engine_config(
     config = seen["config"]
     assert isinstance(config, EngineConfig)
     assert config.num_threads == expected
+
+
+@pytest.mark.parametrize(
+    ("flag", "pack", "one_pool"),
+    [([], True, True), (["--no-pack-linears"], False, True), (["--legacy-threads"], True, False)],
+)
+def test_engine_pack_and_thread_flags(
+    monkeypatch: pytest.MonkeyPatch, flag: list[str], pack: bool, one_pool: bool
+) -> None:
+    import prefix.serve.server as server
+
+    seen: dict[str, object] = {}
+
+    def fake_run_server(host: str, port: int, config: object, **kwargs: object) -> None:
+        seen["config"], seen["one_pool"] = config, kwargs.get("one_pool")
+
+    monkeypatch.setattr(server, "run_server", fake_run_server)
+    monkeypatch.delenv("CACHEGATE_ENGINE_PACK_LINEARS", raising=False)
+    get_settings.cache_clear()
+    try:
+        main(["engine", *flag])
+    finally:
+        get_settings.cache_clear()
+    config = seen["config"]
+    assert isinstance(config, EngineConfig)
+    assert config.pack_linears is pack and seen["one_pool"] is one_pool
+
+
+def test_engine_pack_setting_reaches_the_engine_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    import prefix.serve.server as server
+
+    seen: dict[str, object] = {}
+
+    def fake_run_server(host: str, port: int, config: object, **kwargs: object) -> None:
+        seen["config"] = config
+
+    monkeypatch.setattr(server, "run_server", fake_run_server)
+    monkeypatch.setenv("CACHEGATE_ENGINE_PACK_LINEARS", "false")
+    get_settings.cache_clear()
+    try:
+        main(["engine"])
+    finally:
+        get_settings.cache_clear()
+    config = seen["config"]
+    assert isinstance(config, EngineConfig) and config.pack_linears is False

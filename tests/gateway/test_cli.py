@@ -48,27 +48,33 @@ def test_lab_bad_argument_is_a_clean_error(capsys: pytest.CaptureFixture[str]) -
     assert "change_position" in capsys.readouterr().err
 
 
+def run_engine_cli(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> dict[str, object]:
+    """``cachegate engine ARGS`` with run_server replaced: what it would have been given."""
+    import prefix.serve.server as server
+
+    seen: dict[str, object] = {}
+
+    def fake_run_server(host: str, port: int, config: object, **kwargs: object) -> None:
+        seen["config"], seen["one_pool"] = config, kwargs.get("one_pool")
+
+    monkeypatch.setattr(server, "run_server", fake_run_server)
+    get_settings.cache_clear()
+    try:
+        main(["engine", *args])
+    finally:
+        get_settings.cache_clear()
+    assert isinstance(seen["config"], EngineConfig)
+    return seen
+
+
 @pytest.mark.parametrize(
     ("flag", "expected"), [([], None), (["--threads", "1"], 1), (["--threads", "0"], None)]
 )
 def test_engine_threads_flag_reaches_the_engine_config(
     monkeypatch: pytest.MonkeyPatch, flag: list[str], expected: int | None
 ) -> None:
-    import prefix.serve.server as server
-
-    seen: dict[str, object] = {}
-
-    def fake_run_server(host: str, port: int, config: object, **kwargs: object) -> None:
-        seen["config"] = config
-
-    monkeypatch.setattr(server, "run_server", fake_run_server)
     monkeypatch.delenv("CACHEGATE_ENGINE_THREADS", raising=False)
-    get_settings.cache_clear()
-    try:
-        main(["engine", *flag])
-    finally:
-        get_settings.cache_clear()
-    config = seen["config"]
+    config = run_engine_cli(monkeypatch, flag)["config"]
     assert isinstance(config, EngineConfig)
     assert config.num_threads == expected
 
@@ -80,39 +86,14 @@ def test_engine_threads_flag_reaches_the_engine_config(
 def test_engine_pack_and_thread_flags(
     monkeypatch: pytest.MonkeyPatch, flag: list[str], pack: bool, one_pool: bool
 ) -> None:
-    import prefix.serve.server as server
-
-    seen: dict[str, object] = {}
-
-    def fake_run_server(host: str, port: int, config: object, **kwargs: object) -> None:
-        seen["config"], seen["one_pool"] = config, kwargs.get("one_pool")
-
-    monkeypatch.setattr(server, "run_server", fake_run_server)
     monkeypatch.delenv("CACHEGATE_ENGINE_PACK_LINEARS", raising=False)
-    get_settings.cache_clear()
-    try:
-        main(["engine", *flag])
-    finally:
-        get_settings.cache_clear()
+    seen = run_engine_cli(monkeypatch, flag)
     config = seen["config"]
     assert isinstance(config, EngineConfig)
     assert config.pack_linears is pack and seen["one_pool"] is one_pool
 
 
 def test_engine_pack_setting_reaches_the_engine_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    import prefix.serve.server as server
-
-    seen: dict[str, object] = {}
-
-    def fake_run_server(host: str, port: int, config: object, **kwargs: object) -> None:
-        seen["config"] = config
-
-    monkeypatch.setattr(server, "run_server", fake_run_server)
     monkeypatch.setenv("CACHEGATE_ENGINE_PACK_LINEARS", "false")
-    get_settings.cache_clear()
-    try:
-        main(["engine"])
-    finally:
-        get_settings.cache_clear()
-    config = seen["config"]
+    config = run_engine_cli(monkeypatch, [])["config"]
     assert isinstance(config, EngineConfig) and config.pack_linears is False

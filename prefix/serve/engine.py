@@ -29,11 +29,8 @@ from prefix.core.hashing import Extra, ModelFingerprint, chain_root, short
 from prefix.core.request import EngineRequest
 from prefix.core.scheduler import Scheduler
 from prefix.core.sequence import Sequence
-from prefix.errors import (
-    EmptyPromptError,
-    KVBudgetExceededError,
-    PromptTooLongError,
-)
+from prefix.errors import EmptyPromptError, KVBudgetExceededError, PromptTooLongError
+from prefix.model.dtype import DTYPES
 from prefix.model.kv_cache import PagedKVCache
 from prefix.model.loader import LoadedModel, default_model_path, load_model
 from prefix.model.runner import ModelRunner
@@ -46,8 +43,6 @@ from protocol.headers import DEFAULT_NAMESPACE
 from protocol.sampling import SamplingParams
 
 log = logging.getLogger("cachegate.prefix")
-
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 @dataclass
@@ -70,7 +65,7 @@ class PrefixEngine:
         if loaded is None:
             device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
             path = config.model_path or default_model_path()
-            loaded = load_model(path, device=device, dtype=_DTYPES[config.dtype])
+            loaded = load_model(path, device=device, dtype=DTYPES[config.dtype])
         if config.pack_linears and loaded.model.pack():
             # in place: a model handed in by the caller is packed too (idempotent)
             log.info("linear layers prepacked for oneDNN (q/k/v and gate/up fused)")
@@ -92,7 +87,7 @@ class PrefixEngine:
             config.block_size,
             num_blocks=config.num_blocks,
             memory_bytes=None if config.num_blocks is not None else config.kv_cache_bytes,
-            dtype=_DTYPES[config.dtype],
+            dtype=DTYPES[config.dtype],
             device=self.device,
         )
         self.tiers = build_tier_chain(config, self.kv_cache, self.fingerprint)

@@ -75,14 +75,12 @@ def tiny_bf16(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return get
 
 
-@pytest.mark.parametrize("variant", ["llama", "qwen2", "mistral_window", "llama3_rope"])
-@pytest.mark.parametrize("hit", [BLOCK, 7, 12, 20])
-def test_bf16_suffix_after_cached_prefix_matches_full(
-    tiny_bf16: Any, variant: str, hit: int
-) -> None:
-    model = tiny_bf16(variant).model
-    assert model.dtype == torch.bfloat16
-    tokens = random_tokens(21, seed=3)
+def assert_cached_suffix_matches_full(
+    model: LlamaModel, tokens: list[int], hit: int
+) -> tuple[torch.Tensor, list[int]]:
+    """Prefill ``tokens[:hit]``, then the rest over the cached prefix: the suffix's logits
+    must equal the full forward's, and a corrupted cached block must move them far off.
+    Returns (the full forward's logits, the block table used)."""
     table = torch.randperm(32, generator=torch.Generator().manual_seed(hit))[:6].tolist()
     full = model(
         ForwardBatch.for_prefill(tokens, 0, table, BLOCK, all_logits=True), new_cache(model)
@@ -99,6 +97,17 @@ def test_bf16_suffix_after_cached_prefix_matches_full(
     again = ForwardBatch.for_prefill(tokens[hit:], hit, table, BLOCK, all_logits=True)
     wrong = model(again, cache)[0]
     assert (wrong - full[hit]).abs().max() > 2 * bf16_tolerance(full[hit])
+    return full, table
+
+
+@pytest.mark.parametrize("variant", ["llama", "qwen2", "mistral_window", "llama3_rope"])
+@pytest.mark.parametrize("hit", [BLOCK, 7, 12, 20])
+def test_bf16_suffix_after_cached_prefix_matches_full(
+    tiny_bf16: Any, variant: str, hit: int
+) -> None:
+    model = tiny_bf16(variant).model
+    assert model.dtype == torch.bfloat16
+    assert_cached_suffix_matches_full(model, random_tokens(21, seed=3), hit)
 
 
 def prefill_ragged(model: LlamaModel, cache: PagedKVCache, lengths: list[int]) -> list[list[int]]:

@@ -228,19 +228,25 @@ def _shared_attention(
     float32 because it is one small block, and so it rounds no more than SDPA does.
     """
     num_seqs, kv_heads, group, head_dim = q.shape
-    # [S, Hkv, G, D] -> [Hkv, S, G, D] -> [Hkv, S*G, D]
+    # [S, Hkv, G, D] -> [Hkv, S, G, D] -> [Hkv, S*G, D]; the 1/sqrt(D) scale goes on
+    # the S*G query rows rather than on the S*G*Lp scores
     q_rows = q.transpose(0, 1).reshape(kv_heads, num_seqs * group, head_dim).float()
+    q_rows.mul_(1 / math.sqrt(head_dim))
     # [Hkv, S*G, D] @ [Hkv, D, Lp] -> [Hkv, S*G, Lp]
-    scores = torch.bmm(q_rows, k.float().transpose(1, 2)).mul_(1 / math.sqrt(head_dim))
+    scores = torch.bmm(q_rows, k.float().transpose(1, 2))
     if mask is not None:
         # [Hkv, S*G, Lp] -> [Hkv, S, G, Lp]; mask [S, Lp] -> [1, S, 1, Lp]
         scores.view(kv_heads, num_seqs, group, -1).masked_fill_(
             ~mask[None, :, None, :], float("-inf")
         )
-    lse = torch.logsumexp(scores, dim=-1)  # [Hkv, S*G]; -inf where a window hides it all
-    # a finite stand-in for -inf keeps exp() at 0 instead of NaN for those rows
-    probs = (scores - lse.clamp_min(-1e30)[..., None]).exp_()
-    out = torch.bmm(probs, v.float())  # [Hkv, S*G, D]
+    # softmax with its log-sum-exp, one exp pass in place: lse = max + log(sum(exp(s - max)))
+    peak = scores.amax(dim=-1, keepdim=True)  # [Hkv, S*G, 1]; -inf where a window hides all
+    # a finite stand-in for a -inf peak keeps exp() at 0 instead of NaN for those rows
+    peak.clamp_(min=-1e30)
+    probs = scores.sub_(peak).exp_()
+    total = probs.sum(dim=-1, keepdim=True)  # [Hkv, S*G, 1]; 0 where all are hidden
+    lse = (peak + total.log()).squeeze(-1)  # [Hkv, S*G]; -inf where a window hides it all
+    out = torch.bmm(probs, v.float()).div_(total.clamp(min=1e-30))  # [Hkv, S*G, D]
     # [Hkv, S*G, D] -> [Hkv, S, G, D] -> [S, Hkv, G, D]; [Hkv, S*G] -> [S, Hkv, G]
     out = out.view(kv_heads, num_seqs, group, head_dim).transpose(0, 1)
     return out, lse.view(kv_heads, num_seqs, group).transpose(0, 1)

@@ -65,9 +65,6 @@ OURS_COLUMNS: dict[str, list[str]] = {
     # torch's thread pool in the main thread as well as the engine thread (before
     # prefix/serve/threads.py)
     "legacythreads": ["--legacy-threads"],
-    # Python's own GIL switch interval (5 ms) instead of the server's 0.5 ms (before
-    # the switch-interval setting of prefix/serve/threads.py)
-    "switch5": ["--switch-interval-ms", "5"],
 }
 SMOLLM2_VOCAB = 49152
 

@@ -113,7 +113,6 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         tracer_provider=provider,
         uvicorn_options={"log_config": uvicorn_log_config(s)},
         one_pool=not args.legacy_threads,
-        switch_interval_ms=args.switch_interval_ms or s.engine_switch_interval_ms,
     )
     return 0
 
@@ -168,7 +167,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from gateway.app import create_app
     from gateway.logging_setup import configure_logging, uvicorn_log_config
     from gateway.settings import get_settings
-    from prefix.serve.threads import reserve_for_engine_thread, set_switch_interval
+    from prefix.serve.threads import reserve_for_engine_thread
 
     s = serve_settings(args, get_settings())
     host, port = args.host or s.host, args.port or s.port
@@ -177,22 +176,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     # torch's intra-op pool only in the in-process engine's thread (prefix/serve/threads.py);
     # the embedder and verifier set their own counts (1 by default)
     reserve_for_engine_thread()
-    # the in-process engine's thread gets the GIL back sooner from the event loop
-    set_switch_interval(s.engine_switch_interval_ms)
     app = create_app(s)
     uvicorn.run(app, host=host, port=port, log_level="info", log_config=uvicorn_log_config(s))
     return 0
-
-
-def _milliseconds(text: str) -> float:
-    """argparse type: a switch interval in (0, 100] ms."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value <= 100:
-        raise argparse.ArgumentTypeError(f"must be in (0, 100] ms, got {text}")
-    return value
 
 
 def _version() -> str:
@@ -258,13 +244,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let the main thread keep torch's thread pool too (the behaviour before "
         "prefix/serve/threads.py; for comparison)",
-    )
-    eng.add_argument(
-        "--switch-interval-ms",
-        type=_milliseconds,
-        default=None,
-        help="Python's GIL switch interval in the server process "
-        "(CACHEGATE_ENGINE_SWITCH_INTERVAL_MS, default 0.5; Python's own default is 5)",
     )
     eng.add_argument(
         "--no-pack-linears",

@@ -115,9 +115,6 @@ class Settings(BaseSettings):
     engine_threads: int = Field(0, ge=0)
     # prepack the engine's linear weights for oneDNN (bf16 on CPU only, where it is faster)
     engine_pack_linears: bool = True
-    # Python's GIL switch interval in a process that runs the engine thread beside an
-    # event loop (prefix/serve/threads.py; Python's own default is 5 ms)
-    engine_switch_interval_ms: float = Field(0.5, gt=0, le=100)
     enable_prefix_caching: bool = True
     engine_port: int = Field(8001, ge=1, le=65535)
     # Shared secret between gateway and engine server: only requests carrying it may

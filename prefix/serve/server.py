@@ -50,11 +50,7 @@ from prefix.serve.completions import serve_completion
 from prefix.serve.engine import PrefixEngine
 from prefix.serve.metrics import CONTENT_TYPE, EngineMetrics
 from prefix.serve.state import EngineServer
-from prefix.serve.threads import (
-    DEFAULT_SWITCH_INTERVAL_MS,
-    reserve_for_engine_thread,
-    set_switch_interval,
-)
+from prefix.serve.threads import reserve_for_engine_thread
 from prefix.serve.trusted_namespace import resolve_namespace
 from protocol.errors import ApiError
 from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
@@ -177,19 +173,14 @@ def run_server(
     tracer_provider: Any = None,
     uvicorn_options: Mapping[str, Any] | None = None,
     one_pool: bool = True,
-    switch_interval_ms: float = DEFAULT_SWITCH_INTERVAL_MS,
 ) -> None:
     """Load the engine and serve it with uvicorn until interrupted (blocks).
 
     ``uvicorn_options`` are passed to ``uvicorn.run`` (e.g. ``log_config``).
     ``one_pool``: reserve torch's intra-op threads for the engine thread
     (prefix/serve/threads.py); False keeps them in the main thread too (the earlier
-    behaviour, for comparison). ``switch_interval_ms``: Python's GIL switch interval
-    for this process (prefix/serve/threads.py; Python's own default is 5 ms)."""
+    behaviour, for comparison)."""
     import uvicorn
-
-    previous = set_switch_interval(switch_interval_ms)
-    log.info("GIL switch interval %.3g ms (was %.3g ms)", switch_interval_ms, previous)
 
     if one_pool:
         threads = reserve_for_engine_thread()

@@ -14,24 +14,11 @@ So a serving process reserves the threads for the engine thread: the main thread
 set to one intra-op thread before it does any torch work (model load then runs
 single-threaded: it is mostly file reads and dequantization), and the engine thread
 takes the count the main thread would have had (or the configured one).
-
-The GIL switch interval. Every torch op called from Python releases the GIL while
-its kernel runs and takes it back after, so a decode step hands the GIL over a
-thousand times or more. When the event loop's thread (SSE chunks, JSON, sockets)
-holds it at that moment, the engine thread waits until the loop blocks in a system
-call or until Python's switch interval (5 ms by default) forces a hand-over. A
-serving process therefore sets a shorter interval, 0.5 ms by default: measured
-through the engine's own server on 2 cores, 8 streams 104 -> 147 tokens/s and 32
-streams 178 -> 227 (README, "The GIL switch interval").
 """
 
 from __future__ import annotations
 
-import sys
-
 import torch
-
-DEFAULT_SWITCH_INTERVAL_MS = 0.5
 
 _reserved: int | None = None
 
@@ -53,15 +40,3 @@ def engine_thread_count(configured: int | None) -> int | None:
     """The intra-op threads the engine thread should set: the configured count, else
     the reserved one, else None (leave torch's default)."""
     return configured if configured is not None else _reserved
-
-
-def set_switch_interval(ms: float) -> float:
-    """Set Python's GIL switch interval for the whole process; returns the old one (ms).
-
-    Raises ValueError unless ``ms`` is a positive, finite number of milliseconds.
-    """
-    if not 0 < ms <= 100:  # also rejects NaN
-        raise ValueError(f"switch interval must be in (0, 100] ms, got {ms!r}")
-    previous = sys.getswitchinterval() * 1000
-    sys.setswitchinterval(ms / 1000)
-    return previous

@@ -56,7 +56,6 @@ def run_engine_cli(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> dict[str
 
     def fake_run_server(host: str, port: int, config: object, **kwargs: object) -> None:
         seen["config"], seen["one_pool"] = config, kwargs.get("one_pool")
-        seen["switch_interval_ms"] = kwargs.get("switch_interval_ms")
 
     monkeypatch.setattr(server, "run_server", fake_run_server)
     get_settings.cache_clear()
@@ -98,49 +97,3 @@ def test_engine_pack_setting_reaches_the_engine_config(monkeypatch: pytest.Monke
     monkeypatch.setenv("CACHEGATE_ENGINE_PACK_LINEARS", "false")
     config = run_engine_cli(monkeypatch, [])["config"]
     assert isinstance(config, EngineConfig) and config.pack_linears is False
-
-
-@pytest.mark.parametrize(
-    ("env", "flag", "expected"),
-    [(None, [], 0.5), ("2", [], 2.0), ("2", ["--switch-interval-ms", "5"], 5.0)],
-)
-def test_engine_switch_interval_reaches_run_server(
-    monkeypatch: pytest.MonkeyPatch, env: str | None, flag: list[str], expected: float
-) -> None:
-    # default 0.5 ms; the setting overrides it; the flag overrides the setting
-    if env is None:
-        monkeypatch.delenv("CACHEGATE_ENGINE_SWITCH_INTERVAL_MS", raising=False)
-    else:
-        monkeypatch.setenv("CACHEGATE_ENGINE_SWITCH_INTERVAL_MS", env)
-    assert run_engine_cli(monkeypatch, flag)["switch_interval_ms"] == expected
-
-
-@pytest.mark.parametrize("bad", ["0", "-1", "nan", "abc", "101"])
-def test_engine_switch_interval_rejects_bad_values(
-    capsys: pytest.CaptureFixture[str], bad: str
-) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["engine", "--switch-interval-ms", bad])
-    assert exc.value.code == 2
-    assert "--switch-interval-ms" in capsys.readouterr().err
-
-
-def test_serve_sets_the_switch_interval_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    # cachegate serve runs the in-process engine beside the event loop: same setting
-    import uvicorn
-
-    import gateway.app
-    import prefix.serve.threads as threads
-
-    seen: dict[str, object] = {}
-    monkeypatch.setenv("CACHEGATE_ENGINE_SWITCH_INTERVAL_MS", "1.5")
-    monkeypatch.setattr(threads, "reserve_for_engine_thread", lambda: 2)
-    monkeypatch.setattr(threads, "set_switch_interval", lambda ms: seen.setdefault("ms", ms))
-    monkeypatch.setattr(gateway.app, "create_app", lambda settings: "app")
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.setdefault("app", app))
-    get_settings.cache_clear()
-    try:
-        assert main(["serve"]) == 0
-    finally:
-        get_settings.cache_clear()
-    assert seen == {"ms": 1.5, "app": "app"}

@@ -75,27 +75,3 @@ def test_without_reserving_the_engine_thread_keeps_torch_default(tmp_path: Path)
     assert got["before"] is None and got["reserved"] is None
     assert got["main_after"] == 2 and got["main_end"] == 2
     assert got["engine_thread"] == [2]
-
-
-def test_set_switch_interval_sets_and_returns_the_previous() -> None:
-    from prefix.serve.threads import set_switch_interval
-
-    original = sys.getswitchinterval()
-    try:
-        sys.setswitchinterval(0.004)
-        assert set_switch_interval(0.5) == pytest.approx(4.0)
-        assert sys.getswitchinterval() == pytest.approx(0.0005)
-        assert set_switch_interval(2) == pytest.approx(0.5)
-        assert sys.getswitchinterval() == pytest.approx(0.002)
-    finally:
-        sys.setswitchinterval(original)
-
-
-@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf"), 101.0])
-def test_set_switch_interval_rejects_bad_values(bad: float) -> None:
-    from prefix.serve.threads import set_switch_interval
-
-    original = sys.getswitchinterval()
-    with pytest.raises(ValueError):
-        set_switch_interval(bad)
-    assert sys.getswitchinterval() == original  # unchanged

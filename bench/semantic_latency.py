@@ -34,7 +34,7 @@ Parts: bench/semantic_latency_index.py (bulk fill, flat-index comparison),
 bench/semantic_latency_timing.py (timing, table); this file holds the command
 line and the measurements per size.
 
-Writes bench/results/semantic_latency.json. Run:
+Writes bench/results/semantic_latency.json (``--name`` for another stem). Run:
 .venv/bin/python bench/semantic_latency.py   (about 4-6 minutes on 2 busy cores)
 """
 
@@ -112,6 +112,7 @@ def main() -> None:
         help="also time each lookup text interleaved through the issue-15 'before' path "
         "(encode, one hit-count write per hit) and the current one",
     )
+    ap.add_argument("--name", default="semantic_latency", help="results/<name>.json")
     args = ap.parse_args()
     started = time.perf_counter()
     load_start = list(os.getloadavg())
@@ -289,7 +290,7 @@ def main() -> None:
         print(f"  {key}: {value}")
     total = time.perf_counter() - started
     write_json(
-        "semantic_latency",
+        args.name,
         {
             "benchmark": "semantic_latency",
             "environment": {

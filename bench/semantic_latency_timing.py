@@ -69,10 +69,17 @@ def table(results: list[dict[str, Any]], embed: dict[str, Any]) -> str:
             f = r["flat_search_same_vectors"]
             lines.append(
                 f"at {r['entries']:,}: exact flat search p50 {f['p50_ms']:.2f} ms / p99 "
-                f"{f['p99_ms']:.2f} ms; HNSW recall@1 {r['hnsw_recall_at_1']:.3f}, "
-                f"recall@5 {r['hnsw_recall_at_5']:.3f} (efSearch {r['hnsw_ef_search_default']})"
+                f"{f['p99_ms']:.2f} ms; {r.get('index_kind', 'hnsw')} index recall@1 "
+                f"{r['hnsw_recall_at_1']:.3f}, recall@5 {r['hnsw_recall_at_5']:.3f}"
+                # the JSON keys keep their hnsw_ names; efSearch means something to HNSW only
+                + (
+                    f" (efSearch {r['hnsw_ef_search_default']})"
+                    if r.get("index_kind", "hnsw") == "hnsw"
+                    else ""
+                )
             )
-            for ef, e in r["hnsw_by_ef_search"].items():
+            is_hnsw = r.get("index_kind", "hnsw") == "hnsw"
+            for ef, e in r["hnsw_by_ef_search"].items() if is_hnsw else ():
                 lines.append(
                     f"  efSearch {ef}: search p50 {e['search']['p50_ms']:.3f} ms / p99 "
                     f"{e['search']['p99_ms']:.3f} ms, recall@1 {e['recall_at_1']:.3f}, "

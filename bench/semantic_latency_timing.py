@@ -67,18 +67,14 @@ def table(results: list[dict[str, Any]], embed: dict[str, Any]) -> str:
     for r in results:
         if "flat_search_same_vectors" in r:
             f = r["flat_search_same_vectors"]
+            # the JSON keys keep their hnsw_ names; efSearch means something to HNSW only
+            is_hnsw = r.get("index_kind", "hnsw") == "hnsw"
+            ef_note = f" (efSearch {r['hnsw_ef_search_default']})" if is_hnsw else ""
             lines.append(
                 f"at {r['entries']:,}: exact flat search p50 {f['p50_ms']:.2f} ms / p99 "
                 f"{f['p99_ms']:.2f} ms; {r.get('index_kind', 'hnsw')} index recall@1 "
-                f"{r['hnsw_recall_at_1']:.3f}, recall@5 {r['hnsw_recall_at_5']:.3f}"
-                # the JSON keys keep their hnsw_ names; efSearch means something to HNSW only
-                + (
-                    f" (efSearch {r['hnsw_ef_search_default']})"
-                    if r.get("index_kind", "hnsw") == "hnsw"
-                    else ""
-                )
+                f"{r['hnsw_recall_at_1']:.3f}, recall@5 {r['hnsw_recall_at_5']:.3f}{ef_note}"
             )
-            is_hnsw = r.get("index_kind", "hnsw") == "hnsw"
             for ef, e in r["hnsw_by_ef_search"].items() if is_hnsw else ():
                 lines.append(
                     f"  efSearch {ef}: search p50 {e['search']['p50_ms']:.3f} ms / p99 "

@@ -16,7 +16,9 @@ Steps (each prints progress to stderr):
 4. score the calibration split, map the Chinese scores onto the English scale
    and write ``calibration.json``;
 5. record the scores of fixed pairs (``fixtures.json``), evaluate on the eval
-   split (bench/verifier_eval.py) and write ``MODEL_CARD.md``;
+   split (bench/verifier_eval.py; into ``bench/results/verifier_eval.json`` for
+   the shipped model, into ``--out``/verifier_eval.json for a trial run elsewhere)
+   and write ``MODEL_CARD.md``;
 6. score the calibration split again with bfloat16 matrix products and write
    ``calibration_bfloat16.json`` and its section of the card.
 
@@ -223,6 +225,14 @@ def train_and_write(
     return stats, chinese_training_pairs(args.out)
 
 
+def eval_results_path(out: Path) -> Path:
+    """Where a run's evaluation goes: the repo's results file for the shipped model
+    only; a trial run into another directory keeps its evaluation beside its model."""
+    if out.resolve() == MODEL_DIR.resolve():
+        return verifier_eval.RESULTS
+    return out / "verifier_eval.json"
+
+
 def write_float32(
     args: argparse.Namespace,
     pairs: Sequence[VPair],
@@ -238,8 +248,10 @@ def write_float32(
     cal = calibrate(pairs, args.out)
     fixtures = record_fixtures(args.out)
     result = verifier_eval.evaluate(PairVerifier(args.out), pairs, per_kind=EVAL_CAP, calls=100)
-    verifier_eval.RESULTS.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    eval_path = eval_results_path(args.out)
+    eval_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     print(verifier_eval.table(result))
+    print(f"wrote {eval_path}")
     total_min = (time.perf_counter() - started) / 60
     verifier_card.write(
         args.out / "MODEL_CARD.md",

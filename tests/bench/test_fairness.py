@@ -6,7 +6,8 @@ rather than beside A's decodes (B has nothing decoding: prefill priority), so B'
 time to first token stays within 3x of its unloaded value. The goal is 2x: the
 bench measures 1.7x with B's arrivals spread over A's steps and 2.4x back to back
 (B's request then always waits for almost a whole A step); B here is back to back,
-and the margin is for a shared, noisy machine.
+and the margin is for a shared, noisy machine (the median of 5 of B's requests: with
+3, one full run of three on a noisy VM measured 4.27x).
 Without round-robin admission and the per-tenant cap, B would wait behind A's
 queued requests (32 tokens each)."""
 
@@ -32,7 +33,7 @@ def test_b_ttft_under_a_flood_stays_within_3x_of_unloaded(
         num_blocks=512,
         max_num_seqs=8,
         flood=16,
-        b_requests=3,
+        b_requests=5,
         doc_repeats=3,
         a_max_tokens=32,
     )

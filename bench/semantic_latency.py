@@ -57,7 +57,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import RESULTS, environment, write_json
 from bench.semantic_common import embed_batches, fits, query, reply
 from bench.semantic_data import DATA_DIR, load_banking77, load_clinc150
-from bench.semantic_latency_compare import before_after, embed_before_after
+from bench.semantic_latency_compare import (
+    before_after,
+    embed_backends,
+    embed_before_after,
+    lookup_backends,
+)
 from bench.semantic_latency_index import (
     ANSWER_CHARS,
     TOP_K,
@@ -112,6 +117,12 @@ def main() -> None:
         help="also time each lookup text interleaved through the issue-15 'before' path "
         "(encode, one hit-count write per hit) and the current one",
     )
+    ap.add_argument(
+        "--backend-compare",
+        action="store_true",
+        help="also time each lookup text interleaved with the embedder's torch forward "
+        "(before) and its ONNX Runtime forward (after), alone and in whole lookups",
+    )
     ap.add_argument("--name", default="semantic_latency", help="results/<name>.json")
     args = ap.parse_args()
     started = time.perf_counter()
@@ -155,6 +166,14 @@ def main() -> None:
     embed_times, _ = time_each(lookup_texts, lambda t: embedder.embed([t]), "embed one")
     extract_times, _ = time_each(lookup_texts, validator.extract, "extract one")
     embed_compared = embed_before_after(embedder, lookup_texts) if args.before_after else None
+    embed_backend = embed_backends(embedder, lookup_texts) if args.backend_compare else None
+    if embed_backend is not None:
+        print(
+            f"embed one, torch -> onnx (interleaved): {embed_backend['before']['p50_ms']:.2f}"
+            f" -> {embed_backend['after']['p50_ms']:.2f} ms p50"
+            f" (x{embed_backend['after_over_before_p50']})",
+            flush=True,
+        )
 
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -206,6 +225,11 @@ def main() -> None:
                 if args.before_after
                 else None
             )
+            backends = (
+                lookup_backends(embedder, store, cache.index, validator, policy, timed_texts)
+                if args.backend_compare
+                else None
+            )
             hit_ms = [ms for ms, r in zip(lookup_ms, outcomes, strict=True) if r.hit]
             miss_ms = [ms for ms, r in zip(lookup_ms, outcomes, strict=True) if not r.hit]
 
@@ -247,6 +271,7 @@ def main() -> None:
                     "lookup_misses": summary(miss_ms),
                     "lookup_without_embedding": summary(no_embed_ms),
                     "lookup_before_after": compared,
+                    "lookup_torch_vs_onnx": backends,
                     "lookup_without_embedding_hits": summary(
                         [ms for ms, r in zip(no_embed_ms, no_embed_out, strict=True) if r.hit]
                     ),
@@ -269,6 +294,13 @@ def main() -> None:
                     f"  before/after (interleaved): lookup p50 {compared['before']['p50_ms']:.2f}"
                     f" -> {compared['after']['p50_ms']:.2f} ms"
                     f" (x{compared['after_over_before_p50']}), load {compared['loadavg']}",
+                    flush=True,
+                )
+            if backends is not None:
+                print(
+                    f"  torch -> onnx (interleaved): lookup p50 {backends['before']['p50_ms']:.2f}"
+                    f" -> {backends['after']['p50_ms']:.2f} ms"
+                    f" (x{backends['after_over_before_p50']}), load {backends['loadavg']}",
                     flush=True,
                 )
         store.close()
@@ -319,6 +351,8 @@ def main() -> None:
             },
             "embed_one_question": summary(embed_times),
             "embed_one_before_after": embed_compared,
+            "embed_one_torch_vs_onnx": embed_backend,
+            "embedder_backend": embedder.backend,
             "extract_one_question": summary(extract_times),
             "sizes": results,
             "goals": goals,

@@ -90,3 +90,68 @@ def before_after(
     finally:
         _direct(embedder, True)
         after.close()
+
+
+def _onnx_toggle(embedder: Embedder) -> Callable[[bool], None] | None:
+    """Switches the embedder between its torch forward (False) and its ONNX Runtime
+    forward (True); None when it has no ONNX forward to compare."""
+    forward = getattr(embedder, "_onnx", None)
+    if forward is None:
+        return None
+
+    def use(on: bool) -> None:
+        embedder._onnx = forward if on else None
+
+    return use
+
+
+def embed_backends(embedder: Embedder, texts: Sequence[str]) -> dict[str, Any] | None:
+    """One question embedded by the torch forward (before) vs ONNX Runtime (after)."""
+    use = _onnx_toggle(embedder)
+    if use is None:
+        return None
+
+    def run(on: bool) -> Callable[[str], Any]:
+        def embed(text: str) -> Any:
+            use(on)
+            return embedder.embed([text])
+
+        return embed
+
+    try:
+        return _report(_interleaved(texts, {"before": run(False), "after": run(True)}))
+    finally:
+        use(True)
+
+
+def lookup_backends(
+    embedder: Embedder,
+    store: EntryStore,
+    index: PartitionedIndex,
+    validator: Any,
+    policy: SemanticPolicy,
+    texts: Sequence[str],
+) -> dict[str, Any] | None:
+    """Whole lookups, the embedding by torch (before) vs ONNX Runtime (after), through
+    two caches of the same kind over the same index (each embeds every text once)."""
+    use = _onnx_toggle(embedder)
+    if use is None:
+        return None
+    before = SemanticCache(embedder, store, index, validator=validator)
+    after = SemanticCache(embedder, store, index, validator=validator)
+
+    def run(cache: SemanticCache, on: bool) -> Callable[[str], Any]:
+        def lookup(text: str) -> Any:
+            use(on)
+            return cache.lookup(query(text), policy)
+
+        return lookup
+
+    try:
+        return _report(
+            _interleaved(texts, {"before": run(before, False), "after": run(after, True)})
+        )
+    finally:
+        use(True)
+        before.close()
+        after.close()

@@ -288,7 +288,9 @@ def _build_upstream(settings: Settings, parts: Components, salt: str) -> Upstrea
 
 def _build_cache(settings: Settings, parts: Components, url: str) -> SemanticCache:
     path = Path(settings.embedder_path) if settings.embedder_path else None
-    embedder = parts.embedder or build_embedder(settings.embedder, path)
+    embedder = parts.embedder or build_embedder(
+        settings.embedder, path, backend=settings.embedder_backend
+    )
     return SemanticCache(
         embedder, EntryStore(url), PartitionedIndex(embedder.dim), validator=Validator()
     )

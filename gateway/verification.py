@@ -96,10 +96,13 @@ def load_verifier(
         threads=threads,
         cache_size=settings.verifier_cache_size if cache_size is None else cache_size,
         dtype=chosen,
+        backend=settings.verifier_backend,
     )
     log.info(
-        "pair verifier computes in %s (verifier dtype %s: %s); cuts from its %s calibration",
+        "pair verifier computes in %s through %s (verifier dtype %s: %s); cuts from its %s"
+        " calibration",
         chosen,
+        model.backend,
         name,
         reason,
         model.calibration_dtype,

@@ -110,14 +110,23 @@ class E5Encoder(nn.Module):
         ids_t = torch.from_numpy(ids)
         return ids_t, ids_t != self.tokenizer.pad
 
+    def word_vectors(self, ids: torch.Tensor) -> torch.Tensor:
+        """The 4-bit word embeddings of ``ids`` ``[B, T]`` dequantized: ``[B, T, H]``."""
+        return torch.from_numpy(dequantize(self._word_blocks[ids.numpy()]))
+
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        t = ids.shape[1]
-        words = dequantize(self._word_blocks[ids.numpy()])  # [B, T, H]
+        return self.encode_words(self.word_vectors(ids), mask)
+
+    def encode_words(self, words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The last hidden states ``[B, T, H]`` from dequantized word vectors; the
+        part of the forward in torch alone (the ONNX export of the Chinese verifier
+        starts here: validators/onnx_forward.py)."""
+        t = words.shape[1]
         dtype = self.eln.weight.dtype
         # keys a query may see: [B, 1, 1, T], broadcast over heads and queries
         key_mask = mask[:, None, None, :]
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.num_frozen == 0):
-            x = torch.from_numpy(words).to(dtype) + self.pos[:t].to(dtype) + self.type0.to(dtype)
+            x = words.to(dtype) + self.pos[:t].to(dtype) + self.type0.to(dtype)
             x = self.eln(x)
         for i, layer in enumerate(self.layers):
             with torch.set_grad_enabled(torch.is_grad_enabled() and i >= self.num_frozen):
@@ -150,7 +159,10 @@ class PairClassifier(nn.Module):
         return [tok.encode_pair(a, b, self.max_tokens) for a, b in pairs]
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.encoder(ids, mask)  # [B, T, H]
+        return self.logits_from_words(self.encoder.word_vectors(ids), mask)
+
+    def logits_from_words(self, words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.encoder.encode_words(words, mask)  # [B, T, H]
         weights = mask.to(hidden.dtype)[..., None]  # [B, T, 1]
         pooled = (hidden * weights).sum(1) / weights.sum(1)
         return self.head(self.dropout(pooled)).squeeze(-1)  # [B]

@@ -23,12 +23,13 @@ The model loads from the package directory only (no hub, no network).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import threading
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ import numpy as np
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-from validators import verifier_codec, verifier_zh, verifier_zh_encoder
+from validators import onnx_forward, verifier_codec, verifier_zh, verifier_zh_encoder
 from validators.verdict_cache import DEFAULT_MAX_ENTRIES, VerdictCache
 from validators.verifier_dtype import Dtype, apply_dtype
 from validators.verifier_errors import (
@@ -67,6 +68,24 @@ MAX_QUESTION_CHARS = 1000
 DEFAULT_TARGET_MISFIRE = 0.01
 #: Rows per padded forward, after sorting by length (bench/verifier_latency.py).
 FORWARD_CHUNK = 8
+#: Pairs of different lengths the ONNX graph must score as torch does (one padded batch
+#: and alone) before it serves: validators/onnx_forward.py.
+PROBE_PAIRS = (
+    ("How do I reset my card PIN?", "how can I change my PIN"),
+    ("hi", "My transfer has not arrived yet after three days, what should I do about it?"),
+    ("what is the exchange rate for euros today", "euro exchange rate"),
+)
+
+
+@contextlib.contextmanager
+def _threads(count: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``count`` for the block (per calling thread)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 @dataclass(frozen=True)
@@ -109,11 +128,13 @@ class PairVerifier:
         cache_size: int = DEFAULT_MAX_ENTRIES,
         max_batch: int = DEFAULT_MAX_ROWS,
         dtype: Dtype = "float32",
+        backend: str = "auto",
     ) -> None:
         if dtype not in CALIBRATION_FILES:  # before loading anything: a typo is no model error
             raise ValueError(
                 f"verifier dtype must be one of {tuple(CALIBRATION_FILES)}, not {dtype!r}"
             )
+        self.backend_setting = onnx_forward.check_backend(backend)
         self.model_dir = Path(model_dir)
         try:
             self.meta: dict[str, Any] = json.loads((self.model_dir / "verifier.json").read_text())
@@ -139,6 +160,8 @@ class PairVerifier:
         self.threads = threads
         self.max_tokens = int(self.meta["max_tokens"])
         self.max_unk_fraction = float(self.meta["max_unk_fraction"])
+        # float32 products through ONNX Runtime (validators/onnx_forward.py); None: torch.
+        self._onnx: onnx_forward.OnnxForward | None = self._load_onnx()
         self._lock = threading.Lock()
         # Verdicts are a pure function of the weights and what the model reads, so
         # remembered ones are exact (validators/verdict_cache.py).
@@ -161,6 +184,50 @@ class PairVerifier:
             self._zh_id = str(zh_meta["weights_sha256"])
             scale = zh_meta["to_common_scale"]
             self._zh_scale = (np.asarray(scale["x"]), np.asarray(scale["y"]))
+
+    def _load_onnx(self) -> onnx_forward.OnnxForward | None:
+        """The checked English graph: for ``onnx``, and for ``auto`` when the dtype is
+        float32 (bfloat16 products are faster in torch) and the packages are there.
+        ``auto`` logs a failed export or check and stays on torch; ``onnx`` raises."""
+        backend = self.backend_setting
+        if backend == "torch" or (
+            backend == "auto" and (self.dtype != "float32" or not onnx_forward.is_available())
+        ):
+            return None
+        if backend == "onnx" and self.dtype != "float32":
+            raise VerifierModelError("the onnx verifier backend computes in float32 only")
+        probes = [
+            self._tensors(self._probe_rows(pairs))
+            for pairs in (PROBE_PAIRS[:1], PROBE_PAIRS[1:2], PROBE_PAIRS)
+        ]
+        model = self.model
+
+        def logits(ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits[:, 0]
+
+        try:
+            with _threads(self.threads):
+                return onnx_forward.build(
+                    onnx_forward.Bound(model, logits),
+                    probes[-1],
+                    ("input_ids", "token_type_ids", "attention_mask"),
+                    self.threads,
+                    probes,
+                )
+        except VerifierModelError as exc:
+            if backend == "onnx":
+                raise
+            log.warning("%s; the verifier runs in torch", exc)
+            return None
+
+    @property
+    def backend(self) -> str:
+        """What runs the English forward: ``onnx`` or ``torch``."""
+        return "torch" if self._onnx is None else "onnx"
+
+    def _probe_rows(self, pairs: Sequence[tuple[str, str]]) -> list[Row]:
+        enc = self.tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=False)
+        return list(zip(enc["input_ids"], enc["token_type_ids"], strict=True))
 
     def _read_calibration(self, dtype: Dtype) -> tuple[dict[str, Any], Dtype]:
         """The calibration for ``dtype`` and the dtype it was computed in.
@@ -287,19 +354,15 @@ class PairVerifier:
         as long (bench/results/verifier_latency_forward.json)."""
         order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
         logits = [0.0] * len(rows)
-        with self._lock:
-            previous = torch.get_num_threads()
-            torch.set_num_threads(self.threads)
-            try:
-                for start in range(0, len(order), FORWARD_CHUNK):
-                    chunk = order[start : start + FORWARD_CHUNK]
-                    for i, z in zip(chunk, self._forward([rows[i] for i in chunk]), strict=True):
-                        logits[i] = z
-            finally:
-                torch.set_num_threads(previous)
+        with self._lock, _threads(self.threads):
+            for start in range(0, len(order), FORWARD_CHUNK):
+                chunk = order[start : start + FORWARD_CHUNK]
+                for i, z in zip(chunk, self._forward([rows[i] for i in chunk]), strict=True):
+                    logits[i] = z
         return logits
 
-    def _forward(self, rows: list[Row]) -> list[float]:
+    def _tensors(self, rows: list[Row]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Rows padded to the longest: ids, token types and attention mask ``[B, T]``."""
         width = max(len(ids) for ids, _ in rows)
         ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
         types = torch.zeros_like(ids)
@@ -308,6 +371,12 @@ class PairVerifier:
             ids[r, : len(row_ids)] = torch.tensor(row_ids)
             types[r, : len(row_types)] = torch.tensor(row_types)
             mask[r, : len(row_ids)] = 1
+        return ids, types, mask
+
+    def _forward(self, rows: list[Row]) -> list[float]:
+        ids, types, mask = self._tensors(rows)
+        if self._onnx is not None:
+            return [float(z) for z in self._onnx(ids.numpy(), types.numpy(), mask.numpy())]
         with torch.inference_mode():
             out = self.model(input_ids=ids, token_type_ids=types, attention_mask=mask)
         return [float(z) for z in out.logits[:, 0]]  # (n, 1) -> (n,)
@@ -320,7 +389,9 @@ class PairVerifier:
             return None
         with self._zh_load_lock:
             if self._zh_encoder is None:
-                self._zh_encoder = ChineseEncoder(self.model_dir, threads=self.threads)
+                self._zh_encoder = ChineseEncoder(
+                    self.model_dir, threads=self.threads, backend=self.backend_setting
+                )
                 if self._zh_encoder.weights_sha256 != self._zh_id:
                     raise VerifierModelError("Chinese verifier weights changed after start")
         return self._zh_encoder

@@ -15,6 +15,7 @@ depend on the dtype and both calibration files hold the same Chinese scores.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 from collections.abc import Sequence
@@ -23,15 +24,23 @@ from typing import Any
 
 import torch
 
-from validators import verifier_codec
+from validators import onnx_forward, verifier_codec
 from validators.e5_encoder import E5Encoder, PairClassifier, layer_index
 from validators.e5_format import E5File, default_model_path
 from validators.verifier_errors import VerifierModelError
+
+log = logging.getLogger("cachegate.validators.verifier")
 
 META_FILE = "zh_encoder.json"
 WEIGHTS_FILE = "zh_encoder.safetensors"
 #: Pairs per padded forward, after sorting by length (as the English path).
 FORWARD_CHUNK = 8
+#: Pairs of different lengths the ONNX graph must score as torch does before it serves.
+PROBE_PAIRS = (
+    ("我的卡被锁了怎么办？", "卡片被冻结了如何解冻"),
+    ("你好", "我三天前转的账到现在还没到账，我应该怎么办？"),
+    ("今天欧元汇率是多少", "欧元兑人民币的汇率"),
+)
 
 
 def available(model_dir: Path) -> bool:
@@ -49,7 +58,8 @@ class ChineseEncoder:
     """``score(pairs)``: P(same answer) per pair, or None for a pair longer than the
     model reads (refused by the caller, never truncated)."""
 
-    def __init__(self, model_dir: Path, *, threads: int = 1) -> None:
+    def __init__(self, model_dir: Path, *, threads: int = 1, backend: str = "auto") -> None:
+        onnx_forward.check_backend(backend)
         try:
             self.meta: dict[str, Any] = json.loads((model_dir / META_FILE).read_text())
             base = default_model_path()
@@ -79,6 +89,46 @@ class ChineseEncoder:
         self.threads = threads
         self.weights_sha256: str = self.meta["weights_sha256"]
         self._lock = threading.Lock()
+        # The float32 forward through ONNX Runtime, ~2x faster (validators/onnx_forward.py).
+        self._onnx = self._load_onnx(backend)
+
+    def _load_onnx(self, backend: str) -> onnx_forward.OnnxForward | None:
+        if backend == "torch" or (backend == "auto" and not onnx_forward.is_available()):
+            return None
+        rows = [r for r in self.model.encode_pairs(PROBE_PAIRS) if r is not None]
+        probes = []
+        for batch in ([rows[0]], [rows[1]], rows):
+            ids, mask = self.model.encoder.pad(batch)
+            probes.append((self.model.encoder.word_vectors(ids), mask))
+        previous = torch.get_num_threads()
+        torch.set_num_threads(self.threads)
+        try:
+            return onnx_forward.build(
+                onnx_forward.Bound(self.model, self.model.logits_from_words),
+                probes[-1],
+                ("words", "mask"),
+                self.threads,
+                probes,
+            )
+        except VerifierModelError as exc:
+            if backend == "onnx":
+                raise
+            log.warning("%s; the Chinese verifier runs in torch", exc)
+            return None
+        finally:
+            torch.set_num_threads(previous)
+
+    @property
+    def backend(self) -> str:
+        """What runs the forward: ``onnx`` or ``torch``."""
+        return "torch" if self._onnx is None else "onnx"
+
+    def _logits(self, ids: torch.Tensor, mask: torch.Tensor) -> list[float]:
+        if self._onnx is not None:
+            words = self.model.encoder.word_vectors(ids).numpy()
+            return [float(z) for z in self._onnx(words, mask.numpy())]
+        with torch.inference_mode():
+            return [float(z) for z in self.model(ids, mask).float().tolist()]
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
         rows = self.model.encode_pairs(pairs)
@@ -93,9 +143,7 @@ class ChineseEncoder:
                 for lo in range(0, len(order), FORWARD_CHUNK):
                     idx = order[lo : lo + FORWARD_CHUNK]
                     ids, mask = self.model.encoder.pad([rows[i] or [] for i in idx])
-                    with torch.inference_mode():
-                        logits = self.model(ids, mask).float().tolist()
-                    for i, z in zip(idx, logits, strict=True):
+                    for i, z in zip(idx, self._logits(ids, mask), strict=True):
                         out[i] = 1.0 / (1.0 + math.exp(-z))
             finally:
                 torch.set_num_threads(previous)

@@ -1,0 +1,136 @@
+"""The pair verifier's forward: torch vs ONNX Runtime, English and Chinese, in one run.
+
+A lookup asks the verifier about up to five candidates at once, so each timed call
+is ``PairVerifier.score(query, 5 distinct candidates)`` with the verdict cache off
+(every pair a forward), one thread, real questions: BANKING77 test pairs for
+English, the translated intent questions (``bench/data/zh_intent_questions.jsonl``)
+for Chinese. The variants run interleaved call by call, so the machine's noise falls
+on all alike:
+
+  en float32 torch / en float32 onnx   the English path where ``auto`` is float32
+  en bfloat16 torch                    the English path on CPUs with native bf16
+                                       (skipped elsewhere: emulated bf16 is slow)
+  zh torch / zh onnx                   the Chinese path (always float32)
+
+It also reports the largest score difference between the two backends over every
+timed call (the calibration is the float32 torch one).
+
+    .venv/bin/python bench/verifier_backends.py [--calls 60] [--name verifier_backends]
+
+Writes bench/results/<name>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+
+from bench._common import environment, write_json
+from bench.semantic_data import DATA_DIR
+from bench.semantic_latency_timing import summary
+from prefix.model.dtype import resolve_dtype
+from validators.verifier import PairVerifier
+
+ZH_QUESTIONS = Path(__file__).resolve().parent / "data" / "zh_intent_questions.jsonl"
+CANDIDATES = 5
+
+
+def lookups(texts: list[str], calls: int) -> list[tuple[str, list[str]]]:
+    """``calls`` (query, five other questions) from consecutive texts."""
+    step = CANDIDATES + 1
+    return [
+        (texts[i * step], texts[i * step + 1 : (i + 1) * step])
+        for i in range(min(calls, len(texts) // step))
+    ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=60, help="timed score() calls per variant")
+    ap.add_argument("--name", default="verifier_backends", help="results/<name>.json")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+
+    with (DATA_DIR / "banking77" / "test.csv").open(newline="", encoding="utf-8") as f:
+        en_texts = [row["text"] for row in csv.DictReader(f)][::7]
+    zh_rows = [json.loads(line) for line in ZH_QUESTIONS.read_text("utf-8").splitlines()]
+    zh_texts = [row["zh"] for row in zh_rows][::3]
+
+    print("loading the verifier four ways …", file=sys.stderr, flush=True)
+    onnx = PairVerifier(cache_size=0)
+    plain = PairVerifier(cache_size=0, backend="torch")
+    variants: dict[str, tuple[PairVerifier, list[tuple[str, list[str]]]]] = {
+        "en_float32_torch": (plain, lookups(en_texts, args.calls)),
+        "en_float32_onnx": (onnx, lookups(en_texts, args.calls)),
+        "zh_torch": (plain, lookups(zh_texts, args.calls)),
+        "zh_onnx": (onnx, lookups(zh_texts, args.calls)),
+    }
+    native_bf16 = resolve_dtype("auto", "cpu")[0] == torch.bfloat16
+    if native_bf16:
+        bf16 = PairVerifier(cache_size=0, zh=False, dtype="bfloat16")
+        variants["en_bfloat16_torch"] = (bf16, lookups(en_texts, args.calls))
+    for verifier, calls in variants.values():  # warm-up, and loads the Chinese encoder
+        verifier.score(*calls[0])
+
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    scores: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    gc.collect()
+    for i in range(args.calls):
+        for name in names if i % 2 == 0 else names[::-1]:
+            verifier, calls = variants[name]
+            run: Callable[[], list[float]] = lambda v=verifier, c=calls[i]: v.score(*c)  # noqa: E731
+            t0 = time.perf_counter_ns()
+            scores[name].extend(run())
+            times[name].append((time.perf_counter_ns() - t0) / 1e6)
+
+    out: dict[str, Any] = {name: summary(ms) for name, ms in times.items()}
+    for name in out:
+        out[name]["ms_per_pair_p50"] = round(out[name]["p50_ms"] / CANDIDATES, 2)
+    for lang, base in (("en", "en_float32"), ("zh", "zh")):
+        t, o = out[f"{base}_torch"]["p50_ms"], out[f"{base}_onnx"]["p50_ms"]
+        out[f"{lang}_onnx_over_torch_p50"] = round(o / t, 3)
+        diff = max(
+            abs(a - b)
+            for a, b in zip(scores[f"{base}_onnx"], scores[f"{base}_torch"], strict=True)
+        )
+        out[f"{lang}_max_score_difference"] = diff
+    print(f"\n| variant | score(query, {CANDIDATES}) p50 / p99 (ms) | per pair p50 (ms) |")
+    print("|---|---|---|")
+    for name in names:
+        r = out[name]
+        print(f"| {name} | {r['p50_ms']:.2f} / {r['p99_ms']:.2f} | {r['ms_per_pair_p50']:.2f} |")
+    for lang in ("en", "zh"):
+        print(
+            f"{lang}: onnx / torch p50 x{out[f'{lang}_onnx_over_torch_p50']}, largest score "
+            f"difference {out[f'{lang}_max_score_difference']:.2e}"
+        )
+    write_json(
+        args.name,
+        {
+            "benchmark": "verifier_backends",
+            "environment": {**environment(), "load_average_at_end": list(os.getloadavg())},
+            "calls_per_variant": args.calls,
+            "candidates_per_call": CANDIDATES,
+            "native_bfloat16": native_bf16,
+            "results": out,
+            "seconds": round(time.perf_counter() - started, 1),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

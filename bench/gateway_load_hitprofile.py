@@ -191,7 +191,9 @@ def main() -> None:
             device="cpu",
             dtype=resolve_dtype(settings.dtype, "cpu")[0],
         )
-        embedder = Embedder(settings.embedder_path, progress=False)
+        embedder = Embedder(
+            settings.embedder_path, progress=False, backend=settings.embedder_backend
+        )
         upgrade_database(url)
         tenants = TenantStore(create_engine(url))
         admin = TenantAdmin(tenants, None, None)

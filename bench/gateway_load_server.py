@@ -178,7 +178,7 @@ def serve_main(spec_path: str) -> None:
         dtype=resolve_dtype(settings.dtype, device)[0],
     )
     say("loading embedder ...")
-    embedder = Embedder(settings.embedder_path, progress=False)
+    embedder = Embedder(settings.embedder_path, progress=False, backend=settings.embedder_backend)
     upgrade_database(url)
     tenants = TenantStore(create_engine(url))
     admin = TenantAdmin(tenants, None, None)

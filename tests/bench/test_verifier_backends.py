@@ -1,0 +1,38 @@
+"""bench/verifier_backends.py end to end, shortened: every variant timed on real
+pairs, the ratios and the score differences between the backends recorded."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import bench._common
+from bench import verifier_backends
+from validators.onnx_forward import MAX_LOGIT_DIFF
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_times_both_backends_and_records_their_agreement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench._common, "RESULTS", tmp_path)
+    monkeypatch.setattr(sys, "argv", ["verifier_backends.py", "--calls", "3", "--name", "t"])
+    threads = torch.get_num_threads()
+    try:
+        verifier_backends.main()
+    finally:
+        torch.set_num_threads(threads)  # main() runs the bench on one thread
+    payload = json.loads((tmp_path / "t.json").read_text())
+    results = payload["results"]
+    for name in ("en_float32_torch", "en_float32_onnx", "zh_torch", "zh_onnx"):
+        assert results[name]["n"] == 3 and results[name]["p50_ms"] > 0
+    assert ("en_bfloat16_torch" in results) == payload["native_bfloat16"]
+    for lang in ("en", "zh"):
+        assert results[f"{lang}_onnx_over_torch_p50"] > 0
+        # 3 calls x 5 candidates scored by both backends: probabilities agree.
+        assert results[f"{lang}_max_score_difference"] <= MAX_LOGIT_DIFF / 4

@@ -95,3 +95,22 @@ def test_the_default_settings_load_the_dtype_this_cpu_resolves_to(settings_env: 
     shipped = json.loads((MODEL_DIR / CALIBRATION_FILES[v.model.dtype]).read_text())
     row = next(r for r in shipped["table"] if r["target_misfire_rate"] == 0.01)
     assert v.shipped_cut(0.01) == pytest.approx(row["cut"], abs=1e-6)
+
+
+def test_the_backend_setting_reaches_the_verifier_and_is_logged(
+    settings_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # float32 (a CPU without native bf16): ONNX Runtime by default, torch on request.
+    fake_cpu(settings_env, NO_BF16)
+    settings_env.delenv("CACHEGATE_VERIFIER_BACKEND", raising=False)
+    with caplog.at_level(logging.INFO, logger="cachegate.gateway.verification"):
+        assert load_verifier().model.backend == "onnx"
+    assert any("float32 through onnx" in r.getMessage() for r in caplog.records)
+    get_settings.cache_clear()
+    settings_env.setenv("CACHEGATE_VERIFIER_BACKEND", "torch")
+    assert load_verifier().model.backend == "torch"
+    # bfloat16 products stay in torch under auto: they are faster there.
+    get_settings.cache_clear()
+    settings_env.delenv("CACHEGATE_VERIFIER_BACKEND")
+    fake_cpu(settings_env, NO_BF16 | {"amx_bf16"})
+    assert load_verifier().model.backend == "torch"

@@ -24,6 +24,7 @@ otherwise, and the verifier then stays on torch (``auto``) or refuses to load
 from __future__ import annotations
 
 import io
+import logging
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,6 +33,8 @@ import numpy as np
 import torch
 
 from validators.verifier_errors import VerifierModelError
+
+log = logging.getLogger("cachegate.validators.verifier")
 
 #: Accepted logit difference between the graph and torch (measured ~1e-5 at most;
 #: a probability moves by at most a quarter of it).
@@ -84,15 +87,42 @@ class OnnxForward:
         return np.asarray(out, dtype=np.float32)
 
 
+def batches(items: Sequence[Any]) -> list[Sequence[Any]]:
+    """Probe batches: the first item alone, the second alone, all of them padded."""
+    return [items[:1], items[1:2], items]
+
+
+def load(
+    backend: str, build: Callable[[], OnnxForward], what: str, threads: int
+) -> OnnxForward | None:
+    """``build()`` for ``onnx``, and for ``auto`` when the packages are installed (the
+    export runs on ``threads`` torch threads); ``auto`` logs a failed export or check
+    and returns None (torch runs), ``onnx`` raises it."""
+    check_backend(backend)
+    if backend == "torch" or (backend == "auto" and not is_available()):
+        return None
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return build()
+    except VerifierModelError as exc:
+        if backend == "onnx":
+            raise
+        log.warning("%s; %s runs in torch", exc, what)
+        return None
+    finally:
+        torch.set_num_threads(previous)
+
+
 def build(
     module: torch.nn.Module,
-    example: tuple[torch.Tensor, ...],
     input_names: Sequence[str],
     threads: int,
     probes: Sequence[tuple[torch.Tensor, ...]],
 ) -> OnnxForward:
-    """Export ``module`` (inputs with dynamic batch and token axes, one output), open it
-    with ``threads`` intra-op threads, and check it against ``module`` on ``probes``."""
+    """Export ``module`` (inputs with dynamic batch and token axes, one output; traced on
+    the last probe), open it with ``threads`` intra-op threads, and check it against
+    ``module`` on every probe."""
     if not is_available():
         raise VerifierModelError("the onnx backend needs the onnx and onnxruntime packages")
     import onnxruntime as ort
@@ -105,7 +135,7 @@ def build(
             warnings.simplefilter("ignore")
             torch.onnx.export(
                 module.eval(),
-                example,
+                tuple(probes[-1]),
                 buffer,  # type: ignore[arg-type]  # the TorchScript exporter takes a binary file
                 input_names=list(input_names),
                 output_names=["logits"],

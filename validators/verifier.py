@@ -23,13 +23,12 @@ The model loads from the package directory only (no hub, no network).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import threading
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from transformers import AutoTokenizer, BertConfig, BertForSequenceClassificatio
 
 from validators import onnx_forward, verifier_codec, verifier_zh, verifier_zh_encoder
 from validators.verdict_cache import DEFAULT_MAX_ENTRIES, VerdictCache
+from validators.verifier_calibration import CALIBRATION_FILES, read_calibration
 from validators.verifier_dtype import Dtype, apply_dtype
 from validators.verifier_errors import (
     VerifierCalibrationError,
@@ -55,13 +55,6 @@ from validators.verify_batcher import DEFAULT_MAX_ROWS, Row, VerifyBatcher
 log = logging.getLogger("cachegate.validators.verifier")
 
 MODEL_DIR = Path(__file__).with_name("verifier_model")
-#: The calibration each compute dtype reads: scores move with the dtype (bfloat16 by
-#: up to ~0.01), so the cut for a target is read off scores computed the way they are
-#: served. Written by bench/train_verifier.py (--calibrate-dtype).
-CALIBRATION_FILES: dict[Dtype, str] = {
-    "float32": "calibration.json",
-    "bfloat16": "calibration_bfloat16.json",
-}
 # A cached question is short; a longer text is a document and is refused, not
 # truncated (the part cut off could hold the difference).
 MAX_QUESTION_CHARS = 1000
@@ -75,17 +68,6 @@ PROBE_PAIRS = (
     ("hi", "My transfer has not arrived yet after three days, what should I do about it?"),
     ("what is the exchange rate for euros today", "euro exchange rate"),
 )
-
-
-@contextlib.contextmanager
-def _threads(count: int) -> Iterator[None]:
-    """torch's intra-op threads set to ``count`` for the block (per calling thread)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 @dataclass(frozen=True)
@@ -140,7 +122,9 @@ class PairVerifier:
             self.meta: dict[str, Any] = json.loads((self.model_dir / "verifier.json").read_text())
             self.calibration: dict[str, Any]
             self.calibration_dtype: Dtype
-            self.calibration, self.calibration_dtype = self._read_calibration(dtype)
+            self.calibration, self.calibration_dtype = read_calibration(
+                self.model_dir, dtype, self.meta["weights_sha256"]
+            )
             weights = self.model_dir / "model.safetensors"
             if verifier_codec.sha256(weights) != self.meta["weights_sha256"]:
                 raise VerifierModelError("verifier weights do not match their recorded checksum")
@@ -186,39 +170,27 @@ class PairVerifier:
             self._zh_scale = (np.asarray(scale["x"]), np.asarray(scale["y"]))
 
     def _load_onnx(self) -> onnx_forward.OnnxForward | None:
-        """The checked English graph: for ``onnx``, and for ``auto`` when the dtype is
-        float32 (bfloat16 products are faster in torch) and the packages are there.
-        ``auto`` logs a failed export or check and stays on torch; ``onnx`` raises."""
-        backend = self.backend_setting
-        if backend == "torch" or (
-            backend == "auto" and (self.dtype != "float32" or not onnx_forward.is_available())
-        ):
+        """The checked English graph (validators/onnx_forward.py), float32 only: the
+        bfloat16 products are faster in torch, so ``auto`` keeps them there."""
+        if self.dtype != "float32":
+            if self.backend_setting == "onnx":
+                raise VerifierModelError("the onnx verifier backend computes in float32 only")
             return None
-        if backend == "onnx" and self.dtype != "float32":
-            raise VerifierModelError("the onnx verifier backend computes in float32 only")
-        probes = [
-            self._tensors(self._probe_rows(pairs))
-            for pairs in (PROBE_PAIRS[:1], PROBE_PAIRS[1:2], PROBE_PAIRS)
-        ]
         model = self.model
 
         def logits(ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             return model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits[:, 0]
 
-        try:
-            with _threads(self.threads):
-                return onnx_forward.build(
-                    onnx_forward.Bound(model, logits),
-                    probes[-1],
-                    ("input_ids", "token_type_ids", "attention_mask"),
-                    self.threads,
-                    probes,
-                )
-        except VerifierModelError as exc:
-            if backend == "onnx":
-                raise
-            log.warning("%s; the verifier runs in torch", exc)
-            return None
+        def build() -> onnx_forward.OnnxForward:
+            probes = [self._tensors(self._probe_rows(p)) for p in onnx_forward.batches(PROBE_PAIRS)]
+            return onnx_forward.build(
+                onnx_forward.Bound(model, logits),
+                ("input_ids", "token_type_ids", "attention_mask"),
+                self.threads,
+                probes,
+            )
+
+        return onnx_forward.load(self.backend_setting, build, "the verifier", self.threads)
 
     @property
     def backend(self) -> str:
@@ -228,38 +200,6 @@ class PairVerifier:
     def _probe_rows(self, pairs: Sequence[tuple[str, str]]) -> list[Row]:
         enc = self.tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=False)
         return list(zip(enc["input_ids"], enc["token_type_ids"], strict=True))
-
-    def _read_calibration(self, dtype: Dtype) -> tuple[dict[str, Any], Dtype]:
-        """The calibration for ``dtype`` and the dtype it was computed in.
-
-        A dtype without its own calibration (missing, or made for other weights)
-        falls back to the float32 one, with a warning: its cuts are then off by the
-        dtype's score drift (bfloat16: up to ~0.01), not wrong by more."""
-        path = self.model_dir / CALIBRATION_FILES[dtype]
-        if dtype != "float32":
-            if not path.exists():
-                log.warning(
-                    "verifier: no %s calibration (%s); the %s cuts come from the float32 "
-                    "one (bench/train_verifier.py --skip-training --calibrate-dtype %s)",
-                    dtype,
-                    path.name,
-                    dtype,
-                    dtype,
-                )
-            else:
-                own = json.loads(path.read_text())
-                # Calibration of other weights is stale (a retraining without
-                # recalibrating this dtype): the float32 one is rewritten by every run.
-                mine = own.get("weights_sha256") == self.meta["weights_sha256"]
-                if mine and own.get("dtype") == dtype:
-                    return own, dtype
-                log.warning(
-                    "verifier: %s was made for other weights or another dtype; the %s "
-                    "cuts come from the float32 calibration",
-                    path.name,
-                    dtype,
-                )
-        return json.loads((self.model_dir / CALIBRATION_FILES["float32"]).read_text()), "float32"
 
     # -- scoring ------------------------------------------------------------------------
 
@@ -354,11 +294,16 @@ class PairVerifier:
         as long (bench/results/verifier_latency_forward.json)."""
         order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
         logits = [0.0] * len(rows)
-        with self._lock, _threads(self.threads):
-            for start in range(0, len(order), FORWARD_CHUNK):
-                chunk = order[start : start + FORWARD_CHUNK]
-                for i, z in zip(chunk, self._forward([rows[i] for i in chunk]), strict=True):
-                    logits[i] = z
+        with self._lock:
+            previous = torch.get_num_threads()
+            torch.set_num_threads(self.threads)
+            try:
+                for start in range(0, len(order), FORWARD_CHUNK):
+                    chunk = order[start : start + FORWARD_CHUNK]
+                    for i, z in zip(chunk, self._forward([rows[i] for i in chunk]), strict=True):
+                        logits[i] = z
+            finally:
+                torch.set_num_threads(previous)
         return logits
 
     def _tensors(self, rows: list[Row]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

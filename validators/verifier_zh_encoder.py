@@ -15,7 +15,6 @@ depend on the dtype and both calibration files hold the same Chinese scores.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import threading
 from collections.abc import Sequence
@@ -28,8 +27,6 @@ from validators import onnx_forward, verifier_codec
 from validators.e5_encoder import E5Encoder, PairClassifier, layer_index
 from validators.e5_format import E5File, default_model_path
 from validators.verifier_errors import VerifierModelError
-
-log = logging.getLogger("cachegate.validators.verifier")
 
 META_FILE = "zh_encoder.json"
 WEIGHTS_FILE = "zh_encoder.safetensors"
@@ -93,30 +90,22 @@ class ChineseEncoder:
         self._onnx = self._load_onnx(backend)
 
     def _load_onnx(self, backend: str) -> onnx_forward.OnnxForward | None:
-        if backend == "torch" or (backend == "auto" and not onnx_forward.is_available()):
-            return None
-        rows = [r for r in self.model.encode_pairs(PROBE_PAIRS) if r is not None]
-        probes = []
-        for batch in ([rows[0]], [rows[1]], rows):
-            ids, mask = self.model.encoder.pad(batch)
-            probes.append((self.model.encoder.word_vectors(ids), mask))
-        previous = torch.get_num_threads()
-        torch.set_num_threads(self.threads)
-        try:
+        model = self.model
+
+        def build() -> onnx_forward.OnnxForward:
+            rows = [r for r in model.encode_pairs(PROBE_PAIRS) if r is not None]
+            probes = []
+            for batch in onnx_forward.batches(rows):
+                ids, mask = model.encoder.pad(batch)
+                probes.append((model.encoder.word_vectors(ids), mask))
             return onnx_forward.build(
-                onnx_forward.Bound(self.model, self.model.logits_from_words),
-                probes[-1],
+                onnx_forward.Bound(model, model.logits_from_words),
                 ("words", "mask"),
                 self.threads,
                 probes,
             )
-        except VerifierModelError as exc:
-            if backend == "onnx":
-                raise
-            log.warning("%s; the Chinese verifier runs in torch", exc)
-            return None
-        finally:
-            torch.set_num_threads(previous)
+
+        return onnx_forward.load(backend, build, "the Chinese verifier", self.threads)
 
     @property
     def backend(self) -> str:

@@ -1,0 +1,58 @@
+"""Which calibration the pair verifier reads: one file per compute dtype.
+
+Scores move with the dtype (bfloat16 by up to ~0.01), so the cut for a target is
+read off scores computed the way they are served. Both files are written by
+bench/train_verifier.py (``--calibrate-dtype``); the float32 one by every run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from validators.verifier_dtype import Dtype
+
+log = logging.getLogger("cachegate.validators.verifier")
+
+#: The calibration file each compute dtype reads.
+CALIBRATION_FILES: dict[Dtype, str] = {
+    "float32": "calibration.json",
+    "bfloat16": "calibration_bfloat16.json",
+}
+
+
+def read_calibration(
+    model_dir: Path, dtype: Dtype, weights_sha256: str
+) -> tuple[dict[str, Any], Dtype]:
+    """The calibration for ``dtype`` and the dtype it was computed in.
+
+    A dtype without its own calibration (missing, or made for other weights)
+    falls back to the float32 one, with a warning: its cuts are then off by the
+    dtype's score drift (bfloat16: up to ~0.01), not wrong by more."""
+    path = model_dir / CALIBRATION_FILES[dtype]
+    if dtype != "float32":
+        if not path.exists():
+            log.warning(
+                "verifier: no %s calibration (%s); the %s cuts come from the float32 "
+                "one (bench/train_verifier.py --skip-training --calibrate-dtype %s)",
+                dtype,
+                path.name,
+                dtype,
+                dtype,
+            )
+        else:
+            own = json.loads(path.read_text())
+            # Calibration of other weights is stale (a retraining without
+            # recalibrating this dtype): the float32 one is rewritten by every run.
+            mine = own.get("weights_sha256") == weights_sha256
+            if mine and own.get("dtype") == dtype:
+                return own, dtype
+            log.warning(
+                "verifier: %s was made for other weights or another dtype; the %s "
+                "cuts come from the float32 calibration",
+                path.name,
+                dtype,
+            )
+    return json.loads((model_dir / CALIBRATION_FILES["float32"]).read_text()), "float32"

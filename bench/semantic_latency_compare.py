@@ -4,7 +4,9 @@
 *before*: ``SentenceTransformer.encode`` for the one question (tokenized twice: once
 for the length check) and one hit-count write per hit inside the lookup; *after*: the
 embedder's direct forward (``Embedder._forward``) and hit counts written in batches by
-a background thread (``semantic.hit_counter``). Each text is looked up once through a
+a background thread (``semantic.hit_counter``); the direct forward runs in ONNX Runtime
+where the embedder has it (``--backend-compare`` isolates that: torch vs ONNX, both
+direct, batched hit counts in both). Each text is looked up once through a
 cache of each kind (each cache has its own question-vector LRU, so both embed it), the
 order alternating text by text, so the machine's noise falls on both alike.
 """
@@ -44,16 +46,13 @@ def _report(times: dict[str, list[float]]) -> dict[str, Any]:
     return out
 
 
-def _direct(embedder: Embedder, on: bool) -> None:
-    embedder._direct = on
+Toggle = Callable[[bool], None]  # False: the "before" path, True: the "after" one
 
 
-def embed_before_after(embedder: Embedder, texts: Sequence[str]) -> dict[str, Any]:
-    """One question embedded through ``encode`` vs the direct forward."""
-
+def _compare_embeds(embedder: Embedder, use: Toggle, texts: Sequence[str]) -> dict[str, Any]:
     def run(on: bool) -> Callable[[str], Any]:
         def embed(text: str) -> Any:
-            _direct(embedder, on)
+            use(on)
             return embedder.embed([text])
 
         return embed
@@ -61,7 +60,47 @@ def embed_before_after(embedder: Embedder, texts: Sequence[str]) -> dict[str, An
     try:
         return _report(_interleaved(texts, {"before": run(False), "after": run(True)}))
     finally:
-        _direct(embedder, True)
+        use(True)
+
+
+def _compare_lookups(
+    before: SemanticCache,
+    after: SemanticCache,
+    use: Toggle,
+    policy: SemanticPolicy,
+    texts: Sequence[str],
+) -> dict[str, Any]:
+    """Each text looked up through both caches, alternating; closes both."""
+
+    def run(cache: SemanticCache, on: bool) -> Callable[[str], Any]:
+        def lookup(text: str) -> Any:
+            use(on)
+            return cache.lookup(query(text), policy)
+
+        return lookup
+
+    try:
+        return _report(
+            _interleaved(texts, {"before": run(before, False), "after": run(after, True)})
+        )
+    finally:
+        use(True)
+        before.close()
+        after.close()
+
+
+def _direct_toggle(embedder: Embedder) -> Toggle:
+    """``encode`` (False) vs the embedder's direct forward (True)."""
+
+    def use(on: bool) -> None:
+        embedder._direct = on
+
+    return use
+
+
+def embed_before_after(embedder: Embedder, texts: Sequence[str]) -> dict[str, Any]:
+    """One question embedded through ``encode`` vs the direct forward."""
+    return _compare_embeds(embedder, _direct_toggle(embedder), texts)
 
 
 def before_after(
@@ -75,24 +114,10 @@ def before_after(
     """Whole lookups through a 'before' and an 'after' cache over the same index."""
     before = SemanticCache(embedder, store, index, validator=validator, hit_flush_seconds=None)
     after = SemanticCache(embedder, store, index, validator=validator)
-
-    def run(cache: SemanticCache, on: bool) -> Callable[[str], Any]:
-        def lookup(text: str) -> Any:
-            _direct(embedder, on)
-            return cache.lookup(query(text), policy)
-
-        return lookup
-
-    try:
-        return _report(
-            _interleaved(texts, {"before": run(before, False), "after": run(after, True)})
-        )
-    finally:
-        _direct(embedder, True)
-        after.close()
+    return _compare_lookups(before, after, _direct_toggle(embedder), policy, texts)
 
 
-def _onnx_toggle(embedder: Embedder) -> Callable[[bool], None] | None:
+def _onnx_toggle(embedder: Embedder) -> Toggle | None:
     """Switches the embedder between its torch forward (False) and its ONNX Runtime
     forward (True); None when it has no ONNX forward to compare."""
     forward = getattr(embedder, "_onnx", None)
@@ -108,20 +133,7 @@ def _onnx_toggle(embedder: Embedder) -> Callable[[bool], None] | None:
 def embed_backends(embedder: Embedder, texts: Sequence[str]) -> dict[str, Any] | None:
     """One question embedded by the torch forward (before) vs ONNX Runtime (after)."""
     use = _onnx_toggle(embedder)
-    if use is None:
-        return None
-
-    def run(on: bool) -> Callable[[str], Any]:
-        def embed(text: str) -> Any:
-            use(on)
-            return embedder.embed([text])
-
-        return embed
-
-    try:
-        return _report(_interleaved(texts, {"before": run(False), "after": run(True)}))
-    finally:
-        use(True)
+    return None if use is None else _compare_embeds(embedder, use, texts)
 
 
 def lookup_backends(
@@ -139,19 +151,4 @@ def lookup_backends(
         return None
     before = SemanticCache(embedder, store, index, validator=validator)
     after = SemanticCache(embedder, store, index, validator=validator)
-
-    def run(cache: SemanticCache, on: bool) -> Callable[[str], Any]:
-        def lookup(text: str) -> Any:
-            use(on)
-            return cache.lookup(query(text), policy)
-
-        return lookup
-
-    try:
-        return _report(
-            _interleaved(texts, {"before": run(before, False), "after": run(after, True)})
-        )
-    finally:
-        use(True)
-        before.close()
-        after.close()
+    return _compare_lookups(before, after, use, policy, texts)

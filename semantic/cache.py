@@ -121,8 +121,8 @@ class SemanticCache:
     def embedder(self, embedder: TextEmbedder) -> None:
         self.vectors.embedder = embedder
 
-    def is_supported(self, question: str) -> bool:
-        return self.vectors.is_supported(question)
+    def is_supported(self, question: str, tenant: str = "") -> bool:
+        return self.vectors.is_supported(question, tenant)
 
     def _embed(self, tenant: str, question: str) -> NDArray[np.float32]:
         return self.vectors.vector(tenant, question)
@@ -153,7 +153,7 @@ class SemanticCache:
         tr.step("guards", refusal is None, refusal)
         if refusal is not None:
             return LookupResult(False, key, reason=refusal, trace=tr.result)
-        supported = self.is_supported(query.question)
+        supported = self.is_supported(query.question, query.tenant)
         tr.step("coverage", supported, None if supported else UNSUPPORTED_TEXT)
         if not supported:
             return LookupResult(False, key, reason=UNSUPPORTED_TEXT, trace=tr.result)
@@ -307,7 +307,7 @@ class SemanticCache:
         skip = uncacheable_reason(response, query.endpoint)
         if skip is None and self.validator is not None and policy.guards:
             skip = self.validator.guard(query.question, policy.guards) or None
-        if skip is None and not self.is_supported(query.question):
+        if skip is None and not self.is_supported(query.question, query.tenant):
             skip = UNSUPPORTED_TEXT
         if skip is not None:
             return StoreResult(False, key, reason=skip)

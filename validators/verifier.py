@@ -31,7 +31,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -151,6 +151,7 @@ class PairVerifier:
         # remembered ones are exact (validators/verdict_cache.py).
         self.model_id = f"{self.meta['weights_sha256']}:{dtype}"
         self.cache: VerdictCache[Verdict] = VerdictCache(cache_size)
+        self._encodings: VerdictCache[Row] = VerdictCache(cache_size)
         # Concurrent lookups share forwards (validators/verify_batcher.py).
         self.batcher = VerifyBatcher(self._forward_rows, max_batch)
         self._zh_encoder: ChineseEncoder | None = None
@@ -249,12 +250,10 @@ class PairVerifier:
         return [v for v in out if v is not None]
 
     def _score_en(self, pairs: list[tuple[str, str]], scope: str = "") -> list[Verdict]:
-        enc = self.tokenizer(
-            [a for a, _ in pairs], [b for _, b in pairs], padding=False, truncation=False
-        )
+        encoded = self._encode_en(pairs, scope)
         verdicts: list[Verdict | None] = [None] * len(pairs)
         todo: dict[tuple[str, str, bytes, bytes], list[int]] = {}  # key -> rows needing a forward
-        for i, (ids, types) in enumerate(zip(enc["input_ids"], enc["token_type_ids"], strict=True)):
+        for i, (ids, types) in enumerate(encoded):
             # The key is what the model reads (the tokenizer's own normalization), so two
             # keys are equal only when the model's inputs are: the cached verdict is exact.
             key = (self.model_id, scope, array("i", ids).tobytes(), bytes(types))
@@ -265,13 +264,33 @@ class PairVerifier:
                 todo.setdefault(key, []).append(i)
         if todo:
             firsts = [rows[0] for rows in todo.values()]
-            rows = [(enc["input_ids"][i], enc["token_type_ids"][i]) for i in firsts]
+            rows = [encoded[i] for i in firsts]
             for (key, same), z in zip(todo.items(), self.batcher.score_rows(rows), strict=True):
                 verdict = Verdict(1.0 / (1.0 + math.exp(-z)), True, "en")
                 self.cache.put(key, verdict)
                 for i in same:
                     verdicts[i] = verdict
         return [v for v in verdicts if v is not None]
+
+    def _encode_en(self, pairs: list[tuple[str, str]], scope: str) -> list[Row]:
+        """Each pair's (token ids, token types). A repeated pair skips the tokenizer (a
+        third of a cached hit's CPU): the encodings are remembered per (scope, texts),
+        as many as verdicts, so verdicts and their counts stay in ``self.cache``."""
+        keys = [(scope, a, b) for a, b in pairs]
+        out = [self._encodings.get(key) for key in keys]
+        todo = [i for i, known in enumerate(out) if known is None]
+        if todo:
+            enc = self.tokenizer(
+                [pairs[i][0] for i in todo],
+                [pairs[i][1] for i in todo],
+                padding=False,
+                truncation=False,
+            )
+            for j, i in enumerate(todo):
+                row: Row = (tuple(enc["input_ids"][j]), tuple(enc["token_type_ids"][j]))
+                out[i] = row
+                self._encodings.put(keys[i], row)
+        return cast(list[Row], out)
 
     def _unreadable(self, ids: Sequence[int], types: Sequence[int]) -> Verdict | None:
         """The refusal for a pair the model cannot read, else None."""

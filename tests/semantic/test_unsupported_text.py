@@ -58,3 +58,36 @@ def test_e5_serves_a_chinese_paraphrase_and_not_an_unrelated_question(
     assert hit.answer is not None and "修改密码" in str(hit.answer)
     miss = cache.lookup(chat(INVOICE))
     assert not miss.hit and miss.reason != UNSUPPORTED_TEXT
+
+
+class _CountingCoverage:
+    """The real embedder, counting ``coverage`` calls."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.calls = inner, 0
+
+    def coverage(self, text: str) -> float:
+        self.calls += 1
+        return self.inner.coverage(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_coverage_is_remembered_per_tenant_and_question(embedder: Embedder, tmp_path: Path) -> None:
+    # Session 11: coverage is a tokenization, a tenth of a cached hit's CPU, so its answer
+    # is kept like the question vectors: per (tenant, question), never across tenants.
+    counting = _CountingCoverage(embedder)
+    cache = fresh(counting, tmp_path)
+    assert cache.store(chat("What time do you open?"), reply("9 to 5"), DEFAULT_POLICY).stored
+    calls = counting.calls
+    assert cache.lookup(chat("What time do you open?")).hit
+    assert counting.calls == calls  # asked at store time by the same tenant: remembered
+    assert not cache.lookup(chat(INVOICE)).hit
+    assert not cache.lookup(chat(INVOICE)).hit
+    assert counting.calls == calls + 1  # the refusal is remembered too
+    cache.lookup(chat("What time do you open?", tenant="someone-else"))
+    assert counting.calls == calls + 2  # another tenant's first ask is computed afresh
+    cache.embedder = counting  # type: ignore[assignment]  # a new embedder (here: the same, re-set) forgets every answer
+    assert cache.lookup(chat("What time do you open?")).hit
+    assert counting.calls == calls + 3

@@ -160,3 +160,44 @@ def test_verdicts_are_remembered_per_scope() -> None:
         assert cached.cache.hits == hits + 1
         cached.verdicts(zh[0], [zh[1]], scope="tenant-b")
         assert cached.cache.hits == hits + 1
+
+
+class _CountingTokenizer:
+    """The verifier's real tokenizer, counting the pairs it is asked to encode."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner, self.pairs = inner, 0
+
+    def __call__(self, a: list[str], b: list[str], **kwargs: object) -> object:
+        self.pairs += len(a)
+        return self.inner(a, b, **kwargs)  # type: ignore[operator]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.slow
+def test_a_repeated_pair_skips_the_tokenizer_within_its_scope(uncached: PairVerifier) -> None:
+    # Session 11: a cached hit spent a third of its CPU tokenizing the pair again only to
+    # find the verdict; the encodings are now remembered per (scope, texts).
+    cached = PairVerifier(cache_size=100)
+    counting = _CountingTokenizer(cached.tokenizer)
+    cached.tokenizer = counting  # type: ignore[assignment]
+    query, candidate = PAIRS[0]
+    first = cached.verdicts(query, [candidate], scope="tenant-a")[0]
+    again = cached.verdicts(query, [candidate], scope="tenant-a")[0]
+    assert again == first and counting.pairs == 1  # positive control: same scope, remembered
+    assert cached.cache.hits == 1  # the verdict itself still comes from the verdict cache
+    other = cached.verdicts(query, [candidate], scope="tenant-b")[0]
+    assert counting.pairs == 2  # another scope never reuses this scope's work
+    assert other.score == pytest.approx(first.score, abs=1e-6)
+    assert first.score == pytest.approx(uncached.score(query, [candidate])[0], abs=1e-6)
+    # size 0 remembers nothing: every call tokenizes
+    counting0 = _CountingTokenizer(uncached.tokenizer)
+    uncached.tokenizer = counting0  # type: ignore[assignment]
+    try:
+        for _ in range(2):
+            uncached.verdicts(query, [candidate])
+        assert counting0.pairs == 2
+    finally:
+        uncached.tokenizer = counting0.inner  # type: ignore[assignment]

@@ -224,7 +224,16 @@ def main() -> None:
     )
     ap.add_argument("--rounds", type=int, default=2, help="--before-after windows per variant")
     ap.add_argument("--output", default="gateway_load", help="results/<name>.json")
+    ap.add_argument(
+        "--hit-client",
+        default="lean",
+        help="phase 2 load generator: lean (bench/http_lean.py, default), httpx, or both "
+        "comma-separated (one window each, in that order; the first is the result)",
+    )
     args = ap.parse_args()
+    hit_clients = [c.strip() for c in args.hit_client.split(",") if c.strip()]
+    if not hit_clients or any(c not in ("lean", "httpx") for c in hit_clients):
+        ap.error("--hit-client takes lean, httpx or both, comma-separated")
     if args._serve:
         serve_main(args._serve)
         return
@@ -330,7 +339,15 @@ def main() -> None:
                     p2 = before_after_hits(info, questions, hit_seconds, args.rounds)
                     payload["phase2_before_after"] = p2.pop("windows")
                 else:
-                    p2 = asyncio.run(hit_load(info, questions, hit_seconds, 2.0))
+                    by_client = {
+                        kind: asyncio.run(
+                            hit_load(info, questions, hit_seconds, 2.0, client_kind=kind)
+                        )
+                        for kind in hit_clients
+                    }
+                    p2 = by_client[hit_clients[0]]
+                    if len(by_client) > 1:
+                        payload["phase2_by_client"] = by_client
                 payload["phase2"] = p2
                 met = (
                     p2["semantic_hits_per_s"] >= HIT_GOAL_PER_S

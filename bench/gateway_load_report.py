@@ -89,17 +89,20 @@ def report(payload: dict[str, Any]) -> None:
             f"{p2['measured_s']:.0f} s (client and server on the same 2 cores)\n"
         )
         print(
-            "| req/s | hits/s | hit fraction | p50 ms | p90 ms | p99 ms | "
+            "| client | req/s | hits/s | hit fraction | p50 ms | p90 ms | p99 ms | "
             "server CPU ms/req | client CPU ms/req | other users' CPU s |"
         )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        s, c = p2["latency_ms"], p2["cpu"]
-        print(
-            f"| {p2['requests_per_s']:.1f} | {p2['semantic_hits_per_s']:.1f} | "
-            f"{p2['hit_fraction']:.3f} | {s['p50']:.1f} | {s['p90']:.1f} | {s['p99']:.1f} | "
-            f"{c['server_cpu_ms_per_request']:.1f} | {c['client_cpu_ms_per_request']:.1f} | "
-            f"{max(0.0, c['others_cpu_s']):.1f} of {c['machine_capacity_cpu_s']:.0f} |"
-        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for w in (payload.get("phase2_by_client") or {"": p2}).values():
+            s, c = w["latency_ms"], w["cpu"]
+            print(
+                f"| {w.get('client', 'httpx')} | {w['requests_per_s']:.1f} | "
+                f"{w['semantic_hits_per_s']:.1f} | {w['hit_fraction']:.3f} | {s['p50']:.1f} | "
+                f"{s['p90']:.1f} | {s['p99']:.1f} | {c['server_cpu_ms_per_request']:.1f} | "
+                f"{c['client_cpu_ms_per_request']:.1f} | "
+                f"{max(0.0, c['others_cpu_s']):.1f} of {c['machine_capacity_cpu_s']:.0f} |"
+            )
+        c = p2["cpu"]
         g = payload["goals"]
         print(f"\nGoal {g['hit_goal']}: {'met' if g['hit_goal_met'] else 'NOT met'}.")
         cost = c["server_cpu_ms_per_request"] + c["client_cpu_ms_per_request"]

@@ -20,7 +20,10 @@ Steps (each prints progress to stderr):
    the shipped model, into ``--out``/verifier_eval.json for a trial run elsewhere)
    and write ``MODEL_CARD.md``;
 6. score the calibration split again with bfloat16 matrix products and write
-   ``calibration_bfloat16.json`` and its section of the card.
+   ``calibration_bfloat16.json`` and its section of the card;
+7. score the Chinese calibration pairs with the int8 graph and write its map and
+   scores into ``zh_encoder.json`` (bench/verifier_calibrate_int8.py; alone with
+   ``--skip-training --calibrate-zh-int8``).
 
 ``--calibrate-dtype`` (repeatable) names the dtypes to calibrate, all by default;
 ``--skip-training --calibrate-dtype bfloat16`` redoes step 6 alone (fixtures and
@@ -50,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import verifier_calibrate as calib
 from bench import verifier_card, verifier_eval
+from bench.verifier_calibrate_int8 import calibrate_zh_int8, card_section
 from bench.verifier_pairs import VPair, build_pairs, load, sample_train, save
 from bench.verifier_training import TrainConfig, load_base, train
 from validators import verifier_codec, verifier_zh, verifier_zh_encoder
@@ -289,8 +293,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="calibrate in this compute dtype (repeatable; default: all). Without float32 "
         "(with --skip-training only): just those calibration files and the card's section",
     )
+    ap.add_argument(
+        "--calibrate-zh-int8",
+        action="store_true",
+        help="(with --skip-training and --calibrate-dtype: also) calibrate the int8 Chinese "
+        "graph; done anyway whenever float32 is calibrated",
+    )
     args = ap.parse_args(argv)
     dtypes: tuple[Dtype, ...] = tuple(args.calibrate_dtype or DTYPES)
+    if args.calibrate_zh_int8 and args.skip_training and not args.calibrate_dtype:
+        dtypes = ()  # --skip-training --calibrate-zh-int8: that step alone
     if not args.skip_training and "float32" not in dtypes:
         ap.error("new weights need a float32 calibration: add --calibrate-dtype float32")
     started = time.perf_counter()
@@ -328,6 +340,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             base = float32_beside(pairs, args.out, other)
             section = calib.dtype_card_section(base, other, dtype, shipped)
             calib.put_card_section(args.out / "MODEL_CARD.md", section)
+    if ("float32" in dtypes or args.calibrate_zh_int8) and verifier_zh_encoder.available(args.out):
+        block = calibrate_zh_int8(pairs, args.out, CAL_CAP)
+        calib.put_card_section(args.out / "MODEL_CARD.md", card_section(block, shipped))
     total_min = (time.perf_counter() - started) / 60
     print(f"done in {total_min:.1f} min: {args.out}", file=sys.stderr)
     return 0

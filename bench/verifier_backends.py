@@ -10,7 +10,8 @@ on all alike:
   en float32 torch / en float32 onnx   the English path where ``auto`` is float32
   en bfloat16 torch                    the English path on CPUs with native bf16
                                        (skipped elsewhere: emulated bf16 is slow)
-  zh torch / zh onnx                   the Chinese path (always float32)
+  zh torch / zh onnx                   the Chinese path in float32
+  zh onnx int8                         the Chinese path's int8 graph (own calibration)
 
 It also reports the largest score difference between the two backends over every
 timed call (the calibration is the float32 torch one).
@@ -68,7 +69,7 @@ def main() -> None:
     zh_rows = [json.loads(line) for line in ZH_QUESTIONS.read_text("utf-8").splitlines()]
     zh_texts = [row["zh"] for row in zh_rows][::3]
 
-    print("loading the verifier four ways …", file=sys.stderr, flush=True)
+    print("loading the verifier five ways …", file=sys.stderr, flush=True)
     onnx = PairVerifier(cache_size=0)
     plain = PairVerifier(cache_size=0, backend="torch")
     variants: dict[str, tuple[PairVerifier, list[tuple[str, list[str]]]]] = {
@@ -77,6 +78,9 @@ def main() -> None:
         "zh_torch": (plain, lookups(zh_texts, args.calls)),
         "zh_onnx": (onnx, lookups(zh_texts, args.calls)),
     }
+    # int8 Chinese products, with their own calibration (validators/onnx_quantize.py)
+    int8 = PairVerifier(cache_size=0, zh_precision="int8")
+    variants["zh_onnx_int8"] = (int8, lookups(zh_texts, args.calls))
     native_bf16 = resolve_dtype("auto", "cpu")[0] == torch.bfloat16
     if native_bf16:
         bf16 = PairVerifier(cache_size=0, zh=False, dtype="bfloat16")
@@ -106,6 +110,13 @@ def main() -> None:
             abs(a - b) for a, b in zip(scores[f"{base}_onnx"], scores[f"{base}_torch"], strict=True)
         )
         out[f"{lang}_max_score_difference"] = diff
+    out["zh_int8_over_onnx_p50"] = round(
+        out["zh_onnx_int8"]["p50_ms"] / out["zh_onnx"]["p50_ms"], 3
+    )
+    # On the common scale, each through its own map: moves are expected (own calibration).
+    out["zh_int8_max_score_difference"] = max(
+        abs(a - b) for a, b in zip(scores["zh_onnx_int8"], scores["zh_onnx"], strict=True)
+    )
     print(f"\n| variant | score(query, {CANDIDATES}) p50 / p99 (ms) | per pair p50 (ms) |")
     print("|---|---|---|")
     for name in names:
@@ -116,6 +127,10 @@ def main() -> None:
             f"{lang}: onnx / torch p50 x{out[f'{lang}_onnx_over_torch_p50']}, largest score "
             f"difference {out[f'{lang}_max_score_difference']:.2e}"
         )
+    print(
+        f"zh: int8 / float32 onnx p50 x{out['zh_int8_over_onnx_p50']}, largest score "
+        f"difference {out['zh_int8_max_score_difference']:.3f} (each on its own calibration)"
+    )
     write_json(
         args.name,
         {

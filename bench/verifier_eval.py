@@ -133,6 +133,7 @@ def evaluate(
         overall[lang] = _rates(labels[idx], scores[idx], cut)
     return {
         "split": "eval",
+        "zh_precision": verifier.zh_precision,
         "default_target_misfire_rate": DEFAULT_TARGET_MISFIRE,
         "default_cut": round(cut, 6),
         "per_kind_cap": per_kind,
@@ -181,11 +182,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--lang", choices=("en", "zh"), action="append", help="only this language (repeatable)"
     )
+    ap.add_argument(
+        "--zh-precision",
+        choices=("float32", "int8"),
+        default="float32",
+        help="the Chinese graph's products (int8: its own calibration)",
+    )
     args = ap.parse_args(argv)
     from bench.train_verifier import load_or_build_pairs
 
     pairs = load_or_build_pairs(args.pairs, rebuild=False)
-    verifier = PairVerifier(args.model_dir, threads=args.threads)
+    verifier = PairVerifier(args.model_dir, threads=args.threads, zh_precision=args.zh_precision)
     langs = tuple(args.lang or ("en", "zh"))
     result = evaluate(verifier, pairs, args.per_kind, args.calls, langs)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ cut for its ``target_misfire_rate`` (:mod:`gateway.calibration`).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -92,22 +93,56 @@ def load_verifier(
     # The verifier runs on the CPU; resolve_dtype's "auto" rule is the engine's.
     resolved, reason = resolve_dtype(name, "cpu")
     chosen = cast("Dtype", dtype_name(resolved))
+    zh_precision, zh_reason = resolve_zh_precision(
+        settings.verifier_zh_precision, settings.verifier_backend
+    )
     model = PairVerifier(
         threads=threads,
         cache_size=settings.verifier_cache_size if cache_size is None else cache_size,
         dtype=chosen,
         backend=settings.verifier_backend,
+        zh_precision=zh_precision,
     )
     log.info(
         "pair verifier computes in %s through %s (verifier dtype %s: %s); cuts from its %s"
-        " calibration",
+        " calibration; Chinese pairs in %s (%s)",
         chosen,
         model.backend,
         name,
         reason,
         model.calibration_dtype,
+        zh_precision,
+        zh_reason,
     )
     return GatewayVerifier(model)
+
+
+#: CPU flags (as /proc/cpuinfo spells them) of int8 dot products in hardware: without
+#: them ONNX Runtime's u8s8 products can saturate, and int8 is not faster anyway.
+INT8_CPU_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni")
+
+
+def resolve_zh_precision(
+    setting: str, backend: str, flags: frozenset[str] | None = None
+) -> tuple[str, str]:
+    """``(precision, why)`` for the Chinese verifier: an explicit setting as given;
+    ``auto`` is int8 where ONNX Runtime runs the verifier, the CPU has int8 dot
+    products and the int8 calibration is shipped, float32 elsewhere."""
+    from prefix.model.dtype import cpu_flags
+    from validators import onnx_forward, verifier_zh_encoder
+    from validators.verifier import MODEL_DIR
+
+    if setting != "auto":
+        return setting, "set"
+    if backend == "torch" or not onnx_forward.is_available():
+        return "float32", "int8 runs in ONNX Runtime only"
+    found = [f for f in INT8_CPU_FLAGS if f in (cpu_flags() if flags is None else flags)]
+    if not found:
+        return "float32", "no int8 dot products on this CPU (VNNI/AMX)"
+    en = json.loads((MODEL_DIR / "verifier.json").read_text())["weights_sha256"]
+    if verifier_zh_encoder.int8_calibration(MODEL_DIR, en) is None:
+        return "float32", "no int8 calibration shipped for these weights"
+    return "int8", f"CPU has {', '.join(found)}"
 
 
 @dataclass

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from validators.onnx_quantize import MAX_INT8_LOGIT_DIFF, quantize_int8
 from validators.verifier_errors import VerifierModelError
 
 log = logging.getLogger("cachegate.validators.verifier")
@@ -119,10 +120,13 @@ def build(
     input_names: Sequence[str],
     threads: int,
     probes: Sequence[tuple[torch.Tensor, ...]],
+    *,
+    int8: bool = False,
 ) -> OnnxForward:
     """Export ``module`` (inputs with dynamic batch and token axes, one output; traced on
     the last probe), open it with ``threads`` intra-op threads, and check it against
-    ``module`` on every probe."""
+    ``module`` on every probe. ``int8``: its products quantized
+    (validators/onnx_quantize.py), checked to that module's looser sanity bound."""
     if not is_available():
         raise VerifierModelError("the onnx backend needs the onnx and onnxruntime packages")
     import onnxruntime as ort
@@ -148,18 +152,18 @@ def build(
         options.log_severity_level = 3
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        session = ort.InferenceSession(
-            buffer.getvalue(), options, providers=["CPUExecutionProvider"]
-        )
+        graph = quantize_int8(buffer.getvalue()) if int8 else buffer.getvalue()
+        session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
     except Exception as exc:
         raise VerifierModelError(
             f"onnx export of the verifier failed: {type(exc).__name__}"
         ) from exc
     forward = OnnxForward(session, input_names)
     worst = max_difference(forward, module, probes)
-    if not worst <= MAX_LOGIT_DIFF:
+    bound = MAX_INT8_LOGIT_DIFF if int8 else MAX_LOGIT_DIFF
+    if not worst <= bound:
         raise VerifierModelError(
-            f"onnx verifier differs from torch by {worst:.2e} (> {MAX_LOGIT_DIFF:.0e}); not used"
+            f"onnx verifier differs from torch by {worst:.2e} (> {bound:.0e}); not used"
         )
     return forward
 

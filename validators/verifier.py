@@ -111,7 +111,12 @@ class PairVerifier:
         max_batch: int = DEFAULT_MAX_ROWS,
         dtype: Dtype = "float32",
         backend: str = "auto",
+        zh_precision: str = "float32",
     ) -> None:
+        if zh_precision not in verifier_zh_encoder.PRECISIONS:
+            choices = verifier_zh_encoder.PRECISIONS
+            raise ValueError(f"zh_precision must be one of {choices}, not {zh_precision!r}")
+        self.zh_precision = zh_precision
         if dtype not in CALIBRATION_FILES:  # before loading anything: a typo is no model error
             raise ValueError(
                 f"verifier dtype must be one of {tuple(CALIBRATION_FILES)}, not {dtype!r}"
@@ -168,6 +173,26 @@ class PairVerifier:
             zh_meta = json.loads(self.zh_model_file.read_text())
             self._zh_id = str(zh_meta["weights_sha256"])
             scale = zh_meta["to_common_scale"]
+            if zh_precision == "int8":
+                if self.backend_setting == "torch":
+                    raise VerifierModelError("the int8 Chinese verifier runs in ONNX Runtime")
+                # Its own map and calibration lists (validators/onnx_quantize.py): an
+                # int8 score read against float32 cuts would miss the tenant's bound.
+                int8 = verifier_zh_encoder.int8_calibration(
+                    self.model_dir, self.meta["weights_sha256"]
+                )
+                if int8 is None:
+                    raise VerifierModelError(
+                        "no int8 calibration of the Chinese verifier is shipped for these "
+                        "weights (bench/train_verifier.py --skip-training --calibrate-zh-int8)"
+                    )
+                self._zh_id += ":int8"
+                scale = int8["to_common_scale"]
+                self.calibration = {
+                    **self.calibration,
+                    "negatives": {**self.calibration["negatives"], "zh": int8["negatives"]},
+                    "positives": {**self.calibration["positives"], "zh": int8["positives"]},
+                }
             self._zh_scale = (np.asarray(scale["x"]), np.asarray(scale["y"]))
 
     def _load_onnx(self) -> onnx_forward.OnnxForward | None:
@@ -354,9 +379,12 @@ class PairVerifier:
         with self._zh_load_lock:
             if self._zh_encoder is None:
                 self._zh_encoder = ChineseEncoder(
-                    self.model_dir, threads=self.threads, backend=self.backend_setting
+                    self.model_dir,
+                    threads=self.threads,
+                    backend=self.backend_setting,
+                    precision=self.zh_precision,
                 )
-                if self._zh_encoder.weights_sha256 != self._zh_id:
+                if self._zh_encoder.weights_sha256 != self._zh_id.removesuffix(":int8"):
                     raise VerifierModelError("Chinese verifier weights changed after start")
         return self._zh_encoder
 

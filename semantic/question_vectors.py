@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,6 +21,8 @@ from semantic.embed_batcher import EmbedBatcher
 from semantic.embedder import TextEmbedder
 from semantic.embedders import MIN_COVERAGE
 from semantic.vectors import check_vectors
+
+T = TypeVar("T")
 
 #: Question texts whose embeddings are kept (LRU); 4,096 × 384 floats ≈ 6 MiB.
 VECTOR_CACHE_SIZE = 4096
@@ -52,31 +55,34 @@ class QuestionVectors:
         Answers are kept per (tenant, question), as the vectors are, so that a fast
         answer never tells one tenant what another asked."""
         key = (tenant, question)
-        with self._lock:
-            known = self._supported.get(key)
-            if known is not None:
-                self._supported.move_to_end(key)
-                return known
+        known = self._recall(self._supported, key)
+        if known is not None:
+            return known
         coverage = getattr(self._embedder, "coverage", None)
         supported = coverage is None or float(coverage(question)) >= MIN_COVERAGE
-        with self._lock:
-            self._supported[key] = supported
-            if len(self._supported) > self.size:
-                self._supported.popitem(last=False)
+        self._keep(self._supported, key, supported)
         return supported
 
     def vector(self, tenant: str, question: str) -> NDArray[np.float32]:
         """The question's ``(dim,)`` unit vector (read-only)."""
         key = (tenant, question)
-        with self._lock:
-            cached = self._vectors.get(key)
-            if cached is not None:
-                self._vectors.move_to_end(key)
-                return cached
+        cached = self._recall(self._vectors, key)
+        if cached is not None:
+            return cached
         vector = check_vectors(self._batcher.embed_one(question), self._embedder.dim)[0]
         vector.setflags(write=False)
-        with self._lock:
-            self._vectors[key] = vector
-            if len(self._vectors) > self.size:
-                self._vectors.popitem(last=False)
+        self._keep(self._vectors, key, vector)
         return vector
+
+    def _recall(self, memo: OrderedDict[tuple[str, str], T], key: tuple[str, str]) -> T | None:
+        with self._lock:
+            value = memo.get(key)
+            if value is not None:
+                memo.move_to_end(key)
+            return value
+
+    def _keep(self, memo: OrderedDict[tuple[str, str], T], key: tuple[str, str], value: T) -> None:
+        with self._lock:
+            memo[key] = value
+            if len(memo) > self.size:
+                memo.popitem(last=False)

@@ -83,28 +83,12 @@ class StoredEntry:
         return self.expires_at is not None and self.expires_at <= now
 
 
-def _to_entry(row: SemanticEntry) -> StoredEntry:
-    return StoredEntry(
-        id=row.id,
-        partition_key=row.partition_key,
-        tenant=row.tenant,
-        question=row.question,
-        normalized_question=row.normalized_question,
-        answer=row.answer,
-        embedding=np.frombuffer(row.embedding, dtype="<f4").astype(np.float32),
-        embedder_id=row.embedder_id,
-        entities=row.entities,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        expires_at=row.expires_at,
-        ttl_seconds=row.ttl_seconds,
-        hit_count=row.hit_count,
-        last_hit_at=row.last_hit_at,
-    )
-
-
 _TABLE = cast(Table, SemanticEntry.__table__)
 _GET_MANY = select(*_TABLE.columns).where(_TABLE.c.id.in_(bindparam("ids", expanding=True)))
+
+
+def _to_entry(row: SemanticEntry) -> StoredEntry:
+    return _row_to_entry({c.key: getattr(row, c.key) for c in _TABLE.columns})
 
 
 def _row_to_entry(row: Mapping[Any, Any]) -> StoredEntry:

@@ -33,16 +33,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import numpy as np
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
 from validators import onnx_forward, verifier_codec, verifier_zh, verifier_zh_encoder
 from validators.verdict_cache import DEFAULT_MAX_ENTRIES, VerdictCache
-from validators.verifier_calibration import CALIBRATION_FILES, read_calibration
+from validators.verifier_calibration import (
+    CALIBRATION_FILES,
+    cut_for,
+    kept_at,
+    read_calibration,
+)
 from validators.verifier_dtype import Dtype, apply_dtype
 from validators.verifier_errors import (
-    VerifierCalibrationError,
     VerifierEmptyError,
     VerifierEncodingError,
     VerifierModelError,
@@ -50,6 +53,7 @@ from validators.verifier_errors import (
     VerifierTypeError,
 )
 from validators.verifier_zh_encoder import ChineseEncoder
+from validators.verifier_zh_path import ChinesePath
 from validators.verify_batcher import DEFAULT_MAX_ROWS, Row, VerifyBatcher
 
 log = logging.getLogger("cachegate.validators.verifier")
@@ -159,41 +163,19 @@ class PairVerifier:
         self._encodings: VerdictCache[Row] = VerdictCache(cache_size)
         # Concurrent lookups share forwards (validators/verify_batcher.py).
         self.batcher = VerifyBatcher(self._forward_rows, max_batch)
-        self._zh_encoder: ChineseEncoder | None = None
-        self._zh_load_lock = threading.Lock()
-        self._zh_scale: tuple[np.ndarray, np.ndarray] | None = None
+        # The Chinese half (validators/verifier_zh_path.py); None: Chinese pairs refused.
+        self.zh_path: ChinesePath | None = None
         self.zh_model_file: Path | None = None
-        self._zh_id = ""  # what keys remembered Chinese verdicts: the Chinese weights
         if zh and verifier_zh_encoder.available(self.model_dir):
-            # The fine-tuned cross-encoder (validators/verifier_zh_encoder.py), with the
-            # map of its scores onto the English scale fitted at calibration. The encoder
-            # itself loads on the first Chinese pair (a second or two, ~100 MB): a
-            # deployment without Chinese traffic never pays for it.
-            self.zh_model_file = self.model_dir / verifier_zh_encoder.META_FILE
-            zh_meta = json.loads(self.zh_model_file.read_text())
-            self._zh_id = str(zh_meta["weights_sha256"])
-            scale = zh_meta["to_common_scale"]
-            if zh_precision == "int8":
-                if self.backend_setting == "torch":
-                    raise VerifierModelError("the int8 Chinese verifier runs in ONNX Runtime")
-                # Its own map and calibration lists (validators/onnx_quantize.py): an
-                # int8 score read against float32 cuts would miss the tenant's bound.
-                int8 = verifier_zh_encoder.int8_calibration(
-                    self.model_dir, self.meta["weights_sha256"]
-                )
-                if int8 is None:
-                    raise VerifierModelError(
-                        "no int8 calibration of the Chinese verifier is shipped for these "
-                        "weights (bench/train_verifier.py --skip-training --calibrate-zh-int8)"
-                    )
-                self._zh_id += ":int8"
-                scale = int8["to_common_scale"]
-                self.calibration = {
-                    **self.calibration,
-                    "negatives": {**self.calibration["negatives"], "zh": int8["negatives"]},
-                    "positives": {**self.calibration["positives"], "zh": int8["positives"]},
-                }
-            self._zh_scale = (np.asarray(scale["x"]), np.asarray(scale["y"]))
+            self.zh_path = ChinesePath(
+                self.model_dir,
+                precision=zh_precision,
+                backend=self.backend_setting,
+                threads=self.threads,
+                en_weights_sha256=self.meta["weights_sha256"],
+            )
+            self.zh_model_file = self.zh_path.model_file
+            self.calibration = self.zh_path.calibration(self.calibration)
 
     def _load_onnx(self) -> onnx_forward.OnnxForward | None:
         """The checked English graph (validators/onnx_forward.py), float32 only: the
@@ -258,7 +240,7 @@ class PairVerifier:
             if verifier_zh.has_kana_or_hangul(a) or verifier_zh.has_kana_or_hangul(b):
                 out[i] = Verdict(0.0, False, "", "language_not_covered")
             elif verifier_zh.is_chinese(a) or verifier_zh.is_chinese(b):
-                if self._zh_scale is None:
+                if self.zh_path is None:
                     out[i] = Verdict(0.0, False, "", "chinese_path_unavailable")
                 else:
                     zh.append(i)
@@ -374,34 +356,22 @@ class PairVerifier:
     def zh_encoder(self) -> ChineseEncoder | None:
         """The Chinese cross-encoder, loaded on first use (None without a Chinese path;
         a ``VerifierModelError`` when its files do not check out: never a guess)."""
-        if self._zh_scale is None:
-            return None
-        with self._zh_load_lock:
-            if self._zh_encoder is None:
-                self._zh_encoder = ChineseEncoder(
-                    self.model_dir,
-                    threads=self.threads,
-                    backend=self.backend_setting,
-                    precision=self.zh_precision,
-                )
-                if self._zh_encoder.weights_sha256 != self._zh_id.removesuffix(":int8"):
-                    raise VerifierModelError("Chinese verifier weights changed after start")
-        return self._zh_encoder
+        return None if self.zh_path is None else self.zh_path.encoder
 
     def zh_raw_scores(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
         """The Chinese cross-encoder's own probabilities, before the common-scale map
         (None: a pair longer than it reads)."""
-        encoder = self.zh_encoder
-        assert encoder is not None
-        return encoder.score(pairs)
+        assert self.zh_path is not None
+        return self.zh_path.raw_scores(pairs)
 
     def _cached_zh(self, pairs: list[tuple[str, str]], scope: str = "") -> list[Verdict]:
         # Keyed by the exact texts: the encoder's tokenizer is ours, and cheap to skip.
-        keys = [(self._zh_id, scope, "zh", a, b) for a, b in pairs]
+        assert self.zh_path is not None
+        keys = [(self.zh_path.id, scope, "zh", a, b) for a, b in pairs]
         verdicts = [self.cache.get(key) for key in keys]
         missing = [i for i, v in enumerate(verdicts) if v is None]
         if missing:
-            scores = self._score_zh([pairs[i] for i in missing])
+            scores = self.zh_path.scores([pairs[i] for i in missing])
             for i, score in zip(missing, scores, strict=True):
                 verdict = (
                     Verdict(0.0, False, "", "too_many_tokens")
@@ -412,34 +382,14 @@ class PairVerifier:
                 verdicts[i] = verdict
         return [v for v in verdicts if v is not None]
 
-    def _score_zh(self, pairs: list[tuple[str, str]]) -> list[float | None]:
-        assert self._zh_scale is not None
-        x, y = self._zh_scale
-        return [None if r is None else float(np.interp(r, x, y)) for r in self.zh_raw_scores(pairs)]
-
     # -- calibration --------------------------------------------------------------------
 
     def cut_for(self, target_misfire_rate: float = DEFAULT_TARGET_MISFIRE) -> float:
         """The lowest cut at which, on the calibration split, at most
         ``target_misfire_rate`` of the negatives score above it, in every language
         (scored in ``calibration_dtype``: the served dtype when it has a calibration)."""
-        t = target_misfire_rate
-        if not isinstance(t, int | float) or not math.isfinite(t) or not 0.0 < t < 1.0:
-            raise VerifierCalibrationError("target misfire rate must be a number in (0, 1)")
-        return max(
-            _cut(np.asarray(scores), float(t)) for scores in self.calibration["negatives"].values()
-        )
+        return cut_for(self.calibration, target_misfire_rate)
 
     def kept_at(self, cut: float, lang: str = "en") -> float:
         """Fraction of the calibration positives of ``lang`` scored above ``cut``."""
-        positives = np.asarray(self.calibration["positives"][lang])
-        return float((positives > cut).mean()) if len(positives) else 0.0
-
-
-def _cut(negatives: np.ndarray, target: float) -> float:
-    """Smallest cut with (negatives > cut).mean() <= target."""
-    if len(negatives) == 0:
-        return 1.0
-    allowed = math.floor(target * len(negatives))  # how many negatives may lie above
-    ordered = np.sort(negatives)[::-1]
-    return float(ordered[allowed]) if allowed < len(ordered) else 0.0
+        return kept_at(self.calibration, cut, lang)

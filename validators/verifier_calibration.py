@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from validators.verifier_dtype import Dtype
+from validators.verifier_errors import VerifierCalibrationError
 
 log = logging.getLogger("cachegate.validators.verifier")
 
@@ -56,3 +60,27 @@ def read_calibration(
                 dtype,
             )
     return json.loads((model_dir / CALIBRATION_FILES["float32"]).read_text()), "float32"
+
+
+def cut_for(calibration: dict[str, Any], target_misfire_rate: float) -> float:
+    """The lowest cut at which at most ``target_misfire_rate`` of the calibration
+    negatives score above it, in every language."""
+    t = target_misfire_rate
+    if not isinstance(t, int | float) or not math.isfinite(t) or not 0.0 < t < 1.0:
+        raise VerifierCalibrationError("target misfire rate must be a number in (0, 1)")
+    return max(_cut(np.asarray(scores), float(t)) for scores in calibration["negatives"].values())
+
+
+def kept_at(calibration: dict[str, Any], cut: float, lang: str) -> float:
+    """Fraction of the calibration positives of ``lang`` scored above ``cut``."""
+    positives = np.asarray(calibration["positives"][lang])
+    return float((positives > cut).mean()) if len(positives) else 0.0
+
+
+def _cut(negatives: np.ndarray, target: float) -> float:
+    """Smallest cut with (negatives > cut).mean() <= target."""
+    if len(negatives) == 0:
+        return 1.0
+    allowed = math.floor(target * len(negatives))  # how many negatives may lie above
+    ordered = np.sort(negatives)[::-1]
+    return float(ordered[allowed]) if allowed < len(ordered) else 0.0

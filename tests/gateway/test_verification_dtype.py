@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from gateway.settings import Settings, get_settings
 from gateway.verification import load_verifier
-from validators.verifier import CALIBRATION_FILES, MODEL_DIR, _cut
+from validators.verifier import CALIBRATION_FILES, MODEL_DIR
+from validators.verifier_calibration import _cut
 
 pytestmark = pytest.mark.slow
 

@@ -87,7 +87,8 @@ def test_int8_reads_its_own_calibration(float32: PairVerifier, int8: PairVerifie
 def test_remembered_verdicts_never_cross_precisions() -> None:
     cached = PairVerifier(cache_size=10)
     cached8 = PairVerifier(cache_size=10, zh_precision="int8")
-    assert cached._zh_id != cached8._zh_id  # the verdict cache key of each
+    assert cached.zh_path is not None and cached8.zh_path is not None
+    assert cached.zh_path.id != cached8.zh_path.id  # the verdict cache key of each
 
 
 def test_bad_settings_are_refused(tmp_path: Path) -> None:

@@ -73,8 +73,10 @@ def test_recorded_scores_are_reproduced(verifier: PairVerifier) -> None:
     ("query", "cached"),
     [
         ("How do I convert Celsius to Fahrenheit?", "How do I convert Fahrenheit to Celsius?"),
-        ("How do I transfer money from savings to checking?",
-         "How do I transfer money from checking to savings?"),
+        (
+            "How do I transfer money from savings to checking?",
+            "How do I transfer money from checking to savings?",
+        ),
     ],
 )
 def test_direction_swap_is_refused(

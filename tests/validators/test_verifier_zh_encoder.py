@@ -126,7 +126,7 @@ def test_the_encoder_loads_on_the_first_chinese_pair_and_a_bad_one_fails_then(
     damaged = bytearray((MODEL_DIR / WEIGHTS_FILE).read_bytes())
     damaged[-1] ^= 0xFF
     v = PairVerifier(linked_copy(tmp_path, weights=bytes(damaged)), cache_size=0)
-    assert v._zh_encoder is None  # nothing loaded at start
+    assert v.zh_path is not None and not v.zh_path.is_loaded  # nothing loaded at start
     # English pairs never touch the Chinese files.
     assert v.verdicts("How do I reset my password?", ["How can I reset my password?"])[0].supported
     with pytest.raises(VerifierModelError, match="checksum"):

@@ -167,7 +167,11 @@ def create_app(settings: Settings | None = None, components: Components | None =
         app.state.gateway = GatewayState(
             tenants=tenants,
             pipeline=Pipeline(
-                cache, metrics, UpstreamJudge(upstream, upstream.models()[0]), verification
+                cache,
+                metrics,
+                UpstreamJudge(upstream, upstream.models()[0]),
+                verification,
+                lookup_threads=settings.lookup_threads,
             ),
             upstream=upstream,
             metrics=metrics,
@@ -191,6 +195,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
             if snapshots is not None:
                 await asyncio.to_thread(snapshots.stop)
             await ops.aclose()
+            await asyncio.to_thread(app.state.gateway.pipeline.close)
             await upstream.aclose()
             if cache is not None:
                 await asyncio.to_thread(cache.close)  # the last batched hit counts first

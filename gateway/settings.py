@@ -84,6 +84,11 @@ class Settings(BaseSettings):
     # a candidate is served only above the cut a tenant's target_misfire_rate gives.
     # Loaded in the lifespan; "off": the cosine threshold and the entity validators alone.
     verifier: Literal["on", "off"] = "on"
+    # Threads that run semantic lookups, a pool of their own (gateway/proxy/pipeline.py). A
+    # cached lookup holds the GIL most of its time, so more threads contend rather than
+    # overlap: 1 served the most cached hits on 2 cores, 2 (the default) keeps concurrent
+    # new questions sharing an embedding forward; raise it for a remote PostgreSQL store.
+    lookup_threads: int = Field(2, ge=1, le=64)
     verifier_threads: int = Field(1, ge=1, le=64)  # torch threads for one verification
     # Verdicts remembered per (model, pair as the model reads it): exact, since a score is a
     # pure function of the two texts (validators/verdict_cache.py). 0: off.

@@ -4,16 +4,20 @@ real embedder and validators, a real SQLite file. No HTTP, no language model."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from gateway.metrics import GatewayMetrics
 from gateway.policy import TenantPolicy
 from gateway.proxy.pipeline import CacheControl, Pipeline, SemanticDecision
+from gateway.settings import Settings
 from gateway.tenants import TenantContext
 from migrations.runner import upgrade_database
 from protocol.responses import response_body, usage
@@ -231,3 +235,39 @@ def test_check_store_follows_the_database(cache: SemanticCache, tmp_path: Path) 
     assert asyncio.run(broken.check_store()) is True
     assert broken.store_ok is True
     gone.entries.close()
+
+
+@pytest.mark.slow
+def test_lookups_run_on_their_own_threads_with_the_callers_context(cache: SemanticCache) -> None:
+    # Session 11: lookups left the default pool for one of their own (CACHEGATE_LOOKUP_THREADS).
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")
+    seen: list[tuple[str, str]] = []
+    original = cache.lookup
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.append((threading.current_thread().name, marker.get()))
+        return original(*args, **kwargs)
+
+    pipe = Pipeline(cache, GatewayMetrics(), lookup_threads=1)
+    try:
+        cache.lookup = recording  # type: ignore[method-assign]
+
+        async def run() -> str:
+            marker.set("request-7")  # e.g. the request's trace span
+            decision = await pipe.lookup(
+                ctx(), "chat", body("What is the capital of France?"), CacheControl()
+            )
+            return decision.header
+
+        assert asyncio.run(run()).startswith("miss")
+    finally:
+        cache.lookup = original  # type: ignore[method-assign]
+        pipe.close()
+    assert len(seen) == 1
+    thread, value = seen[0]
+    assert thread.startswith("cachegate-lookup") and value == "request-7"
+    with pytest.raises(ValueError, match="lookup_threads"):
+        Pipeline(cache, GatewayMetrics(), lookup_threads=0)
+    with pytest.raises(ValidationError):
+        Settings(lookup_threads=0)
+    assert Settings().lookup_threads == 2

@@ -84,15 +84,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -100,11 +96,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import RESULTS, write_json
-from bench.gateway_load_common import CLIENTS, READY, ROOT, git_state, loadavg
+from bench.gateway_load_common import CLIENTS, git_state, loadavg
 from bench.gateway_load_phases import hit_load, phase1, replay_trace
 from bench.gateway_load_profile import profiled_hit_load
 from bench.gateway_load_report import report
-from bench.gateway_load_server import serve_main
+from bench.gateway_load_server import ServerProcess, serve_main
 
 # Issue 15's goals (issue 5 asked for 150 hits/s at p99 250 ms and a 5 ms miss overhead).
 HIT_GOAL_PER_S = 600
@@ -146,59 +142,6 @@ def before_after_hits(
         for v, ws in windows.items()
     }
     return last
-
-
-class ServerProcess:
-    """The server subprocess: its output is echoed (prefixed); ``info`` once it is ready."""
-
-    def __init__(self, spec: dict[str, Any], tmp: Path) -> None:
-        spec_path = tmp / "spec.json"
-        spec_path.write_text(json.dumps(spec))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CACHEGATE_")}
-        env.setdefault("TOKENIZERS_PARALLELISM", "false")
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--_serve", str(spec_path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=str(ROOT),
-            env=env,
-        )
-        self.pid = self.proc.pid
-        self.info: dict[str, Any] | None = None
-        self._ready = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n").split("\r")[-1].rstrip()
-            if line.startswith(READY):
-                self.info = json.loads(line[len(READY) :])
-                self._ready.set()
-            elif line and "Warning" not in line:
-                print(f"  server| {line[:200]}", flush=True)
-        self._ready.set()
-
-    def wait_ready(self, timeout: float) -> dict[str, Any]:
-        self._ready.wait(timeout)
-        if self.info is None:
-            self.close()
-            raise SystemExit("the server process did not become ready")
-        return self.info
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                assert self.proc.stdin is not None
-                self.proc.stdin.close()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self._reader.join(5)
 
 
 def main() -> None:
@@ -266,7 +209,7 @@ def main() -> None:
             "trace_requests": trace_requests,
         }
         print("starting the server process (model, embedder, cache preparation) ...", flush=True)
-        server = ServerProcess(spec, tmp)
+        server = ServerProcess(__file__, spec, tmp)
         try:
             info = server.wait_ready(900)
             info["server_pid"] = server.pid

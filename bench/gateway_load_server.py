@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -22,6 +24,7 @@ from bench.gateway_load_common import (
     API_KEY,
     PHASE2_ANSWER,
     READY,
+    ROOT,
     TENANT,
     chat_body,
     loadavg,
@@ -270,3 +273,58 @@ def serve_main(spec_path: str) -> None:
         print(READY + json.dumps(info), flush=True)
         sys.stdin.read()  # the client closes our stdin when it is done
         say("shutting down")
+
+
+class ServerProcess:
+    """The server subprocess (``script --_serve SPEC``), seen from the client: its output
+    is echoed (prefixed); ``info`` once it is ready. Its environment drops every
+    ``CACHEGATE_*`` variable, so settings reach it only through the spec."""
+
+    def __init__(self, script: str, spec: dict[str, Any], tmp: Path) -> None:
+        spec_path = tmp / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CACHEGATE_")}
+        env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        self.proc = subprocess.Popen(
+            [sys.executable, script, "--_serve", str(spec_path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=str(ROOT),
+            env=env,
+        )
+        self.pid = self.proc.pid
+        self.info: dict[str, Any] | None = None
+        self._ready = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n").split("\r")[-1].rstrip()
+            if line.startswith(READY):
+                self.info = json.loads(line[len(READY) :])
+                self._ready.set()
+            elif line and "Warning" not in line:
+                print(f"  server| {line[:200]}", flush=True)
+        self._ready.set()
+
+    def wait_ready(self, timeout: float) -> dict[str, Any]:
+        self._ready.wait(timeout)
+        if self.info is None:
+            self.close()
+            raise SystemExit("the server process did not become ready")
+        return self.info
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._reader.join(5)

@@ -18,7 +18,7 @@ transaction, so other replicas can replay it (:mod:`semantic.replay`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, cast
 
@@ -84,6 +84,8 @@ class StoredEntry:
 
 
 _TABLE = cast(Table, SemanticEntry.__table__)
+#: StoredEntry's fields read from a row as they are (the embedding is decoded).
+_ROW_FIELDS = tuple(f.name for f in fields(StoredEntry) if f.name != "embedding")
 _GET_MANY = select(*_TABLE.columns).where(_TABLE.c.id.in_(bindparam("ids", expanding=True)))
 
 
@@ -93,23 +95,8 @@ def _to_entry(row: SemanticEntry) -> StoredEntry:
 
 def _row_to_entry(row: Mapping[Any, Any]) -> StoredEntry:
     """A Core row of ``semantic_entries`` (same column names as the ORM attributes)."""
-    return StoredEntry(
-        id=row["id"],
-        partition_key=row["partition_key"],
-        tenant=row["tenant"],
-        question=row["question"],
-        normalized_question=row["normalized_question"],
-        answer=row["answer"],
-        embedding=np.frombuffer(row["embedding"], dtype="<f4").astype(np.float32),
-        embedder_id=row["embedder_id"],
-        entities=row["entities"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        expires_at=row["expires_at"],
-        ttl_seconds=row["ttl_seconds"],
-        hit_count=row["hit_count"],
-        last_hit_at=row["last_hit_at"],
-    )
+    embedding = np.frombuffer(row["embedding"], dtype="<f4").astype(np.float32)
+    return StoredEntry(**{name: row[name] for name in _ROW_FIELDS}, embedding=embedding)
 
 
 def _deletes(removed: Iterable[tuple[int, str]]) -> list[NewChange]:

@@ -11,7 +11,7 @@ It runs in float32 whatever ``CACHEGATE_VERIFIER_DTYPE`` says (the English path'
 bfloat16 option was measured on that model only), so a Chinese score does not
 depend on the dtype and both calibration files hold the same Chinese scores.
 ``precision="int8"`` runs its products in int8 through ONNX Runtime instead
-(validators/onnx_quantize.py), ~2.2x faster; its scores have their own map onto
+(validators/onnx_quantize.py), ~2.4x faster; its scores have their own map onto
 the English scale and their own calibration (``zh_encoder.json``, key ``int8``).
 """
 

@@ -39,9 +39,11 @@ print(default_model_path()); print(bundled_model_path())"
 
 # ---------------------------------------------------------------- runtime
 FROM ${PYTHON_IMAGE} AS runtime
-# libgomp: OpenMP for torch's and faiss's CPU kernels.
+# libgomp: OpenMP for torch's and faiss's CPU kernels. gcc + libc6-dev: the engine
+# compiles its attention kernels (prefix/kernels, plain C, ~1 s) on first start on a CPU
+# with AVX512-BF16; without a compiler it falls back to torch's SDPA (logged).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libgomp1 \
+    && apt-get install -y --no-install-recommends libgomp1 gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 cachegate \
     && useradd --system --uid 10001 --gid cachegate --create-home \

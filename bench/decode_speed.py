@@ -10,7 +10,9 @@ The K/V contents are random; attention's cost does not depend on them.
 The decode backends of prefix/model/decode_attention.py run in the same
 process, interleaved step by step, so machine load hits them alike; the first
 of ``--backends`` is compared with each other one. Default: ``paged`` (the
-engine's path) against ``sdpa``, the previous one. The model is the bundled
+engine's path) against ``sdpa``, the previous one. ``native`` is ``paged`` with the
+native kernels of prefix/kernels (the engine's default on AVX512-BF16 CPUs in bf16;
+``paged`` alone is then the path without them). The model is the bundled
 SmolLM2-135M-Instruct in the engine's default dtype ("auto", resolved and
 reported).
 
@@ -33,7 +35,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import RESULTS, environment, write_json
-from prefix.model.dtype import dtype_name, resolve_dtype
+from prefix.kernels.flash_attention import FlashAttention
+from prefix.model.dtype import cpu_flags, dtype_name, resolve_dtype
 from prefix.model.forward_batch import ForwardBatch
 from prefix.model.kv_cache import PagedKVCache
 from prefix.model.llama import LlamaModel
@@ -74,6 +77,17 @@ class DecodeState:
         return time.perf_counter() - started
 
 
+_KERNEL: list[FlashAttention] = []
+
+
+def use_backend(model: LlamaModel, backend: str) -> None:
+    """Set a decode backend; "native" = "paged" with the native kernels."""
+    if backend == "native" and not _KERNEL:
+        _KERNEL.append(FlashAttention.load(cpu_flags()))
+    model.flash_attention = _KERNEL[0] if backend == "native" else None
+    model.decode_backend = "paged" if backend == "native" else backend
+
+
 def measure(
     loaded: LoadedModel,
     batch: int,
@@ -86,11 +100,11 @@ def measure(
     times: dict[str, list[float]] = {b: [] for b in backends}
     for i in range(steps + 1):  # step 0 warms up each backend
         for backend in backends:  # interleaved: both see the same load
-            loaded.model.decode_backend = backend
+            use_backend(loaded.model, backend)
             seconds = state.step(loaded.model, i)
             if i:
                 times[backend].append(seconds)
-    loaded.model.decode_backend = "paged"
+    use_backend(loaded.model, "paged")
     rows = []
     for backend, samples in times.items():
         median, best = statistics.median(samples), min(samples)
@@ -128,7 +142,7 @@ def profile(
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    loaded.model.decode_backend = backend
+    use_backend(loaded.model, backend)
     lines = [
         f"decode profile ({which}: backend={backend}), SmolLM2-135M {loaded.dtype}, "
         f"context {context} (shared prefix {shared}), {steps} steps per batch size, "
@@ -148,7 +162,7 @@ def profile(
         )
         print(summary, flush=True)
         lines += [summary, prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)]
-    loaded.model.decode_backend = "paged"
+    use_backend(loaded.model, "paged")
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"decode_profile_{which}.txt"
     path.write_text("\n".join(lines) + "\n")
@@ -209,6 +223,7 @@ def main() -> None:
     )
     ap.add_argument("--shared-prefix", type=int, default=0, help="tokens every sequence shares")
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--pack", action="store_true", help="prepack the linears, as the engine does")
     ap.add_argument(
         "--profile",
         default=None,
@@ -232,6 +247,8 @@ def main() -> None:
     dtype, reason = resolve_dtype(args.dtype, "cpu")
     print(f"dtype {dtype_name(dtype)} ({reason}); loading SmolLM2 ...", flush=True)
     loaded = load_model(default_model_path(), device="cpu", dtype=dtype, verbose=False)
+    if args.pack:
+        loaded.model.pack()
     torch.manual_seed(0)
     if args.profile:
         profile(
@@ -281,6 +298,7 @@ def main() -> None:
             "dtype_reason": reason,
             "block_size": BLOCK,
             "shared_prefix": args.shared_prefix,
+            "packed": loaded.model.is_packed,
             "steps": args.steps,
             "environment": environment(),
             "threads": torch.get_num_threads(),

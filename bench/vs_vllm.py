@@ -65,6 +65,8 @@ OURS_COLUMNS: dict[str, list[str]] = {
     # torch's thread pool in the main thread as well as the engine thread (before
     # prefix/serve/threads.py)
     "legacythreads": ["--legacy-threads"],
+    # torch's SDPA for prefill attention (before prefix/kernels/flash_attention.c)
+    "sdpa": ["--attention-kernel", "sdpa"],
 }
 SMOLLM2_VOCAB = 49152
 

@@ -11,6 +11,7 @@ Hierarchy::
     │   └── KVBudgetExceededError              the request can never fit in the KV pool
     ├── NoFreeBlocksError                      transient: not enough reclaimable KV blocks now
     ├── QueueFullError                         transient: the waiting queue is full (a 429)
+    ├── KernelUnavailableError                 a native kernel cannot be built or run here
     └── TierError                              an L3 block store failed (never reaches a client)
         ├── TierUnavailableError               the store is down or slower than its timeout
         └── CorruptBlockError                  a stored block failed its checks (a miss)
@@ -33,6 +34,7 @@ __all__ = [
     "EngineConfigError",
     "InvalidSamplingParamsError",
     "KVBudgetExceededError",
+    "KernelUnavailableError",
     "ModelLoadError",
     "NoFreeBlocksError",
     "PrefixError",
@@ -92,3 +94,8 @@ class TierUnavailableError(TierError):
 
 class CorruptBlockError(TierError):
     """A stored block is truncated, altered, or from another model/layout/key."""
+
+
+class KernelUnavailableError(PrefixError):
+    """A native kernel cannot be built or run here (no compiler, a CPU without the
+    instructions it needs, an unsupported shape); ``auto`` falls back to SDPA."""

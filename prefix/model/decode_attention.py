@@ -25,6 +25,12 @@ Three backends compute the same thing:
     compare against: a padded block gather into a fresh tensor per layer, then
     SDPA with ``enable_gqa``.
 
+With the native kernel (``prefix/kernels``, bf16 on AVX512-BF16 CPUs) the ``"paged"``
+backend hands each layer to ``paged_attention.c`` instead: the same shared-prefix
+split, but read straight from the cache through the block tables (no gather, no
+padding, one online softmax per row instead of two merged ones). Layers with a sliding
+window keep the path above.
+
 Padding past a sequence's own length reads block 0 (any valid block would do)
 and is masked out.
 """
@@ -37,20 +43,28 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from prefix.kernels.flash_attention import FlashAttention, PagedPlan
 from prefix.model.kv_cache import PagedKVCache
 
 DECODE_BACKENDS = ("paged", "sdpa", "gather")
 
 
-def shared_prefix_blocks(tables: list[list[int]], seq_lens: list[int], block_size: int) -> int:
+def shared_prefix_blocks(
+    tables: list[list[int]],
+    seq_lens: list[int],
+    block_size: int,
+    query_lens: list[int] | None = None,
+) -> int:
     """Leading blocks that every sequence holds at the same physical ids.
 
-    Only blocks before each sequence's last token count, so every sequence keeps at
-    least its newest token in its own tail (whose softmax is then never empty).
+    Only blocks before each sequence's first new token (its last one in decode) count,
+    so every query sees the whole shared part and every sequence keeps its new tokens
+    in its own tail (whose softmax is then never empty).
     """
     if len(tables) < 2:
         return 0
-    limit = (min(seq_lens) - 1) // block_size
+    news = query_lens or [1] * len(seq_lens)
+    limit = min(n - q for n, q in zip(seq_lens, news, strict=True)) // block_size
     first = tables[0]
     shared = 0
     while shared < limit and all(t[shared] == first[shared] for t in tables):
@@ -69,6 +83,9 @@ class DecodeMetadata:
     rows: torch.Tensor | None
     backend: str
     shared_len: int = 0  # leading tokens read once for all sequences ("paged")
+    # the native kernel and its checked tables ("paged" with the kernel), else None
+    flash: FlashAttention | None = None
+    plan: PagedPlan | None = None
     _masks: dict[tuple[str, int | None, torch.dtype], torch.Tensor | None] = field(
         default_factory=dict
     )
@@ -84,7 +101,12 @@ class DecodeMetadata:
         seq_lens: list[int],
         kv_cache: PagedKVCache,
         backend: str,
+        flash: FlashAttention | None = None,
+        need_rows: bool = True,
     ) -> DecodeMetadata:
+        """``flash``: the native kernel to use where it can; ``need_rows``: also build
+        the gather indices of the path above (False only when no layer will fall back
+        to it, i.e. the model has no sliding window)."""
         device = kv_cache.device
         max_len = max(seq_lens)
         max_blocks = max(t.numel() for t in block_tables)
@@ -99,11 +121,33 @@ class DecodeMetadata:
             tables = [t.tolist() for t in block_tables]
             shared = shared_prefix_blocks(tables, seq_lens, kv_cache.block_size)
         shared_len = shared * kv_cache.block_size
+        plan = None
+        if (
+            flash is not None
+            and backend == "paged"
+            and device.type == "cpu"
+            and kv_cache.dtype == torch.bfloat16
+        ):
+            num_seqs = len(seq_lens)
+            plan = flash.plan_paged(
+                list(range(num_seqs)),
+                [1] * num_seqs,
+                seq_lens,
+                padded,
+                shared_len,
+                kv_cache.block_size,
+                kv_cache.num_blocks,
+                num_seqs,
+            )
+        else:
+            flash = None
+        if plan is not None and not need_rows:
+            return cls(lens, max_len, padded, None, backend, shared_len, flash, plan)
         rows = kv_cache.head_rows(padded[:, shared:], max_len - shared_len)
         if shared:
             # the shared blocks once, as one sequence's rows: [Hkv*shared_len]
             rows = torch.cat((kv_cache.head_rows(padded[:1, :shared], shared_len), rows))
-        return cls(lens, max_len, padded, rows, backend, shared_len)
+        return cls(lens, max_len, padded, rows, backend, shared_len, flash, plan)
 
     def mask(self, window: int | None) -> torch.Tensor:
         """[S, 1, 1, tail_len] bool, True = may attend (own length, and the window if any)."""
@@ -152,6 +196,18 @@ def decode_attention(
     kv_cache: PagedKVCache,
 ) -> torch.Tensor:
     """q [S, H, D] (one query per sequence) -> attention output [S, H, D]."""
+    if (
+        meta.flash is not None
+        and meta.plan is not None
+        and window is None
+        and FlashAttention.supports_paged(q.dtype, q.shape[1], kv_cache.num_kv_heads, q.shape[2])
+    ):
+        out = torch.empty_like(q)
+        k_slots, v_slots = kv_cache.slots(layer)
+        meta.flash.attend_paged(q, k_slots, v_slots, meta.plan, out)
+        return out
+    if meta.rows is None and meta.backend != "gather":
+        raise ValueError("decode metadata was built without gather rows for a fallback layer")
     if meta.rows is None:
         return _gather_backend(q, layer, window, meta, kv_cache)
     num_seqs, num_heads, head_dim = q.shape

@@ -151,6 +151,12 @@ class PagedKVCache:
 
     # -------------------------------------------------------------------- read
 
+    def slots(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """K, V of every slot of ``layer``, each [num_blocks*block_size, Hkv, D]: views."""
+        # [2, num_blocks, block_size, Hkv, D] -> [2, num_blocks*block_size, Hkv, D]
+        flat = self.kv[layer].view(2, -1, self.num_kv_heads, self.head_dim)
+        return flat[0], flat[1]
+
     def gather(
         self, layer: int, block_table: torch.Tensor, length: int
     ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from prefix.kernels.flash_attention import FlashAttention
 from prefix.model.config import ModelConfig
 from prefix.model.decode_attention import DECODE_BACKENDS, DecodeMetadata, decode_attention
 from prefix.model.forward_batch import ForwardBatch, SeqChunk
@@ -64,6 +65,8 @@ class AttentionMetadata:
     query_starts: list[int]  # row of each sequence's first new token in the flat batch
     decode: DecodeMetadata | None  # set when every sequence has exactly one new token
     prefill_batch: PrefillBatchMetadata | None  # the short chunks attended together
+    # the native flash kernel for the other prefill chunks (None: SDPA)
+    flash: FlashAttention | None = None
     _masks: dict[tuple[int, int | None], torch.Tensor | None] = field(default_factory=dict)
 
     @classmethod
@@ -73,6 +76,8 @@ class AttentionMetadata:
         kv_cache: PagedKVCache,
         decode_backend: str = "paged",
         batch_prefill: bool = True,
+        flash: FlashAttention | None = None,
+        windowed: bool = False,
     ) -> AttentionMetadata:
         starts = [0]
         for q in batch.query_lens[:-1]:
@@ -81,13 +86,24 @@ class AttentionMetadata:
         prefill_batch: PrefillBatchMetadata | None = None
         if batch.is_decode:
             decode = DecodeMetadata.build(
-                batch.block_tables, batch.seq_lens, kv_cache, decode_backend
+                batch.block_tables,
+                batch.seq_lens,
+                kv_cache,
+                decode_backend,
+                flash,
+                need_rows=flash is None or windowed,
             )
         elif batch_prefill:
             prefill_batch = PrefillBatchMetadata.build(
-                starts, batch.query_lens, batch.seq_lens, batch.block_tables, kv_cache
+                starts,
+                batch.query_lens,
+                batch.seq_lens,
+                batch.block_tables,
+                kv_cache,
+                flash,
+                need_rows=flash is None or windowed,
             )
-        return cls(batch, starts, decode, prefill_batch)
+        return cls(batch, starts, decode, prefill_batch, flash)
 
     def seq_mask(self, seq: int, window: int | None) -> torch.Tensor | None:
         """[q_len, seq_len] bool, True = may attend; None means plain is_causal."""
@@ -190,11 +206,40 @@ class Attention(nn.Module):
         if meta.prefill_batch is not None:
             batched_prefill_attention(q, self.layer, self.window, meta.prefill_batch, kv_cache, out)
             batched.update(meta.prefill_batch.seqs)
+        flash = meta.flash
+        if flash is not None and not (
+            FlashAttention.supports(q, self.num_kv_heads) and kv_cache.dtype == q.dtype
+        ):
+            flash = None
         for seq, start in enumerate(meta.query_starts):
             if seq in batched:
                 continue
             q_len, seq_len = batch.query_lens[seq], batch.seq_lens[seq]
             end = start + q_len
+            if flash is not None:
+                if q_len == seq_len:
+                    flash.attend(
+                        q[start:end],
+                        k[start:end],
+                        v[start:end],
+                        out[start:end],
+                        seq_len,
+                        self.window,
+                    )
+                else:
+                    # straight from the paged cache through the block table: no gather
+                    k_slots, v_slots = kv_cache.slots(self.layer)
+                    flash.attend(
+                        q[start:end],
+                        k_slots,
+                        v_slots,
+                        out[start:end],
+                        seq_len,
+                        self.window,
+                        batch.block_tables[seq],
+                        kv_cache.block_size,
+                    )
+                continue
             if q_len == seq_len:
                 # nothing cached: the context is exactly the tokens just projected
                 k_ctx, v_ctx = k[start:end], v[start:end]
@@ -284,6 +329,9 @@ class LlamaModel(nn.Module):
         # short prefill chunks attended in one call per layer; False: one call per
         # sequence (the reference the tests compare against)
         self.batch_prefill = True
+        # the native bf16 flash kernel for the other prefill chunks, set by the engine
+        # where it runs (prefix/kernels); None: SDPA
+        self.flash_attention: FlashAttention | None = None
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -309,6 +357,11 @@ class LlamaModel(nn.Module):
     def num_parameters(self) -> int:
         # parameters() yields a tied weight once
         return sum(p.numel() for p in self.parameters())
+
+    @property
+    def is_windowed(self) -> bool:
+        """Whether any layer attends through a sliding window."""
+        return any(self.config.sliding_window(i) is not None for i in range(len(self.layers)))
 
     @property
     def is_packed(self) -> bool:
@@ -344,7 +397,14 @@ class LlamaModel(nn.Module):
             raise ValueError(
                 f"decode_backend must be one of {DECODE_BACKENDS}, got {self.decode_backend!r}"
             )
-        meta = AttentionMetadata.build(batch, kv_cache, self.decode_backend, self.batch_prefill)
+        meta = AttentionMetadata.build(
+            batch,
+            kv_cache,
+            self.decode_backend,
+            self.batch_prefill,
+            self.flash_attention,
+            windowed=self.is_windowed,
+        )
         # [T] -> [T, hidden]
         x = self.embed_tokens(batch.input_ids)
         cos, sin = self.rotary(batch.positions, x.dtype)  # each [T, D], shared by all layers

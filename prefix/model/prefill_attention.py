@@ -17,6 +17,12 @@ every query to the longest costs little; a long chunk (a cold prompt) keeps
 its own call, where ``is_causal`` over just its projected K/V is already
 efficient. The result equals the per-sequence path within float rounding
 (tests compare both and a full forward).
+
+With the native kernel (``prefix/kernels/paged_attention.c``, bf16 on AVX512-BF16 CPUs)
+the batched chunks are attended in one call per layer straight from the paged cache:
+the prompt blocks they share are read once for all of them (as in decode), then each
+one's own keys; no gather, no padding, no mask tensor. Sliding-window layers keep the
+SDPA call above.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from prefix.kernels.flash_attention import FlashAttention, PagedPlan
+from prefix.model.decode_attention import shared_prefix_blocks
 from prefix.model.kv_cache import PagedKVCache
 
 MAX_BATCHED_QUERY = 128  # longest chunk batched; longer ones are attended alone
@@ -40,11 +48,15 @@ class PrefillBatchMetadata:
     query_index: torch.Tensor  # [S*max_q] flat row of each padded query slot (pads: row 0)
     output_index: torch.Tensor  # [sum q_len] padded slot of each batched flat row
     flat_rows: torch.Tensor  # [sum q_len] the batched sequences' rows in the flat [T]
-    rows: torch.Tensor  # [S*Hkv*max_len] cache rows, see PagedKVCache.head_rows
+    rows: torch.Tensor | None  # [S*Hkv*max_len] cache rows (PagedKVCache.head_rows)
     query_lens: torch.Tensor  # [S]
     seq_lens: torch.Tensor  # [S]
     max_q: int
     max_len: int
+    # the native kernel and its checked plan, when it runs; rows is then None unless a
+    # sliding-window layer needs the SDPA path too
+    flash: FlashAttention | None = None
+    plan: PagedPlan | None = None
     _masks: dict[int | None, torch.Tensor] = field(default_factory=dict)
 
     @classmethod
@@ -55,13 +67,21 @@ class PrefillBatchMetadata:
         seq_lens: list[int],
         block_tables: list[torch.Tensor],
         kv_cache: PagedKVCache,
+        flash: FlashAttention | None = None,
+        need_rows: bool = True,
     ) -> PrefillBatchMetadata | None:
-        """None when fewer than two chunks qualify (nothing to batch)."""
+        """None when fewer than two chunks qualify (nothing to batch).
+
+        ``flash``: the native kernel, used where it can; ``need_rows``: also build the
+        SDPA path's gather indices (False only when no layer has a sliding window)."""
         seqs = [i for i, q in enumerate(query_lens) if q <= MAX_BATCHED_QUERY]
         if len(seqs) < 2:
             return None
+        if kv_cache.device.type != "cpu" or kv_cache.dtype != torch.bfloat16:
+            flash = None
+        need_rows = need_rows or flash is None
         max_len = max(seq_lens[i] for i in seqs)
-        if len(seqs) * max_len > MAX_BATCHED_CONTEXT_TOKENS:
+        if need_rows and len(seqs) * max_len > MAX_BATCHED_CONTEXT_TOKENS:
             return None
         max_q = max(query_lens[i] for i in seqs)
         device = kv_cache.device
@@ -81,16 +101,34 @@ class PrefillBatchMetadata:
         def as_long(values: list[int]) -> torch.Tensor:
             return torch.tensor(values, dtype=torch.long, device=device)
 
+        plan = None
+        if flash is not None:
+            tables = [block_tables[i].tolist() for i in seqs]
+            lens = [seq_lens[i] for i in seqs]
+            news = [query_lens[i] for i in seqs]
+            shared = shared_prefix_blocks(tables, lens, kv_cache.block_size, news)
+            plan = flash.plan_paged(
+                [query_starts[i] for i in seqs],
+                news,
+                lens,
+                padded,
+                shared * kv_cache.block_size,
+                kv_cache.block_size,
+                kv_cache.num_blocks,
+                sum(query_lens),
+            )
         return cls(
             seqs=seqs,
             query_index=query_index.to(device),
             output_index=as_long(output_index),
             flat_rows=as_long(flat_rows),
-            rows=kv_cache.head_rows(padded, max_len),
+            rows=kv_cache.head_rows(padded, max_len) if need_rows else None,
             query_lens=as_long([query_lens[i] for i in seqs]),
             seq_lens=as_long([seq_lens[i] for i in seqs]),
             max_q=max_q,
             max_len=max_len,
+            flash=flash if plan is not None else None,
+            plan=plan,
         )
 
     def mask(self, window: int | None) -> torch.Tensor:
@@ -128,6 +166,17 @@ def batched_prefill_attention(
     """Attend the batched sequences' queries of ``q`` [T, H, D]; write their rows of ``out``."""
     num_seqs, num_heads, head_dim = len(meta.seqs), q.shape[1], q.shape[2]
     kv_heads = kv_cache.num_kv_heads
+    if (
+        meta.flash is not None
+        and meta.plan is not None
+        and window is None
+        and FlashAttention.supports_paged(q.dtype, num_heads, kv_heads, head_dim)
+    ):
+        k_slots, v_slots = kv_cache.slots(layer)
+        meta.flash.attend_paged(q, k_slots, v_slots, meta.plan, out)
+        return
+    if meta.rows is None:
+        raise ValueError("prefill metadata was built without gather rows for a fallback layer")
     # [2, S*Hkv*max_len, D] -> [2, S, Hkv, max_len, D]; valid until the next gather
     kv = kv_cache.gather_rows(layer, meta.rows).to(q.dtype)
     kv = kv.view(2, num_seqs, kv_heads, meta.max_len, head_dim)

@@ -30,7 +30,8 @@ from prefix.core.request import EngineRequest
 from prefix.core.scheduler import Scheduler
 from prefix.core.sequence import Sequence
 from prefix.errors import EmptyPromptError, KVBudgetExceededError, PromptTooLongError
-from prefix.model.dtype import DTYPES
+from prefix.kernels import flash_attention
+from prefix.model.dtype import DTYPES, cpu_flags
 from prefix.model.kv_cache import PagedKVCache
 from prefix.model.loader import LoadedModel, default_model_path, load_model
 from prefix.model.runner import ModelRunner
@@ -71,6 +72,12 @@ class PrefixEngine:
             log.info("linear layers prepacked for oneDNN (q/k/v and gate/up fused)")
         self.loaded = loaded
         self.device = torch.device(loaded.device)
+        flash, reason = flash_attention.select(
+            config.attention_kernel, loaded.model.dtype, self.device, cpu_flags()
+        )
+        # in place, as pack(): a model handed in by the caller gets the kernel too
+        loaded.model.flash_attention = flash
+        log.info("attention: %s", reason)
         mc = loaded.config
         self.block_size = config.block_size
         window = loaded.context_window

@@ -93,6 +93,26 @@ def test_engine_pack_and_thread_flags(
     assert config.pack_linears is pack and seen["one_pool"] is one_pool
 
 
+@pytest.mark.parametrize(
+    ("env", "flag", "expected"),
+    [
+        (None, [], "auto"),
+        ("sdpa", [], "sdpa"),
+        (None, ["--attention-kernel", "native"], "native"),
+        ("native", ["--attention-kernel", "sdpa"], "sdpa"),
+    ],
+)
+def test_engine_attention_kernel_setting_and_flag(
+    monkeypatch: pytest.MonkeyPatch, env: str | None, flag: list[str], expected: str
+) -> None:
+    if env is None:
+        monkeypatch.delenv("CACHEGATE_ENGINE_ATTENTION_KERNEL", raising=False)
+    else:
+        monkeypatch.setenv("CACHEGATE_ENGINE_ATTENTION_KERNEL", env)
+    config = run_engine_cli(monkeypatch, flag)["config"]
+    assert isinstance(config, EngineConfig) and config.attention_kernel == expected
+
+
 def test_engine_pack_setting_reaches_the_engine_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CACHEGATE_ENGINE_PACK_LINEARS", "false")
     config = run_engine_cli(monkeypatch, [])["config"]

@@ -56,6 +56,13 @@ def hf_config(variant: str) -> Any:
         return transformers.Qwen2Config(**BASE, **rope(1000000.0))
     if variant == "mistral_window":  # sliding window smaller than the prompts
         return transformers.MistralConfig(**BASE, **rope(10000.0), sliding_window=6)
+    # head dim 64 and three query heads per KV head, the shape of SmolLM2's attention
+    # (the native flash kernel is built for head dims 64 and 128)
+    wide = {**BASE, "hidden_size": 192, "num_attention_heads": 3, "num_key_value_heads": 1}
+    if variant == "llama_d64":
+        return transformers.LlamaConfig(**wide, **rope(10000.0))
+    if variant == "mistral_window_d64":
+        return transformers.MistralConfig(**wide, **rope(10000.0), sliding_window=40)
     raise ValueError(variant)
 
 

@@ -1,0 +1,1 @@
+"""Native kernels, compiled on first use with the system C compiler and cached."""

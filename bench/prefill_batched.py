@@ -12,6 +12,11 @@ engine's default dtype ("auto", resolved and reported).
 
     python bench/prefill_batched.py                  # → bench/results/prefill_batched.json
     python bench/prefill_batched.py --sizes 1 8 32 --suffix 20 --document 416
+    python bench/prefill_batched.py --native         # + the native kernels' batched call
+
+With ``--native`` (bf16 on an AVX512-BF16 CPU) a third column runs the batched chunks
+through ``prefix/kernels/paged_attention.c`` (the engine's default there), and the
+decode yardstick uses the kernels too; the other two columns stay on SDPA.
 """
 
 from __future__ import annotations
@@ -42,7 +47,13 @@ def _tokens(n: int, gen: torch.Generator) -> list[int]:
 
 
 def measure(
-    model: Any, n: int, document: int, suffix: int, repeats: int, gen: torch.Generator
+    model: Any,
+    n: int,
+    document: int,
+    suffix: int,
+    repeats: int,
+    gen: torch.Generator,
+    kernel: Any = None,
 ) -> dict[str, Any]:
     """Median ms of one prefill step (batched and per-sequence) and one decode step."""
     doc_blocks = document // BLOCK
@@ -60,22 +71,29 @@ def measure(
         [SeqChunk(_tokens(suffix, gen), document, t) for t in tables], BLOCK
     )
     decode = ForwardBatch.for_decode(_tokens(n, gen), [document + suffix] * n, tables, BLOCK)
-    samples: dict[str, list[float]] = {"batched": [], "per_sequence": [], "decode": []}
+    names = ["batched", "per_sequence", "decode"] + (["native"] if kernel is not None else [])
+    samples: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(repeats + 1):  # the first round warms up, not counted
         for name in samples:
             model.batch_prefill = name != "per_sequence"
+            model.flash_attention = kernel if name in ("native", "decode") else None
             t0 = time.perf_counter()
             model(decode if name == "decode" else prefill, cache)
             samples[name].append((time.perf_counter() - t0) * 1000)
     model.batch_prefill = True
+    model.flash_attention = None
     row = {k: round(statistics.median(v[1:]), 1) for k, v in samples.items()}
-    return {
+    result = {
         "num_seqs": n,
         "prefill_batched_ms": row["batched"],
         "prefill_per_sequence_ms": row["per_sequence"],
         "speedup": round(row["per_sequence"] / row["batched"], 2),
         "decode_ms": row["decode"],
     }
+    if kernel is not None:
+        result["prefill_native_ms"] = row["native"]
+        result["native_speedup_over_batched"] = round(row["batched"] / row["native"], 2)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,22 +104,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--dtype", default="auto")
     p.add_argument("--out", default="prefill_batched")
+    p.add_argument("--native", action="store_true", help="add the native kernels' column")
     args = p.parse_args(argv)
     dtype, reason = resolve_dtype(args.dtype, torch.device("cpu"))
     print(f"dtype {dtype_name(dtype)} ({reason}); loading the model ...", flush=True)
     loaded = load_model(default_model_path(), device="cpu", dtype=dtype, verbose=False)
+    kernel = None
+    if args.native:
+        from prefix.kernels.flash_attention import FlashAttention
+        from prefix.model.dtype import cpu_flags
+
+        loaded.model.pack()  # as the engine runs it
+        kernel = FlashAttention.load(cpu_flags())
     gen = torch.Generator().manual_seed(0)
     rows = []
     for i, n in enumerate(args.sizes, 1):
         print(f"[{i}/{len(args.sizes)}] {n} suffixes of {args.suffix} tokens ...", flush=True)
-        rows.append(measure(loaded.model, n, args.document, args.suffix, args.repeats, gen))
+        rows.append(measure(loaded.model, n, args.document, args.suffix, args.repeats, gen, kernel))
         print(f"  {rows[-1]}", flush=True)
-    print("| suffixes | per sequence | batched | speedup | decode step (same batch) |")
-    print("|---|---|---|---|---|")
+    native = " native | native / batched |" if kernel is not None else ""
+    print(f"| suffixes | per sequence | batched | speedup |{native} decode step (same batch) |")
+    print("|---|---|---|---|" + ("---|---|" if kernel is not None else "") + "---|")
     for r in rows:
+        extra = (
+            f" {r['prefill_native_ms']:.0f} ms | {r['native_speedup_over_batched']:.2f}x |"
+            if kernel is not None
+            else ""
+        )
         print(
             f"| {r['num_seqs']} | {r['prefill_per_sequence_ms']:.0f} ms | "
-            f"{r['prefill_batched_ms']:.0f} ms | {r['speedup']:.2f}x | {r['decode_ms']:.0f} ms |"
+            f"{r['prefill_batched_ms']:.0f} ms | {r['speedup']:.2f}x |{extra} "
+            f"{r['decode_ms']:.0f} ms |"
         )
     env = environment() | {"loadavg": list(os.getloadavg()), "dtype": dtype_name(dtype)}
     spec = {"document": args.document, "suffix": args.suffix, "repeats": args.repeats}

@@ -65,8 +65,8 @@ OURS_COLUMNS: dict[str, list[str]] = {
     # torch's thread pool in the main thread as well as the engine thread (before
     # prefix/serve/threads.py)
     "legacythreads": ["--legacy-threads"],
-    # torch's SDPA for prefill attention (before prefix/kernels/flash_attention.c)
-    "sdpa": ["--attention-kernel", "sdpa"],
+    # torch's SDPA and element-wise ops instead of prefix/kernels (the path before them)
+    "torch": ["--kernels", "torch"],
 }
 SMOLLM2_VOCAB = 49152
 

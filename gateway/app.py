@@ -92,7 +92,7 @@ def engine_config(settings: Settings, salt: str, **overrides: Any) -> EngineConf
         "max_num_waiting": settings.max_num_waiting,
         "num_threads": settings.engine_threads or None,
         "pack_linears": settings.engine_pack_linears,
-        "attention_kernel": settings.engine_attention_kernel,
+        "kernels": settings.engine_kernels,
         "enable_prefix_caching": settings.enable_prefix_caching,
         "server_salt": salt,
     }

@@ -92,7 +92,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         kv_cache_bytes=args.kv_cache_mib * 1024 * 1024 if args.kv_cache_mib else None,
         eviction_policy=args.eviction_policy,
         max_num_seqs=args.max_num_seqs,
-        attention_kernel=args.attention_kernel,
+        kernels=args.kernels,
     )
     if args.no_prefix_caching:
         config = dataclasses.replace(config, enable_prefix_caching=False)
@@ -253,9 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
         "applies to bf16 on CPU only",
     )
     eng.add_argument(
-        "--attention-kernel",
-        choices=["auto", "native", "sdpa"],
-        help="prefill attention (CACHEGATE_ENGINE_ATTENTION_KERNEL; default auto: our "
+        "--kernels",
+        choices=["auto", "native", "torch"],
+        help="attention and element-wise kernels (CACHEGATE_ENGINE_KERNELS; default auto: our "
         "native bf16 flash kernel where the CPU has AVX512-BF16, else torch's SDPA)",
     )
     eng.set_defaults(func=_cmd_engine)

@@ -132,9 +132,10 @@ class Settings(BaseSettings):
     engine_threads: int = Field(0, ge=0)
     # prepack the engine's linear weights for oneDNN (bf16 on CPU only, where it is faster)
     engine_pack_linears: bool = True
-    # prefill attention: "native" (our bf16 flash kernel, AVX512-BF16 CPUs), "sdpa"
-    # (torch's), "auto" (native where it runs, logged at start)
-    engine_attention_kernel: Literal["auto", "native", "sdpa"] = "auto"
+    # attention and fused element-wise ops: "native" (our bf16 kernels, AVX512-BF16
+    # CPUs, prefix/kernels), "torch" (SDPA and torch ops), "auto" (native where they
+    # run, logged at start)
+    engine_kernels: Literal["auto", "native", "torch"] = "auto"
     enable_prefix_caching: bool = True
     engine_port: int = Field(8001, ge=1, le=65535)
     # Shared secret between gateway and engine server: only requests carrying it may

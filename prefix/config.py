@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 # "auto" is resolved at engine start (prefix/model/dtype.py); the rest are torch dtypes
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _POLICIES = ("lru", "coverage")
-_ATTENTION_KERNELS = ("auto", "native", "sdpa")
+_KERNELS = ("auto", "native", "torch")
 MiB = 1024 * 1024
 
 
@@ -54,10 +54,11 @@ class EngineConfig:
     # Prepack the linear weights for oneDNN with q/k/v and gate/up fused
     # (prefix/model/packed_linear.py); applied only where it is faster: bf16 on CPU.
     pack_linears: bool = True
-    # Prefill attention: "native" is our bf16 flash kernel (prefix/kernels, compiled on
-    # first use, ~3.5x SDPA's on AVX512-BF16 CPUs), "sdpa" torch's; "auto" = native where
-    # it runs (bf16 on a CPU with AVX512-BF16 and a C compiler), else SDPA, logged.
-    attention_kernel: str = "auto"
+    # Attention and the fused element-wise steps: "native" = our bf16 kernels
+    # (prefix/kernels, compiled on first use; attention 3-4x torch's SDPA on AVX512-BF16
+    # CPUs), "torch" = SDPA and torch ops; "auto" = native where they run (a bf16 model
+    # on a CPU with AVX512-BF16 and a C compiler), else torch, logged.
+    kernels: str = "auto"
     enable_prefix_caching: bool = True
     server_salt: str = ""
     # L2 host tier: bytes of host memory (pinned on CUDA) for blocks evicted from the
@@ -76,11 +77,8 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
             raise EngineConfigError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
-        if self.attention_kernel not in _ATTENTION_KERNELS:
-            raise EngineConfigError(
-                f"attention_kernel must be one of {_ATTENTION_KERNELS}, "
-                f"got {self.attention_kernel!r}"
-            )
+        if self.kernels not in _KERNELS:
+            raise EngineConfigError(f"kernels must be one of {_KERNELS}, got {self.kernels!r}")
         if not 1 <= self.block_size <= 1024:
             raise EngineConfigError(f"block_size must be in [1, 1024], got {self.block_size}")
         if self.num_blocks is not None and self.num_blocks < 1:

@@ -110,7 +110,7 @@ static inline void block_rows(const rows_t *rows, int64_t num_k, int64_t k0,
 
 // K of one KV head, keys [k0, k0+32) -> [D/2][32][2]: a (key x D-pair) matrix of 32-bit
 // pairs, transposed 16x16 at a time
-static void pack_k(const rows_t *k, int64_t num_k, int64_t k0, int d, bf16 *dst) {
+static inline void pack_k(const rows_t *k, int64_t num_k, int64_t k0, int d, bf16 *dst) {
     const bf16 *src[KB];
     block_rows(k, num_k, k0, src);
     uint32_t *out = (uint32_t *)dst;  // out[j * KB + key] = pair j of the key's row
@@ -127,7 +127,7 @@ static void pack_k(const rows_t *k, int64_t num_k, int64_t k0, int d, bf16 *dst)
 }
 
 // V of one KV head, keys [k0, k0+32) -> [16][D][2]: rows 2j and 2j+1 interleaved
-static void pack_v(const rows_t *v, int64_t num_k, int64_t k0, int d, bf16 *dst) {
+static inline void pack_v(const rows_t *v, int64_t num_k, int64_t k0, int d, bf16 *dst) {
     const bf16 *src[KB];
     block_rows(v, num_k, k0, src);
     // word i of the result: word i/2 of a (even i) or of b (odd i), +16 for the high half

@@ -34,7 +34,9 @@ from prefix.kernels.build import AVX512_BF16_FLAGS, build
 
 log = logging.getLogger("cachegate.prefix")
 
-SOURCES = [Path(__file__).with_name(n) for n in ("flash_attention.c", "paged_attention.c")]
+SOURCES = [
+    Path(__file__).with_name(n) for n in ("flash_attention.c", "paged_attention.c", "elementwise.c")
+]
 MAX_GROUP = 16  # query heads per KV head the paged kernel takes
 HEAD_DIMS = (64, 128)  # the head dims the kernel is instantiated for
 
@@ -123,7 +125,7 @@ class FlashAttention:
             missing = [f for f in AVX512_BF16_FLAGS if f not in flags]
             raise KernelUnavailableError(f"the CPU lacks {', '.join(missing)}")
         try:
-            return cls(build(SOURCES, cache_dir, name="attention"))
+            return cls(build(SOURCES, cache_dir, name="kernels"))
         except OSError as exc:
             raise KernelUnavailableError(f"loading the compiled kernel failed: {exc}") from exc
 
@@ -299,19 +301,19 @@ class FlashAttention:
 def select(
     choice: str, dtype: torch.dtype, device: torch.device, flags: frozenset[str]
 ) -> tuple[FlashAttention | None, str]:
-    """The kernel an engine should use for ``choice`` ("auto", "native" or "sdpa").
+    """The kernels an engine should use for ``choice`` ("auto", "native" or "torch").
 
     Returns the kernel (None: SDPA) and the reason, which the engine logs. "native"
     where the kernel cannot run raises EngineConfigError; "auto" falls back.
     """
-    if choice == "sdpa":
-        return None, "sdpa: chosen"
+    if choice == "torch":
+        return None, "torch (SDPA, torch element-wise ops): chosen"
     try:
         if device.type != "cpu" or dtype != torch.bfloat16:
             raise KernelUnavailableError(f"it runs bf16 on CPU, the model is {dtype} on {device}")
         kernel = FlashAttention.load(flags)
     except KernelUnavailableError as exc:
         if choice == "native":
-            raise EngineConfigError(f"attention_kernel 'native' cannot run here: {exc}") from exc
-        return None, f"sdpa: the native kernel is unavailable ({exc})"
-    return kernel, f"native flash kernel ({kernel.library.name})"
+            raise EngineConfigError(f"kernels 'native' cannot run here: {exc}") from exc
+        return None, f"torch (SDPA): the native kernels are unavailable ({exc})"
+    return kernel, f"native kernels ({kernel.library.name})"

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from prefix.kernels.flash_attention import FlashAttention
+from prefix.kernels.fused_ops import FusedOps
 from prefix.model.config import ModelConfig
 from prefix.model.decode_attention import DECODE_BACKENDS, DecodeMetadata, decode_attention
 from prefix.model.forward_batch import ForwardBatch, SeqChunk
@@ -67,6 +68,8 @@ class AttentionMetadata:
     prefill_batch: PrefillBatchMetadata | None  # the short chunks attended together
     # the native flash kernel for the other prefill chunks (None: SDPA)
     flash: FlashAttention | None = None
+    # the fused element-wise kernels (RoPE here; the norms and SiLU in the model loop)
+    fused: FusedOps | None = None
     _masks: dict[tuple[int, int | None], torch.Tensor | None] = field(default_factory=dict)
 
     @classmethod
@@ -171,7 +174,11 @@ class Attention(nn.Module):
             qkv = self.qkv_proj(x)  # [T, (H + 2*Hkv) * D]
             # q and k are adjacent columns: rotate them in one pass. [T, (H+Hkv)*D] ->
             # [T, H+Hkv, D] (a strided view of the product)
-            qk = apply_rope(qkv[:, : heads * self.head_dim].view(num_tokens, heads, -1), cos, sin)
+            qk_raw = qkv[:, : heads * self.head_dim].view(num_tokens, heads, -1)
+            if meta.fused is not None:
+                qk = meta.fused.rope(qk_raw, cos, sin)
+            else:
+                qk = apply_rope(qk_raw, cos, sin)
             # [T, Hkv*D] -> [T, Hkv, D]
             v = qkv[:, heads * self.head_dim :].view(num_tokens, self.num_kv_heads, -1)
         else:
@@ -281,8 +288,11 @@ class MLP(nn.Module):
         self.down_proj = PackedLinear([self.down_proj])
         self.gate_proj = self.up_proj = None
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, fused: FusedOps | None = None) -> torch.Tensor:
         if self.gate_up_proj is not None:
+            if fused is not None:
+                # [T, 2I] -> SiLU(gate) * up [T, I] in one pass
+                return self.down_proj(fused.silu_mul(self.gate_up_proj(x)))
             gate, up = self.gate_up_proj(x).split(self.gate_up_proj.split_sizes, dim=-1)
         else:
             assert self.gate_proj is not None and self.up_proj is not None
@@ -329,9 +339,11 @@ class LlamaModel(nn.Module):
         # short prefill chunks attended in one call per layer; False: one call per
         # sequence (the reference the tests compare against)
         self.batch_prefill = True
-        # the native bf16 flash kernel for the other prefill chunks, set by the engine
-        # where it runs (prefix/kernels); None: SDPA
+        # the native bf16 attention kernels, set by the engine where they run
+        # (prefix/kernels); None: SDPA
         self.flash_attention: FlashAttention | None = None
+        # the fused element-wise kernels (add + RMSNorm, RoPE, SiLU * up), set with them
+        self.fused_ops: FusedOps | None = None
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -357,6 +369,29 @@ class LlamaModel(nn.Module):
     def num_parameters(self) -> int:
         # parameters() yields a tied weight once
         return sum(p.numel() for p in self.parameters())
+
+    def _fused_layers(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        meta: AttentionMetadata,
+        kv_cache: PagedKVCache,
+        fused: FusedOps,
+    ) -> torch.Tensor:
+        """The decoder layers with each residual add fused into the next RMSNorm: the
+        residual stream ``x`` is updated in place; returns the final norm of every row."""
+        layers = [layer for layer in self.layers if isinstance(layer, DecoderLayer)]
+        norms = [layer.input_layernorm for layer in layers[1:]] + [self.norm]
+        first = layers[0].input_layernorm
+        h = fused.add_rms_norm(x, None, first.weight, first.eps)
+        for layer, next_norm in zip(layers, norms, strict=True):
+            post = layer.post_attention_layernorm
+            h = fused.add_rms_norm(
+                x, layer.self_attn(h, cos, sin, meta, kv_cache), post.weight, post.eps
+            )
+            h = fused.add_rms_norm(x, layer.mlp(h, fused), next_norm.weight, next_norm.eps)
+        return h
 
     @property
     def is_windowed(self) -> bool:
@@ -408,9 +443,14 @@ class LlamaModel(nn.Module):
         # [T] -> [T, hidden]
         x = self.embed_tokens(batch.input_ids)
         cos, sin = self.rotary(batch.positions, x.dtype)  # each [T, D], shared by all layers
-        for layer in self.layers:
-            x = layer(x, cos, sin, meta, kv_cache)
-        # normalize only the rows that become logits: RMSNorm is per row
-        x = self.norm(x[batch.logits_indices])  # [S', hidden]
+        fused = self.fused_ops
+        if fused is not None and fused.supports(x) and self.is_packed:
+            meta.fused = fused
+            x = self._fused_layers(x, cos, sin, meta, kv_cache, fused)[batch.logits_indices]
+        else:
+            for layer in self.layers:
+                x = layer(x, cos, sin, meta, kv_cache)
+            # normalize only the rows that become logits: RMSNorm is per row
+            x = self.norm(x[batch.logits_indices])  # [S', hidden]
         head = self.lm_head_packed if self.lm_head_packed is not None else self.lm_head
         return head(x).float()  # [S', vocab]

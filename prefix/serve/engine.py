@@ -31,6 +31,7 @@ from prefix.core.scheduler import Scheduler
 from prefix.core.sequence import Sequence
 from prefix.errors import EmptyPromptError, KVBudgetExceededError, PromptTooLongError
 from prefix.kernels import flash_attention
+from prefix.kernels.fused_ops import FusedOps
 from prefix.model.dtype import DTYPES, cpu_flags
 from prefix.model.kv_cache import PagedKVCache
 from prefix.model.loader import LoadedModel, default_model_path, load_model
@@ -73,10 +74,11 @@ class PrefixEngine:
         self.loaded = loaded
         self.device = torch.device(loaded.device)
         flash, reason = flash_attention.select(
-            config.attention_kernel, loaded.model.dtype, self.device, cpu_flags()
+            config.kernels, loaded.model.dtype, self.device, cpu_flags()
         )
-        # in place, as pack(): a model handed in by the caller gets the kernel too
+        # in place, as pack(): a model handed in by the caller gets the kernels too
         loaded.model.flash_attention = flash
+        loaded.model.fused_ops = FusedOps(flash.library) if flash is not None else None
         log.info("attention: %s", reason)
         mc = loaded.config
         self.block_size = config.block_size

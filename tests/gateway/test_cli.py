@@ -97,20 +97,20 @@ def test_engine_pack_and_thread_flags(
     ("env", "flag", "expected"),
     [
         (None, [], "auto"),
-        ("sdpa", [], "sdpa"),
-        (None, ["--attention-kernel", "native"], "native"),
-        ("native", ["--attention-kernel", "sdpa"], "sdpa"),
+        ("torch", [], "torch"),
+        (None, ["--kernels", "native"], "native"),
+        ("native", ["--kernels", "torch"], "torch"),
     ],
 )
-def test_engine_attention_kernel_setting_and_flag(
+def test_engine_kernels_setting_and_flag(
     monkeypatch: pytest.MonkeyPatch, env: str | None, flag: list[str], expected: str
 ) -> None:
     if env is None:
-        monkeypatch.delenv("CACHEGATE_ENGINE_ATTENTION_KERNEL", raising=False)
+        monkeypatch.delenv("CACHEGATE_ENGINE_KERNELS", raising=False)
     else:
-        monkeypatch.setenv("CACHEGATE_ENGINE_ATTENTION_KERNEL", env)
+        monkeypatch.setenv("CACHEGATE_ENGINE_KERNELS", env)
     config = run_engine_cli(monkeypatch, flag)["config"]
-    assert isinstance(config, EngineConfig) and config.attention_kernel == expected
+    assert isinstance(config, EngineConfig) and config.kernels == expected
 
 
 def test_engine_pack_setting_reaches_the_engine_config(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -165,7 +165,7 @@ def test_bad_calls_are_refused_not_read(kernel: FlashAttention) -> None:
 def test_select_follows_the_setting() -> None:
     flags = cpu_flags()
     cpu = torch.device("cpu")
-    assert flash_attention.select("sdpa", torch.bfloat16, cpu, flags)[0] is None
+    assert flash_attention.select("torch", torch.bfloat16, cpu, flags)[0] is None
     chosen, reason = flash_attention.select("auto", torch.bfloat16, cpu, flags)
     assert chosen is not None and reason.startswith("native")
     # float32 model, or a CPU without the instructions: auto falls back, native refuses
@@ -263,5 +263,5 @@ def test_smollm2_kernel_is_as_close_to_float32_as_sdpa(
 def test_engine_rejects_an_unknown_kernel_setting() -> None:
     from prefix.config import EngineConfig
 
-    with pytest.raises(EngineConfigError, match="attention_kernel"):
-        EngineConfig(attention_kernel="flash")
+    with pytest.raises(EngineConfigError, match="kernels"):
+        EngineConfig(kernels="flash")

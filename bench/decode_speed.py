@@ -12,7 +12,8 @@ process, interleaved step by step, so machine load hits them alike; the first
 of ``--backends`` is compared with each other one. Default: ``paged`` (the
 engine's path) against ``sdpa``, the previous one. ``native`` is ``paged`` with the
 native kernels of prefix/kernels (the engine's default on AVX512-BF16 CPUs in bf16;
-``paged`` alone is then the path without them). The model is the bundled
+``paged`` alone is then the path without them); with ``--pack`` (the engine's form) it
+includes the fused element-wise kernels. The model is the bundled
 SmolLM2-135M-Instruct in the engine's default dtype ("auto", resolved and
 reported).
 
@@ -36,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import RESULTS, environment, write_json
 from prefix.kernels.flash_attention import FlashAttention
+from prefix.kernels.fused_ops import FusedOps
 from prefix.model.dtype import cpu_flags, dtype_name, resolve_dtype
 from prefix.model.forward_batch import ForwardBatch
 from prefix.model.kv_cache import PagedKVCache
@@ -81,11 +83,14 @@ _KERNEL: list[FlashAttention] = []
 
 
 def use_backend(model: LlamaModel, backend: str) -> None:
-    """Set a decode backend; "native" = "paged" with the native kernels."""
+    """Set a decode backend; "native" = "paged" with the native kernels (attention and
+    the fused element-wise steps, which need the packed model: see --pack)."""
     if backend == "native" and not _KERNEL:
         _KERNEL.append(FlashAttention.load(cpu_flags()))
-    model.flash_attention = _KERNEL[0] if backend == "native" else None
-    model.decode_backend = "paged" if backend == "native" else backend
+    native = backend == "native"
+    model.flash_attention = _KERNEL[0] if native else None
+    model.fused_ops = FusedOps(_KERNEL[0].library) if native else None
+    model.decode_backend = "paged" if native else backend
 
 
 def measure(

@@ -15,8 +15,9 @@ engine's default dtype ("auto", resolved and reported).
     python bench/prefill_batched.py --native         # + the native kernels' batched call
 
 With ``--native`` (bf16 on an AVX512-BF16 CPU) a third column runs the batched chunks
-through ``prefix/kernels/paged_attention.c`` (the engine's default there), and the
-decode yardstick uses the kernels too; the other two columns stay on SDPA.
+through ``prefix/kernels/paged_attention.c`` with the fused element-wise kernels (the
+engine's default there; the model is packed as the engine runs it), and the decode
+yardstick uses the kernels too; the other two columns stay on SDPA and torch ops.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import environment, write_json
+from prefix.kernels.fused_ops import FusedOps
 from prefix.model.dtype import dtype_name, resolve_dtype
 from prefix.model.forward_batch import ForwardBatch, SeqChunk
 from prefix.model.kv_cache import PagedKVCache
@@ -76,12 +78,14 @@ def measure(
     for _ in range(repeats + 1):  # the first round warms up, not counted
         for name in samples:
             model.batch_prefill = name != "per_sequence"
-            model.flash_attention = kernel if name in ("native", "decode") else None
+            native = kernel is not None and name in ("native", "decode")
+            model.flash_attention = kernel if native else None
+            model.fused_ops = FusedOps(kernel.library) if native else None
             t0 = time.perf_counter()
             model(decode if name == "decode" else prefill, cache)
             samples[name].append((time.perf_counter() - t0) * 1000)
     model.batch_prefill = True
-    model.flash_attention = None
+    model.flash_attention = model.fused_ops = None
     row = {k: round(statistics.median(v[1:]), 1) for k, v in samples.items()}
     result = {
         "num_seqs": n,

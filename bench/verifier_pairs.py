@@ -154,6 +154,12 @@ def _components(rows: list[dict[str, object]]) -> list[str]:
     return [find(normalized(str(r["a"]))) for r in rows]
 
 
+def pawsx_pairs(seed: int = 0, data_dir: Path = DATA_DIR) -> list[VPair]:
+    """The PAWS-X pairs (both languages) with their rewrites and splits, without the
+    embedder-built intent pairs: quick enough for a test to build from the shared data."""
+    return _pawsx(random.Random(seed), data_dir)
+
+
 def _pawsx(rng: random.Random, data_dir: Path) -> list[VPair]:
     out: list[VPair] = []
     for lang in ("en", "zh"):

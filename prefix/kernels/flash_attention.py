@@ -317,3 +317,14 @@ def select(
             raise EngineConfigError(f"kernels 'native' cannot run here: {exc}") from exc
         return None, f"torch (SDPA): the native kernels are unavailable ({exc})"
     return kernel, f"native kernels ({kernel.library.name})"
+
+
+def install(model: Any, choice: str, device: torch.device, flags: frozenset[str]) -> str:
+    """Give ``model`` (a LlamaModel) the kernels ``choice`` selects, in place; the reason,
+    for the engine's log. "native" where they cannot run raises EngineConfigError."""
+    from prefix.kernels.fused_ops import FusedOps
+
+    kernel, reason = select(choice, model.dtype, device, flags)
+    model.flash_attention = kernel
+    model.fused_ops = FusedOps(kernel.library) if kernel is not None else None
+    return reason

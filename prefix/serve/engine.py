@@ -31,7 +31,6 @@ from prefix.core.scheduler import Scheduler
 from prefix.core.sequence import Sequence
 from prefix.errors import EmptyPromptError, KVBudgetExceededError, PromptTooLongError
 from prefix.kernels import flash_attention
-from prefix.kernels.fused_ops import FusedOps
 from prefix.model.dtype import DTYPES, cpu_flags
 from prefix.model.kv_cache import PagedKVCache
 from prefix.model.loader import LoadedModel, default_model_path, load_model
@@ -73,13 +72,9 @@ class PrefixEngine:
             log.info("linear layers prepacked for oneDNN (q/k/v and gate/up fused)")
         self.loaded = loaded
         self.device = torch.device(loaded.device)
-        flash, reason = flash_attention.select(
-            config.kernels, loaded.model.dtype, self.device, cpu_flags()
-        )
         # in place, as pack(): a model handed in by the caller gets the kernels too
-        loaded.model.flash_attention = flash
-        loaded.model.fused_ops = FusedOps(flash.library) if flash is not None else None
-        log.info("attention: %s", reason)
+        reason = flash_attention.install(loaded.model, config.kernels, self.device, cpu_flags())
+        log.info("kernels: %s", reason)
         mc = loaded.config
         self.block_size = config.block_size
         window = loaded.context_window

@@ -265,3 +265,20 @@ def test_engine_rejects_an_unknown_kernel_setting() -> None:
 
     with pytest.raises(EngineConfigError, match="kernels"):
         EngineConfig(kernels="flash")
+
+
+def test_install_gives_the_model_both_kernels_or_neither(tiny_d64: Any) -> None:
+    from prefix.kernels.fused_ops import FusedOps
+
+    model = copy.deepcopy(tiny_d64("llama_d64").model)
+    cpu = torch.device("cpu")
+    reason = flash_attention.install(model, "auto", cpu, cpu_flags())
+    assert reason.startswith("native")
+    assert isinstance(model.flash_attention, FlashAttention)
+    assert isinstance(model.fused_ops, FusedOps)
+    assert flash_attention.install(model, "torch", cpu, cpu_flags()).startswith("torch")
+    assert model.flash_attention is None and model.fused_ops is None
+    # auto on a CPU without the instructions falls back, native refuses to start
+    assert flash_attention.install(model, "auto", cpu, frozenset()).startswith("torch")
+    with pytest.raises(EngineConfigError, match="cannot run here"):
+        flash_attention.install(model, "native", cpu, frozenset())

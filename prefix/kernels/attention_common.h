@@ -1,4 +1,4 @@
-// Building blocks shared by the attention kernels (flash_attention.c, decode_attention.c):
+// Building blocks shared by the attention kernels (flash_attention.c, paged_attention.c):
 // bf16 conversion, a vectorised exp, packing a block of 32 keys into the operand layouts
 // of `vdpbf16ps`, the score and P.V micro-tiles, and the online-softmax update.
 //

@@ -76,7 +76,7 @@ static void attend_item(const bf16 *q, int64_t q_stride, bf16 *out, int64_t out_
     }
 }
 
-// Returns 0, or -1 when the head dim is not one this kernel was built for.
+// Returns 0, -1 for a shape this kernel does not handle, -2 when out of memory.
 // k/v rows are contiguous (block_table NULL) or the slots of a paged cache, slot s at
 // k + s * k_stride, key i in slot block_table[i / block_size] * block_size + i % block_size.
 int cachegate_flash_attention(const bf16 *q, int64_t q_stride, const bf16 *k,
@@ -110,6 +110,7 @@ int cachegate_flash_attention(const bf16 *q, int64_t q_stride, const bf16 *k,
     int64_t num_items_t = (num_q + TOKENS - 1) / TOKENS;
     int64_t num_items = num_items_t * num_kv_heads;
     int max_rows = (TOKENS * group + TILE - 1) / TILE * TILE;
+    int failed = 0;
 #pragma omp parallel num_threads(num_threads)
     {
         bf16 *qrows = (bf16 *)malloc(sizeof(bf16) * max_rows * d);
@@ -117,12 +118,19 @@ int cachegate_flash_attention(const bf16 *q, int64_t q_stride, const bf16 *k,
         bf16 *probs = (bf16 *)malloc(sizeof(bf16) * max_rows * KB);
         float *acc = (float *)malloc(sizeof(float) * max_rows * d);
         float *row_max = (float *)malloc(sizeof(float) * max_rows * 3);
-        float *row_sum = row_max + max_rows, *corr = row_max + 2 * max_rows;
+        float *row_sum = row_max ? row_max + max_rows : NULL;
+        float *corr = row_max ? row_max + 2 * max_rows : NULL;
         int64_t *row_lo = (int64_t *)malloc(sizeof(int64_t) * max_rows * 2);
-        int64_t *row_hi = row_lo + max_rows;
+        int64_t *row_hi = row_lo ? row_lo + max_rows : NULL;
+        int ok = qrows && scores && probs && acc && row_max && row_lo;
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
+        }
         // the latest tokens see the most keys: hand them out first, one at a time
 #pragma omp for schedule(dynamic, 1)
         for (int64_t i = 0; i < num_items; i++) {
+            if (!ok) continue;  // out of memory: reported below, never a crash
             int64_t item_t = num_items_t - 1 - i / num_kv_heads;
             int hkv = (int)(i % num_kv_heads);
             attend_item(q, q_stride, out, out_stride, kpack + hkv * head_pack,
@@ -139,5 +147,5 @@ int cachegate_flash_attention(const bf16 *q, int64_t q_stride, const bf16 *k,
     }
     free(kpack);
     free(vpack);
-    return 0;
+    return failed ? -2 : 0;
 }

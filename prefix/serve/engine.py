@@ -30,7 +30,7 @@ from prefix.core.request import EngineRequest
 from prefix.core.scheduler import Scheduler
 from prefix.core.sequence import Sequence
 from prefix.errors import EmptyPromptError, KVBudgetExceededError, PromptTooLongError
-from prefix.kernels import flash_attention
+from prefix.kernels.flash_attention import install
 from prefix.model.dtype import DTYPES, cpu_flags
 from prefix.model.kv_cache import PagedKVCache
 from prefix.model.loader import LoadedModel, default_model_path, load_model
@@ -73,8 +73,7 @@ class PrefixEngine:
         self.loaded = loaded
         self.device = torch.device(loaded.device)
         # in place, as pack(): a model handed in by the caller gets the kernels too
-        reason = flash_attention.install(loaded.model, config.kernels, self.device, cpu_flags())
-        log.info("kernels: %s", reason)
+        log.info("kernels: %s", install(loaded.model, config.kernels, self.device, cpu_flags()))
         mc = loaded.config
         self.block_size = config.block_size
         window = loaded.context_window

@@ -11,7 +11,6 @@ moves the output by far more (negative controls below).
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,9 +24,9 @@ from prefix.model.dtype import cpu_flags
 from prefix.model.forward_batch import ForwardBatch
 from prefix.model.kv_cache import PagedKVCache
 from prefix.model.llama import LlamaModel
-from prefix.model.loader import LoadedModel, load_model
+from prefix.model.loader import LoadedModel
 from tests.prefix.model.test_bf16 import assert_bf16_close, random_tokens
-from tests.prefix.tiny_models import save_tiny_model
+from tests.prefix.model.test_bf16 import tiny_bf16 as tiny_bf16  # the fixture, re-exported
 
 pytestmark = pytest.mark.skipif(
     not flash_attention.cpu_supports(cpu_flags()), reason="the CPU lacks AVX512-BF16"
@@ -180,23 +179,9 @@ def test_select_follows_the_setting() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_d64(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    root: Path = tmp_path_factory.mktemp("tiny-d64")
-    built: dict[str, LoadedModel] = {}
-
-    def get(variant: str) -> LoadedModel:
-        if variant not in built:
-            save_tiny_model(root / variant, variant)
-            built[variant] = load_model(
-                str(root / variant),
-                device="cpu",
-                dtype=torch.bfloat16,
-                verbose=False,
-                cache_dir=root / "cache",
-            )
-        return built[variant]
-
-    return get
+def tiny_d64(tiny_bf16: Any) -> Any:
+    """The tiny bf16 models of test_bf16.py, in their head-dim-64 variants."""
+    return tiny_bf16
 
 
 def forward_pair(

@@ -24,6 +24,7 @@ from prefix.model.rope import apply_rope
 from tests.prefix.kernels.test_flash_attention import kernel as kernel  # fixture
 from tests.prefix.kernels.test_flash_attention import tiny_d64 as tiny_d64  # fixture
 from tests.prefix.model.test_bf16 import assert_bf16_close, random_tokens
+from tests.prefix.model.test_bf16 import tiny_bf16 as tiny_bf16  # what tiny_d64 uses
 
 pytestmark = pytest.mark.skipif(
     not flash_attention.cpu_supports(cpu_flags()), reason="the CPU lacks AVX512-BF16"

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from prefix.errors import KernelUnavailableError
 from prefix.kernels import flash_attention
@@ -24,8 +23,10 @@ from prefix.model.decode_attention import DecodeMetadata
 from prefix.model.dtype import cpu_flags
 from prefix.model.forward_batch import ForwardBatch
 from tests.prefix.kernels.test_flash_attention import kernel as kernel  # fixture
+from tests.prefix.kernels.test_flash_attention import reference
 from tests.prefix.kernels.test_flash_attention import tiny_d64 as tiny_d64  # fixture
 from tests.prefix.model.test_bf16 import assert_bf16_close
+from tests.prefix.model.test_bf16 import tiny_bf16 as tiny_bf16  # what tiny_d64 uses
 from tests.prefix.model.test_decode_attention import decode_with_shared_prefix
 
 pytestmark = pytest.mark.skipif(
@@ -64,17 +65,7 @@ def per_sequence(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: torch.dtype
 ) -> torch.Tensor:
     """Causal attention of the last len(q) positions of a context [L, Hkv, D]: [n, H, D]."""
-    num_q, num_k = q.shape[0], k.shape[0]
-    mask = torch.arange(num_k)[None, :] <= torch.arange(num_k - num_q, num_k)[:, None]
-    # [L, H, D] -> [1, H, L, D]
-    out = F.scaled_dot_product_attention(
-        q.to(dtype).transpose(0, 1)[None],
-        k.to(dtype).transpose(0, 1)[None],
-        v.to(dtype).transpose(0, 1)[None],
-        attn_mask=mask,
-        enable_gqa=True,
-    )
-    return out[0].transpose(0, 1).float()  # [1, H, n, D] -> [n, H, D]
+    return reference(q, k, v, None, dtype)
 
 
 CASES = [

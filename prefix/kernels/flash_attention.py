@@ -319,12 +319,34 @@ def select(
     return kernel, f"native kernels ({kernel.library.name})"
 
 
+def model_shape_problem(config: Any) -> str | None:
+    """Why the kernels cannot run this model's shapes (None: they can). ``config`` is a
+    ModelConfig: head dims the kernels are built for, whole GQA groups, and widths the
+    element-wise kernels step through 16 (32 for RoPE's halves) at a time."""
+    if config.head_dim not in HEAD_DIMS:
+        return f"head dim {config.head_dim} (built for {HEAD_DIMS})"
+    if (
+        config.num_heads % config.num_kv_heads
+        or config.num_heads // config.num_kv_heads > MAX_GROUP
+    ):
+        return f"{config.num_heads} query heads on {config.num_kv_heads} KV heads"
+    if config.hidden_size % 16 or config.intermediate_size % 16:
+        sizes = f"{config.hidden_size} / {config.intermediate_size}"
+        return f"hidden / intermediate sizes {sizes} (not multiples of 16)"
+    return None
+
+
 def install(model: Any, choice: str, device: torch.device, flags: frozenset[str]) -> str:
     """Give ``model`` (a LlamaModel) the kernels ``choice`` selects, in place; the reason,
     for the engine's log. "native" where they cannot run raises EngineConfigError."""
     from prefix.kernels.fused_ops import FusedOps
 
     kernel, reason = select(choice, model.dtype, device, flags)
+    problem = model_shape_problem(model.config) if kernel is not None else None
+    if problem is not None:
+        if choice == "native":
+            raise EngineConfigError(f"kernels 'native' cannot run this model: {problem}")
+        kernel, reason = None, f"torch (SDPA): the native kernels do not take {problem}"
     model.flash_attention = kernel
     model.fused_ops = FusedOps(kernel.library) if kernel is not None else None
     return reason

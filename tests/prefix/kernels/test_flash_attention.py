@@ -267,3 +267,13 @@ def test_install_gives_the_model_both_kernels_or_neither(tiny_d64: Any) -> None:
     assert flash_attention.install(model, "auto", cpu, frozenset()).startswith("torch")
     with pytest.raises(EngineConfigError, match="cannot run here"):
         flash_attention.install(model, "native", cpu, frozenset())
+
+
+def test_install_refuses_shapes_the_kernels_do_not_take(tiny_bf16: Any) -> None:
+    """The plain tiny Llama has head dim 16: auto falls back, native refuses."""
+    model = copy.deepcopy(tiny_bf16("llama").model)
+    cpu = torch.device("cpu")
+    reason = flash_attention.install(model, "auto", cpu, cpu_flags())
+    assert "head dim 16" in reason and model.flash_attention is None and model.fused_ops is None
+    with pytest.raises(EngineConfigError, match="head dim 16"):
+        flash_attention.install(model, "native", cpu, cpu_flags())

@@ -163,7 +163,8 @@ def main() -> None:
     ap.add_argument(
         "--before-after",
         action="store_true",
-        help="phase 2 as interleaved windows of the issue-15 'before' and current hit path",
+        help="phase 2 as interleaved windows of the hit path without this change ('before',"
+        " bench/gateway_load_hitprofile.apply_variant) and as shipped",
     )
     ap.add_argument("--rounds", type=int, default=2, help="--before-after windows per variant")
     ap.add_argument("--output", default="gateway_load", help="results/<name>.json")

@@ -73,26 +73,15 @@ class ThreadProfiles:
         return merged
 
 
-def apply_variant(cache: Any, name: str) -> None:
-    """``before``: the hit path as it was (one hit-count write per hit in the request,
-    ``encode`` for one question, no shared forwards); ``after``: batched hit counts,
-    the direct forward, concurrent questions batched."""
-    from semantic.embed_batcher import EmbedBatcher
-    from semantic.hit_counter import HitCounter
-
-    if cache.hits is not None:
-        cache.hits.flush()
+def apply_variant(cache: Any, name: str, pipeline: Any = None) -> None:
+    """``before``: the hit path without session 13's changes (every hit reads its row
+    from the database, the entry memo off, and every lookup runs in a lookup thread);
+    ``after``: as shipped (the memo on, memory-only lookups on the event loop)."""
     after = name == "after"
-    if after and getattr(cache, "_h15_counter", None) is not None:
-        cache.hits = cache._h15_counter
-    elif after and cache.hits is None:
-        cache.hits = HitCounter(cache.entries)
-    elif not after:
-        cache._h15_counter = cache.hits or getattr(cache, "_h15_counter", None)
-        cache.hits = None
-    if hasattr(cache.embedder, "_direct"):
-        cache.embedder._direct = after
-    cache._batcher = EmbedBatcher(cache.embedder, max_batch=32 if after else 1)
+    cache.entries.memo.clear()
+    cache.entries.memo.size = 4096 if after else 0
+    if pipeline is not None:
+        pipeline.inline = after
 
 
 def _top(stats: pstats.Stats, key: str, n: int) -> str:

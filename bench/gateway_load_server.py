@@ -41,6 +41,10 @@ from bench.gateway_load_profile import (
 )
 
 
+def _variant(cache: Any, app: Any, name: str) -> None:
+    apply_variant(cache, name, app.state.gateway.pipeline)
+
+
 def microbench(cache: Any, policy: Any, model: str, prep: dict, n: int, tenants: Any) -> dict:
     """In-process costs of the semantic layer, measured before any server runs."""
     from datetime import UTC, datetime
@@ -234,7 +238,7 @@ def serve_main(spec_path: str) -> None:
     with contextlib.ExitStack() as stack:
         engine_url = stack.enter_context(serving(create_engine_app(direct_engine)))
         gw_url = stack.enter_context(
-            serving(TimedASGI(gw_app, timers, partial(apply_variant, cache)))
+            serving(TimedASGI(gw_app, timers, partial(_variant, cache, gw_app)))
         )
         http_settings = Settings(  # type: ignore[call-arg]
             _env_file=None,

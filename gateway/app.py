@@ -173,6 +173,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
                 UpstreamJudge(upstream, upstream.models()[0]),
                 verification,
                 lookup_threads=settings.lookup_threads,
+                inline=settings.lookup_inline,
             ),
             upstream=upstream,
             metrics=metrics,
@@ -297,9 +298,10 @@ def _build_cache(settings: Settings, parts: Components, url: str) -> SemanticCac
     embedder = parts.embedder or build_embedder(
         settings.embedder, path, backend=settings.embedder_backend
     )
-    return SemanticCache(
-        embedder, EntryStore(url), PartitionedIndex(embedder.dim), validator=Validator()
+    store = EntryStore(
+        url, memo_size=settings.entry_cache_size, memo_seconds=settings.entry_cache_seconds
     )
+    return SemanticCache(embedder, store, PartitionedIndex(embedder.dim), validator=Validator())
 
 
 def _build_verification(

@@ -89,6 +89,17 @@ class Settings(BaseSettings):
     # overlap: 1 served the most cached hits on 2 cores, 2 (the default) keeps concurrent
     # new questions sharing an embedding forward; raise it for a remote PostgreSQL store.
     lookup_threads: int = Field(2, ge=1, le=64)
+    # A lookup that needs nothing but memory (a repeated question: its vector, rows and
+    # verdicts kept) is decided on the event loop, without the thread hop; anything that
+    # would wait (database, embedding, verifier forward, an index being changed) still
+    # goes to the lookup threads. off: every lookup goes to the threads.
+    lookup_inline: bool = True
+    # Cache rows the hit path read recently, kept decoded (semantic/entry_memo.py): a
+    # repeated hit skips its database read. Writes here forget what they touch at once;
+    # other replicas' writes arrive through the change feed, and no row is trusted longer
+    # than entry_cache_seconds. 0 (either): every hit reads its row.
+    entry_cache_size: int = Field(4096, ge=0)
+    entry_cache_seconds: float = Field(10.0, ge=0)
     verifier_threads: int = Field(1, ge=1, le=64)  # torch threads for one verification
     # Verdicts remembered per (model, pair as the model reads it): exact, since a score is a
     # pure function of the two texts (validators/verdict_cache.py). 0: off.

@@ -65,6 +65,15 @@ class GatewayVerifier:
         verdicts = self.model.verdicts(question, candidates, scope=scope)
         return [v.score if v.supported else 0.0 for v in verdicts]
 
+    def remembered(
+        self, question: str, candidates: Sequence[str], scope: str = ""
+    ) -> list[float] | None:
+        """``scores`` when every verdict is already known (no forward), else None."""
+        verdicts = self.model.remembered(question, candidates, scope=scope)
+        if verdicts is None:
+            return None
+        return [v.score if v.supported else 0.0 for v in verdicts]
+
     def shipped_cut(self, target: float) -> float:
         return self.model.cut_for(target)
 

@@ -8,7 +8,12 @@ context. The best candidate at or above the threshold that is fresh (TTL) and
 accepted by the entity validator (:mod:`semantic.hit_validator`) is served.
 Entries live in SQLite or PostgreSQL (:mod:`semantic.store`; the application
 creates the schema with its migrations); indexes are rebuilt from the database
-at start-up.
+at start-up. A repeated question is decided from memory alone when its vector
+(:mod:`semantic.question_vectors`), its candidates' rows (:mod:`semantic.entry_memo`)
+and the verifier's verdicts are kept: ``lookup(..., local_only=True)`` raises
+:class:`~semantic.errors.WouldBlockError` instead of waiting, so the gateway can
+answer such a lookup on its event loop. Searches share each index's lock, changes
+take it alone (:mod:`semantic.rwlock`).
 
 Typical wiring (the gateway does this)::
 
@@ -35,6 +40,7 @@ from semantic.errors import (
     InvalidVectorError,
     SemanticError,
     StoreUnavailableError,
+    WouldBlockError,
 )
 from semantic.hit_validator import HitValidator
 from semantic.index import PartitionedIndex, VectorIndex
@@ -78,6 +84,7 @@ __all__ = [
     "SemanticQuery",
     "StoreResult",
     "StoreUnavailableError",
+    "WouldBlockError",
     "StoredEntry",
     "TextEmbedder",
     "VectorIndex",

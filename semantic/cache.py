@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,7 @@ from numpy.typing import ArrayLike, NDArray
 from semantic.cacheability import uncacheable_reason
 from semantic.candidates import Choice, choose, trace_candidates
 from semantic.embedder import TextEmbedder
-from semantic.errors import InvalidRequestError, StoreUnavailableError
+from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
 from semantic.index import PartitionedIndex, check_vectors
@@ -135,6 +136,7 @@ class SemanticCache:
         *,
         trace: bool = False,
         show: int = 0,
+        local_only: bool = False,
     ) -> LookupResult:
         """Serve ``query`` from the cache if an entry qualifies (see module docstring).
 
@@ -142,14 +144,25 @@ class SemanticCache:
         step, and the lookup is a dry run: the same decision, but no hit is counted, no
         expiry moves and nothing is deleted. ``show`` (traced only) searches at least
         that many neighbours for the report; only ``policy.top_k`` of them may be served.
+
+        ``local_only`` decides from memory alone (the question's vector kept, the rows in
+        the store's memo, the verifier's verdicts remembered, the index not being changed,
+        a hit counted in memory) and raises :class:`~semantic.errors.WouldBlockError`,
+        having written nothing, at the first step that would wait; the caller then runs
+        the same lookup in a worker thread. The decision is the same either way.
         """
+        if trace and local_only:
+            raise ValueError("a traced lookup is never local_only")
         tr = LookupTrace() if trace else NO_TRACE
         key = self.partition_key(query)
         tr.asked(query.question)
         tr.partition(key)
         refusal = None
         if self.validator is not None and policy.guards:
-            refusal = self.validator.guard(query.question, policy.guards) or None
+            guard = partial(self.validator.guard, query.question, policy.guards)
+            # keyed by the validator too: one swapped in (tests, a reload) has its own rules
+            guards = (str(id(self.validator)), *policy.guards)
+            refusal = self.vectors.guarded(query.tenant, query.question, guards, guard)
         tr.step("guards", refusal is None, refusal)
         if refusal is not None:
             return LookupResult(False, key, reason=refusal, trace=tr.result)
@@ -157,13 +170,14 @@ class SemanticCache:
         tr.step("coverage", supported, None if supported else UNSUPPORTED_TEXT)
         if not supported:
             return LookupResult(False, key, reason=UNSUPPORTED_TEXT, trace=tr.result)
-        size = self.index.size(key)
+        size = self.index.size(key, blocking=not local_only)
         tr.partition(key, size)
         tr.step("partition_not_empty", size > 0, key)
         if size == 0:  # nothing to compare: skip embedding
             return LookupResult(False, key, reason=EMPTY, trace=tr.result)
-        vector = self._embed(query.tenant, query.question)
-        found = self.index.search(key, vector, max(policy.top_k, show) if trace else policy.top_k)
+        vector = self._vector(query, local_only)
+        k = max(policy.top_k, show) if trace else policy.top_k
+        found = self.index.search(key, vector, k, blocking=not local_only)
         candidates = found[: policy.top_k]
         if not candidates:
             return LookupResult(False, key, reason=EMPTY, embedding=vector, trace=tr.result)
@@ -178,16 +192,40 @@ class SemanticCache:
                 False, key, reason=BELOW_THRESHOLD, score=best_score, embedding=vector
             )
         # A report shows every neighbour searched; serving reads only the eligible rows.
-        rows = self.entries.get_many(i for i, _ in (found if trace else eligible))
         now = self._now()
-        choice = choose(self.validator, query, key, eligible, rows, policy, now, self.verifier)
+        wanted = [i for i, _ in (found if trace else eligible)]
+        rows = self.entries.get_many(wanted, recent_at=now, local_only=local_only)
+        choice = choose(
+            self.validator,
+            query,
+            key,
+            eligible,
+            rows,
+            policy,
+            now,
+            self.verifier,
+            local_only=local_only,
+        )
         if trace:
             trace_candidates(tr, self.validator, query, key, found, rows, choice, policy, now)
             return self._decided(tr, key, choice, best_score, vector, size - len(choice.vanished))
         if choice.served is not None:
+            if local_only and (policy.sliding_ttl or self.hits is None):
+                raise WouldBlockError("the hit is written at once", reason="store")
             return self._hit(key, *choice.served, vector, policy, now, choice.verifier_score)
+        if local_only and (choice.vanished or choice.expired):
+            raise WouldBlockError("vanished or expired rows must be forgotten", reason="store")
         self._forget(key, choice.vanished, choice.expired, now)
-        return self._decided(tr, key, choice, best_score, vector, self.index.size(key))
+        remaining = self.index.size(key, blocking=not local_only)
+        return self._decided(tr, key, choice, best_score, vector, remaining)
+
+    def _vector(self, query: SemanticQuery, local_only: bool) -> NDArray[np.float32]:
+        if not local_only:
+            return self._embed(query.tenant, query.question)
+        vector = self.vectors.cached(query.tenant, query.question)
+        if vector is None:
+            raise WouldBlockError("the question must be embedded", reason="embedding")
+        return vector
 
     @staticmethod
     def _decided(

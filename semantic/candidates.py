@@ -87,8 +87,11 @@ def choose(
     policy: SemanticPolicy,
     now: datetime,
     verifier: HitVerifier | None = None,
+    *,
+    local_only: bool = False,
 ) -> Choice:
-    """The first servable entry of ``eligible`` (best first), and what was turned down."""
+    """The first servable entry of ``eligible`` (best first), and what was turned down.
+    ``local_only``: verdicts the verifier remembers, else ``WouldBlockError``."""
     choice = Choice()
     verifying = policy.verifier_cut is not None
     accepted: list[tuple[StoredEntry, float]] = []  # passed every rule but the verifier
@@ -109,7 +112,7 @@ def choose(
             choice.expired.append(entry_id)
         choice.refused = choice.refused or (str(reason), entry_id)
     if accepted:
-        _verified(choice, verifier, query, key, accepted, policy)
+        _verified(choice, verifier, query, key, accepted, policy, local_only)
     return choice
 
 
@@ -120,6 +123,7 @@ def _verified(
     key: str,
     accepted: list[tuple[StoredEntry, float]],
     policy: SemanticPolicy,
+    local_only: bool = False,
 ) -> None:
     """Score ``accepted`` in one batch; serve the best above the cut, refuse the rest.
 
@@ -132,7 +136,11 @@ def _verified(
     same = [normalize_question(e.question) == asked for e, _ in accepted]
     others = [e.question for (e, _), s in zip(accepted, same, strict=True) if not s]
     # The partition key scopes any verdicts the verifier remembers to this tenant.
-    scored, failure = verify(verifier, query.question, others, key) if others else ([], None)
+    scored, failure = (
+        verify(verifier, query.question, others, key, local_only=local_only)
+        if others
+        else ([], None)
+    )
     remaining = iter(scored or [])
     for (entry, score), identical in zip(accepted, same, strict=True):
         verified = 1.0 if identical else next(remaining, None)

@@ -14,12 +14,16 @@ Hierarchy::
     ├── InvalidVectorError (also ValueError)    NaN/inf, wrong dimension, zero norm, bad ids
     ├── EmbedderError                           the embedding model is missing or failed
     ├── StoreUnavailableError                   the database is down or has no schema
-    └── EntryNotFoundError (also LookupError)   no entry with that id
+    ├── EntryNotFoundError (also LookupError)   no entry with that id
+    └── WouldBlockError                         a memory-only lookup (``local_only``) met a
+                                                step that waits: a database read or write,
+                                                an embedding, a verifier forward, a busy index
 
 How the gateway reacts: ``InvalidRequestError`` means "bypass the semantic layer
 and go upstream" (never a 4xx by itself: the model may well answer a question
 too long to embed); ``StoreUnavailableError`` means "fail open" (answer from the
-model, skip the backfill); ``EmbedderError`` is a server fault.
+model, skip the backfill); ``EmbedderError`` is a server fault; ``WouldBlockError``
+means "run the same lookup in a worker thread" (nothing was written before it).
 
 Messages never quote the question or any other request text: they end up in
 logs and, through the gateway, in error bodies. ``reason`` is a short ASCII
@@ -73,3 +77,9 @@ class StoreUnavailableError(SemanticError):
 
 class EntryNotFoundError(SemanticError, LookupError):
     """No cache entry has the requested id."""
+
+
+class WouldBlockError(SemanticError):
+    """A ``local_only`` lookup needs something that waits; nothing was written yet."""
+
+    reason = "would_block"

@@ -28,7 +28,8 @@ only ever looks inside one partition (the partition is a hard filter).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ import faiss
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from semantic.errors import InvalidVectorError
+from semantic.errors import InvalidVectorError, WouldBlockError
 from semantic.faiss_kinds import (
     APPROX_KINDS,
     DEFAULT_NPROBE,
@@ -44,6 +45,7 @@ from semantic.faiss_kinds import (
     gpu_available,
     new_faiss_index,
 )
+from semantic.rwlock import ReadWriteLock
 from semantic.vectors import check_ids, check_vectors
 
 __all__ = ["IndexImage", "PartitionedIndex", "VectorIndex", "check_vectors", "gpu_available"]
@@ -73,7 +75,7 @@ class IndexImage:
 class VectorIndex:
     """One partition's vectors: exact while small, HNSW above ``approx_threshold``.
 
-    Thread-safe: every method takes the index's own lock.
+    Thread-safe: searches share the index's lock, changes take it alone (``semantic.rwlock``).
     """
 
     def __init__(
@@ -102,7 +104,8 @@ class VectorIndex:
         self.ef_search = ef_search
         self.compact_fraction = compact_fraction
         self.use_gpu = gpu_available() if use_gpu is None else use_gpu
-        self._lock = threading.RLock()
+        # Searches share it, changes take it alone (semantic/rwlock.py).
+        self._lock = ReadWriteLock()
         self._reset("flat")
 
     # -- state -------------------------------------------------------------------
@@ -150,20 +153,20 @@ class VectorIndex:
 
     # -- public API --------------------------------------------------------------
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock.reading():
             return len(self._where)
 
     def __contains__(self, entry_id: object) -> bool:
-        with self._lock:
+        with self._lock.reading():
             return entry_id in self._where
 
     @property
     def tombstones(self) -> int:
-        with self._lock:
+        with self._lock.reading():
             return self._dead
 
     def ids(self) -> list[int]:
-        with self._lock:
+        with self._lock.reading():
             return sorted(self._where)
 
     def add(self, ids: ArrayLike, vectors: ArrayLike) -> None:
@@ -172,7 +175,7 @@ class VectorIndex:
         id_list = check_ids(ids, vecs.shape[0])
         if not id_list:
             return
-        with self._lock:
+        with self._lock.writing():
             faiss.omp_set_num_threads(_BUILD_THREADS)
             for entry_id in id_list:
                 old = self._where.get(entry_id)
@@ -188,7 +191,7 @@ class VectorIndex:
 
     def remove(self, ids: Iterable[int]) -> int:
         """Remove ids (unknown ids are ignored); returns how many were present."""
-        with self._lock:
+        with self._lock.writing():
             removed = 0
             for entry_id in ids:
                 pos = self._where.pop(int(entry_id), None)
@@ -199,14 +202,31 @@ class VectorIndex:
                 self._maybe_rebuild()
             return removed
 
-    def search(self, vector: ArrayLike, k: int) -> list[tuple[int, float]]:
-        """The ``k`` nearest live entries as ``(entry_id, cosine)``, best first."""
+    def live_count(self, *, blocking: bool = True) -> int:
+        """``len(self)``; ``blocking=False`` raises ``WouldBlockError`` rather than wait
+        for a change in progress (an add or a rebuild may hold the lock for long)."""
+        with self._locked(blocking):
+            return len(self._where)
+
+    @contextmanager
+    def _locked(self, blocking: bool) -> Iterator[None]:
+        """Shared with other searches; ``blocking=False``: never wait for a change."""
+        with self._lock.reading(blocking) as taken:
+            if not taken:
+                raise WouldBlockError("the partition's index is being changed", reason="index_busy")
+            yield
+
+    def search(
+        self, vector: ArrayLike, k: int, *, blocking: bool = True
+    ) -> list[tuple[int, float]]:
+        """The ``k`` nearest live entries as ``(entry_id, cosine)``, best first
+        (``blocking``: as for :meth:`live_count`)."""
         if k < 1:
             raise ValueError("k must be >= 1")
         query = check_vectors(vector, self.dim)
         if query.shape[0] != 1:
             raise InvalidVectorError("search takes one query vector")
-        with self._lock:
+        with self._locked(blocking):
             live = len(self._where)
             if live == 0:
                 return []
@@ -242,7 +262,7 @@ class VectorIndex:
     # -- snapshots ---------------------------------------------------------------
     def image(self) -> IndexImage:
         """A consistent copy of this index for a snapshot file."""
-        with self._lock:
+        with self._lock.reading():
             index = faiss.index_gpu_to_cpu(self._index) if self.kind == "gpu-flat" else self._index
             n = len(self._pos_ids)
             return IndexImage(
@@ -262,7 +282,7 @@ class VectorIndex:
         if loaded.d != dim or loaded.ntotal != n or image.live.shape[0] != (n + 7) // 8:
             raise ValueError(f"index image does not fit: d={loaded.d} ntotal={loaded.ntotal} n={n}")
         live = np.unpackbits(image.live, bitorder="little")[:n].astype(bool)
-        with index._lock:
+        with index._lock.writing():
             index.kind, index._index, index.trained_on = image.kind, loaded, image.trained_on
             index._pos_ids = image.pos_ids.tolist()
             positions = np.flatnonzero(live)
@@ -340,9 +360,11 @@ class PartitionedIndex:
             index.add(ids, vecs)
             self._indexes[partition] = index
 
-    def search(self, partition: str, vector: ArrayLike, k: int) -> list[tuple[int, float]]:
+    def search(
+        self, partition: str, vector: ArrayLike, k: int, *, blocking: bool = True
+    ) -> list[tuple[int, float]]:
         index = self._indexes.get(partition)
-        return [] if index is None else index.search(vector, k)
+        return [] if index is None else index.search(vector, k, blocking=blocking)
 
     def remove(self, partition: str, ids: Iterable[int]) -> int:
         with self._lock:
@@ -377,9 +399,9 @@ class PartitionedIndex:
         with self._lock:
             self._indexes = {key: index for key, index in built.items() if len(index)}
 
-    def size(self, partition: str) -> int:
+    def size(self, partition: str, *, blocking: bool = True) -> int:
         index = self._indexes.get(partition)
-        return 0 if index is None else len(index)
+        return 0 if index is None else index.live_count(blocking=blocking)
 
     def get(self, partition: str) -> VectorIndex | None:
         return self._indexes.get(partition)

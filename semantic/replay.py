@@ -51,6 +51,11 @@ def replay(cache: SemanticCache, changes: Iterable[Change]) -> Replayed:
         elif change.op == CLEAR_PARTITION and change.partition_key:
             clears.add(change.partition_key)
     with cache.write_lock:
+        # The hit path's recently read rows (semantic/entry_memo.py) are forgotten first:
+        # another replica wrote them, and this one must read them again.
+        cache.entries.memo.forget([*upserts, *(i for ids in deletes.values() for i in ids)])
+        for key in clears:
+            cache.entries.memo.forget_partition(key)
         added, removed = _upserts(cache, upserts)
         for key, ids in deletes.items():
             removed += cache.index.remove(key, ids)

@@ -30,7 +30,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from semantic.changes import CLEAR_PARTITION, DELETE, UPSERT, NewChange, log_changes
-from semantic.errors import EntryNotFoundError
+from semantic.entry_memo import DEFAULT_MEMO_SECONDS, DEFAULT_MEMO_SIZE, EntryMemo
+from semantic.errors import EntryNotFoundError, WouldBlockError
 from semantic.hit_counter import PendingHits
 from semantic.models import SemanticEntry
 from semantic.question import normalize_question, question_digest
@@ -106,10 +107,20 @@ def _deletes(removed: Iterable[tuple[int, str]]) -> list[NewChange]:
 class EntryStore:
     """CRUD for cache entries; one instance per process, shared by threads."""
 
-    def __init__(self, url: str = DEFAULT_URL, *, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        connect_timeout: float = 5.0,
+        memo_size: int = DEFAULT_MEMO_SIZE,
+        memo_seconds: float = DEFAULT_MEMO_SECONDS,
+    ) -> None:
         self.url = make_url(url).render_as_string(hide_password=True)
         self.engine = make_engine(url, connect_timeout=connect_timeout)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        # Rows the hit path read recently (semantic/entry_memo.py); every write here
+        # forgets what it touched after its commit. size 0: every read goes to the database.
+        self.memo = EntryMemo(memo_size, memo_seconds)
 
     def __repr__(self) -> str:
         return f"EntryStore({self.url!r})"
@@ -170,7 +181,9 @@ class EntryStore:
                         session.flush()
                         change = NewChange(UPSERT, entry.partition_key, row.id, entry.tenant)
                         log_changes(session, [change])
-                        return _to_entry(row), created
+                        stored = _to_entry(row)
+                    self.memo.forget([stored.id])  # after the commit: see EntryMemo.put
+                    return stored, created
                 except sa_exc.IntegrityError:
                     if attempt:
                         raise
@@ -187,6 +200,8 @@ class EntryStore:
             session.execute(
                 update(SemanticEntry).where(SemanticEntry.id == entry_id).values(values)
             )
+        if expires_at is not None:
+            self.memo.forget([entry_id])
 
     def record_hits(self, hits: Mapping[int, PendingHits]) -> None:
         """Write a batch of counted hits (:mod:`semantic.hit_counter`) in one transaction:
@@ -212,6 +227,7 @@ class EntryStore:
         ]
         with unavailable_on_db_errors(self.url), self.engine.begin() as conn:
             conn.execute(statement, rows)
+        self.memo.forget(i for i, h in hits.items() if h.expires_at is not None)
 
     def delete(
         self, ids: Iterable[int], *, expired_at: datetime | None = None
@@ -238,6 +254,7 @@ class EntryStore:
                 )
                 removed.extend((int(i), str(p)) for i, p in result)
             log_changes(session, _deletes(removed))
+        self.memo.forget(i for i, _ in removed)
         return removed
 
     def delete_where(
@@ -260,7 +277,8 @@ class EntryStore:
             # replaying it drops whatever that partition no longer has in the database.
             partitions = sorted({p for _, p in removed})
             log_changes(session, [NewChange(CLEAR_PARTITION, p, tenant=tenant) for p in partitions])
-            return removed
+        self.memo.forget(i for i, _ in removed)
+        return removed
 
     def purge_expired(self, now: datetime) -> list[tuple[int, str]]:
         """Delete entries whose expiry has passed; returns ``(id, partition_key)``."""
@@ -272,7 +290,8 @@ class EntryStore:
             )
             removed = [(int(i), str(p)) for i, p in result]
             log_changes(session, _deletes(removed))
-            return removed
+        self.memo.forget(i for i, _ in removed)
+        return removed
 
     # -- reads -------------------------------------------------------------------
     def ids_in_partition(self, partition_key: str) -> set[int]:
@@ -287,18 +306,38 @@ class EntryStore:
             raise EntryNotFoundError(f"no semantic cache entry {entry_id}")
         return found[entry_id]
 
-    def get_many(self, ids: Iterable[int]) -> dict[int, StoredEntry]:
+    def get_many(
+        self, ids: Iterable[int], *, recent_at: datetime | None = None, local_only: bool = False
+    ) -> dict[int, StoredEntry]:
         """The rows with these ids (missing ids are absent). The hit path's one read:
         a Core statement built once (SQLAlchemy caches its compiled form), no ORM
-        session or identity map, rows straight into :class:`StoredEntry`."""
+        session or identity map, rows straight into :class:`StoredEntry`.
+
+        With ``recent_at`` (the hit path's clock), rows the memo holds fresh and
+        unexpired at that time are not read again, and those read are kept there
+        (:mod:`semantic.entry_memo`); without it, every row comes from the database.
+        ``local_only`` (with ``recent_at``): ``WouldBlockError`` rather than a read."""
         id_list = [int(i) for i in ids]
         out: dict[int, StoredEntry] = {}
         if not id_list:
             return out
+        memo = self.memo if recent_at is not None and self.memo.is_enabled else None
+        if memo is not None:
+            assert recent_at is not None
+            out, id_list = memo.get(id_list, recent_at)
+            if not id_list:
+                return out
+            generation = memo.generation()
+        if local_only:
+            raise WouldBlockError("rows must be read from the database", reason="store")
+        read: dict[int, StoredEntry] = {}
         with unavailable_on_db_errors(self.url), self.engine.connect() as conn:
             for start in range(0, len(id_list), _CHUNK):
                 rows = conn.execute(_GET_MANY, {"ids": id_list[start : start + _CHUNK]})
-                out.update((row.id, _row_to_entry(row._mapping)) for row in rows)
+                read.update((row.id, _row_to_entry(row._mapping)) for row in rows)
+        if memo is not None:
+            memo.put(read.values(), generation)
+        out.update(read)
         return out
 
     def count(

@@ -9,8 +9,9 @@ tenant's target misfire rate into that cut.
 
 ``semantic`` must not import ``validators``: the gateway passes an object that
 satisfies :class:`HitVerifier` (``gateway/verification.py`` wraps the shipped
-``validators.verifier.PairVerifier``). :func:`verify` is the one place that
-calls it, and it fails closed: any exception, a wrong number of scores or a
+``validators.verifier.PairVerifier``; it also offers ``remembered``, the scores
+it knows without a forward, for lookups answered from memory). :func:`verify` is
+the one place that calls it, and it fails closed: any exception, a wrong number of scores or a
 score outside [0, 1] is reported as ``verifier_error`` on every candidate, never
 a hit. A policy with a cut but no verifier is ``verifier_unavailable``.
 """
@@ -21,6 +22,8 @@ import logging
 import math
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
+
+from semantic.errors import WouldBlockError
 
 logger = logging.getLogger(__name__)
 
@@ -47,14 +50,32 @@ class HitVerifier(Protocol):
 
 
 def verify(
-    verifier: HitVerifier | None, question: str, candidates: Sequence[str], scope: str = ""
+    verifier: HitVerifier | None,
+    question: str,
+    candidates: Sequence[str],
+    scope: str = "",
+    *,
+    local_only: bool = False,
 ) -> tuple[list[float] | None, str | None]:
     """``(scores, None)``, or ``(None, reason)`` when the candidates must all be
-    refused because no trustworthy score exists (see the module docstring)."""
+    refused because no trustworthy score exists (see the module docstring).
+
+    ``local_only``: only scores the verifier already knows (its optional
+    ``remembered(question, candidates, scope) -> list[float] | None``); a
+    :class:`~semantic.errors.WouldBlockError` when one would need a forward."""
     if verifier is None:
         return None, VERIFIER_UNAVAILABLE
     try:
-        scores = [float(s) for s in verifier.scores(question, list(candidates), scope)]
+        if local_only:
+            remembered = getattr(verifier, "remembered", None)
+            known = None if remembered is None else remembered(question, list(candidates), scope)
+            if known is None:
+                raise WouldBlockError("the verifier must run a forward", reason="verifier")
+            scores = [float(s) for s in known]
+        else:
+            scores = [float(s) for s in verifier.scores(question, list(candidates), scope)]
+    except WouldBlockError:
+        raise
     except Exception as exc:  # fail closed: whatever went wrong, this is not a hit
         # The exception's type only: its message may quote the question.
         logger.warning("semantic: the verifier failed (%s); treated as a miss", type(exc).__name__)

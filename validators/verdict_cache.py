@@ -50,13 +50,15 @@ class VerdictCache(Generic[V]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: Hashable) -> V | None:
+    def get(self, key: Hashable, *, count_miss: bool = True) -> V | None:
+        """The value, or None. ``count_miss=False``: a probe that, on a miss, is asked
+        again by the path that computes the value, so the miss is counted there."""
         if not self.enabled:
             return None
         with self._lock:
             value = self._entries.get(key)
             if value is None:
-                self.misses += 1
+                self.misses += count_miss
                 return None
             self._entries.move_to_end(key)  # recently used: evicted last
             self.hits += 1

@@ -233,6 +233,20 @@ class PairVerifier:
     ) -> list[Verdict]:
         """Like ``verdicts`` for arbitrary (query, cached) pairs, batched (evaluation)."""
         checked = [(check_question(a), check_question(b)) for a, b in pairs]
+        out, en, zh = self._route(checked)
+        if en:
+            for i, v in zip(en, self._score_en([checked[i] for i in en], scope), strict=True):
+                out[i] = v
+        if zh:
+            for i, v in zip(zh, self._cached_zh([checked[i] for i in zh], scope), strict=True):
+                out[i] = v
+        return [v for v in out if v is not None]
+
+    def _route(
+        self, checked: Sequence[tuple[str, str]]
+    ) -> tuple[list[Verdict | None], list[int], list[int]]:
+        """Verdicts of pairs no model reads (other scripts), and the English and Chinese
+        rows' positions."""
         out: list[Verdict | None] = [None] * len(checked)
         en: list[int] = []
         zh: list[int] = []
@@ -248,13 +262,32 @@ class PairVerifier:
                 out[i] = Verdict(0.0, False, "", "language_not_covered")
             else:
                 en.append(i)
-        if en:
-            for i, v in zip(en, self._score_en([checked[i] for i in en], scope), strict=True):
-                out[i] = v
-        if zh:
-            for i, v in zip(zh, self._cached_zh([checked[i] for i in zh], scope), strict=True):
-                out[i] = v
-        return [v for v in out if v is not None]
+        return out, en, zh
+
+    def remembered(
+        self, query: object, candidates: Sequence[object], *, scope: str = ""
+    ) -> list[Verdict] | None:
+        """``verdicts`` when every one is known without a forward or a tokenizer call (the
+        pair was verified before in this scope, or no model reads it), else None. The
+        gateway answers such a lookup on its event loop, without a thread hop."""
+        q = check_question(query)
+        if isinstance(candidates, str | bytes):
+            raise VerifierTypeError("candidates must be a sequence of questions, not one question")
+        checked = [(q, check_question(c)) for c in candidates]
+        out, en, zh = self._route(checked)
+        for i in en:
+            row = self._encodings.get((scope, *checked[i]), count_miss=False)
+            if row is None:
+                return None
+            ids, types = row
+            key = (self.model_id, scope, array("i", ids).tobytes(), bytes(types))
+            out[i] = self.cache.get(key, count_miss=False) or self._unreadable(ids, types)
+        for i in zh:
+            assert self.zh_path is not None
+            zh_key = (self.zh_path.id, scope, "zh", *checked[i])
+            out[i] = self.cache.get(zh_key, count_miss=False)
+        known = [v for v in out if v is not None]
+        return known if len(known) == len(out) else None
 
     def _score_en(self, pairs: list[tuple[str, str]], scope: str = "") -> list[Verdict]:
         encoded = self._encode_en(pairs, scope)

@@ -201,3 +201,32 @@ def test_a_repeated_pair_skips_the_tokenizer_within_its_scope(uncached: PairVeri
         assert counting0.pairs == 2
     finally:
         uncached.tokenizer = counting0.inner  # type: ignore[assignment]
+
+
+@pytest.mark.slow
+def test_remembered_answers_only_what_needs_no_forward() -> None:
+    # The gateway decides a repeated lookup on its event loop (semantic/cache.py
+    # local_only) only when every verdict is known: `remembered` runs no model and no
+    # tokenizer, and knows a scope's verdicts only in that scope.
+    cached = PairVerifier(cache_size=100)
+    counting = _CountingTokenizer(cached.tokenizer)
+    cached.tokenizer = counting  # type: ignore[assignment]
+    query, candidate = PAIRS[0]
+    assert cached.remembered(query, [candidate], scope="tenant-a") is None
+    assert (counting.pairs, cached.batcher.rows, cached.cache.misses) == (0, 0, 0)
+    first = cached.verdicts(query, [candidate], scope="tenant-a")
+    rows, pairs = cached.batcher.rows, counting.pairs
+    assert cached.remembered(query, [candidate], scope="tenant-a") == first  # positive control
+    assert cached.remembered(query, [candidate], scope="tenant-b") is None  # another tenant
+    assert (cached.batcher.rows, counting.pairs) == (rows, pairs)  # no forward, no tokenizer
+    # One unknown candidate among known ones: the whole batch needs the model.
+    assert cached.remembered(query, [candidate, PAIRS[1][1]], scope="tenant-a") is None
+    # Pairs no model reads are known without one (their refusal is the verdict).
+    kana = cached.remembered(query, ["カタカナの質問です"], scope="tenant-a")
+    assert kana is not None and kana[0].score == 0.0 and not kana[0].supported
+    if E5Vectors.available():
+        zh = ("怎么修改登录密码", "如何更改我的登录密码")
+        assert cached.remembered(zh[0], [zh[1]], scope="tenant-a") is None
+        known = cached.verdicts(zh[0], [zh[1]], scope="tenant-a")
+        assert cached.remembered(zh[0], [zh[1]], scope="tenant-a") == known
+        assert cached.remembered(zh[0], [zh[1]], scope="tenant-b") is None

@@ -302,7 +302,13 @@ def test_database_outage_fails_open_and_recovers(
                 assert control.headers["x-cachegate-cache"] == "semantic-hit"
                 assert httpx.get(f"{gw.url}/ready", timeout=10).status_code == 200
 
-                db.stop()  # the database is gone: fail open to the engine
+                db.stop()
+                # The row the hit read a moment ago is in the store's memo: nobody can change
+                # it while the database is down, so it is still served, from memory.
+                kept = http.post(CHAT, json=chat_body(model, PARAPHRASE))
+                assert kept.headers["x-cachegate-cache"] == "semantic-hit"
+                assert content(kept) == content(first)
+                gw.cache.entries.memo.clear()  # as when its 10 s are up: fail open to the engine
                 down, elapsed = timed_post(http, chat_body(model, PARAPHRASE))
                 assert down.status_code == 200, down.text
                 assert down.headers["x-cachegate-semantic"] == "skipped:store_unavailable"

@@ -202,6 +202,10 @@ def test_store_outage_fails_open_and_recovers(cache: SemanticCache, db_file: Pat
     table = SemanticEntry.__tablename__
     with sqlite3.connect(db_file) as conn:  # the table goes away under the running cache
         conn.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
+    # The row the last hit read is still in the store's memo (semantic/entry_memo.py):
+    # nothing can change it while the database is away, so it is served from memory.
+    assert lookup(pipe, ctx(), q).status == "hit"
+    cache.entries.memo.clear()  # as when its seconds are up: the read fails, fail open
     down = lookup(pipe, ctx(), q)
     assert down.header == "skipped:store_unavailable"
     assert pipe.store_ok is False
@@ -248,7 +252,8 @@ def test_lookups_run_on_their_own_threads_with_the_callers_context(cache: Semant
         seen.append((threading.current_thread().name, marker.get()))
         return original(*args, **kwargs)
 
-    pipe = Pipeline(cache, GatewayMetrics(), lookup_threads=1)
+    # inline=False: an empty partition would otherwise be decided on the event loop
+    pipe = Pipeline(cache, GatewayMetrics(), lookup_threads=1, inline=False)
     try:
         cache.lookup = recording  # type: ignore[method-assign]
 
@@ -271,3 +276,49 @@ def test_lookups_run_on_their_own_threads_with_the_callers_context(cache: Semant
     with pytest.raises(ValidationError):
         Settings(lookup_threads=0)
     assert Settings().lookup_threads == 2
+
+
+@pytest.mark.slow
+def test_a_repeated_question_is_decided_on_the_event_loop(cache: SemanticCache) -> None:
+    # Session 13: a lookup that needs nothing but memory (its vector, rows and verdicts
+    # kept) skips the thread hop; anything that would wait still goes to the threads.
+    seen: list[tuple[str, bool]] = []
+    original = cache.lookup
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.append((threading.current_thread().name, bool(kwargs.get("local_only"))))
+        return original(*args, **kwargs)
+
+    metrics = GatewayMetrics()
+    pipe = Pipeline(cache, metrics, lookup_threads=1)
+    question, paraphrase = "What is the capital of France?", "Which city is the capital of France?"
+    try:
+        assert backfill(pipe, ctx(), lookup(pipe, ctx(), body(question)), answer("Paris.")) == (
+            "stored"
+        )
+        cache.lookup = recording  # type: ignore[method-assign]
+        first = lookup(pipe, ctx(), body(paraphrase))  # a new question: it must be embedded
+        assert first.status == "hit"
+        main, worker = seen
+        assert main[1] and not main[0].startswith("cachegate-lookup")  # tried from memory
+        assert worker[0].startswith("cachegate-lookup") and not worker[1]  # then in a thread
+        seen.clear()
+        again = lookup(pipe, ctx(), body(paraphrase))  # repeated: decided on the loop alone
+        assert [local for _, local in seen] == [True]
+        assert again.status == "hit" and again.result is not None and first.result is not None
+        assert again.result.answer == first.result.answer
+        assert again.result.score == first.result.score
+        # Tenant isolation: another tenant's same text is never served acme's answer,
+        # though acme's vector, row and verdicts are all in memory (positive control above).
+        assert lookup(pipe, ctx("other"), body(paraphrase)).header == "miss:empty"
+        assert sample(metrics, "cachegate_semantic_hits_total", tenant="acme") == 2
+        # inline=False: every lookup goes to a thread
+        seen.clear()
+        threaded = Pipeline(cache, metrics, lookup_threads=1, inline=False)
+        assert lookup(threaded, ctx(), body(paraphrase)).status == "hit"
+        assert [local for _, local in seen] == [False]
+        threaded.close()
+    finally:
+        cache.lookup = original  # type: ignore[method-assign]
+        pipe.close()
+    assert Settings().lookup_inline is True

@@ -48,9 +48,13 @@ class QuestionVectors:
 
     @embedder.setter
     def embedder(self, embedder: TextEmbedder) -> None:
+        same_model = embedder.embedder_id == self._embedder.embedder_id  # e.g. a tracing wrapper
         self._embedder = self._batcher.embedder = embedder
         with self._lock:
             self._supported.clear()
+            if not same_model:  # another model's vectors must never be compared with these
+                self._vectors.clear()
+                self._guarded.clear()
 
     def is_supported(self, question: str, tenant: str = "") -> bool:
         """Whether the embedder represents every letter of ``question`` (issue 12: with

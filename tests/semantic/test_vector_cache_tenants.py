@@ -51,3 +51,19 @@ def test_question_vectors_are_not_shared_across_tenants(
     asked = counting.calls
     cache.lookup(chat("A question only tenant a asked?", tenant="tenant-b"))
     assert counting.calls == asked + 1  # before: tenant b got tenant a's cached vector
+
+
+def test_a_swapped_embedder_keeps_vectors_only_when_it_is_the_same_model(
+    embedder: Embedder, store: EntryStore
+) -> None:
+    counting = CountingEmbedder(embedder)
+    cache = SemanticCache(counting, store)
+    assert cache.store(chat(STORED), reply()).stored
+    assert cache.vectors.cached("tenant-a", STORED) is not None
+    wrapper = CountingEmbedder(embedder)  # e.g. the tracing wrapper: the same model
+    cache.embedder = wrapper  # type: ignore[assignment]
+    assert cache.vectors.cached("tenant-a", STORED) is not None  # positive control: kept
+    other = CountingEmbedder(embedder)
+    other.embedder_id = "another-model:384:0"
+    cache.embedder = other  # type: ignore[assignment]
+    assert cache.vectors.cached("tenant-a", STORED) is None  # never compared across models

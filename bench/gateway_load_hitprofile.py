@@ -116,6 +116,10 @@ async def _drive(app: Any, model: str, questions: list[str], clients: int, secon
                 labels[label] += 1
                 if label == "semantic-hit":
                     hit.add(body["messages"][-1]["content"])
+                # In-process, a hit decided from memory never suspends: without this one
+                # client would run request after request and starve the other 31 (a
+                # socket's next request always arrives in a later loop iteration).
+                await asyncio.sleep(0)
 
         t0 = time.perf_counter()
         await asyncio.gather(*(one(k) for k in range(clients)))
@@ -233,7 +237,7 @@ def main() -> None:
                 for r in range(args.rounds):
                     order = ("before", "after") if r % 2 == 0 else ("after", "before")
                     for v in order:
-                        apply_variant(cache, v)
+                        apply_variant(cache, v, state.pipeline)
                         workers.variant = v
                         load0 = loadavg()
                         prof = loop_profiles[v]
@@ -244,7 +248,7 @@ def main() -> None:
                         w["loadavg_start"], w["loadavg_end"] = load0, loadavg()
                         windows[v].append(w)
                         print(f"round {r} {v}: {w}", flush=True)
-                apply_variant(cache, "after")
+                apply_variant(cache, "after", state.pipeline)
             return windows
 
         windows = asyncio.run(run())

@@ -210,7 +210,7 @@ class SemanticCache:
             trace_candidates(tr, self.validator, query, key, found, rows, choice, policy, now)
             return self._decided(tr, key, choice, best_score, vector, size - len(choice.vanished))
         if choice.served is not None:
-            if local_only and (policy.sliding_ttl or self.hits is None):
+            if local_only and self._writes_hit_at_once(choice.served[0], policy):
                 raise WouldBlockError("the hit is written at once", reason="store")
             return self._hit(key, *choice.served, vector, policy, now, choice.verifier_score)
         if local_only and (choice.vanished or choice.expired):
@@ -303,6 +303,12 @@ class SemanticCache:
             embedding=vector,
             verifier_score=verifier_score,
         )
+
+    def _writes_hit_at_once(self, entry: StoredEntry, policy: SemanticPolicy) -> bool:
+        """Whether :meth:`_hit` writes to the database (no hit counter, or an expiry to
+        slide) rather than counting the hit in memory."""
+        slides = policy.sliding_ttl and (bool(entry.ttl_seconds) or entry.expires_at is not None)
+        return self.hits is None or slides
 
     def _record_hit_now(self, entry_id: int, now: datetime, slid: datetime | None) -> None:
         try:

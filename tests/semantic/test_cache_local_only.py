@@ -471,6 +471,23 @@ def test_a_sliding_ttl_hit_blocks_locally_and_slides_when_threaded(
     assert cache.lookup(chat(UNRELATED), SLIDING, local_only=True).reason == "below_threshold"
 
 
+def test_a_sliding_ttl_hit_on_an_entry_without_expiry_is_decided_locally(
+    cache: SemanticCache, clock: ManualClock
+) -> None:
+    # Nothing to slide (no TTL, no expiry): the hit is only counted, in memory.
+    never = SemanticPolicy(ttl_seconds=None, sliding_ttl=True)
+    result = cache.store(chat(STORED), OLD, never)
+    assert result.stored and result.entry_id is not None
+    assert cache.entries.get(result.entry_id).expires_at is None
+    threaded = cache.lookup(chat(PARAPHRASE), never)
+    assert threaded.hit and threaded.expires_at is None
+    pending = cache.hits.pending() if cache.hits is not None else None
+    local = cache.lookup(chat(PARAPHRASE), never, local_only=True)
+    assert local == threaded
+    assert cache.hits is not None and cache.hits.pending() == pending  # same entry, counted
+    assert cache.entries.get(result.entry_id).expires_at is None
+
+
 def test_without_a_hit_counter_every_local_hit_blocks(
     embedder: Embedder, store: EntryStore, clock: ManualClock
 ) -> None:

@@ -127,6 +127,14 @@ class GatewayMetrics:
             "Requests served without the semantic layer because the database was down",
             registry=r,
         )
+        # Where lookups were decided (gateway/proxy/pipeline.py): "memory" on the event loop
+        # (a repeated question, everything kept), "thread" in a lookup thread.
+        self.semantic_lookups = Counter(
+            "cachegate_semantic_lookups",
+            "Semantic lookups by where they were decided (memory or thread)",
+            ["path"],
+            registry=r,
+        )
 
         # Review labels (gateway/review/api.py): the misfire-rate alert reads their ratio.
         self.misfire_labels = Counter(

@@ -167,6 +167,8 @@ class Pipeline:
         try:
             result = self._from_memory(query, sem) if self.inline and not trace else None
             if result is None:
+                if not trace:
+                    self.metrics.semantic_lookups.labels("thread").inc()
                 lookup = partial(self.cache.lookup, query, sem, trace=trace, show=show)
                 # as asyncio.to_thread does: the caller's context (trace spans) goes along
                 result = await asyncio.get_running_loop().run_in_executor(
@@ -205,9 +207,11 @@ class Pipeline:
         a third of a cached hit; anything that would wait goes to the lookup threads."""
         assert self.cache is not None
         try:
-            return self.cache.lookup(query, sem, local_only=True)
+            result = self.cache.lookup(query, sem, local_only=True)
         except WouldBlockError:
             return None
+        self.metrics.semantic_lookups.labels("memory").inc()
+        return result
 
     async def _judge_refuses(
         self, ctx: TenantContext, query: SemanticQuery, result: LookupResult, tr: LookupTrace

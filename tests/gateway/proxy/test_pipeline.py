@@ -312,11 +312,16 @@ def test_a_repeated_question_is_decided_on_the_event_loop(cache: SemanticCache) 
         # though acme's vector, row and verdicts are all in memory (positive control above).
         assert lookup(pipe, ctx("other"), body(paraphrase)).header == "miss:empty"
         assert sample(metrics, "cachegate_semantic_hits_total", tenant="acme") == 2
+        # Where each lookup was decided: the new paraphrase in a thread; from memory the
+        # repeat and the two asks of an empty partition (nothing to search or embed).
+        assert sample(metrics, "cachegate_semantic_lookups_total", path="thread") == 1
+        assert sample(metrics, "cachegate_semantic_lookups_total", path="memory") == 3
         # inline=False: every lookup goes to a thread
         seen.clear()
         threaded = Pipeline(cache, metrics, lookup_threads=1, inline=False)
         assert lookup(threaded, ctx(), body(paraphrase)).status == "hit"
         assert [local for _, local in seen] == [False]
+        assert sample(metrics, "cachegate_semantic_lookups_total", path="thread") == 2
         threaded.close()
     finally:
         cache.lookup = original  # type: ignore[method-assign]

@@ -61,9 +61,9 @@ def test_a_swapped_embedder_keeps_vectors_only_when_it_is_the_same_model(
     assert cache.store(chat(STORED), reply()).stored
     assert cache.vectors.cached("tenant-a", STORED) is not None
     wrapper = CountingEmbedder(embedder)  # e.g. the tracing wrapper: the same model
-    cache.embedder = wrapper  # type: ignore[assignment]
+    cache.embedder = wrapper
     assert cache.vectors.cached("tenant-a", STORED) is not None  # positive control: kept
     other = CountingEmbedder(embedder)
     other.embedder_id = "another-model:384:0"
-    cache.embedder = other  # type: ignore[assignment]
+    cache.embedder = other
     assert cache.vectors.cached("tenant-a", STORED) is None  # never compared across models

@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from semantic.cacheability import uncacheable_reason
-from semantic.candidates import Choice, choose, trace_candidates
+from semantic.candidates import choose, decided_result, trace_candidates
 from semantic.embedder import TextEmbedder
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
@@ -208,7 +208,7 @@ class SemanticCache:
         )
         if trace:
             trace_candidates(tr, self.validator, query, key, found, rows, choice, policy, now)
-            return self._decided(tr, key, choice, best_score, vector, size - len(choice.vanished))
+            return decided_result(tr, key, choice, best_score, vector, size - len(choice.vanished))
         if choice.served is not None:
             if local_only and self._writes_hit_at_once(choice.served[0], policy):
                 raise WouldBlockError("the hit is written at once", reason="store")
@@ -217,7 +217,7 @@ class SemanticCache:
             raise WouldBlockError("vanished or expired rows must be forgotten", reason="store")
         self._forget(key, choice.vanished, choice.expired, now)
         remaining = self.index.size(key, blocking=not local_only)
-        return self._decided(tr, key, choice, best_score, vector, remaining)
+        return decided_result(tr, key, choice, best_score, vector, remaining)
 
     def _vector(self, query: SemanticQuery, local_only: bool) -> NDArray[np.float32]:
         if not local_only:
@@ -226,51 +226,6 @@ class SemanticCache:
         if vector is None:
             raise WouldBlockError("the question must be embedded", reason="embedding")
         return vector
-
-    @staticmethod
-    def _decided(
-        tr: LookupTrace,
-        key: str,
-        choice: Choice,
-        best_score: float,
-        vector: NDArray[np.float32],
-        remaining: int,
-    ) -> LookupResult:
-        """The result of a dry run, or of a serving miss: nothing is written here."""
-        if choice.served is not None:  # only a dry run gets here with an entry to serve
-            entry, score = choice.served
-            tr.served(entry.id)
-            tr.step("validators", True)
-            return LookupResult(
-                True,
-                key,
-                score=score,
-                entry_id=entry.id,
-                answer=entry.answer,
-                cached_question=entry.question,
-                expires_at=entry.expires_at,
-                embedding=vector,
-                trace=tr.result,
-                verifier_score=choice.verifier_score,
-            )
-        if choice.refused is not None:
-            reason, entry_id = choice.refused
-            tr.step("validators", False, reason)
-            return LookupResult(
-                False,
-                key,
-                reason=reason,
-                score=best_score,
-                entry_id=entry_id,
-                embedding=vector,
-                trace=tr.result,
-                verifier_score=choice.verifier_score,
-            )
-        # None cleared the bar, or every candidate had vanished and nothing is left.
-        reason = EMPTY if remaining == 0 else BELOW_THRESHOLD
-        return LookupResult(
-            False, key, reason=reason, score=best_score, embedding=vector, trace=tr.result
-        )
 
     def _hit(
         self,

@@ -8,8 +8,9 @@ lookup that serves it. When the policy has a ``verifier_cut``, every eligible
 candidate the validator accepts is scored by the pair verifier in one batch
 (:mod:`semantic.verification`) and the best (by similarity) above the cut is
 served; the others are ``verifier_refused`` (or ``verifier_error`` when the
-verifier failed: never a hit). Nothing here writes: forgetting vanished and expired
-entries, and counting a hit, is the cache's job after the choice.
+verifier failed: never a hit). :func:`decided_result` turns a choice that serves
+nothing (or a dry run's) into the lookup's result. Nothing here writes: forgetting
+vanished and expired entries, and counting a hit, is the cache's job after the choice.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
+from numpy.typing import NDArray
+
 from semantic.hit_validator import HitValidator
 from semantic.partition import SemanticQuery
 from semantic.policy import SemanticPolicy
 from semantic.question import normalize_question
-from semantic.results import BELOW_THRESHOLD, EXPIRED
+from semantic.results import BELOW_THRESHOLD, EMPTY, EXPIRED, LookupResult
 from semantic.store import StoredEntry
 from semantic.trace import VANISHED, LookupTrace, TraceCandidate
 from semantic.verification import VERIFIER_REFUSED, HitVerifier, verify
@@ -198,3 +202,48 @@ def trace_candidates(
                 choice.verifier_scores.get(entry_id),
             )
         )
+
+
+def decided_result(
+    tr: LookupTrace,
+    key: str,
+    choice: Choice,
+    best_score: float,
+    vector: NDArray[np.float32],
+    remaining: int,
+) -> LookupResult:
+    """The result of a dry run, or of a serving miss: nothing is written here."""
+    if choice.served is not None:  # only a dry run gets here with an entry to serve
+        entry, score = choice.served
+        tr.served(entry.id)
+        tr.step("validators", True)
+        return LookupResult(
+            True,
+            key,
+            score=score,
+            entry_id=entry.id,
+            answer=entry.answer,
+            cached_question=entry.question,
+            expires_at=entry.expires_at,
+            embedding=vector,
+            trace=tr.result,
+            verifier_score=choice.verifier_score,
+        )
+    if choice.refused is not None:
+        reason, entry_id = choice.refused
+        tr.step("validators", False, reason)
+        return LookupResult(
+            False,
+            key,
+            reason=reason,
+            score=best_score,
+            entry_id=entry_id,
+            embedding=vector,
+            trace=tr.result,
+            verifier_score=choice.verifier_score,
+        )
+    # None cleared the bar, or every candidate had vanished and nothing is left.
+    reason = EMPTY if remaining == 0 else BELOW_THRESHOLD
+    return LookupResult(
+        False, key, reason=reason, score=best_score, embedding=vector, trace=tr.result
+    )

@@ -15,6 +15,10 @@ exact:
 - a row is trusted for at most ``max_age`` seconds, a bound on staleness if the
   change feed stalls, and a row expired by its stored expiry is never returned
   (it is read again: another replica may have slid it).
+
+A kept :class:`~semantic.store.StoredEntry` is handed to every lookup that reads it:
+its ``answer`` is shared between requests and must be treated as read-only (the
+gateway only reads it to build each response).
 """
 
 from __future__ import annotations

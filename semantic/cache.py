@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from semantic.cacheability import uncacheable_reason
-from semantic.candidates import choose, decided_result, trace_candidates
+from semantic.candidates import choose, decided_result, hit_result, trace_candidates
 from semantic.embedder import TextEmbedder
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
@@ -247,16 +247,8 @@ class SemanticCache:
             # A slid expiry is written at once: the next lookup (here or on another
             # replica) must not find the entry expired by its old expiry.
             self._record_hit_now(entry.id, now, slid)
-        return LookupResult(
-            True,
-            key,
-            score=score,
-            entry_id=entry.id,
-            answer=entry.answer,
-            cached_question=entry.question,
-            expires_at=expires_at,
-            embedding=vector,
-            verifier_score=verifier_score,
+        return hit_result(
+            key, entry, score, vector, expires_at=expires_at, verifier_score=verifier_score
         )
 
     def _writes_hit_at_once(self, entry: StoredEntry, policy: SemanticPolicy) -> bool:

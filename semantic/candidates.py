@@ -8,7 +8,8 @@ lookup that serves it. When the policy has a ``verifier_cut``, every eligible
 candidate the validator accepts is scored by the pair verifier in one batch
 (:mod:`semantic.verification`) and the best (by similarity) above the cut is
 served; the others are ``verifier_refused`` (or ``verifier_error`` when the
-verifier failed: never a hit). :func:`decided_result` turns a choice that serves
+verifier failed: never a hit). :func:`hit_result` builds a hit's result (the cache's and a
+dry run's); :func:`decided_result` turns a choice that serves
 nothing (or a dry run's) into the lookup's result. Nothing here writes: forgetting
 vanished and expired entries, and counting a hit, is the cache's job after the choice.
 """
@@ -204,6 +205,31 @@ def trace_candidates(
         )
 
 
+def hit_result(
+    key: str,
+    entry: StoredEntry,
+    score: float,
+    vector: NDArray[np.float32],
+    *,
+    expires_at: datetime | None,
+    verifier_score: float | None,
+    trace: LookupTrace | None = None,
+) -> LookupResult:
+    """A hit on ``entry`` (served, or what a dry run would serve)."""
+    return LookupResult(
+        True,
+        key,
+        score=score,
+        entry_id=entry.id,
+        answer=entry.answer,
+        cached_question=entry.question,
+        expires_at=expires_at,
+        embedding=vector,
+        trace=trace,
+        verifier_score=verifier_score,
+    )
+
+
 def decided_result(
     tr: LookupTrace,
     key: str,
@@ -217,17 +243,14 @@ def decided_result(
         entry, score = choice.served
         tr.served(entry.id)
         tr.step("validators", True)
-        return LookupResult(
-            True,
+        return hit_result(
             key,
-            score=score,
-            entry_id=entry.id,
-            answer=entry.answer,
-            cached_question=entry.question,
+            entry,
+            score,
+            vector,
             expires_at=entry.expires_at,
-            embedding=vector,
-            trace=tr.result,
             verifier_score=choice.verifier_score,
+            trace=tr.result,
         )
     if choice.refused is not None:
         reason, entry_id = choice.refused

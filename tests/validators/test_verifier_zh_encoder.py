@@ -86,8 +86,9 @@ def test_weights_for_fewer_layers_are_refused(tmp_path: Path) -> None:
             "我的卡被吞了怎么办",
             "自动取款机吞了我的卡，该怎么办？",
             # Served by the first Chinese model; the retrained one, whose cut holds the
-            # 1% bound on four times as many Chinese hard negatives, scores it 0.9453
-            # against the cut 0.9456: at 1% about a quarter of Chinese paraphrases pass.
+            # 1% bound on four times as many Chinese hard negatives, scored it 0.9453
+            # against the cut 0.9456 then (0.9797 since the calibration split grew):
+            # at 1% about a fifth to a quarter of Chinese paraphrases pass.
             marks=pytest.mark.xfail(reason="a paraphrase just below the 1% cut", strict=False),
         ),
     ],

@@ -91,7 +91,15 @@ def build(trainable_layers: int) -> PairClassifier:
     return model
 
 
-def train(model: PairClassifier, pairs: Sequence[VPair], cfg: TrainConfig) -> dict[str, float]:
+def train(
+    model: PairClassifier,
+    pairs: Sequence[VPair],
+    cfg: TrainConfig,
+    targets: dict[tuple[str, str], float] | None = None,
+) -> dict[str, float]:
+    """Fine-tune in place; ``targets`` are soft labels by pair (bench/verifier_teacher.py),
+    the rest train on their labels."""
+    targets = targets or {}
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
     rng = random.Random(cfg.seed)
@@ -118,7 +126,9 @@ def train(model: PairClassifier, pairs: Sequence[VPair], cfg: TrainConfig) -> di
         if not keep:
             continue
         ids, mask = model.encoder.pad([rows[i] for i in keep])  # type: ignore[misc]
-        labels = torch.tensor([float(batch[i].label) for i in keep])
+        labels = torch.tensor(
+            [targets.get((batch[i].a, batch[i].b), float(batch[i].label)) for i in keep]
+        )
         loss = loss_fn(model(ids, mask), labels)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -244,6 +254,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-english", action="store_true", help="train on Chinese pairs only")
     ap.add_argument("--report-per-kind", type=int, default=300)
     ap.add_argument(
+        "--teacher-weight",
+        type=float,
+        default=0.0,
+        help="mix the English verifier's score of the originals into the Chinese intent"
+        " pairs' targets (bench/verifier_teacher.py); 0 = labels only",
+    )
+    ap.add_argument(
         "--init-from",
         type=Path,
         default=None,
@@ -278,7 +295,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         max_minutes=args.max_minutes,
     )
-    stats = train(model, chosen, cfg)
+    targets: dict[tuple[str, str], float] = {}
+    if args.teacher_weight:
+        from bench.verifier_teacher import english_teacher, soft_targets
+
+        targets = soft_targets(chosen, english_teacher(), args.teacher_weight)
+        print(f"train zh: {len(targets)} pairs with the teacher's targets", file=sys.stderr)
+    stats = train(model, chosen, cfg, targets)
+    stats["teacher_weight"] = args.teacher_weight
+    stats["taught_pairs"] = len(targets)
     print(f"train zh: {stats}", file=sys.stderr)
     result = report(model, pairs, args.report_per_kind, args.seed)
     counts: dict[str, int] = {}

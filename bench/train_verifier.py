@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import verifier_calibrate as calib
 from bench import verifier_card, verifier_eval
+from bench.verifier_calibrate import CAL_CAP, calibrate, float32_beside
 from bench.verifier_calibrate_int8 import calibrate_zh_int8, card_section
 from bench.verifier_pairs import VPair, build_pairs, load, sample_train, save
 from bench.verifier_training import TrainConfig, load_base, train
@@ -79,7 +80,6 @@ CAPS = {
 }
 # Calibration and in-run evaluation pairs per (language, kind): bounded so the
 # whole run stays under 30 minutes on two shared cores.
-CAL_CAP = 500
 EVAL_CAP = 400
 FIXED_PAIRS = (
     ("How do I convert Celsius to Fahrenheit?", "How do I convert Fahrenheit to Celsius?"),
@@ -174,65 +174,6 @@ def chinese_training_pairs(model_dir: Path) -> int:
         return 0
     counts: dict[str, int] = json.loads(path.read_text()).get("pairs", {})
     return sum(n for key, n in counts.items() if key.startswith("zh/"))
-
-
-def calibrate(
-    pairs: Sequence[VPair], model_dir: Path, dtype: Dtype = "float32"
-) -> dict[str, object]:
-    """Score the calibration split in ``dtype`` and write its calibration file.
-
-    float32 also fits the Chinese scores' map onto the English scale (zh_encoder.json).
-    Another dtype keeps that map: the Chinese cross-encoder runs in float32 whatever
-    the dtype, so its scores do not move, and ``cut_for`` takes each language's own
-    cut on the scores as served, so the bound holds in both languages whichever sets
-    the cut."""
-    cal = verifier_eval.sample_eval(pairs, CAL_CAP, split="cal")
-    zh_meta = model_dir / verifier_zh_encoder.META_FILE
-    if dtype == "float32":
-        # The verifier reads its calibration on load; an empty one stands in until
-        # the real one is written below (cut_for is not called before that).
-        (model_dir / "calibration.json").write_text(json.dumps({"negatives": {}, "positives": {}}))
-        if zh_meta.exists():  # the map is fitted to raw Chinese scores, not mapped ones
-            meta = json.loads(zh_meta.read_text())
-            meta["to_common_scale"] = {"x": [0.0, 1.0], "y": [0.0, 1.0]}
-            zh_meta.write_text(json.dumps(meta, indent=2) + "\n")
-    verifier = PairVerifier(model_dir, dtype=dtype)
-    print(f"calibration ({dtype}): scoring {len(cal)} pairs", file=sys.stderr)
-    verdicts = calib.score_pairs(verifier, cal)
-    if dtype == "float32" and verifier.zh_model_file is not None:
-        kept = [
-            i for i, p in enumerate(cal) if p.kind not in calib.CALIBRATION_EXCLUDED and not p.label
-        ]
-        en_neg = [verdicts[i].score for i in kept if verdicts[i].path == "en"]
-        zh_neg = [verdicts[i].score for i in kept if verdicts[i].path == "zh"]
-        meta = json.loads(verifier.zh_model_file.read_text())
-        meta["to_common_scale"] = calib.common_scale(zh_neg, en_neg)
-        verifier.zh_model_file.write_text(json.dumps(meta, indent=2) + "\n")
-        verifier = PairVerifier(model_dir)
-        zh_idx = [i for i, v in enumerate(verdicts) if v.path == "zh"]
-        mapped = verifier.verdicts_for_pairs([(cal[i].a, cal[i].b) for i in zh_idx])
-        for i, v in zip(zh_idx, mapped, strict=True):
-            verdicts[i] = v
-    result = calib.calibration(cal, [v.score for v in verdicts], [v.supported for v in verdicts])
-    result = calib.identified(result, verifier, cal)
-    (model_dir / CALIBRATION_FILES[dtype]).write_text(json.dumps(result) + "\n")
-    return result
-
-
-def float32_beside(
-    pairs: Sequence[VPair], model_dir: Path, other: dict[str, Any]
-) -> dict[str, Any]:
-    """The float32 calibration of the pairs ``other`` scored: calibration.json when it
-    scored them, else those pairs scored in float32 now (for comparison; not written)."""
-    shipped: dict[str, Any] = json.loads((model_dir / CALIBRATION_FILES["float32"]).read_text())
-    if shipped.get("pairs_sha256") == other["pairs_sha256"]:
-        return shipped
-    cal = verifier_eval.sample_eval(pairs, CAL_CAP, split="cal")
-    print(f"calibration (float32, for comparison): scoring {len(cal)} pairs", file=sys.stderr)
-    verifier = PairVerifier(model_dir)
-    verdicts = calib.score_pairs(verifier, cal)
-    result = calib.calibration(cal, [v.score for v in verdicts], [v.supported for v in verdicts])
-    return calib.identified(result, verifier, cal)
 
 
 def record_fixtures(model_dir: Path) -> list[dict[str, object]]:

@@ -7,6 +7,9 @@ cross-encoder is trained by bench/train_verifier_zh.py).
 - ``calibration``: for the calibration split, every negative's and positive's
   score per language (``PairVerifier.cut_for`` reads the cut off the negatives)
   and a table of cut, misfire rate and positives kept for a few targets.
+- ``calibrate``: score the calibration split in a dtype and write its file (float32
+  also fits ``common_scale``); ``float32_beside``: the float32 calibration to compare
+  another dtype's with (both run by bench/train_verifier.py).
 - ``dtype_card_section`` / ``put_card_section``: the model card's section on a
   calibration in another compute dtype (bfloat16), compared with the float32 one.
 
@@ -19,18 +22,23 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench import verifier_eval
 from bench.verifier_pairs import VPair
+from validators import verifier_zh_encoder
 from validators.verifier import CALIBRATION_FILES, PairVerifier, Verdict
 from validators.verifier_dtype import Dtype
 
 TARGETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 CALIBRATION_EXCLUDED = ("unrelated",)
+#: Calibration pairs per (language, kind) that bench/train_verifier.py scores.
+CAL_CAP = 500
 
 
 def common_scale(
@@ -218,3 +226,60 @@ def put_card_section(card: Path, section: str) -> None:
         at = at if at >= 0 else len(text)
         text = text[:at] + section + "\n" + text[at:]
     card.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+
+
+def calibrate(
+    pairs: Sequence[VPair], model_dir: Path, dtype: Dtype = "float32"
+) -> dict[str, object]:
+    """Score the calibration split in ``dtype`` and write its calibration file.
+
+    float32 also fits the Chinese scores' map onto the English scale (zh_encoder.json).
+    Another dtype keeps that map: the Chinese cross-encoder runs in float32 whatever
+    the dtype, so its scores do not move, and ``cut_for`` takes each language's own
+    cut on the scores as served, so the bound holds in both languages whichever sets
+    the cut."""
+    cal = verifier_eval.sample_eval(pairs, CAL_CAP, split="cal")
+    zh_meta = model_dir / verifier_zh_encoder.META_FILE
+    if dtype == "float32":
+        # The verifier reads its calibration on load; an empty one stands in until
+        # the real one is written below (cut_for is not called before that).
+        (model_dir / "calibration.json").write_text(json.dumps({"negatives": {}, "positives": {}}))
+        if zh_meta.exists():  # the map is fitted to raw Chinese scores, not mapped ones
+            meta = json.loads(zh_meta.read_text())
+            meta["to_common_scale"] = {"x": [0.0, 1.0], "y": [0.0, 1.0]}
+            zh_meta.write_text(json.dumps(meta, indent=2) + "\n")
+    verifier = PairVerifier(model_dir, dtype=dtype)
+    print(f"calibration ({dtype}): scoring {len(cal)} pairs", file=sys.stderr)
+    verdicts = score_pairs(verifier, cal)
+    if dtype == "float32" and verifier.zh_model_file is not None:
+        kept = [i for i, p in enumerate(cal) if p.kind not in CALIBRATION_EXCLUDED and not p.label]
+        en_neg = [verdicts[i].score for i in kept if verdicts[i].path == "en"]
+        zh_neg = [verdicts[i].score for i in kept if verdicts[i].path == "zh"]
+        meta = json.loads(verifier.zh_model_file.read_text())
+        meta["to_common_scale"] = common_scale(zh_neg, en_neg)
+        verifier.zh_model_file.write_text(json.dumps(meta, indent=2) + "\n")
+        verifier = PairVerifier(model_dir)
+        zh_idx = [i for i, v in enumerate(verdicts) if v.path == "zh"]
+        mapped = verifier.verdicts_for_pairs([(cal[i].a, cal[i].b) for i in zh_idx])
+        for i, v in zip(zh_idx, mapped, strict=True):
+            verdicts[i] = v
+    result = calibration(cal, [v.score for v in verdicts], [v.supported for v in verdicts])
+    result = identified(result, verifier, cal)
+    (model_dir / CALIBRATION_FILES[dtype]).write_text(json.dumps(result) + "\n")
+    return result
+
+
+def float32_beside(
+    pairs: Sequence[VPair], model_dir: Path, other: dict[str, Any]
+) -> dict[str, Any]:
+    """The float32 calibration of the pairs ``other`` scored: calibration.json when it
+    scored them, else those pairs scored in float32 now (for comparison; not written)."""
+    shipped: dict[str, Any] = json.loads((model_dir / CALIBRATION_FILES["float32"]).read_text())
+    if shipped.get("pairs_sha256") == other["pairs_sha256"]:
+        return shipped
+    cal = verifier_eval.sample_eval(pairs, CAL_CAP, split="cal")
+    print(f"calibration (float32, for comparison): scoring {len(cal)} pairs", file=sys.stderr)
+    verifier = PairVerifier(model_dir)
+    verdicts = score_pairs(verifier, cal)
+    result = calibration(cal, [v.score for v in verdicts], [v.supported for v in verdicts])
+    return identified(result, verifier, cal)

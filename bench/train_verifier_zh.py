@@ -225,6 +225,7 @@ def write(model: PairClassifier, out_dir: Path, info: dict) -> None:
         for k, v in model.state_dict().items()
         if k.startswith("head.") or layer_index(k) >= frozen
     }
+    out_dir.mkdir(parents=True, exist_ok=True)
     weights = out_dir / "zh_encoder.safetensors"
     digest = verifier_codec.save(state, weights)
     meta = {
@@ -268,9 +269,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         " trainable layers or more)",
     )
     args = ap.parse_args(argv)
-    from bench.verifier_pairs import load
+    # made (or refused) before the quarter hour of training, not after it
+    args.out.mkdir(parents=True, exist_ok=True)
+    # built on a fresh clone (the pairs file is not committed), as train_verifier does
+    from bench.train_verifier import load_or_build_pairs
 
-    pairs = load(args.pairs)
+    pairs = load_or_build_pairs(args.pairs, rebuild=False)
     chosen = training_pairs(pairs, args.seed, english=not args.no_english)
     print(f"train zh: {len(chosen)} training pairs", file=sys.stderr)
     model = build(args.trainable_layers)

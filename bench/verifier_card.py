@@ -184,11 +184,14 @@ Latency on this CPU:
 .venv/bin/python bench/train_verifier.py            # reuses data/verifier/pairs.jsonl if present
 .venv/bin/python bench/train_verifier.py --rebuild-pairs --max-minutes 22
 # the shipped English weights: the earlier ones continued on a larger sample
-.venv/bin/python bench/train_verifier.py --init-from validators/verifier_model --lr 3e-5 \
-    --epochs 2 --max-minutes 40 --threads 2 --seed 14 --cap paraphrase=10000 \
-    --cap paraphrase_random=5000 --cap hard=12000 --cap surface=1500 --cap unrelated=1500 \
+.venv/bin/python bench/train_verifier.py --init-from validators/verifier_model --lr 3e-5 \\
+    --epochs 2 --max-minutes 40 --threads 2 --seed 14 --cap paraphrase=10000 \\
+    --cap paraphrase_random=5000 --cap hard=12000 --cap surface=1500 --cap unrelated=1500 \\
     --cap entity=2063 --cap polarity=4000 --out <trial dir with zh_encoder.* copied in>
 .venv/bin/python bench/train_verifier_zh.py                        # Chinese cross-encoder
+# the shipped Chinese weights' last run: the earlier ones continued into layers 2-5
+.venv/bin/python bench/train_verifier_zh.py --init-from validators/verifier_model \\
+    --trainable-layers 10 --lr 3e-5 --epochs 1 --seed 15 --out <trial dir>
 .venv/bin/python bench/train_verifier.py --skip-training           # then recalibrate
 .venv/bin/python bench/verifier_eval.py             # eval split only
 ```

@@ -12,7 +12,9 @@ the ranking is as good: AUC 0.851 against 0.848 on the held-out Chinese pairs
 calibration of its own (``zh_encoder.json``, key ``int8``, written by
 ``bench/train_verifier.py --skip-training --calibrate-zh-int8``): its cut for a
 target misfire rate is read off its own scores, never the float32 ones. Per-tensor
-weights ranked worse in a scratch comparison (AUC 0.836), hence per channel.
+weights ranked worse in a scratch comparison (AUC 0.836), hence per channel. The
+weights keep 7 bits (``reduce_range``), so the products are exact on every x86 CPU
+and one calibration holds wherever the graph runs (see :func:`quantize_int8`).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ import tempfile
 from pathlib import Path
 
 #: Largest logit difference from the float32 module accepted on the probe pairs: a
-#: sanity bound that a broken graph fails (the measured worst is ~0.7), not a promise
-#: of equal scores, which is what the int8 calibration is for.
-MAX_INT8_LOGIT_DIFF = 1.5
+#: sanity bound that a broken graph fails (the measured worst is ~0.7 with 8-bit
+#: weights, 1.6 with the 7-bit ones shipped), not a promise of equal scores, which is
+#: what the int8 calibration is for.
+MAX_INT8_LOGIT_DIFF = 2.5
 
 
 def quantize_int8(model: bytes) -> bytes:
@@ -54,6 +57,12 @@ def quantize_int8(model: bytes) -> bytes:
                 op_types_to_quantize=["MatMul"],
                 per_channel=True,
                 weight_type=QuantType.QInt8,
+                # 7-bit weights: without VNNI/AMX, ONNX Runtime's u8 x s8 kernels add
+                # pairs of products in int16, which 255 * 127 * 2 overflows (measured on
+                # an AVX2 EPYC: errors of ~8% of a product's range), so the same graph
+                # would score differently by CPU and the int8 calibration would hold on
+                # one kind only. 255 * 63 * 2 fits; the cost is one bit of weight.
+                reduce_range=True,
             )
         finally:
             root.setLevel(level)

@@ -113,8 +113,8 @@ class Settings(BaseSettings):
     # (validators/onnx_forward.py); "torch"; "onnx" fails at start instead of falling back.
     verifier_backend: Literal["auto", "torch", "onnx"] = "auto"
     # The Chinese verifier's products: "int8" is ~2.4x faster (8.3 -> 3.4 ms a pair) with its
-    # own shipped calibration (validators/onnx_quantize.py); "auto": int8 where the CPU has
-    # int8 dot products (VNNI, AMX) and ONNX Runtime runs the verifier, float32 elsewhere.
+    # own shipped calibration (validators/onnx_quantize.py); "auto": int8 where ONNX Runtime
+    # runs the verifier on an x86 CPU with AVX2, VNNI or AMX, float32 elsewhere.
     verifier_zh_precision: Literal["auto", "float32", "int8"] = "auto"
     verifier_calibration_seconds: float = Field(60.0, gt=0)  # how long a tenant's cut is kept
 

@@ -6,8 +6,8 @@ that is not cached: 8.3 ms a pair in float32 ONNX Runtime on a Sapphire Rapids c
 activations per tensor, quantized at run time by ONNX Runtime's integer kernels,
 which use VNNI/AMX where the CPU has them) take 3.4 ms (bench/verifier_backends.py).
 
-Scores move (a probability by ~0.05 on average, by up to ~0.9 on single pairs), yet
-the ranking is as good: AUC 0.851 against 0.848 on the held-out Chinese pairs
+Scores move (a probability by ~0.09 on average with the 7-bit weights below), yet
+the ranking is nearly as good: AUC 0.865 against 0.869 on the held-out Chinese pairs
 (bench/results/verifier_eval_zh_{int8,float32}.json). So the int8 graph has a
 calibration of its own (``zh_encoder.json``, key ``int8``, written by
 ``bench/train_verifier.py --skip-training --calibrate-zh-int8``): its cut for a

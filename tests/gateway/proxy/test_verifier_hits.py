@@ -54,7 +54,7 @@ CASES = [
     ),
     (
         "entity_change",
-        # cosine 0.845, above the retrieval threshold (0.83): the amount refuses it
+        # cosine 0.845, above the retrieval threshold (0.84): the amount refuses it
         "How long does a $100 transfer take?",
         "How long does a $5000 transfer take?",
         "miss:entity_mismatch:",
@@ -123,16 +123,27 @@ def test_the_verifier_decides_each_kind_of_pair(
     assert header.startswith(expected), header
 
 
+@pytest.mark.parametrize("zh_precision", ["float32", "int8"])
 def test_a_chinese_paraphrase_is_served_through_the_multilingual_embedder(
-    up: Upstream, verifier: GatewayVerifier, tmp_path_factory: pytest.TempPathFactory
+    up: Upstream, zh_precision: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     from semantic.embedder_e5 import E5Embedder
+    from validators.verifier import PairVerifier
 
+    # Both Chinese graphs `auto` can pick, each read against its own calibration. The
+    # tenant allows 5% misfires: at the default 1% about a quarter of Chinese
+    # paraphrases pass (bench/semantic_eval_verifier.py measures that), and this pair
+    # asked in this order scores 0.9799 in float32 and 0.922 in int8 against cuts of
+    # 0.979 / 0.9795, so the default would test a coin, not the path.
+    verifier = GatewayVerifier(PairVerifier(cache_size=0, zh_precision=zh_precision))
     e5 = E5Embedder(progress=False)
     with verified_gateway(tmp_path_factory.mktemp("verifier-zh"), up, e5, verifier) as g:
-        assert stored_then_asked(g, "怎么修改登录密码", "如何更改我的登录密码")[1] == "hit"
-        # Positive control: an unrelated question with the same shape is not served.
-        header = stored_then_asked(g, "你们几点开门几点关门", "如何开具发票")[1]
+        tenant = {"target_misfire_rate": 0.05}
+        assert (
+            stored_then_asked(g, "怎么修改登录密码", "如何更改我的登录密码", **tenant)[1] == "hit"
+        )
+        # Negative control: an unrelated question with the same shape is not served.
+        header = stored_then_asked(g, "你们几点开门几点关门", "如何开具发票", **tenant)[1]
         assert header.startswith("miss:"), header
 
 

@@ -41,7 +41,7 @@ from prefix.model.forward_batch import ForwardBatch
 from prefix.model.kv_cache import PagedKVCache
 from prefix.model.llama import DecoderLayer, LlamaModel
 from prefix.model.loader import LoadedModel, default_model_path, load_model
-from prefix.model.packed_linear import PackedLinear
+from prefix.model.packed_linear import PackedLinear, can_pack
 
 
 def linear_calls(model: LlamaModel, rows: int) -> Callable[[], None]:
@@ -157,6 +157,11 @@ def main() -> None:
     dtype = torch.bfloat16 if args.dtype == "bfloat16" else torch.float32
     if not torch.backends.mkldnn.is_available():
         raise SystemExit("this torch build has no oneDNN; nothing to compare")
+    if dtype == torch.bfloat16 and not can_pack(dtype, "cpu"):
+        raise SystemExit(
+            "oneDNN cannot pack bf16 weights on this CPU (it needs AVX512 or AVX-NE-CONVERT);"
+            " try --dtype float32"
+        )
     print(f"loading SmolLM2 twice in {args.dtype} ...", flush=True)
     models: dict[str, LoadedModel] = {
         name: load_model(default_model_path(), device="cpu", dtype=dtype, verbose=False)

@@ -25,6 +25,7 @@ suffix = full forward, batched decode = each sequence alone, packed = plain.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,13 +39,27 @@ BATCH_HINT = 32
 
 
 def can_pack(dtype: torch.dtype, device: torch.device | str) -> bool:
-    """Whether packing pays here: bf16 on a CPU whose PyTorch has oneDNN."""
+    """Whether packing pays here: bf16 on a CPU whose PyTorch has oneDNN and whose
+    oneDNN can lay bf16 weights out (:func:`_can_reorder_bf16`)."""
     return (
         torch.device(device).type == "cpu"
         and dtype == torch.bfloat16
         and torch.backends.mkldnn.is_available()
         and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+        and _can_reorder_bf16()
     )
+
+
+@functools.cache
+def _can_reorder_bf16() -> bool:
+    """oneDNN's bf16 reorder needs AVX512 (bw, vl, dq) or AVX-NE-CONVERT; on a CPU with
+    AVX2 alone (an EPYC of the Zen 2/3 kind) it raises. Asked of oneDNN itself, once,
+    on a tiny weight, rather than guessed from CPU flags."""
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(8, 8, dtype=torch.bfloat16), 1)
+    except RuntimeError:
+        return False
+    return True
 
 
 class PackedLinear(nn.Module):

@@ -12,12 +12,23 @@ from bench.decode_speed import DecodeState
 from bench.packed_linears import alternate, decode_steps, force_pack, linear_calls, row
 from prefix.model.llama import DecoderLayer
 from prefix.model.loader import load_model
-from prefix.model.packed_linear import PackedLinear
+from prefix.model.packed_linear import PackedLinear, can_pack
 from tests.prefix.tiny_models import save_tiny_model
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="needs oneDNN")
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        pytest.param(
+            torch.bfloat16,
+            marks=pytest.mark.skipif(
+                not can_pack(torch.bfloat16, "cpu"), reason="oneDNN cannot pack bf16 on this CPU"
+            ),
+        ),
+        torch.float32,
+    ],
+)
 def test_bench_pieces_run_plain_and_packed(tmp_path: Path, dtype: torch.dtype) -> None:
     save_tiny_model(tmp_path / "m", "qwen2")
     plain, packed = (

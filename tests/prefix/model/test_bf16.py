@@ -164,7 +164,7 @@ def smol_bf16_packed(smol_loaded: LoadedModel) -> LlamaModel:
     """The engine's form on a bf16 CPU: linears prepacked, q/k/v and gate/up fused."""
     model = bf16_copy(smol_loaded.model)
     if not model.pack():
-        pytest.skip("this torch build has no oneDNN linear packing")
+        pytest.skip("oneDNN cannot pack bf16 here (no oneDNN, or a CPU without AVX512)")
     return model
 
 

@@ -27,7 +27,8 @@ from tests.prefix.model.test_bf16 import (
 from tests.prefix.tiny_models import save_tiny_model
 
 needs_packing = pytest.mark.skipif(
-    not can_pack(torch.bfloat16, "cpu"), reason="this torch build has no oneDNN linear packing"
+    not can_pack(torch.bfloat16, "cpu"),
+    reason="oneDNN cannot pack bf16 here (no oneDNN, or a CPU without AVX512)",
 )
 
 
@@ -45,7 +46,14 @@ def test_can_pack_only_bf16_on_cpu() -> None:
     assert not can_pack(torch.float32, "cpu")
     assert not can_pack(torch.float16, "cpu")
     assert not can_pack(torch.bfloat16, "cuda")
-    assert can_pack(torch.bfloat16, "cpu") == torch.backends.mkldnn.is_available()
+    # the probe agrees with oneDNN itself: where it says no, packing a bf16 weight raises
+    # (AVX2-only CPUs), and where it says yes, packing works
+    weight = torch.randn(16, 8).to(torch.bfloat16)
+    if can_pack(torch.bfloat16, "cpu"):
+        assert PackedLinear([nn.Linear(8, 16).to(torch.bfloat16)]).out_features == 16
+    elif torch.backends.mkldnn.is_available():
+        with pytest.raises(RuntimeError):
+            torch.ops.mkldnn._reorder_linear_weight(weight, 4)
 
 
 @needs_packing
@@ -159,7 +167,6 @@ def test_packed_batched_decode_matches_each_sequence_alone(tiny_pair: Any) -> No
         assert_bf16_close(batched[i : i + 1], alone)
 
 
-@needs_packing
 def test_engine_packs_bf16_only_when_configured(tmp_path: Path, tiny_llama: LoadedModel) -> None:
     save_tiny_model(tmp_path / "m", "llama")
 
@@ -176,7 +183,9 @@ def test_engine_packs_bf16_only_when_configured(tmp_path: Path, tiny_llama: Load
     plain_engine = PrefixEngine(
         EngineConfig(block_size=BLOCK, num_blocks=32, pack_linears=False), loaded=load()
     )
-    assert packed_engine.loaded.model.is_packed
+    # packed where oneDNN can pack bf16; elsewhere (AVX2-only CPUs) the engine keeps the
+    # plain layers instead of failing at load
+    assert packed_engine.loaded.model.is_packed == can_pack(torch.bfloat16, "cpu")
     assert not plain_engine.loaded.model.is_packed
     # float32: packing is not faster there, so it is not applied even when asked for
     fp32 = PrefixEngine(EngineConfig(block_size=BLOCK, num_blocks=32), loaded=tiny_llama)

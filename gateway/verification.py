@@ -143,8 +143,8 @@ def resolve_zh_precision(
     setting: str, backend: str, flags: frozenset[str] | None = None
 ) -> tuple[str, str]:
     """``(precision, why)`` for the Chinese verifier: an explicit setting as given;
-    ``auto`` is int8 where ONNX Runtime runs the verifier, the CPU is one of
-    :data:`INT8_CPU_FLAGS`' and the int8 calibration is shipped, float32 elsewhere."""
+    ``auto`` is int8 where ONNX Runtime runs the verifier, the CPU has one of
+    :data:`INT8_CPU_FLAGS` and the int8 calibration is shipped, float32 elsewhere."""
     from prefix.model.dtype import cpu_flags
     from validators import onnx_forward, verifier_zh_encoder
     from validators.verifier import MODEL_DIR

@@ -1,0 +1,48 @@
+"""The retrieval thresholds in gateway/verification.py are the ones
+bench/semantic_eval_verifier.py chose for the shipped verifier, and the results files
+the README quotes describe that verifier (its 1% cut). Shipping new weights moves the
+cut (session 16: 0.9797 -> 0.9790, and MiniLM's threshold 0.83 -> 0.84), so a model
+shipped without rerunning the pipeline bench fails here rather than serving on a
+threshold chosen for other weights."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gateway.verification import RETRIEVAL_THRESHOLDS
+from validators.verifier import MODEL_DIR
+from validators.verifier_calibration import cut_for
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+#: the embedder -> (results file, its key there) each threshold was chosen by
+CHOSEN_BY = {
+    "all-MiniLM-L6-v2": ("semantic_eval_verifier_minilm_1500.json", "minilm"),
+    "multilingual-e5-small-q4": ("semantic_eval_verifier.json", "e5"),
+}
+
+
+def _results(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text(encoding="utf-8"))
+
+
+def test_every_threshold_names_the_run_that_chose_it() -> None:
+    assert set(RETRIEVAL_THRESHOLDS) == set(CHOSEN_BY)
+
+
+@pytest.mark.parametrize("embedder", sorted(CHOSEN_BY))
+def test_the_threshold_is_the_one_the_bench_chose(embedder: str) -> None:
+    name, key = CHOSEN_BY[embedder]
+    recorded = _results(name)["embedders"][key]
+    assert recorded["embedder_id"].split(":", 1)[0] == embedder
+    assert recorded["retrieval_threshold"] == pytest.approx(RETRIEVAL_THRESHOLDS[embedder])
+
+
+@pytest.mark.parametrize("name", sorted({n for n, _ in CHOSEN_BY.values()}))
+def test_the_results_describe_the_shipped_verifier(name: str) -> None:
+    calibration = json.loads((MODEL_DIR / "calibration.json").read_text(encoding="utf-8"))
+    recorded = _results(name)
+    target = recorded["target_misfire_rate"]
+    assert recorded["verifier_cut"] == pytest.approx(cut_for(calibration, target), abs=1e-6)

@@ -225,7 +225,6 @@ def write(model: PairClassifier, out_dir: Path, info: dict) -> None:
         for k, v in model.state_dict().items()
         if k.startswith("head.") or layer_index(k) >= frozen
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
     weights = out_dir / "zh_encoder.safetensors"
     digest = verifier_codec.save(state, weights)
     meta = {

@@ -20,8 +20,9 @@ from typing import Any
 import torch
 
 from bench.semantic_data import DATA_DIR, load_banking77
-from validators.verifier import FORWARD_CHUNK, PairVerifier
+from validators.verifier import PairVerifier
 from validators.verifier_dtype import apply_dtype
+from validators.verifier_en import FORWARD_CHUNK
 from validators.verify_batcher import Row
 
 BATCHES = (1, 5, 32)
@@ -44,8 +45,7 @@ def pairs_from_banking77(n: int, seed: int) -> list[tuple[str, str]]:
 
 
 def rows_of(verifier: PairVerifier, pairs: list[tuple[str, str]]) -> list[Row]:
-    enc = verifier.tokenizer([a for a, _ in pairs], [b for _, b in pairs], padding=False)
-    return list(zip(enc["input_ids"], enc["token_type_ids"], strict=True))
+    return verifier.en.encode(pairs)
 
 
 def timed(fns: dict[str, Callable[[], list[float]]], repeats: int) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def timed(fns: dict[str, Callable[[], list[float]]], repeats: int) -> dict[str, 
 
 
 def variants(verifier: PairVerifier) -> dict[str, Callable[[list[Row]], list[float]]]:
-    fp32 = verifier.model
+    fp32 = verifier.en.model
     bf16: Any = copy.deepcopy(fp32)
     bf16.to(torch.bfloat16)  # every weight, LayerNorm included
     bf16_linears = copy.deepcopy(fp32)
@@ -73,18 +73,18 @@ def variants(verifier: PairVerifier) -> dict[str, Callable[[list[Row]], list[flo
 
     def chunked(model: Any, autocast: bool = False) -> Callable[[list[Row]], list[float]]:
         def run(rows: list[Row]) -> list[float]:
-            verifier.model = model
+            verifier.en.model = model
             ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else nullcontext()
             try:
                 with ctx:
-                    return verifier._forward_rows(rows)
+                    return verifier.en.forward_rows(rows)
             finally:
-                verifier.model = fp32
+                verifier.en.model = fp32
 
         return run
 
     def one_padded_batch(rows: list[Row]) -> list[float]:  # the forward before this change
-        return verifier._forward(rows)
+        return verifier.en.forward(rows)
 
     return {
         "fp32_one_padded_batch": one_padded_batch,

@@ -26,17 +26,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import torch
-from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-from validators import onnx_forward, verifier_codec, verifier_zh, verifier_zh_encoder
+from validators import onnx_forward, verifier_zh, verifier_zh_encoder
 from validators.verdict_cache import DEFAULT_MAX_ENTRIES, VerdictCache
 from validators.verifier_calibration import (
     CALIBRATION_FILES,
@@ -44,7 +40,8 @@ from validators.verifier_calibration import (
     kept_at,
     read_calibration,
 )
-from validators.verifier_dtype import Dtype, apply_dtype
+from validators.verifier_dtype import Dtype
+from validators.verifier_en import EnglishModel
 from validators.verifier_errors import (
     VerifierEmptyError,
     VerifierEncodingError,
@@ -63,15 +60,6 @@ MODEL_DIR = Path(__file__).with_name("verifier_model")
 # truncated (the part cut off could hold the difference).
 MAX_QUESTION_CHARS = 1000
 DEFAULT_TARGET_MISFIRE = 0.01
-#: Rows per padded forward, after sorting by length (bench/verifier_latency.py).
-FORWARD_CHUNK = 8
-#: Pairs of different lengths the ONNX graph must score as torch does (one padded batch
-#: and alone) before it serves: validators/onnx_forward.py.
-PROBE_PAIRS = (
-    ("How do I reset my card PIN?", "how can I change my PIN"),
-    ("hi", "My transfer has not arrived yet after three days, what should I do about it?"),
-    ("what is the exchange rate for euros today", "euro exchange rate"),
-)
 
 
 @dataclass(frozen=True)
@@ -134,35 +122,27 @@ class PairVerifier:
             self.calibration, self.calibration_dtype = read_calibration(
                 self.model_dir, dtype, self.meta["weights_sha256"]
             )
-            weights = self.model_dir / "model.safetensors"
-            if verifier_codec.sha256(weights) != self.meta["weights_sha256"]:
-                raise VerifierModelError("verifier weights do not match their recorded checksum")
-            config = BertConfig.from_json_file(str(self.model_dir / "config.json"))
-            self.model = BertForSequenceClassification(config)
-            self.model.load_state_dict(verifier_codec.load(weights), strict=True)
-            self.tokenizer = AutoTokenizer.from_pretrained(
-                str(self.model_dir), local_files_only=True
-            )
-        except (OSError, KeyError, ValueError, RuntimeError) as exc:
+        except (OSError, KeyError, ValueError) as exc:
             raise VerifierModelError(
                 f"cannot load the verifier from {self.model_dir}: {exc}"
             ) from exc
-        self.model.eval()
+        # The English cross-encoder and its forward (validators/verifier_en.py).
+        self.en = EnglishModel(
+            self.model_dir,
+            self.meta,
+            dtype=dtype,
+            backend_setting=self.backend_setting,
+            threads=threads,
+        )
         self.dtype = dtype
-        apply_dtype(self.model.bert.encoder, dtype)  # validators/verifier_dtype.py
         self.threads = threads
-        self.max_tokens = int(self.meta["max_tokens"])
-        self.max_unk_fraction = float(self.meta["max_unk_fraction"])
-        # float32 products through ONNX Runtime (validators/onnx_forward.py); None: torch.
-        self._onnx: onnx_forward.OnnxForward | None = self._load_onnx()
-        self._lock = threading.Lock()
         # Verdicts are a pure function of the weights and what the model reads, so
         # remembered ones are exact (validators/verdict_cache.py).
         self.model_id = f"{self.meta['weights_sha256']}:{dtype}"
         self.cache: VerdictCache[Verdict] = VerdictCache(cache_size)
         self._encodings: VerdictCache[Row] = VerdictCache(cache_size)
         # Concurrent lookups share forwards (validators/verify_batcher.py).
-        self.batcher = VerifyBatcher(self._forward_rows, max_batch)
+        self.batcher = VerifyBatcher(self.en.forward_rows, max_batch)
         # The Chinese half (validators/verifier_zh_path.py); None: Chinese pairs refused.
         self.zh_path: ChinesePath | None = None
         self.zh_model_file: Path | None = None
@@ -177,37 +157,10 @@ class PairVerifier:
             self.zh_model_file = self.zh_path.model_file
             self.calibration = self.zh_path.calibration(self.calibration)
 
-    def _load_onnx(self) -> onnx_forward.OnnxForward | None:
-        """The checked English graph (validators/onnx_forward.py), float32 only: the
-        bfloat16 products are faster in torch, so ``auto`` keeps them there."""
-        if self.dtype != "float32":
-            if self.backend_setting == "onnx":
-                raise VerifierModelError("the onnx verifier backend computes in float32 only")
-            return None
-        model = self.model
-
-        def logits(ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-            return model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits[:, 0]
-
-        def build() -> onnx_forward.OnnxForward:
-            probes = [self._tensors(self._probe_rows(p)) for p in onnx_forward.batches(PROBE_PAIRS)]
-            return onnx_forward.build(
-                onnx_forward.Bound(model, logits),
-                ("input_ids", "token_type_ids", "attention_mask"),
-                self.threads,
-                probes,
-            )
-
-        return onnx_forward.load(self.backend_setting, build, "the verifier", self.threads)
-
     @property
     def backend(self) -> str:
         """What runs the English forward: ``onnx`` or ``torch``."""
-        return "torch" if self._onnx is None else "onnx"
-
-    def _probe_rows(self, pairs: Sequence[tuple[str, str]]) -> list[Row]:
-        enc = self.tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation=False)
-        return list(zip(enc["input_ids"], enc["token_type_ids"], strict=True))
+        return self.en.backend
 
     # -- scoring ------------------------------------------------------------------------
 
@@ -320,70 +273,15 @@ class PairVerifier:
         out = [self._encodings.get(key) for key in keys]
         todo = [i for i, known in enumerate(out) if known is None]
         if todo:
-            enc = self.tokenizer(
-                [pairs[i][0] for i in todo],
-                [pairs[i][1] for i in todo],
-                padding=False,
-                truncation=False,
-            )
-            for j, i in enumerate(todo):
-                row: Row = (tuple(enc["input_ids"][j]), tuple(enc["token_type_ids"][j]))
+            for i, row in zip(todo, self.en.encode([pairs[i] for i in todo]), strict=True):
                 out[i] = row
                 self._encodings.put(keys[i], row)
         return cast(list[Row], out)
 
     def _unreadable(self, ids: Sequence[int], types: Sequence[int]) -> Verdict | None:
         """The refusal for a pair the model cannot read, else None."""
-        if len(ids) > self.max_tokens:
-            return Verdict(0.0, False, "", "too_many_tokens")
-        unk = self.tokenizer.unk_token_id
-        # Per side, [UNK] among its tokens: token type 0 is the query, 1 the candidate.
-        for side in (0, 1):
-            n = sum(1 for t in types if t == side)
-            bad = sum(1 for t, i in zip(types, ids, strict=True) if t == side and i == unk)
-            if bad / max(n, 1) > self.max_unk_fraction:
-                return Verdict(0.0, False, "", "unknown_tokens")
-        return None
-
-    def _forward_rows(self, rows: list[Row]) -> list[float]:
-        """One logit per (input_ids, token_type_ids) row; the batcher's forward.
-
-        Rows are sorted by length and run in chunks of ``FORWARD_CHUNK``, each padded
-        to its own longest row: one batch padded to the longest of 32 pairs took 1.7x
-        as long (bench/results/verifier_latency_forward.json)."""
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
-        logits = [0.0] * len(rows)
-        with self._lock:
-            previous = torch.get_num_threads()
-            torch.set_num_threads(self.threads)
-            try:
-                for start in range(0, len(order), FORWARD_CHUNK):
-                    chunk = order[start : start + FORWARD_CHUNK]
-                    for i, z in zip(chunk, self._forward([rows[i] for i in chunk]), strict=True):
-                        logits[i] = z
-            finally:
-                torch.set_num_threads(previous)
-        return logits
-
-    def _tensors(self, rows: list[Row]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Rows padded to the longest: ids, token types and attention mask ``[B, T]``."""
-        width = max(len(ids) for ids, _ in rows)
-        ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        types = torch.zeros_like(ids)
-        mask = torch.zeros_like(ids)
-        for r, (row_ids, row_types) in enumerate(rows):
-            ids[r, : len(row_ids)] = torch.tensor(row_ids)
-            types[r, : len(row_types)] = torch.tensor(row_types)
-            mask[r, : len(row_ids)] = 1
-        return ids, types, mask
-
-    def _forward(self, rows: list[Row]) -> list[float]:
-        ids, types, mask = self._tensors(rows)
-        if self._onnx is not None:
-            return [float(z) for z in self._onnx(ids.numpy(), types.numpy(), mask.numpy())]
-        with torch.inference_mode():
-            out = self.model(input_ids=ids, token_type_ids=types, attention_mask=mask)
-        return [float(z) for z in out.logits[:, 0]]  # (n, 1) -> (n,)
+        reason = self.en.unreadable(ids, types)
+        return None if reason is None else Verdict(0.0, False, "", reason)
 
     @property
     def zh_encoder(self) -> ChineseEncoder | None:

@@ -56,7 +56,7 @@ def test_a_failed_batched_forward_is_a_miss_for_every_waiting_lookup(
             assert release.wait(10)
         raise RuntimeError("the model failed")
 
-    monkeypatch.setattr(model, "_forward", broken)
+    monkeypatch.setattr(model.en, "forward", broken)
     with ThreadPoolExecutor(len(QUESTIONS)) as pool:
         first = pool.submit(verify, verifier, QUESTIONS[0], CANDIDATES)
         assert entered.wait(10)

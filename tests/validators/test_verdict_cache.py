@@ -181,8 +181,8 @@ def test_a_repeated_pair_skips_the_tokenizer_within_its_scope(uncached: PairVeri
     # Session 11: a cached hit spent a third of its CPU tokenizing the pair again only to
     # find the verdict; the encodings are now remembered per (scope, texts).
     cached = PairVerifier(cache_size=100)
-    counting = _CountingTokenizer(cached.tokenizer)
-    cached.tokenizer = counting  # type: ignore[assignment]
+    counting = _CountingTokenizer(cached.en.tokenizer)
+    cached.en.tokenizer = counting  # type: ignore[assignment]
     query, candidate = PAIRS[0]
     first = cached.verdicts(query, [candidate], scope="tenant-a")[0]
     again = cached.verdicts(query, [candidate], scope="tenant-a")[0]
@@ -193,14 +193,14 @@ def test_a_repeated_pair_skips_the_tokenizer_within_its_scope(uncached: PairVeri
     assert other.score == pytest.approx(first.score, abs=1e-6)
     assert first.score == pytest.approx(uncached.score(query, [candidate])[0], abs=1e-6)
     # size 0 remembers nothing: every call tokenizes
-    counting0 = _CountingTokenizer(uncached.tokenizer)
-    uncached.tokenizer = counting0  # type: ignore[assignment]
+    counting0 = _CountingTokenizer(uncached.en.tokenizer)
+    uncached.en.tokenizer = counting0  # type: ignore[assignment]
     try:
         for _ in range(2):
             uncached.verdicts(query, [candidate])
         assert counting0.pairs == 2
     finally:
-        uncached.tokenizer = counting0.inner  # type: ignore[assignment]
+        uncached.en.tokenizer = counting0.inner  # type: ignore[assignment]
 
 
 @pytest.mark.slow
@@ -209,8 +209,8 @@ def test_remembered_answers_only_what_needs_no_forward() -> None:
     # local_only) only when every verdict is known: `remembered` runs no model and no
     # tokenizer, and knows a scope's verdicts only in that scope.
     cached = PairVerifier(cache_size=100)
-    counting = _CountingTokenizer(cached.tokenizer)
-    cached.tokenizer = counting  # type: ignore[assignment]
+    counting = _CountingTokenizer(cached.en.tokenizer)
+    cached.en.tokenizer = counting  # type: ignore[assignment]
     query, candidate = PAIRS[0]
     assert cached.remembered(query, [candidate], scope="tenant-a") is None
     assert (counting.pairs, cached.batcher.rows, cached.cache.misses) == (0, 0, 0)

@@ -54,7 +54,7 @@ def test_an_unknown_dtype_is_refused() -> None:
 def test_bfloat16_scores_stay_close_and_decide_the_fixtures_alike(
     fp32: PairVerifier, bf16: PairVerifier
 ) -> None:
-    assert any(isinstance(m, BF16Linear) for m in bf16.model.modules())
+    assert any(isinstance(m, BF16Linear) for m in bf16.en.model.modules())
     assert fp32.model_id != bf16.model_id  # verdicts of one never answer for the other
     fixtures = json.loads((MODEL_DIR / "fixtures.json").read_text(encoding="utf-8"))
     rows = [r for r in fixtures if r["path"] == "en" and r["supported"]]

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import write_json
 from bench.semantic_index_sweep import DIM, clustered
-from semantic.index import PartitionedIndex
+from semantic.partitioned_index import PartitionedIndex
 from semantic.snapshot import Position, load_snapshot, restore_index, save_snapshot
 
 

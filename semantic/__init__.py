@@ -43,7 +43,7 @@ from semantic.errors import (
     WouldBlockError,
 )
 from semantic.hit_validator import HitValidator
-from semantic.index import PartitionedIndex, VectorIndex
+from semantic.index import VectorIndex
 from semantic.partition import (
     ANSWER_PARAMS,
     IGNORED_PARAMS,
@@ -51,6 +51,7 @@ from semantic.partition import (
     partition_key,
     split_question,
 )
+from semantic.partitioned_index import PartitionedIndex
 from semantic.policy import DEFAULT_POLICY, DEFAULT_THRESHOLD, SemanticPolicy
 from semantic.question import MAX_QUESTION_CHARS, normalize_question
 from semantic.results import LookupResult, StoreResult

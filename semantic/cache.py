@@ -45,9 +45,10 @@ from semantic.embedder import TextEmbedder
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
-from semantic.index import PartitionedIndex, check_vectors
+from semantic.index import check_vectors
 from semantic.json_copy import json_copy
 from semantic.partition import SemanticQuery
+from semantic.partitioned_index import PartitionedIndex
 from semantic.policy import DEFAULT_POLICY, SemanticPolicy
 from semantic.question_vectors import QuestionVectors
 from semantic.rebuild import rebuild_index

@@ -21,14 +21,13 @@ positions to entry ids, and a removed (or replaced) vector becomes a tombstone:
 its bit is cleared in a bitmap that the search passes to faiss as an
 ``IDSelectorBitmap`` (or, on a GPU, that filters an over-fetched result). When
 tombstones exceed ``compact_fraction`` of the index it is rebuilt from the live
-vectors. :class:`PartitionedIndex` maps partition keys to indexes; a search
-only ever looks inside one partition (the partition is a hard filter).
+vectors. :class:`~semantic.partitioned_index.PartitionedIndex` maps partition keys to these
+indexes; a search only ever looks inside one partition (the partition is a hard filter).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +47,7 @@ from semantic.faiss_kinds import (
 from semantic.rwlock import ReadWriteLock
 from semantic.vectors import check_ids, check_vectors
 
-__all__ = ["IndexImage", "PartitionedIndex", "VectorIndex", "check_vectors", "gpu_available"]
+__all__ = ["IndexImage", "VectorIndex", "check_vectors", "gpu_available"]
 
 DEFAULT_APPROX_THRESHOLD = 20_000
 # faiss's bundled type stubs lag its SWIG API (search parameters, selectors).
@@ -336,83 +335,3 @@ class VectorIndex:
             self._pos_ids = [entry_id for entry_id, _ in items]
             self._where = {entry_id: pos for pos, entry_id in enumerate(self._pos_ids)}
             self._set_bits(0, len(items))
-
-
-class PartitionedIndex:
-    """Partition key -> :class:`VectorIndex`, created on first add, dropped when empty.
-
-    Mutations are serialized by one lock (so a partition cannot be dropped while
-    another thread adds to it); searches only take the lock of their partition.
-    """
-
-    def __init__(self, dim: int, **index_options: Any) -> None:
-        self.dim = dim
-        self._options = index_options
-        self._indexes: dict[str, VectorIndex] = {}
-        self._lock = threading.RLock()
-
-    def add(self, partition: str, ids: ArrayLike, vectors: ArrayLike) -> None:
-        vecs = check_vectors(vectors, self.dim)  # validate before creating a partition
-        with self._lock:
-            index = self._indexes.get(partition)
-            if index is None:
-                index = VectorIndex(self.dim, **self._options)
-            index.add(ids, vecs)
-            self._indexes[partition] = index
-
-    def search(
-        self, partition: str, vector: ArrayLike, k: int, *, blocking: bool = True
-    ) -> list[tuple[int, float]]:
-        index = self._indexes.get(partition)
-        return [] if index is None else index.search(vector, k, blocking=blocking)
-
-    def remove(self, partition: str, ids: Iterable[int]) -> int:
-        with self._lock:
-            index = self._indexes.get(partition)
-            if index is None:
-                return 0
-            removed = index.remove(ids)
-            if len(index) == 0:
-                del self._indexes[partition]
-            return removed
-
-    def drop(self, partition: str) -> int:
-        with self._lock:
-            index = self._indexes.pop(partition, None)
-            return 0 if index is None else len(index)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._indexes.clear()
-
-    def images(self) -> dict[str, IndexImage]:
-        """Every partition's :meth:`VectorIndex.image`, taken under the mutation lock."""
-        with self._lock:
-            return {key: index.image() for key, index in self._indexes.items()}
-
-    def replace_all(self, images: Mapping[str, IndexImage]) -> None:
-        """Load a snapshot's partitions in place of everything held now."""
-        built = {
-            key: VectorIndex.from_image(self.dim, image, **self._options)
-            for key, image in images.items()
-        }
-        with self._lock:
-            self._indexes = {key: index for key, index in built.items() if len(index)}
-
-    def size(self, partition: str, *, blocking: bool = True) -> int:
-        index = self._indexes.get(partition)
-        return 0 if index is None else index.live_count(blocking=blocking)
-
-    def get(self, partition: str) -> VectorIndex | None:
-        return self._indexes.get(partition)
-
-    def partitions(self) -> list[str]:
-        with self._lock:
-            return list(self._indexes)
-
-    def __contains__(self, partition: object) -> bool:
-        return partition in self._indexes
-
-    def __len__(self) -> int:
-        with self._lock:
-            return sum(len(index) for index in self._indexes.values())

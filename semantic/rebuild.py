@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm import tqdm
 
-from semantic.index import PartitionedIndex
+from semantic.partitioned_index import PartitionedIndex
 from semantic.store import EntryStore
 
 logger = logging.getLogger(__name__)

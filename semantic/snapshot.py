@@ -42,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from semantic.index import IndexImage, PartitionedIndex
+from semantic.index import IndexImage
+from semantic.partitioned_index import PartitionedIndex
 
 logger = logging.getLogger(__name__)
 

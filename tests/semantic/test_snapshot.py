@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semantic.index import PartitionedIndex
+from semantic.partitioned_index import PartitionedIndex
 from semantic.snapshot import CURRENT, Position, load_snapshot, restore_index, save_snapshot
 
 DIM = 32

@@ -162,6 +162,10 @@ def create_app(settings: Settings | None = None, components: Components | None =
         verification = None
         if cache is not None and settings.verifier == "on":
             verification = await asyncio.to_thread(_build_verification, settings, parts, cache, db)
+            calibrator = verification.calibrator
+            # A tenant deleted (or its policy changed) on any replica: its cut is recomputed
+            # (every cut after a rebuild, when the feed names no tenant).
+            feed.on_tenant_change(lambda changed: calibrator.invalidate(*changed))
         metrics = GatewayMetrics(settings.metrics_tenant_labels)
         if isinstance(upstream, EnginePool):
             upstream.bind_metrics(metrics)

@@ -12,19 +12,29 @@ labelled ``correct`` or ``misfire`` by a reviewer): with at least
 :data:`MIN_LABELS` scored labels, the cut is the lowest one at which the upper
 95% Wilson bound of the misfire rate among the labelled samples the cut would
 serve (score above it, at least :data:`MIN_LABELS` of them) is at most the
-target; when no cut proves the target, the shipped cut stays. Every sample was
-served under some earlier cut, so a tenant's cut never goes below the scores
-it has evidence for. Shadow verification verdicts are shown in the report but
+target; when no cut proves the target, the shipped cut stays, unless the
+labels *disprove* it (the Wilson lower bound of the misfire rate among the
+samples it serves is above the target): then the cut is raised to the lowest one
+the labels do not disprove (``source="raised"``), so a tenant whose reviewers find
+its hits wrong stops being served them before it has the hundreds of clean labels
+a proof needs (381 at 1%). Every sample was served under some earlier cut, so a
+tenant's cut never goes below the scores it has evidence for. A cut chosen at a
+labelled score is the next float below it: it serves exactly the samples the
+check counted, no sample just below. Shadow verification verdicts are shown in the report but
 do not move the cut: an answer sampled again at a temperature differs from the
 first for reasons that are not misfires.
 
 :class:`Calibrator` keeps each tenant's cut for ``ttl`` seconds (a label takes
-effect within that time on every replica, since each reads the database).
+effect within that time on every replica, since each reads the database); a
+tenant change (deleted, policy or keys; the replica-sync feed) drops it at once, so
+a tenant re-created under a deleted one's id never inherits its cut. When the
+shipped curve is unusable the cut is 1.0 and the tenant's labels do not lower it.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -56,7 +66,7 @@ class CutInForce:
     target: float
     cut: float
     shipped_cut: float
-    source: Literal["shipped", "tenant"]
+    source: Literal["shipped", "tenant", "raised"]
     labelled: int
     served: int
     misfires: int
@@ -73,14 +83,21 @@ def tenant_cut(
     target: float,
     shipped_cut: float,
     min_labels: int = MIN_LABELS,
+    *,
+    refine: bool = True,
 ) -> CutInForce:
-    """The cut in force for ``labels`` (verifier score, is a misfire) and ``target``."""
+    """The cut in force for ``labels`` (verifier score, is a misfire) and ``target``;
+    ``refine=False`` keeps ``shipped_cut`` whatever the labels say."""
     ordered = sorted(labels)
     cut, source = shipped_cut, "shipped"
-    if len(ordered) >= min_labels:
+    if refine and len(ordered) >= min_labels:
         found = _lowest_proven_cut(ordered, target, min_labels)
         if found is not None:
             cut, source = found, "tenant"
+        else:
+            raised = _lowest_cut_not_disproved(ordered, target, shipped_cut)
+            if raised > shipped_cut:
+                cut, source = raised, "raised"
     served = [m for s, m in ordered if s > cut]
     k, n = sum(served), len(served)
     interval = wilson(k, n)
@@ -88,7 +105,7 @@ def tenant_cut(
         target=target,
         cut=cut,
         shipped_cut=shipped_cut,
-        source="tenant" if source == "tenant" else "shipped",
+        source="tenant" if source == "tenant" else "raised" if source == "raised" else "shipped",
         labelled=len(ordered),
         served=n,
         misfires=k,
@@ -110,12 +127,34 @@ def _lowest_proven_cut(
         score = ordered[i][0]
         interval = wilson(misfires_above, total - i)
         if interval is not None and interval[1] <= target:
-            # Serving is "score > cut": a cut a hair below this score serves it.
-            return max(0.0, score - 1e-9)
+            # Serving is "score > cut": the next float below serves this score and
+            # nothing below it (a fixed margin would serve samples never counted).
+            return max(0.0, math.nextafter(score, -math.inf))
         while i < total and ordered[i][0] == score:
             misfires_above -= ordered[i][1]
             i += 1
     return None
+
+
+def _lowest_cut_not_disproved(
+    ordered: Sequence[tuple[float, bool]], target: float, shipped_cut: float
+) -> float:
+    """``shipped_cut`` when its served samples' Wilson lower bound is at most
+    ``target``, else the lowest labelled score above it, as a cut, that is so (at
+    worst the highest score: nothing labelled is served above it)."""
+    total = len(ordered)
+    i = next((j for j, (score, _) in enumerate(ordered) if score > shipped_cut), total)
+    misfires_above = sum(m for _, m in ordered[i:])
+    cut = shipped_cut
+    while i < total:
+        interval = wilson(misfires_above, total - i)
+        if interval is None or interval[0] <= target:
+            return cut
+        cut = ordered[i][0]  # serve only what scored above this sample
+        while i < total and ordered[i][0] == cut:
+            misfires_above -= ordered[i][1]
+            i += 1
+    return cut
 
 
 def load_labels(db: Engine, tenant_id: str) -> list[tuple[float, bool]]:
@@ -163,11 +202,12 @@ class Calibrator:
 
     def refresh(self, tenant_id: str, target: float) -> CutInForce:
         """Compute the tenant's cut now (reads the database: call it off the event loop)."""
+        usable = True
         try:
             shipped = float(self.shipped(target))
         except Exception as exc:
             log.error("verifier calibration unusable (%s): nothing is served", type(exc).__name__)
-            shipped = 1.0
+            shipped, usable = 1.0, False
         try:
             labels = load_labels(self.db, tenant_id) if self.db is not None else []
         except Exception as exc:  # the database is away: the last cut known, else shipped
@@ -177,12 +217,13 @@ class Calibrator:
             if stale is not None:
                 return stale[1]
             labels = []
-        cut = tenant_cut(labels, target, shipped)
+        cut = tenant_cut(labels, target, shipped, refine=usable)
         with self._lock:
             self._cuts[(tenant_id, target)] = (self._clock(), cut)
         return cut
 
-    def invalidate(self, tenant_id: str | None = None) -> None:
+    def invalidate(self, *tenant_ids: str) -> None:
+        """Drop the kept cuts of ``tenant_ids`` (every tenant's when none is named)."""
         with self._lock:
-            for key in [k for k in self._cuts if tenant_id is None or k[0] == tenant_id]:
+            for key in [k for k in self._cuts if not tenant_ids or k[0] in tenant_ids]:
                 del self._cuts[key]

@@ -144,9 +144,11 @@ async def delete_tenant(request: Request, actor: Actor, tenant_id: TenantId) -> 
     """Deletes the tenant with its keys, policy versions, misfire samples, request
     stats and semantic cache entries. The audit log keeps its history."""
     entries, keys, versions = await asyncio.to_thread(tenants(request).delete, actor, tenant_id)
-    recorder = request.app.state.gateway.stats
-    if recorder is not None:  # its recent prompts feed the anti-pattern report
-        recorder.prompts.forget(tenant_id)
+    gw = request.app.state.gateway
+    if gw.stats is not None:  # its recent prompts feed the anti-pattern report
+        gw.stats.prompts.forget(tenant_id)
+    if gw.pipeline.verification is not None:  # a re-created id starts from the shipped cut
+        gw.pipeline.verification.calibrator.invalidate(tenant_id)
     return TenantDeleted(
         id=tenant_id,
         semantic_entries_removed=entries,

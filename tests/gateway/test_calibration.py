@@ -59,6 +59,39 @@ def test_the_estimate_at_the_shipped_cut_counts_what_it_serves() -> None:
     assert cut.estimate == pytest.approx(1 / 3)
 
 
+def test_labels_that_disprove_the_shipped_cut_raise_it() -> None:
+    # Reviewers found 20 of 100 hits at 0.99 wrong: 20% against a 1% target, Wilson
+    # lower bound 13%. Nothing proves 1% (that needs 381 clean labels), but the shipped
+    # cut is disproved, so it rises above those scores: nothing like them is served.
+    data = [(0.99, False)] * 80 + [(0.99, True)] * 20
+    cut = tenant_cut(data, 0.01, shipped_cut=0.98)
+    assert (cut.source, cut.cut, cut.served) == ("raised", 0.99, 0)
+    # The cut rises only as far as the misfires: 30 misfires at 0.985 and 100 clean
+    # labels above them do not prove 1% (upper bound 3.7%) but do not disprove it.
+    data = [(0.985, True)] * 30 + [(0.995, False)] * 100
+    cut = tenant_cut(data, 0.01, shipped_cut=0.98)
+    assert (cut.source, cut.cut, cut.served, cut.misfires) == ("raised", 0.985, 100, 0)
+    # Positive controls: labels that do not disprove it keep the shipped cut, and
+    # misfires below the shipped cut (never served by it) do not move it.
+    ok = [(0.99, False)] * 99 + [(0.99, True)]
+    assert tenant_cut(ok, 0.01, shipped_cut=0.98).source == "shipped"
+    below = [(0.9, True)] * 40 + [(0.99, False)] * 10
+    assert tenant_cut(below, 0.01, shipped_cut=0.98).cut == 0.98
+    # Fewer than MIN_LABELS labels move nothing, either way.
+    few = [(0.99, True)] * (MIN_LABELS - 1)
+    assert tenant_cut(few, 0.01, shipped_cut=0.98).source == "shipped"
+
+
+def test_a_tenant_cut_serves_exactly_the_samples_it_counted() -> None:
+    # 40 correct at 0.95 prove a 10% target (upper bound 8.8%); one misfire just
+    # below them (5e-10 lower) must not be served by the cut they prove.
+    data = [(0.95, False)] * 40 + [(0.95 - 5e-10, True)]
+    cut = tenant_cut(data, 0.1, shipped_cut=0.99)
+    assert cut.source == "tenant" and cut.cut < 0.95
+    assert (cut.served, cut.misfires) == (40, 0)
+    assert cut.high is not None and cut.high <= 0.1
+
+
 def test_calibrator_reads_labelled_scored_samples_of_the_tenant(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'cal.db'}"
     upgrade_database(url)
@@ -84,14 +117,28 @@ def test_calibrator_reads_labelled_scored_samples_of_the_tenant(tmp_path: Path) 
     assert (b.source, b.cut, b.labelled, b.misfires) == ("shipped", 0.9, 1, 1)
     cal.invalidate("a")
     assert cal.current("a", 0.01) is None and cal.current("b", 0.01) == b
+    cal.refresh("a", 0.01)
+    cal.invalidate()  # no tenant named (the feed after a rebuild): every cut
+    assert cal.current("a", 0.01) is None and cal.current("b", 0.01) is None
     db.dispose()
 
 
-def test_a_broken_shipped_curve_serves_nothing() -> None:
+def test_a_broken_shipped_curve_serves_nothing(tmp_path: Path) -> None:
     def broken(target: float) -> float:
         raise ValueError("empty calibration")
 
     assert Calibrator(None, broken).refresh("t", 0.01).cut == 1.0
+    # Nor do a tenant's clean labels lower it: they would prove a cut relative to a
+    # curve that is not there (positive control: with the curve they do lower it).
+    url = f"sqlite:///{tmp_path / 'cal.db'}"
+    upgrade_database(url)
+    db = create_engine(url)
+    with Session(db) as s, s.begin():
+        for i in range(400):
+            s.add(sample("t", 0.6 + 0.001 * i, "correct", utc_now()))
+    assert Calibrator(db, broken).refresh("t", 0.01).cut == 1.0
+    assert Calibrator(db, lambda target: 0.9).refresh("t", 0.01).cut < 0.61
+    db.dispose()
 
 
 def sample(tenant: str, score: float | None, label: str | None, now) -> MisfireSample:

@@ -222,3 +222,52 @@ def test_a_question_the_verifier_will_not_read_is_a_miss_never_a_hit(gw: Gateway
 #: A pair whose verifier score lies between the cuts of targets 0.001 and 0.2
 #: (checked inside the test, with the scores of the shipped model).
 TARGET_PAIR = ("How do I reset my password?", "How can I reset my password?")
+
+
+def test_a_deleted_tenants_cut_is_forgotten(gw: Gateway) -> None:
+    # A tenant re-created under a deleted one's id must not inherit the cut its
+    # labels earned: deleting drops it from this replica's calibrator at once (and
+    # from the others' through the sync feed's tenant change).
+    verification = gw.state.pipeline.verification
+    assert verification is not None
+    calibrator = verification.calibrator
+    gone, _ = gw.tenant("verif-deleted", TenantPolicy(**OPEN))
+    kept, _ = gw.tenant("verif-kept", TenantPolicy(**OPEN))
+    ttl = calibrator.ttl
+    calibrator.ttl = 3600.0  # so only the deletion can drop a cut here
+    try:
+        for tenant in (gone, kept):
+            calibrator.refresh(tenant, 0.01)
+            assert calibrator.current(tenant, 0.01) is not None
+        with admin(gw) as client:
+            r = client.delete(f"/tenants/{gone}")
+        assert r.status_code == 200, r.text
+        assert calibrator.current(gone, 0.01) is None
+        assert calibrator.current(kept, 0.01) is not None  # positive control
+    finally:
+        calibrator.ttl = ttl
+
+
+def test_a_tenant_change_from_the_sync_feed_drops_its_cut(gw: Gateway) -> None:
+    # A policy written anywhere logs a tenant change; every replica's feed replays it
+    # and drops that tenant's kept cuts (the admin route here does not: the feed does).
+    verification = gw.state.pipeline.verification
+    assert verification is not None
+    calibrator = verification.calibrator
+    changed, _ = gw.tenant("verif-changed", TenantPolicy(**OPEN))
+    kept, _ = gw.tenant("verif-unchanged", TenantPolicy(**OPEN))
+    feed = gw.app.state.sync
+    assert feed.wait_until_caught_up(5)  # the creations are replayed before the cuts
+    ttl = calibrator.ttl
+    calibrator.ttl = 3600.0
+    try:
+        for tenant in (changed, kept):
+            calibrator.refresh(tenant, 0.01)
+        with admin(gw) as client:
+            r = client.patch(f"/tenants/{changed}/policy", json={"sample_rate": 0.5})
+        assert r.status_code == 200, r.text
+        assert wait_until(lambda: calibrator.current(changed, 0.01) is None)
+        assert feed.wait_until_caught_up(5)
+        assert calibrator.current(kept, 0.01) is not None  # positive control
+    finally:
+        calibrator.ttl = ttl

@@ -182,6 +182,28 @@ def served_rates(kinds: np.ndarray, served: np.ndarray) -> dict[str, float]:
     return out
 
 
+#: Served eval negatives listed per kind in the results, for reading by hand.
+MAX_LISTED = 60
+
+
+def served_negatives(
+    ev: Scored, cos: np.ndarray, served: np.ndarray
+) -> dict[str, list[dict[str, Any]]]:
+    """The eval negatives the default path serves, per kind (at most ``MAX_LISTED``,
+    highest verifier score first): what a misfire rate counts, to be read by hand."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for i in np.flatnonzero(served & (ev.labels == 0)):
+        p = ev.pairs[int(i)]
+        row = {"a": p.a, "b": p.b, "cosine": round(float(cos[i]), 4)}
+        out.setdefault(str(ev.kinds[i]), []).append(
+            row | {"verifier": round(float(ev.scores[i]), 4), "source": p.source}
+        )
+    return {
+        k: sorted(rows, key=lambda r: -r["verifier"])[:MAX_LISTED]
+        for k, rows in sorted(out.items())
+    }
+
+
 class Scored:
     """One split's pairs with everything the decision needs but the cosine."""
 
@@ -190,7 +212,8 @@ class Scored:
         self.kinds = np.asarray([kind_of(p) for p in pairs])
         self.labels = np.asarray([p.label for p in pairs])
         self.accepted = validator_ok(pairs)
-        scores = verifier_scores(verifier, pairs)
+        self.scores = verifier_scores(verifier, pairs)
+        scores = self.scores
         # As the cache (semantic/candidates.py): a question equal once normalized needs no verifier.
         same = np.asarray([normalize_question(p.a) == normalize_question(p.b) for p in pairs])
         self.verified = self.accepted & ((scores > cut) | same)
@@ -240,6 +263,7 @@ def evaluate(
             "sweep": {
                 f"{float(x):.2f}": served_rates(kinds, gated & (cos >= x)) for x in SWEEP[::5]
             },
+            "served_negatives": served_negatives(ev, cos, gated & (cos >= t)),
         }
     return result
 

@@ -74,3 +74,39 @@ def test_the_threshold_holds_the_goals_by_their_upper_bound() -> None:
     # 8 at 0.80 (0.8%: a pass by the rate) is refused by the bound: T goes above them
     cos[8] = 0.3
     assert choose_threshold(kinds, np.ones(1000, dtype=bool), cos) == 0.81
+
+
+def test_served_negatives_lists_only_served_negatives_best_first() -> None:
+    import numpy as np
+
+    from bench.semantic_eval_verifier import MAX_LISTED, Scored, served_negatives
+    from bench.verifier_pairs import VPair
+
+    def pair(i: int, label: int, kind: str) -> VPair:
+        return VPair(f"q{i}", f"c{i}", label, kind, "en", "eval", "clinc150")
+
+    pairs = [pair(0, 0, "hard"), pair(1, 0, "hard"), pair(2, 1, "paraphrase"), pair(3, 0, "hard")]
+    ev = Scored.__new__(Scored)  # the fields served_negatives reads, without a model
+    ev.pairs, ev.labels = pairs, np.asarray([p.label for p in pairs])
+    ev.kinds = np.asarray(["en/hard", "en/hard", "en/paraphrase+", "en/direction"])
+    ev.scores = np.asarray([0.981, 0.995, 0.999, 0.99])
+    cos = np.asarray([0.9, 0.85, 0.95, 0.88])
+    served = np.asarray([True, True, True, False])
+    listed = served_negatives(ev, cos, served)
+    # the served positive and the unserved negative are not listed; highest score first
+    assert list(listed) == ["en/hard"]
+    assert [r["a"] for r in listed["en/hard"]] == ["q1", "q0"]
+    assert listed["en/hard"][0] == {
+        "a": "q1",
+        "b": "c1",
+        "cosine": 0.85,
+        "verifier": 0.995,
+        "source": "clinc150",
+    }
+    many = Scored.__new__(Scored)
+    many.pairs = [pair(i, 0, "hard") for i in range(MAX_LISTED + 5)]
+    many.labels = np.zeros(len(many.pairs), dtype=int)
+    many.kinds = np.asarray(["en/hard"] * len(many.pairs))
+    many.scores = np.linspace(0.98, 0.99, len(many.pairs))
+    capped = served_negatives(many, np.ones(len(many.pairs)), np.ones(len(many.pairs), bool))
+    assert len(capped["en/hard"]) == MAX_LISTED

@@ -8,7 +8,9 @@ that *shipped* cut applies until the tenant has labelled enough of its own hits.
 
 Refinement per tenant, as vCache does per entry, from the review queue
 (``misfire_samples``: sampled hits, each stored with its verifier score and
-labelled ``correct`` or ``misfire`` by a reviewer): with at least
+labelled ``correct`` or ``misfire`` by a reviewer; only the samples scored by the
+verifier in force, ``verifier_model``, since a retrained model's scores are on
+another scale): with at least
 :data:`MIN_LABELS` scored labels, the cut is the lowest one at which the upper
 95% Wilson bound of the misfire rate among the labelled samples the cut would
 serve (score above it, at least :data:`MIN_LABELS` of them) is at most the
@@ -157,16 +159,20 @@ def _lowest_cut_not_disproved(
     return cut
 
 
-def load_labels(db: Engine, tenant_id: str) -> list[tuple[float, bool]]:
-    """A tenant's labelled samples that carry a verifier score, newest first."""
+def load_labels(
+    db: Engine, tenant_id: str, verifier_model: str | None = None
+) -> list[tuple[float, bool]]:
+    """A tenant's labelled samples that carry a verifier score, newest first; with
+    ``verifier_model``, only those that verifier scored."""
     statement = (
         select(MisfireSample.verifier_score, MisfireSample.label)
         .where(MisfireSample.tenant_id == tenant_id)
         .where(MisfireSample.label.is_not(None))
         .where(MisfireSample.verifier_score.is_not(None))
-        .order_by(MisfireSample.id.desc())
-        .limit(MAX_SAMPLES)
     )
+    if verifier_model is not None:
+        statement = statement.where(MisfireSample.verifier_model == verifier_model)
+    statement = statement.order_by(MisfireSample.id.desc()).limit(MAX_SAMPLES)
     with Session(db) as s:
         rows = s.execute(statement)
         return [(float(score), label == "misfire") for score, label in rows if score is not None]
@@ -176,7 +182,9 @@ class Calibrator:
     """Each tenant's :class:`CutInForce`, computed from the database and kept ``ttl`` s.
 
     ``shipped`` maps a target to the shipped curve's cut; when it fails (a damaged
-    calibration file), the cut is 1.0: nothing is served, never a guess."""
+    calibration file), the cut is 1.0: nothing is served, never a guess.
+    ``verifier_model``: the verifier in force (``GatewayVerifier.scale_id``); only
+    its samples are read (None: every scored sample)."""
 
     def __init__(
         self,
@@ -184,8 +192,11 @@ class Calibrator:
         shipped: Callable[[float], float],
         ttl: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        verifier_model: str | None = None,
     ) -> None:
         self.db = db
+        self.verifier_model = verifier_model
         self.shipped = shipped
         self.ttl = ttl
         self._clock = clock
@@ -209,7 +220,8 @@ class Calibrator:
             log.error("verifier calibration unusable (%s): nothing is served", type(exc).__name__)
             shipped, usable = 1.0, False
         try:
-            labels = load_labels(self.db, tenant_id) if self.db is not None else []
+            db, model = self.db, self.verifier_model
+            labels = [] if db is None else load_labels(db, tenant_id, model)
         except Exception as exc:  # the database is away: the last cut known, else shipped
             log.warning("tenant calibration unavailable (%s)", type(exc).__name__)
             with self._lock:

@@ -132,6 +132,8 @@ class MisfireSample(Base):
     threshold: Mapped[float] = mapped_column(Float)
     # the pair verifier's score of the served pair (None: sampled with the verifier off)
     verifier_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # which verifier gave that score (GatewayVerifier.scale_id; None before migration 0008)
+    verifier_model: Mapped[str | None] = mapped_column(String(32), nullable=True)
     entity_comparison: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # human review: label "correct" | "misfire", None while pending
     label: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True)

@@ -32,6 +32,7 @@ def start_operations(settings: Settings, gw: GatewayState, db: Engine) -> Operat
     registry = gw.metrics.registry
     stats = StatsRecorder(db, registry, flush_seconds=settings.stats_flush_seconds)
     cache = gw.pipeline.cache
+    verification = gw.pipeline.verification
     review = MisfireSampler(
         db,
         gw.upstream,
@@ -39,6 +40,7 @@ def start_operations(settings: Settings, gw: GatewayState, db: Engine) -> Operat
         shadow=settings.shadow_verification,
         min_similarity=settings.shadow_min_similarity,
         registry=registry,
+        verifier_model=None if verification is None else verification.verifier.scale_id,
     )
     snapshots = None
     engine = gw.upstream.engine

@@ -17,6 +17,7 @@ cut for its ``target_misfire_rate`` (:mod:`gateway.calibration`).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from collections.abc import Sequence
@@ -64,6 +65,12 @@ class GatewayVerifier:
 
     def __init__(self, model: PairVerifier) -> None:
         self.model = model
+        zh = model.zh_path.weights_sha256 if model.zh_path is not None else ""
+        #: The identity of the score scale (the English and Chinese weights): a labelled
+        #: sample's score says something about today's cut only under the same id
+        #: (gateway/calibration.py; the misfire sampler stores it with each score).
+        weights = f"{model.meta['weights_sha256']}:{zh}"
+        self.scale_id = hashlib.sha256(weights.encode()).hexdigest()[:16]
 
     def scores(self, question: str, candidates: Sequence[str], scope: str = "") -> list[float]:
         verdicts = self.model.verdicts(question, candidates, scope=scope)
@@ -174,7 +181,8 @@ class Verification:
     def build(
         cls, verifier: GatewayVerifier, db: Engine | None, embedder_id: str, ttl: float = 60.0
     ) -> Verification:
-        return cls(verifier, Calibrator(db, verifier.shipped_cut, ttl), embedder_id)
+        calibrator = Calibrator(db, verifier.shipped_cut, ttl, verifier_model=verifier.scale_id)
+        return cls(verifier, calibrator, embedder_id)
 
     def retrieval_threshold(self, policy: TenantPolicy) -> float:
         if policy.retrieval_threshold is not None:

@@ -50,6 +50,7 @@ class SampleOut(BaseModel):
     score: float
     threshold: float
     verifier_score: float | None = None
+    verifier_model: str | None = None
     entity_comparison: dict[str, Any] | None
     label: str | None
     note: str | None
@@ -72,6 +73,7 @@ class SampleOut(BaseModel):
             score=row.score,
             threshold=row.threshold,
             verifier_score=row.verifier_score,
+            verifier_model=row.verifier_model,
             entity_comparison=row.entity_comparison,
             label=row.label,
             note=row.note,

@@ -12,8 +12,9 @@ nothing. The probability actually used is stored with the sample (in
 A sampled hit is written to ``misfire_samples`` (tenant, question, matched
 question, served answer, score, threshold, the entity comparison of the two
 questions under ``entity_comparison["questions"]``, entry id, partition key,
-time, and the pair verifier's score when it ran: gateway/calibration.py refines
-the tenant's verifier cut from the labelled ones) by a background task: the
+time, and the pair verifier's score when it ran, with the verifier's identity:
+gateway/calibration.py refines the tenant's verifier cut from the labelled ones
+the verifier in force scored) by a background task: the
 hit's response never waits for it.
 
 **Shadow verification** (``CACHEGATE_SHADOW_VERIFICATION``): after writing the
@@ -141,6 +142,7 @@ class _Hit:
     entity_kinds: list[str] | None
     sampling: dict[str, Any]
     verifier_score: float | None = None
+    verifier_model: str | None = None
 
 
 class MisfireSampler:
@@ -157,7 +159,11 @@ class MisfireSampler:
         shadow_timeout: float = 120.0,
         rng: random.Random | None = None,
         registry: CollectorRegistry | None = None,
+        verifier_model: str | None = None,
     ) -> None:
+        #: Stored with each verifier score: which verifier gave it (calibration reads
+        #: only the samples of the verifier in force).
+        self.verifier_model = verifier_model
         self.sessions = sessionmaker(db, expire_on_commit=False)
         self.upstream = upstream
         self.embedder = embedder
@@ -233,6 +239,7 @@ class MisfireSampler:
             score=float(result.score),
             threshold=float(policy.threshold),
             verifier_score=result.verifier_score,
+            verifier_model=None if result.verifier_score is None else self.verifier_model,
             entity_kinds=policy.entity_kinds,
             sampling={
                 "rate": policy.sample_rate,
@@ -275,6 +282,7 @@ class MisfireSampler:
                 score=hit.score,
                 threshold=hit.threshold,
                 verifier_score=hit.verifier_score,
+                verifier_model=hit.verifier_model,
                 entity_comparison=comparison,
             )
             s.add(row)

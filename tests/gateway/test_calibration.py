@@ -123,6 +123,29 @@ def test_calibrator_reads_labelled_scored_samples_of_the_tenant(tmp_path: Path) 
     db.dispose()
 
 
+def test_only_the_labels_of_the_verifier_in_force_refine_the_cut(tmp_path: Path) -> None:
+    # A retrained verifier scores on another scale: labels another model's scores
+    # earned (or scores of no recorded model, taken before migration 0008) say
+    # nothing about today's cut.
+    url = f"sqlite:///{tmp_path / 'cal.db'}"
+    upgrade_database(url)
+    db = create_engine(url)
+    now = utc_now()
+    with Session(db) as s, s.begin():
+        for i in range(400):
+            s.add(sample("t", 0.6 + 0.001 * i, "correct", now, model="old"))
+            s.add(sample("t", 0.6 + 0.001 * i, "correct", now, model=None))
+        for _ in range(10):
+            s.add(sample("t", 0.99, "misfire", now, model="new"))
+    old = Calibrator(db, lambda target: 0.9, verifier_model="old").refresh("t", 0.01)
+    assert (old.source, old.labelled) == ("tenant", 400) and old.cut < 0.61  # positive control
+    new = Calibrator(db, lambda target: 0.9, verifier_model="new").refresh("t", 0.01)
+    assert (new.labelled, new.misfires) == (10, 10) and new.cut == 0.9  # too few to move it
+    fresh = Calibrator(db, lambda target: 0.9, verifier_model="newer").refresh("t", 0.01)
+    assert (fresh.source, fresh.cut, fresh.labelled) == ("shipped", 0.9, 0)
+    db.dispose()
+
+
 def test_a_broken_shipped_curve_serves_nothing(tmp_path: Path) -> None:
     def broken(target: float) -> float:
         raise ValueError("empty calibration")
@@ -141,7 +164,9 @@ def test_a_broken_shipped_curve_serves_nothing(tmp_path: Path) -> None:
     db.dispose()
 
 
-def sample(tenant: str, score: float | None, label: str | None, now) -> MisfireSample:
+def sample(
+    tenant: str, score: float | None, label: str | None, now, model: str | None = None
+) -> MisfireSample:
     return MisfireSample(
         tenant_id=tenant,
         created_at=now,
@@ -154,5 +179,6 @@ def sample(tenant: str, score: float | None, label: str | None, now) -> MisfireS
         score=0.95,
         threshold=0.8,
         verifier_score=score,
+        verifier_model=model,
         label=label,
     )

@@ -164,6 +164,7 @@ def test_the_tenants_target_moves_the_cut_and_the_report_shows_it(
         assert wait_until(lambda: any(x["question"] == asked for x in samples(client, tenant)))
         (sample,) = [x for x in samples(client, tenant) if x["question"] == asked]
         assert sample["verifier_score"] == pytest.approx(score, abs=1e-6)
+        assert sample["verifier_model"] == verifier.scale_id  # the scale the score is on
         r = client.post(f"/review/samples/{sample['id']}/label", json={"label": "correct"})
         assert r.status_code == 200, r.text
         r = client.get("/reports/misfires", params={"tenant": tenant, "format": "json"})
@@ -233,6 +234,7 @@ def test_a_deleted_tenants_cut_is_forgotten(gw: Gateway) -> None:
     calibrator = verification.calibrator
     gone, _ = gw.tenant("verif-deleted", TenantPolicy(**OPEN))
     kept, _ = gw.tenant("verif-kept", TenantPolicy(**OPEN))
+    assert gw.app.state.sync.wait_until_caught_up(5)  # the creations are replayed first
     ttl = calibrator.ttl
     calibrator.ttl = 3600.0  # so only the deletion can drop a cut here
     try:

@@ -75,6 +75,9 @@ class SemanticDecision:
     query: SemanticQuery | None = None  # set when the request is cacheable
     result: LookupResult | None = None
     trace: LookupTrace | None = None  # every step, when the lookup was traced (a dry run)
+    #: The cosine threshold the lookup ran with: the policy's, or with the verifier on
+    #: the retrieval threshold in force (the misfire sampler records it with a hit).
+    threshold: float | None = None
 
     @property
     def header(self) -> str:
@@ -190,11 +193,13 @@ class Pipeline:
         if result.hit and await self._judge_refuses(ctx, query, result, tr):
             if count:
                 self.metrics.semantic_miss(ctx.tenant_id, "judge_refused")
-            return SemanticDecision("miss", "judge_refused", query, result, tr.result)
+            return SemanticDecision(
+                "miss", "judge_refused", query, result, tr.result, sem.threshold
+            )
         if result.hit:
             if count:
                 self.metrics.semantic_hits.labels(ctx.tenant_id).inc()
-            return SemanticDecision("hit", None, query, result, tr.result)
+            return SemanticDecision("hit", None, query, result, tr.result, sem.threshold)
         reason = result.reason or "miss"
         if count:
             self.metrics.semantic_miss(ctx.tenant_id, reason)

@@ -2,7 +2,9 @@
 (seed 003: 高阈值 + 人工标注验证, 语义缓存抽样人工核验（误命中率）).
 
 **Sampling rule** (``sample_probability``): a hit is sampled with the tenant's
-``policy.sample_rate``; hits that scored just above the threshold
+``policy.sample_rate``; hits that scored just above the threshold the lookup ran
+with (the policy's; with the pair verifier on, the retrieval threshold in force,
+which is also the threshold stored with the sample)
 (``score < threshold + BOOST_BAND``, 0.03) are where misfires live, so they are
 sampled at ``min(1, sample_rate × BOOST_FACTOR)`` (×3). A rate of 0 samples
 nothing. The probability actually used is stored with the sample (in
@@ -218,7 +220,9 @@ class MisfireSampler:
         if result is None or query is None or result.answer is None or result.score is None:
             return False
         policy = ctx.policy
-        probability = sample_probability(policy.sample_rate, result.score, policy.threshold)
+        # The threshold the lookup ran with (the retrieval threshold with the verifier on).
+        threshold = policy.threshold if decision.threshold is None else decision.threshold
+        probability = sample_probability(policy.sample_rate, result.score, threshold)
         if probability <= 0.0 or self.rng.random() >= probability:
             return False
         if len(self._tasks) >= self.max_pending:
@@ -237,7 +241,7 @@ class MisfireSampler:
             matched_question=result.cached_question or "",
             served_answer=answer_text(kind, result.answer)[0],
             score=float(result.score),
-            threshold=float(policy.threshold),
+            threshold=float(threshold),
             verifier_score=result.verifier_score,
             verifier_model=None if result.verifier_score is None else self.verifier_model,
             entity_kinds=policy.entity_kinds,

@@ -165,6 +165,11 @@ def test_the_tenants_target_moves_the_cut_and_the_report_shows_it(
         (sample,) = [x for x in samples(client, tenant) if x["question"] == asked]
         assert sample["verifier_score"] == pytest.approx(score, abs=1e-6)
         assert sample["verifier_model"] == verifier.scale_id  # the scale the score is on
+        # The threshold the lookup ran with: the retrieval threshold, not the policy's 0.89.
+        verification = gw.state.pipeline.verification
+        assert verification is not None
+        in_force = verification.retrieval_threshold(TenantPolicy(**OPEN))
+        assert sample["threshold"] == pytest.approx(in_force) and in_force < 0.89
         r = client.post(f"/review/samples/{sample['id']}/label", json={"label": "correct"})
         assert r.status_code == 200, r.text
         r = client.get("/reports/misfires", params={"tenant": tenant, "format": "json"})

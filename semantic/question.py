@@ -3,10 +3,17 @@
 Validation happens before anything is embedded or written, so a bad question
 never reaches the index or the database. Normalization is deliberately
 conservative: it only removes differences that cannot change the answer
-(Unicode compatibility forms, case, runs of whitespace, trailing question
-marks/full stops). Anything stronger (stemming, dropping stop words) could merge
-two questions with different answers, and the normalized form is what makes two
-writes "the same entry".
+(Unicode compatibility forms such as full-width letters and ligatures, letter
+case, runs of whitespace, trailing question marks/full stops). Anything stronger
+(stemming, dropping stop words) could merge two questions with different answers,
+and the normalized form is what makes two writes "the same entry". So it keeps
+superscripts, subscripts and vulgar fractions (NFKC would turn ``10⁵`` into ``105``
+and ``2³`` into ``23``), lowercases without case *folding* (``Maße``, measures, is
+not ``Masse``, mass), and keeps a ``!`` after a digit (``52!`` is a factorial).
+
+:func:`exact_form` is stricter still: the text up to Unicode composition and
+whitespace. Only questions equal in that form skip the pair verifier
+(semantic/candidates.py); every other pair, however alike, is verified.
 """
 
 from __future__ import annotations
@@ -23,8 +30,12 @@ from semantic.errors import InvalidQuestionError
 MAX_QUESTION_CHARS = 4096
 
 _WHITESPACE = re.compile(r"\s+")
-# Trailing sentence punctuation (ASCII and full-width) never changes what is asked.
-_TRAILING_PUNCT = re.compile(r"[\s?!.。？！…]+$")
+# Trailing sentence punctuation (ASCII and full-width) never changes what is asked,
+# except "!" after a digit (a factorial).
+_TRAILING = frozenset(" ?!.。？！…")
+_BANGS = frozenset("!！")
+#: Compatibility forms NFKC would fold into other characters with another meaning.
+_KEPT_FORMS = ("<super>", "<sub>", "<fraction>")
 
 
 def coerce_question(value: object) -> str:
@@ -68,11 +79,41 @@ def coerce_question(value: object) -> str:
 
 def normalize_question(text: str) -> str:
     """The form two questions must share to be one cache entry (see module docstring)."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = _compatibility_fold(text).lower()
     collapsed = _WHITESPACE.sub(" ", folded).strip()
-    stripped = _TRAILING_PUNCT.sub("", collapsed)
+    stripped = _strip_trailing(collapsed)
     # A question made only of punctuation keeps its punctuation rather than becoming "".
     return stripped or collapsed
+
+
+def exact_form(text: str) -> str:
+    """``text`` up to Unicode composition (NFC) and whitespace: two questions equal in
+    this form are the same question, so the pair verifier need not read them."""
+    return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+
+
+def _compatibility_fold(text: str) -> str:
+    """NFKC, except for the characters of :data:`_KEPT_FORMS` (kept, composed)."""
+    if text.isascii():
+        return text
+    out: list[str] = []
+    start = 0
+    for i, ch in enumerate(text):
+        if unicodedata.decomposition(ch).startswith(_KEPT_FORMS):
+            out.append(unicodedata.normalize("NFKC", text[start:i]))
+            out.append(ch)
+            start = i + 1
+    out.append(unicodedata.normalize("NFKC", text[start:]))
+    return "".join(out)
+
+
+def _strip_trailing(text: str) -> str:
+    end = len(text)
+    while end > 0 and text[end - 1] in _TRAILING:
+        if text[end - 1] in _BANGS and end > 1 and text[end - 2].isdigit():
+            break
+        end -= 1
+    return text[:end]
 
 
 def question_digest(normalized: str) -> str:

@@ -6,6 +6,7 @@ from semantic.errors import InvalidQuestionError
 from semantic.question import (
     MAX_QUESTION_CHARS,
     coerce_question,
+    exact_form,
     normalize_question,
     question_digest,
 )
@@ -47,6 +48,31 @@ def test_normalization_removes_only_answer_neutral_differences() -> None:
     assert normalize_question("enable 2FA") != normalize_question("disable 2FA")
     assert normalize_question("order 12345") != normalize_question("order 12346")
     assert normalize_question("???") == "???"
+
+
+def test_normalization_keeps_what_can_change_the_answer() -> None:
+    # NFKC would make these one question, case folding the German pair, and
+    # stripping "!" the factorial and the number.
+    for a, b in [
+        ("what is 10⁵", "what is 105"),
+        ("what is 2³?", "what is 23?"),
+        ("add ¼ cup", "add 1/4 cup"),
+        ("was bedeutet Maße", "was bedeutet Masse"),
+        ("how much is 20!", "how much is 20"),
+        ("H₂O", "H2O"),
+    ]:
+        assert normalize_question(a) != normalize_question(b), (a, b)
+    # Positive control: what cannot change it is still folded.
+    assert normalize_question("ＡＢＣ ﬁle？") == normalize_question("abc file")
+    assert normalize_question("Hello!!") == normalize_question("hello")
+    assert normalize_question("52!?") == "52!"
+
+
+def test_exact_form_ignores_only_whitespace_and_composition() -> None:
+    assert exact_form("  How  do I\treset it? ") == exact_form("How do I reset it?")
+    assert exact_form("cafe\u0301") == exact_form("caf\u00e9")  # NFC
+    for other in ("how do I reset it?", "How do I reset it", "How do I reset it？"):
+        assert exact_form(other) != exact_form("How do I reset it?"), other
 
 
 def test_digest_is_fixed_width_and_content_addressed() -> None:

@@ -136,12 +136,18 @@ def test_the_trace_records_each_verified_candidates_score(cache: SemanticCache) 
 
 
 def test_the_same_question_needs_no_verifier(cache: SemanticCache) -> None:
-    # Equal once normalized (case, spaces, trailing punctuation): served with score 1.0,
-    # the verifier never asked; a different question still goes to it.
+    # The same text up to whitespace: served with score 1.0, the verifier never asked.
     cache.verifier = v = Raising()
-    r = cache.lookup(chat("  how do I RESET my password "), CUT)
+    r = cache.lookup(chat("  " + STORED.replace(" ", "  ") + " "), CUT)
     assert r.hit and r.cached_question == STORED and r.verifier_score == 1.0
-    assert lookup(cache, v).reason == VERIFIER_ERROR
+    assert lookup(cache, v).reason == VERIFIER_ERROR  # a different question goes to it
+    # Equal once normalized as the store keys entries (case, trailing punctuation) is
+    # not the same question to the verifier: "SAD" the disorder, "20!" the factorial.
+    cache.verifier = refusing = Scripted({STORED: 0.0, OTHER: 0.0})
+    for variant in (STORED.lower(), STORED.rstrip("?"), STORED.upper()):
+        r = cache.lookup(chat(variant), CUT)
+        assert not r.hit and r.reason == VERIFIER_REFUSED, variant
+    assert len(refusing.calls) == 3 and all(STORED in c for _, c in refusing.calls)
 
 
 def test_the_verifier_is_scoped_to_the_tenants_partition(cache: SemanticCache) -> None:

@@ -231,7 +231,10 @@ class Pipeline:
         )
         tr.step("judge", verdict.same, verdict.reason)
         if not verdict.same:
-            log.info("judge refused a hit (score %.4f): %s", result.score, verdict.reason)
+            # The reason's kind only: an unparseable answer's text (kept for explain) can
+            # echo the questions of the prompt, and logs never hold user text.
+            kind = verdict.reason.split(":", 1)[0]
+            log.info("judge refused a hit (score %.4f): %s", result.score, kind)
         return not verdict.same
 
     def _skip_reason(

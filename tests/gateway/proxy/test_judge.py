@@ -59,6 +59,8 @@ def test_hits_inside_the_judge_band_need_the_models_yes(
     # The model was really asked (this base model has no chat template, so the judge
     # fell back to a plain completion) and its word-token answer is no "yes".
     assert any("judge_unparseable" in r.getMessage() for r in caplog.records)
+    # ... without the model's words, which may echo the prompt's questions
+    assert not any("judge_unparseable:" in r.getMessage() for r in caplog.records)
     assert semantic == "miss:judge_refused" and cache != "semantic-hit"
     after = metric(
         gw.metrics(), "cachegate_semantic_misses_total", tenant=inside_id, reason="judge_refused"

@@ -47,7 +47,7 @@ from bench.semantic_common import embed_batches
 from bench.semantic_eval_scoring import wilson_upper
 from bench.verifier_eval import PAIRS, sample_eval
 from bench.verifier_pairs import VPair
-from semantic import normalize_question
+from semantic.question import normalize_question
 from validators import Validator, ValidatorError
 from validators.verifier import DEFAULT_TARGET_MISFIRE, MODEL_DIR, PairVerifier
 

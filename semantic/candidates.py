@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from semantic.hit_validator import HitValidator
 from semantic.partition import SemanticQuery
 from semantic.policy import SemanticPolicy
-from semantic.question import exact_form
+from semantic.question import normalize_question
 from semantic.results import BELOW_THRESHOLD, EMPTY, EXPIRED, LookupResult
 from semantic.store import StoredEntry
 from semantic.trace import VANISHED, LookupTrace, TraceCandidate
@@ -132,15 +132,16 @@ def _verified(
 ) -> None:
     """Score ``accepted`` in one batch; serve the best above the cut, refuse the rest.
 
-    A cached question that is the new one up to Unicode composition and whitespace
-    (``exact_form``) needs no verifying: it scores 1.0 and is not sent to the
-    verifier. Anything looser goes to the verifier: the store's normalization folds
-    case and trailing punctuation, which an answer can depend on ("SAD" the
-    disorder, "20!" the factorial)."""
+    A cached question equal to the new one once normalized (the store's own identity
+    of a question: a backfill of either would write the other's entry) needs no
+    verifying: it scores 1.0 and is not sent to the verifier. That normalization
+    folds only what cannot change an answer (semantic/question.py: case, spacing,
+    trailing question marks; not ``x²`` into ``x2`` nor ``20!`` into ``20``); the
+    English verifier reads lowercased text, so case could not move its score anyway."""
     cut = policy.verifier_cut
     assert cut is not None
-    asked = exact_form(query.question)
-    same = [exact_form(e.question) == asked for e, _ in accepted]
+    asked = normalize_question(query.question)
+    same = [normalize_question(e.question) == asked for e, _ in accepted]
     others = [e.question for (e, _), s in zip(accepted, same, strict=True) if not s]
     # The partition key scopes any verdicts the verifier remembers to this tenant.
     scored, failure = (

@@ -11,9 +11,9 @@ superscripts, subscripts and vulgar fractions (NFKC would turn ``10⁵`` into ``
 and ``2³`` into ``23``), lowercases without case *folding* (``Maße``, measures, is
 not ``Masse``, mass), and keeps a ``!`` after a digit (``52!`` is a factorial).
 
-:func:`exact_form` is stricter still: the text up to Unicode composition and
-whitespace. Only questions equal in that form skip the pair verifier
-(semantic/candidates.py); every other pair, however alike, is verified.
+Two questions equal in this form also skip the pair verifier (semantic/candidates.py):
+they are one entry of the store, so serving one for the other is what a backfill
+of either would do anyway.
 """
 
 from __future__ import annotations
@@ -84,12 +84,6 @@ def normalize_question(text: str) -> str:
     stripped = _strip_trailing(collapsed)
     # A question made only of punctuation keeps its punctuation rather than becoming "".
     return stripped or collapsed
-
-
-def exact_form(text: str) -> str:
-    """``text`` up to Unicode composition (NFC) and whitespace: two questions equal in
-    this form are the same question, so the pair verifier need not read them."""
-    return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
 
 
 def _compatibility_fold(text: str) -> str:

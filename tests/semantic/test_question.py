@@ -6,7 +6,6 @@ from semantic.errors import InvalidQuestionError
 from semantic.question import (
     MAX_QUESTION_CHARS,
     coerce_question,
-    exact_form,
     normalize_question,
     question_digest,
 )
@@ -66,13 +65,6 @@ def test_normalization_keeps_what_can_change_the_answer() -> None:
     assert normalize_question("ＡＢＣ ﬁle？") == normalize_question("abc file")
     assert normalize_question("Hello!!") == normalize_question("hello")
     assert normalize_question("52!?") == "52!"
-
-
-def test_exact_form_ignores_only_whitespace_and_composition() -> None:
-    assert exact_form("  How  do I\treset it? ") == exact_form("How do I reset it?")
-    assert exact_form("cafe\u0301") == exact_form("caf\u00e9")  # NFC
-    for other in ("how do I reset it?", "How do I reset it", "How do I reset it？"):
-        assert exact_form(other) != exact_form("How do I reset it?"), other
 
 
 def test_digest_is_fixed_width_and_content_addressed() -> None:

@@ -86,7 +86,7 @@ def forward_main(args: argparse.Namespace) -> None:
     out = run(args.threads, args.clients, args.seed)
     out["load_average"] = {"start": load_start, "end": list(os.getloadavg())}
     out["environment"] = environment()
-    write_json("verifier_latency_forward", out)
+    write_json(args.name or "verifier_latency_forward", out)
     print(f"load average start {load_start}, end {out['load_average']['end']}")
 
 
@@ -102,6 +102,9 @@ def main() -> None:
         "--dtype", choices=("float32", "bfloat16"), default="float32", help="of the verifier"
     )
     ap.add_argument("--clients", type=int, default=8, help="concurrent lookups (--forward)")
+    ap.add_argument(
+        "--name", help="results/<name>.json (--forward; default verifier_latency_forward)"
+    )
     args = ap.parse_args()
     if args.forward:
         return forward_main(args)

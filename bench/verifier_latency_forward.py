@@ -20,9 +20,10 @@ from typing import Any
 import torch
 
 from bench.semantic_data import DATA_DIR, load_banking77
+from validators import onnx_forward
 from validators.verifier import PairVerifier
 from validators.verifier_dtype import apply_dtype
-from validators.verifier_en import FORWARD_CHUNK
+from validators.verifier_en import FORWARD_CHUNK, PROBE_PAIRS
 from validators.verify_batcher import Row
 
 BATCHES = (1, 5, 32)
@@ -86,6 +87,29 @@ def variants(verifier: PairVerifier) -> dict[str, Callable[[list[Row]], list[flo
     def one_padded_batch(rows: list[Row]) -> list[float]:  # the forward before this change
         return verifier.en.forward(rows)
 
+    def graph(int8: bool) -> onnx_forward.OnnxForward:
+        """The float32 model exported to ONNX Runtime, its products in int8 or not
+        (as validators/onnx_forward.py builds and checks it)."""
+
+        def logits(ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return fp32(input_ids=ids, token_type_ids=types, attention_mask=mask).logits[:, 0]
+
+        en = verifier.en
+        probes = [en.tensors(en.encode(p)) for p in onnx_forward.batches(PROBE_PAIRS)]
+        names = ("input_ids", "token_type_ids", "attention_mask")
+        bound = onnx_forward.Bound(fp32, logits)
+        return onnx_forward.build(bound, names, verifier.threads, probes, int8=int8)
+
+    def through(onnx: onnx_forward.OnnxForward) -> Callable[[list[Row]], list[float]]:
+        def run(rows: list[Row]) -> list[float]:
+            verifier.en.graph = onnx
+            try:
+                return verifier.en.forward_rows(rows)
+            finally:
+                verifier.en.graph = None
+
+        return run
+
     return {
         "fp32_one_padded_batch": one_padded_batch,
         f"fp32_sorted_chunks_of_{FORWARD_CHUNK}": chunked(fp32),
@@ -93,6 +117,10 @@ def variants(verifier: PairVerifier) -> dict[str, Callable[[list[Row]], list[flo
         "bf16_weights_chunks": chunked(bf16),
         "bf16_linears_chunks": chunked(bf16_linears),
         "int8_dynamic_chunks": chunked(int8),
+        # ONNX Runtime: float32 (the default where bf16 is not native) and int8 products
+        # (7-bit weights, per channel: validators/onnx_quantize.py), not calibrated.
+        "fp32_onnx_chunks": through(graph(int8=False)),
+        "int8_onnx_chunks": through(graph(int8=True)),
     }
 
 
@@ -173,7 +201,8 @@ def concurrent_section(
 
 def run(threads: int, clients: int, seed: int) -> dict[str, Any]:
     torch.set_num_threads(threads)  # every variant on the verifier's threads
-    verifier = PairVerifier(threads=threads, zh=False, cache_size=0)
+    # torch, so that the variants' model swaps run (ONNX Runtime is a variant of its own)
+    verifier = PairVerifier(threads=threads, zh=False, cache_size=0, backend="torch")
     pairs = pairs_from_banking77(max(64, clients * CANDIDATES * 7), seed)
     return {
         "verifier_threads": threads,

@@ -62,8 +62,8 @@ class EnglishModel:
         self.threads = threads
         self.backend_setting = backend_setting
         self._lock = threading.Lock()
-        # float32 products through ONNX Runtime (validators/onnx_forward.py); None: torch.
-        self._onnx: onnx_forward.OnnxForward | None = self._load_onnx()
+        #: float32 products through ONNX Runtime (validators/onnx_forward.py); None: torch.
+        self.graph: onnx_forward.OnnxForward | None = self._load_onnx()
 
     def _load_onnx(self) -> onnx_forward.OnnxForward | None:
         """The checked graph, float32 only: the bfloat16 products are faster in torch,
@@ -91,7 +91,7 @@ class EnglishModel:
     @property
     def backend(self) -> str:
         """What runs the forward: ``onnx`` or ``torch``."""
-        return "torch" if self._onnx is None else "onnx"
+        return "torch" if self.graph is None else "onnx"
 
     def encode(self, pairs: Sequence[tuple[str, str]]) -> list[Row]:
         """Each pair's (token ids, token types), unpadded and never truncated."""
@@ -151,8 +151,8 @@ class EnglishModel:
     def forward(self, rows: Sequence[Row]) -> list[float]:
         """One padded batch: a logit per row."""
         ids, types, mask = self.tensors(rows)
-        if self._onnx is not None:
-            return [float(z) for z in self._onnx(ids.numpy(), types.numpy(), mask.numpy())]
+        if self.graph is not None:
+            return [float(z) for z in self.graph(ids.numpy(), types.numpy(), mask.numpy())]
         with torch.inference_mode():
             out = self.model(input_ids=ids, token_type_ids=types, attention_mask=mask)
         return [float(z) for z in out.logits[:, 0]]  # (n, 1) -> (n,)

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine
+from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session
 
 from gateway.calibration import MIN_LABELS, Calibrator, tenant_cut
@@ -93,9 +93,7 @@ def test_a_tenant_cut_serves_exactly_the_samples_it_counted() -> None:
 
 
 def test_calibrator_reads_labelled_scored_samples_of_the_tenant(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'cal.db'}"
-    upgrade_database(url)
-    db = create_engine(url)
+    db = migrated(tmp_path)
     now = utc_now()
     with Session(db) as s, s.begin():
         for i in range(400):  # tenant a: clean labels from 0.6 up
@@ -127,9 +125,7 @@ def test_only_the_labels_of_the_verifier_in_force_refine_the_cut(tmp_path: Path)
     # A retrained verifier scores on another scale: labels another model's scores
     # earned (or scores of no recorded model, taken before migration 0008) say
     # nothing about today's cut.
-    url = f"sqlite:///{tmp_path / 'cal.db'}"
-    upgrade_database(url)
-    db = create_engine(url)
+    db = migrated(tmp_path)
     now = utc_now()
     with Session(db) as s, s.begin():
         for i in range(400):
@@ -153,15 +149,20 @@ def test_a_broken_shipped_curve_serves_nothing(tmp_path: Path) -> None:
     assert Calibrator(None, broken).refresh("t", 0.01).cut == 1.0
     # Nor do a tenant's clean labels lower it: they would prove a cut relative to a
     # curve that is not there (positive control: with the curve they do lower it).
-    url = f"sqlite:///{tmp_path / 'cal.db'}"
-    upgrade_database(url)
-    db = create_engine(url)
+    db = migrated(tmp_path)
     with Session(db) as s, s.begin():
         for i in range(400):
             s.add(sample("t", 0.6 + 0.001 * i, "correct", utc_now()))
     assert Calibrator(db, broken).refresh("t", 0.01).cut == 1.0
     assert Calibrator(db, lambda target: 0.9).refresh("t", 0.01).cut < 0.61
     db.dispose()
+
+
+def migrated(tmp_path: Path) -> Engine:
+    """A real SQLite database at the migration head."""
+    url = f"sqlite:///{tmp_path / 'cal.db'}"
+    upgrade_database(url)
+    return create_engine(url)
 
 
 def sample(

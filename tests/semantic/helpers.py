@@ -8,6 +8,9 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from semantic.partition import SemanticQuery
 
 PG_SERVER_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -91,3 +94,9 @@ class DigitValidator:
         if sorted(self.extract(question)["number"]) != sorted(cached):
             return "entity_mismatch:number"
         return None
+
+
+def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> NDArray[np.float32]:
+    """``n`` random unit vectors of ``dim`` dimensions (float32)."""
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)

@@ -5,13 +5,13 @@ import pytest
 
 from semantic.errors import InvalidVectorError
 from semantic.index import VectorIndex, check_vectors
+from tests.semantic.helpers import unit_vectors
 
 DIM = 16
 
 
 def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
-    x = rng.standard_normal((n, dim)).astype(np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+    return unit_vectors(rng, n, dim)
 
 
 @pytest.fixture

@@ -10,13 +10,13 @@ import pytest
 
 from semantic.errors import InvalidVectorError
 from semantic.partitioned_index import PartitionedIndex
+from tests.semantic.helpers import unit_vectors
 
 DIM = 16
 
 
 def unit(rng: np.random.Generator, n: int) -> np.ndarray:
-    x = rng.standard_normal((n, DIM)).astype(np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+    return unit_vectors(rng, n, DIM)
 
 
 @pytest.fixture

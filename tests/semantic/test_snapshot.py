@@ -11,6 +11,7 @@ import pytest
 
 from semantic.partitioned_index import PartitionedIndex
 from semantic.snapshot import CURRENT, Position, load_snapshot, restore_index, save_snapshot
+from tests.semantic.helpers import unit_vectors
 
 DIM = 32
 EMBEDDER = "minilm:32:abc"
@@ -18,8 +19,7 @@ AT = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def unit(rng: np.random.Generator, n: int) -> np.ndarray:
-    x = rng.standard_normal((n, DIM)).astype(np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+    return unit_vectors(rng, n, DIM)
 
 
 @pytest.fixture

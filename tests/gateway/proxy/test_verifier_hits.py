@@ -12,6 +12,7 @@ score; a verifier failure (a question it will not read) is a miss."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 from gateway.app import Components
+from gateway.calibration import Calibrator
 from gateway.policy import TenantPolicy
 from gateway.verification import GatewayVerifier, load_verifier
 from semantic import Embedder
@@ -230,51 +232,45 @@ def test_a_question_the_verifier_will_not_read_is_a_miss_never_a_hit(gw: Gateway
 TARGET_PAIR = ("How do I reset my password?", "How can I reset my password?")
 
 
+@contextmanager
+def kept_cuts(gw: Gateway, *prefixes: str) -> Iterator[tuple[Calibrator, list[str]]]:
+    """Fresh tenants (one per prefix) whose cuts are computed and kept for an hour, so
+    that only an invalidation can drop them; the sync feed has replayed their creation."""
+    verification = gw.state.pipeline.verification
+    assert verification is not None
+    calibrator = verification.calibrator
+    tenants = [gw.tenant(prefix, TenantPolicy(**OPEN))[0] for prefix in prefixes]
+    assert gw.app.state.sync.wait_until_caught_up(5)  # the creations are replayed first
+    ttl = calibrator.ttl
+    calibrator.ttl = 3600.0
+    try:
+        for tenant in tenants:
+            calibrator.refresh(tenant, 0.01)
+            assert calibrator.current(tenant, 0.01) is not None
+        yield calibrator, tenants
+    finally:
+        calibrator.ttl = ttl
+
+
 def test_a_deleted_tenants_cut_is_forgotten(gw: Gateway) -> None:
     # A tenant re-created under a deleted one's id must not inherit the cut its
     # labels earned: deleting drops it from this replica's calibrator at once (and
     # from the others' through the sync feed's tenant change).
-    verification = gw.state.pipeline.verification
-    assert verification is not None
-    calibrator = verification.calibrator
-    gone, _ = gw.tenant("verif-deleted", TenantPolicy(**OPEN))
-    kept, _ = gw.tenant("verif-kept", TenantPolicy(**OPEN))
-    assert gw.app.state.sync.wait_until_caught_up(5)  # the creations are replayed first
-    ttl = calibrator.ttl
-    calibrator.ttl = 3600.0  # so only the deletion can drop a cut here
-    try:
-        for tenant in (gone, kept):
-            calibrator.refresh(tenant, 0.01)
-            assert calibrator.current(tenant, 0.01) is not None
+    with kept_cuts(gw, "verif-deleted", "verif-kept") as (calibrator, (gone, kept)):
         with admin(gw) as client:
             r = client.delete(f"/tenants/{gone}")
         assert r.status_code == 200, r.text
         assert calibrator.current(gone, 0.01) is None
         assert calibrator.current(kept, 0.01) is not None  # positive control
-    finally:
-        calibrator.ttl = ttl
 
 
 def test_a_tenant_change_from_the_sync_feed_drops_its_cut(gw: Gateway) -> None:
     # A policy written anywhere logs a tenant change; every replica's feed replays it
     # and drops that tenant's kept cuts (the admin route here does not: the feed does).
-    verification = gw.state.pipeline.verification
-    assert verification is not None
-    calibrator = verification.calibrator
-    changed, _ = gw.tenant("verif-changed", TenantPolicy(**OPEN))
-    kept, _ = gw.tenant("verif-unchanged", TenantPolicy(**OPEN))
-    feed = gw.app.state.sync
-    assert feed.wait_until_caught_up(5)  # the creations are replayed before the cuts
-    ttl = calibrator.ttl
-    calibrator.ttl = 3600.0
-    try:
-        for tenant in (changed, kept):
-            calibrator.refresh(tenant, 0.01)
+    with kept_cuts(gw, "verif-changed", "verif-unchanged") as (calibrator, (changed, kept)):
         with admin(gw) as client:
             r = client.patch(f"/tenants/{changed}/policy", json={"sample_rate": 0.5})
         assert r.status_code == 200, r.text
         assert wait_until(lambda: calibrator.current(changed, 0.01) is None)
-        assert feed.wait_until_caught_up(5)
+        assert gw.app.state.sync.wait_until_caught_up(5)
         assert calibrator.current(kept, 0.01) is not None  # positive control
-    finally:
-        calibrator.ttl = ttl

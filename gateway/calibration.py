@@ -91,7 +91,8 @@ def tenant_cut(
     """The cut in force for ``labels`` (verifier score, is a misfire) and ``target``;
     ``refine=False`` keeps ``shipped_cut`` whatever the labels say."""
     ordered = sorted(labels)
-    cut, source = shipped_cut, "shipped"
+    cut = shipped_cut
+    source: Literal["shipped", "tenant", "raised"] = "shipped"
     if refine and len(ordered) >= min_labels:
         found = _lowest_proven_cut(ordered, target, min_labels)
         if found is not None:
@@ -107,7 +108,7 @@ def tenant_cut(
         target=target,
         cut=cut,
         shipped_cut=shipped_cut,
-        source="tenant" if source == "tenant" else "raised" if source == "raised" else "shipped",
+        source=source,
         labelled=len(ordered),
         served=n,
         misfires=k,

@@ -26,6 +26,15 @@ check counted, no sample just below. Shadow verification verdicts are shown in t
 do not move the cut: an answer sampled again at a temperature differs from the
 first for reasons that are not misfires.
 
+Samples are weighted by 1 / the probability they were sampled with: near-threshold
+hits are sampled 3× (gateway/review/sampling.py), and counted plainly they would
+stand for three times their share of the hits a cut serves. Unweighted, the
+estimate leaned toward those hits (pessimistic where they misfire more: a cut
+raised, or a proof delayed, on their account). The interval is Wilson's at Kish's
+effective sample size (gateway/reports/stats.py ``weighted_wilson``), so unequal
+weights widen it; when every sample had the same probability, the counts are the
+plain ones.
+
 :class:`Calibrator` keeps each tenant's cut for ``ttl`` seconds (a label takes
 effect within that time on every replica, since each reads the database); a
 tenant change (deleted, policy or keys; the replica-sync feed) drops it at once, so
@@ -41,13 +50,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from gateway.models import MisfireSample
-from gateway.reports.stats import wilson
+from gateway.reports.stats import weighted_wilson
 
 log = logging.getLogger("cachegate.gateway.calibration")
 
@@ -63,7 +72,8 @@ class CutInForce:
 
     ``estimate``/``low``/``high``: misfire rate among the tenant's labelled samples
     scored above ``cut`` (``served`` of them, ``misfires`` labelled misfire) with
-    its 95% Wilson interval; ``None`` without such samples."""
+    its 95% Wilson interval, each sample weighted by 1 / its sampling probability
+    (plain counts when all were sampled alike); ``None`` without such samples."""
 
     target: float
     cut: float
@@ -80,17 +90,57 @@ class CutInForce:
         return asdict(self)
 
 
+class Label(NamedTuple):
+    """A labelled sample: its verifier score, whether it was a misfire, and its weight
+    (1 / the probability it was sampled with)."""
+
+    score: float
+    misfire: bool
+    weight: float = 1.0
+
+
+def weighted(labels: Sequence[tuple[float, bool] | tuple[float, bool, float]]) -> list[Label]:
+    """``labels`` as :class:`Label` sorted by score, every weight 1 when they are all
+    equal (uniform sampling: the plain counts, bit for bit)."""
+    out = sorted(Label(*x) for x in labels)
+    if len({x.weight for x in out}) <= 1:
+        return [x._replace(weight=1.0) for x in out]
+    return out
+
+
+class _Above:
+    """Running sums over the labels above a cut: count, misfires, Σw, Σw·m, Σw²."""
+
+    def __init__(self, labels: Sequence[Label]) -> None:
+        self.n = len(labels)
+        self.k = sum(x.misfire for x in labels)
+        self.w = math.fsum(x.weight for x in labels)
+        self.wm = math.fsum(x.weight for x in labels if x.misfire)
+        self.w2 = math.fsum(x.weight * x.weight for x in labels)
+
+    def drop(self, x: Label) -> None:
+        self.n -= 1
+        self.k -= x.misfire
+        self.w -= x.weight
+        self.wm -= x.weight * x.misfire
+        self.w2 -= x.weight * x.weight
+
+    def interval(self) -> tuple[float, float, float] | None:
+        """(rate, low, high), weighted: gateway/reports/stats.py ``weighted_wilson``."""
+        return weighted_wilson(self.wm, self.w, self.w2) if self.n > 0 else None
+
+
 def tenant_cut(
-    labels: Sequence[tuple[float, bool]],
+    labels: Sequence[tuple[float, bool] | tuple[float, bool, float]],
     target: float,
     shipped_cut: float,
     min_labels: int = MIN_LABELS,
     *,
     refine: bool = True,
 ) -> CutInForce:
-    """The cut in force for ``labels`` (verifier score, is a misfire) and ``target``;
-    ``refine=False`` keeps ``shipped_cut`` whatever the labels say."""
-    ordered = sorted(labels)
+    """The cut in force for ``labels`` (verifier score, is a misfire[, weight]) and
+    ``target``; ``refine=False`` keeps ``shipped_cut`` whatever the labels say."""
+    ordered = weighted(labels)
     cut = shipped_cut
     source: Literal["shipped", "tenant", "raised"] = "shipped"
     if refine and len(ordered) >= min_labels:
@@ -101,72 +151,66 @@ def tenant_cut(
             raised = _lowest_cut_not_disproved(ordered, target, shipped_cut)
             if raised > shipped_cut:
                 cut, source = raised, "raised"
-    served = [m for s, m in ordered if s > cut]
-    k, n = sum(served), len(served)
-    interval = wilson(k, n)
+    served = _Above([x for x in ordered if x.score > cut])
+    interval = served.interval()
     return CutInForce(
         target=target,
         cut=cut,
         shipped_cut=shipped_cut,
         source=source,
         labelled=len(ordered),
-        served=n,
-        misfires=k,
-        estimate=k / n if n else None,
-        low=interval[0] if interval else None,
-        high=interval[1] if interval else None,
+        served=served.n,
+        misfires=served.k,
+        estimate=interval[0] if interval else None,
+        low=interval[1] if interval else None,
+        high=interval[2] if interval else None,
     )
 
 
-def _lowest_proven_cut(
-    ordered: Sequence[tuple[float, bool]], target: float, min_labels: int
-) -> float | None:
-    """Lowest cut (just below a labelled score) whose served samples' Wilson upper
-    bound is at most ``target``; ``ordered`` is sorted by score."""
-    total = len(ordered)
-    misfires_above = sum(m for _, m in ordered)
-    i = 0
-    while i < total and total - i >= min_labels:
-        score = ordered[i][0]
-        interval = wilson(misfires_above, total - i)
-        if interval is not None and interval[1] <= target:
+def _lowest_proven_cut(ordered: Sequence[Label], target: float, min_labels: int) -> float | None:
+    """Lowest cut (just below a labelled score) whose served samples' (weighted) Wilson
+    upper bound is at most ``target``; ``ordered`` is sorted by score."""
+    above = _Above(ordered)
+    i, total = 0, len(ordered)
+    while i < total and above.n >= min_labels:
+        score = ordered[i].score
+        interval = above.interval()
+        if interval is not None and interval[2] <= target:
             # Serving is "score > cut": the next float below serves this score and
             # nothing below it (a fixed margin would serve samples never counted).
             return max(0.0, math.nextafter(score, -math.inf))
-        while i < total and ordered[i][0] == score:
-            misfires_above -= ordered[i][1]
+        while i < total and ordered[i].score == score:
+            above.drop(ordered[i])
             i += 1
     return None
 
 
-def _lowest_cut_not_disproved(
-    ordered: Sequence[tuple[float, bool]], target: float, shipped_cut: float
-) -> float:
-    """``shipped_cut`` when its served samples' Wilson lower bound is at most
+def _lowest_cut_not_disproved(ordered: Sequence[Label], target: float, shipped_cut: float) -> float:
+    """``shipped_cut`` when its served samples' (weighted) Wilson lower bound is at most
     ``target``, else the lowest labelled score above it, as a cut, that is so (at
     worst the highest score: nothing labelled is served above it)."""
     total = len(ordered)
-    i = next((j for j, (score, _) in enumerate(ordered) if score > shipped_cut), total)
-    misfires_above = sum(m for _, m in ordered[i:])
+    i = next((j for j, x in enumerate(ordered) if x.score > shipped_cut), total)
+    above = _Above(ordered[i:])
     cut = shipped_cut
     while i < total:
-        interval = wilson(misfires_above, total - i)
-        if interval is None or interval[0] <= target:
+        interval = above.interval()
+        if interval is None or interval[1] <= target:
             return cut
-        cut = ordered[i][0]  # serve only what scored above this sample
-        while i < total and ordered[i][0] == cut:
-            misfires_above -= ordered[i][1]
+        cut = ordered[i].score  # serve only what scored above this sample
+        while i < total and ordered[i].score == cut:
+            above.drop(ordered[i])
             i += 1
     return cut
 
 
-def load_labels(
-    db: Engine, tenant_id: str, verifier_model: str | None = None
-) -> list[tuple[float, bool]]:
-    """A tenant's labelled samples that carry a verifier score, newest first; with
-    ``verifier_model``, only those that verifier scored."""
+def load_labels(db: Engine, tenant_id: str, verifier_model: str | None = None) -> list[Label]:
+    """A tenant's labelled samples that carry a verifier score, newest first, each
+    weighted by 1 / the probability it was sampled with (``entity_comparison.sampling``,
+    gateway/review/sampling.py; 1 where it is missing); with ``verifier_model``, only
+    those that verifier scored."""
     statement = (
-        select(MisfireSample.verifier_score, MisfireSample.label)
+        select(MisfireSample.verifier_score, MisfireSample.label, MisfireSample.entity_comparison)
         .where(MisfireSample.tenant_id == tenant_id)
         .where(MisfireSample.label.is_not(None))
         .where(MisfireSample.verifier_score.is_not(None))
@@ -176,7 +220,20 @@ def load_labels(
     statement = statement.order_by(MisfireSample.id.desc()).limit(MAX_SAMPLES)
     with Session(db) as s:
         rows = s.execute(statement)
-        return [(float(score), label == "misfire") for score, label in rows if score is not None]
+        return [
+            Label(float(score), label == "misfire", _weight(comparison))
+            for score, label, comparison in rows
+            if score is not None
+        ]
+
+
+def _weight(comparison: object) -> float:
+    """1 / the sampling probability recorded with a sample (1 when absent or unusable)."""
+    sampling = comparison.get("sampling") if isinstance(comparison, dict) else None
+    p = sampling.get("probability") if isinstance(sampling, dict) else None
+    if isinstance(p, int | float) and not isinstance(p, bool) and 0.0 < p <= 1.0:
+        return 1.0 / float(p)
+    return 1.0
 
 
 class Calibrator:

@@ -6,6 +6,10 @@
       centre = (p + z²/2n) / d,   half = z·sqrt(p(1-p)/n + z²/4n²) / d
       interval = [centre - half, centre + half]   (None when n = 0)
 
+- **Weighted**, for samples drawn with unequal probabilities (near-threshold hits ×3):
+  each weighs 1/probability, the rate is Σw·m / Σw and the interval Wilson's at
+  Kish's effective size n_eff = (Σw)²/Σw² (:func:`weighted_wilson`; the tenant's
+  verifier cut, gateway/calibration.py).
 - **Score buckets**: half-open ``[lo, hi)`` except the last, which includes its
   upper edge; a score below the first edge falls in an ``< first`` bucket.
 - **Threshold curve**: for each distinct labelled score t (ascending), the
@@ -48,9 +52,26 @@ DEFAULT_EDGES: tuple[float, ...] = (
 
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    if n <= 0:
+    return None if n <= 0 else wilson_at(k / n, n, z)
+
+
+def weighted_wilson(
+    sum_wm: float, sum_w: float, sum_w2: float, z: float = Z95
+) -> tuple[float, float, float] | None:
+    """``(rate, low, high)`` of a proportion over samples drawn with unequal
+    probabilities, each weighted ``w = 1/probability``: the rate is Σw·m / Σw (m = 1
+    for a misfire) and the interval is Wilson's at Kish's effective sample size
+    n_eff = (Σw)² / Σw², which is n when every weight is equal (then this is
+    :func:`wilson`, up to rounding) and smaller the more the weights differ."""
+    if sum_w <= 0 or sum_w2 <= 0:
         return None
-    p = k / n
+    p = min(1.0, max(0.0, sum_wm / sum_w))
+    interval = wilson_at(p, sum_w * sum_w / sum_w2, z)
+    return p, interval[0], interval[1]
+
+
+def wilson_at(p: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """Wilson's interval for an observed rate ``p`` over ``n`` (> 0) samples."""
     d = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / d
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d

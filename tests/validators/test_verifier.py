@@ -143,6 +143,10 @@ def test_chinese_without_its_path_is_refused_not_guessed() -> None:
     [
         ("パスワードを変更するには", "パスワードの変更方法", "language_not_covered"),
         ("Как сменить пароль?", "Как изменить пароль?", "language_not_covered"),
+        # Half Latin, half Cyrillic: MiniLM has those letters (no [UNK]), yet it was
+        # trained on English only.
+        ("How do I reset my PIN для карты", "reset PIN для карты", "language_not_covered"),
+        ("What is the αβγ test", "What is the αβγ test for", "language_not_covered"),
     ],
 )
 def test_unreadable_pairs_score_zero(
@@ -150,6 +154,19 @@ def test_unreadable_pairs_score_zero(
 ) -> None:
     v = verifier.verdicts(query, [cached])[0]
     assert (v.supported, v.score, v.reason) == (False, 0.0, reason)
+
+
+def test_a_greek_letter_in_an_english_question_is_read(verifier: PairVerifier) -> None:
+    # Positive control of the rule above: one letter of another alphabet beside Latin
+    # ones (a formula's π or Δ) keeps the English path; a text of such letters alone,
+    # or more than one in ten, does not.
+    from validators.verifier_zh import mostly_latin
+
+    assert mostly_latin("What is the value of π?") and mostly_latin("ΔH of the reaction")
+    assert mostly_latin("12 + 7 = ?") and mostly_latin("Café près de la gare")
+    assert not mostly_latin("π") and not mostly_latin("αβ test")
+    v = verifier.verdicts("What is the value of π?", ["what's the value of pi"])[0]
+    assert v.supported and v.path == "en"
 
 
 def test_batch_scores_match_single_scores(verifier: PairVerifier) -> None:

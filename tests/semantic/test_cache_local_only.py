@@ -5,47 +5,39 @@ It decides from memory alone (the question's vector kept per tenant, the rows in
 the store's memo, the verifier's remembered verdicts, an index no writer holds, a
 hit counted in memory) and raises :class:`~semantic.errors.WouldBlockError`, having
 written nothing, at the first step that would wait. When it answers, it answers
-what the threaded lookup answers. Real embedder, real migrated SQLite file; the
-verifiers are small scripted objects (the subject is the cache's control flow; the
-shipped verifier's ``remembered`` is tested in tests/validators/test_verdict_cache.py).
+what the threaded lookup answers. Real embedder, real migrated SQLite file.
+
+Here: the same decision, rows from the memo, hits written at once, tenants and traced
+lookups. Writes: test_cache_local_only_writes.py; a partition index being changed:
+test_cache_local_only_index.py; the verifier: test_cache_local_only_verifier.py.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
-from gateway.sync.log import last_seq, read_after
 from semantic.cache import SemanticCache
-from semantic.changes import CLEAR_PARTITION, DELETE, UPSERT, Change
 from semantic.embedder import Embedder
-from semantic.entry_memo import DEFAULT_MEMO_SIZE, EntryMemo
-from semantic.errors import WouldBlockError
-from semantic.hit_counter import PendingHits
-from semantic.partition import SemanticQuery
 from semantic.policy import SemanticPolicy
-from semantic.replay import replay
-from semantic.results import LookupResult
 from semantic.store import EntryStore
-from semantic.verification import VERIFIER_ERROR, VERIFIER_REFUSED, verify
-from tests.semantic.helpers import PARAPHRASE, STORED, ManualClock, chat, reply
+from tests.semantic.helpers import PARAPHRASE, STORED, ManualClock, chat
+from tests.semantic.local_only_support import (
+    NEW,
+    OLD,
+    SLIDING,
+    TTL,
+    UNRELATED,
+    blocked,
+    memoized,
+    state,
+    stored_id,
+)
 
-UNRELATED = "What is the weather in Paris tomorrow?"
-OLD = reply("Use the 'forgot password' link.")
-NEW = reply("Open Settings, then Security, then Reset.")
-#: Entries stored with an expiry, so purge_expired and expiry slides have something to move.
-TTL = SemanticPolicy(ttl_seconds=3600)
-SLIDING = SemanticPolicy(sliding_ttl=True)
-CUT = SemanticPolicy(verifier_cut=0.5)
 
-
-# -- fixtures and helpers ------------------------------------------------------------
+# -- fixtures ----------------------------------------------------------------------
 @pytest.fixture
 def store(sqlite_url: str) -> Iterator[EntryStore]:
     entry_store = EntryStore(sqlite_url)
@@ -60,131 +52,6 @@ def cache(embedder: Embedder, store: EntryStore, clock: ManualClock) -> Iterator
     semantic = SemanticCache(embedder, store, clock=clock, hit_flush_seconds=3600)
     yield semantic
     semantic.close()
-
-
-def blocked(cache: SemanticCache, query: SemanticQuery, policy: SemanticPolicy = TTL) -> str:
-    """Assert the local lookup raises WouldBlockError having written nothing; its reason."""
-    before = state(cache)
-    with pytest.raises(WouldBlockError) as caught:
-        cache.lookup(query, policy, local_only=True)
-    assert state(cache) == before, "a WouldBlockError lookup wrote something"
-    return caught.value.reason
-
-
-def local_or_none(
-    cache: SemanticCache, query: SemanticQuery, policy: SemanticPolicy = TTL
-) -> LookupResult | None:
-    try:
-        return cache.lookup(query, policy, local_only=True)
-    except WouldBlockError:
-        return None
-
-
-def state(cache: SemanticCache) -> tuple[Any, ...]:
-    """Everything a lookup could write: rows, the change log, pending hits, the index."""
-    with cache.entries.engine.connect() as conn:
-        seq = last_seq(conn)
-    rows = tuple(
-        (e.id, e.partition_key, e.answer, e.hit_count, e.last_hit_at, e.expires_at, e.updated_at)
-        for e in cache.entries.iter_entries()
-    )
-    pending = cache.hits.pending() if cache.hits is not None else 0
-    return seq, rows, pending, {key: _size(cache, key) for key in cache.index.partitions()}
-
-
-def _size(cache: SemanticCache, key: str) -> int | str:
-    # Never waits: the index-busy tests call this while another thread writes.
-    try:
-        return cache.index.size(key, blocking=False)
-    except WouldBlockError:
-        return "busy"
-
-
-def stored_id(
-    cache: SemanticCache, question: str, answer: dict[str, Any], tenant: str = "tenant-a"
-) -> int:
-    result = cache.store(chat(question, tenant=tenant), answer, TTL)
-    assert result.stored and result.entry_id is not None, result
-    return result.entry_id
-
-
-def memoized(cache: SemanticCache, entry_id: int, now: datetime) -> bool:
-    found, _ = cache.entries.memo.get([entry_id], now)
-    return entry_id in found
-
-
-def changes_since(cache: SemanticCache, seq: int) -> list[Change]:
-    """The change log past ``seq``, read as the replica-sync feed reads it."""
-    with cache.entries.engine.connect() as conn:
-        return read_after(conn, seq, 1000)
-
-
-def log_position(cache: SemanticCache) -> int:
-    with cache.entries.engine.connect() as conn:
-        return last_seq(conn)
-
-
-@contextmanager
-def held_by_another_thread(lock: Callable[[], AbstractContextManager[Any]]) -> Iterator[None]:
-    """``lock()`` entered by a second thread for the duration of the block."""
-    taken, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with lock():
-            taken.set()
-            release.wait(10)
-
-    thread = threading.Thread(target=hold, daemon=True)
-    thread.start()
-    try:
-        assert taken.wait(5), "the other thread never took the lock"
-        yield
-    finally:
-        release.set()
-        thread.join(5)
-    assert not thread.is_alive()
-
-
-class Remembering:
-    """A scripted verifier: ``scores`` is the forward, ``remembered`` the memory."""
-
-    def __init__(self, score: float, known: list[float] | None) -> None:
-        self.score = score
-        self.known = known
-        self.forwards: list[tuple[str, list[str], str]] = []
-        self.recalls: list[tuple[str, list[str], str]] = []
-
-    def scores(self, question: str, candidates: Sequence[str], scope: str = "") -> list[float]:
-        self.forwards.append((question, list(candidates), scope))
-        return [self.score] * len(candidates)
-
-    def remembered(
-        self, question: str, candidates: Sequence[str], scope: str = ""
-    ) -> list[float] | None:
-        self.recalls.append((question, list(candidates), scope))
-        return None if self.known is None else list(self.known)
-
-
-class ForwardOnly:
-    """A verifier without ``remembered``: every verdict needs a forward."""
-
-    def __init__(self) -> None:
-        self.forwards = 0
-
-    def scores(self, question: str, candidates: Sequence[str], scope: str = "") -> list[float]:
-        self.forwards += 1
-        return [0.9] * len(candidates)
-
-
-class RecallRaises(Remembering):
-    def __init__(self, error: Exception) -> None:
-        super().__init__(0.9, [0.9])
-        self.error = error
-
-    def remembered(
-        self, question: str, candidates: Sequence[str], scope: str = ""
-    ) -> list[float] | None:
-        raise self.error
 
 
 # -- 1. the same decision ------------------------------------------------------------
@@ -257,197 +124,6 @@ def test_a_store_without_a_memo_never_answers_a_candidate_locally(
         no_memo.close()
 
 
-# -- 3. this replica's writes ----------------------------------------------------------
-Writer = Callable[[SemanticCache, ManualClock, int, str], None]
-
-
-def _upsert(cache: SemanticCache, clock: ManualClock, entry_id: int, key: str) -> None:
-    assert cache.store(chat(STORED), NEW, TTL).entry_id == entry_id
-
-
-def _record_hit_slides(cache: SemanticCache, clock: ManualClock, entry_id: int, key: str) -> None:
-    cache.entries.record_hit(entry_id, at=clock.now, expires_at=clock.now + timedelta(seconds=10))
-    clock.advance(20)  # the memoized row's expiry is an hour away; the stored one has passed
-
-
-def _record_hits_slides(cache: SemanticCache, clock: ManualClock, entry_id: int, key: str) -> None:
-    slid = clock.now + timedelta(seconds=10)
-    cache.entries.record_hits({entry_id: PendingHits(1, clock.now, slid)})
-    clock.advance(20)
-
-
-def _invalidate_entry(cache: SemanticCache, clock: ManualClock, entry_id: int, key: str) -> None:
-    assert cache.invalidate(entry_id=entry_id) == 1
-
-
-def _invalidate_tenant(cache: SemanticCache, clock: ManualClock, entry_id: int, key: str) -> None:
-    assert cache.invalidate(tenant="tenant-a") == 1
-
-
-# Writes through the store alone leave the id in this replica's index: only the
-# memo's forgetting keeps the deleted row from being served.
-def _store_delete(cache: SemanticCache, clock: ManualClock, entry_id: int, key: str) -> None:
-    assert cache.entries.delete([entry_id]) == [(entry_id, key)]
-
-
-def _store_delete_where(cache: SemanticCache, clock: ManualClock, entry_id: int, key: str) -> None:
-    assert cache.entries.delete_where(partition_key=key) == [(entry_id, key)]
-
-
-def _store_purge(cache: SemanticCache, clock: ManualClock, entry_id: int, key: str) -> None:
-    # Purged as of two hours on, while the cache's clock (and the memoized row) is still fresh.
-    assert cache.entries.purge_expired(clock.now + timedelta(hours=2)) == [(entry_id, key)]
-
-
-@pytest.mark.parametrize(
-    ("write", "after"),
-    [
-        pytest.param(_upsert, (True, None, NEW), id="cache.store-upsert"),
-        pytest.param(_record_hit_slides, (False, "expired", None), id="record_hit-expiry"),
-        pytest.param(_record_hits_slides, (False, "expired", None), id="record_hits-expiry"),
-        pytest.param(_invalidate_entry, (False, "empty", None), id="invalidate-entry"),
-        pytest.param(_invalidate_tenant, (False, "empty", None), id="invalidate-tenant"),
-        pytest.param(_store_delete, (False, "empty", None), id="store.delete"),
-        pytest.param(_store_delete_where, (False, "empty", None), id="store.delete_where"),
-        pytest.param(_store_purge, (False, "empty", None), id="store.purge_expired"),
-    ],
-)
-def test_a_write_through_the_store_is_never_answered_from_the_old_row(
-    cache: SemanticCache,
-    clock: ManualClock,
-    write: Writer,
-    after: tuple[bool, str | None, dict[str, Any] | None],
-) -> None:
-    entry_id = stored_id(cache, STORED, OLD)
-    key = cache.partition_key(chat(STORED))
-    assert cache.lookup(chat(PARAPHRASE), TTL).answer == OLD
-    local = cache.lookup(chat(PARAPHRASE), TTL, local_only=True)
-    assert local.hit and local.answer == OLD and memoized(cache, entry_id, clock.now)
-
-    write(cache, clock, entry_id, key)
-
-    assert not memoized(cache, entry_id, clock.now)
-    local_after = local_or_none(cache, chat(PARAPHRASE))
-    if local_after is not None:  # blocking is always allowed; the old answer never is
-        assert local_after.answer != OLD
-        assert (local_after.hit, local_after.reason, local_after.answer) == after
-    threaded = cache.lookup(chat(PARAPHRASE), TTL)
-    assert (threaded.hit, threaded.reason, threaded.answer) == after
-    again = cache.lookup(chat(PARAPHRASE), TTL, local_only=True)
-    assert again.answer != OLD
-    if threaded.hit:
-        assert again == threaded
-    else:  # the threaded miss dropped the row from the index (or it was gone already)
-        assert (again.hit, again.reason) == (False, "empty")
-
-
-# -- 4. another replica's writes --------------------------------------------------------
-@pytest.fixture
-def replica(embedder: Embedder, sqlite_url: str, clock: ManualClock) -> Iterator[SemanticCache]:
-    """A second replica: its own store (engine, memo) and index on the same file."""
-    other_store = EntryStore(sqlite_url)
-    other = SemanticCache(embedder, other_store, clock=clock, hit_flush_seconds=None)
-    yield other
-    other.close()
-    other_store.close()
-
-
-def _replica_updates(replica: SemanticCache, entry_id: int, key: str) -> None:
-    assert replica.store(chat(STORED), NEW, TTL).entry_id == entry_id
-
-
-def _replica_deletes(replica: SemanticCache, entry_id: int, key: str) -> None:
-    assert replica.invalidate(entry_id=entry_id) == 1
-
-
-def _replica_clears(replica: SemanticCache, entry_id: int, key: str) -> None:
-    assert replica.entries.delete_where(partition_key=key) == [(entry_id, key)]
-
-
-@pytest.mark.parametrize(
-    ("write", "op", "after"),
-    [
-        pytest.param(_replica_updates, UPSERT, (True, None, NEW), id="update"),
-        pytest.param(_replica_deletes, DELETE, (False, "empty", None), id="delete"),
-        pytest.param(_replica_clears, CLEAR_PARTITION, (False, "empty", None), id="clear"),
-    ],
-)
-def test_another_replicas_write_is_served_stale_until_replayed(
-    cache: SemanticCache,
-    replica: SemanticCache,
-    clock: ManualClock,
-    write: Callable[[SemanticCache, int, str], None],
-    op: str,
-    after: tuple[bool, str | None, dict[str, Any] | None],
-) -> None:
-    entry_id = stored_id(cache, STORED, OLD)
-    key = cache.partition_key(chat(STORED))
-    assert cache.lookup(chat(PARAPHRASE), TTL).answer == OLD
-    position = log_position(cache)
-
-    write(replica, entry_id, key)
-
-    # Before replay this replica knows nothing of the write: the memoized row (for at
-    # most the memo's max age) and this replica's index still serve the pre-change
-    # answer, locally and threaded alike (README: replicas converge through replay).
-    stale = cache.lookup(chat(PARAPHRASE), TTL, local_only=True)
-    assert (stale.hit, stale.entry_id, stale.answer) == (True, entry_id, OLD)
-    assert cache.lookup(chat(PARAPHRASE), TTL) == stale
-
-    changes = changes_since(cache, position)
-    assert [c.op for c in changes] == [op]
-    replay(cache, changes)
-
-    assert not memoized(cache, entry_id, clock.now)
-    local_after = local_or_none(cache, chat(PARAPHRASE))
-    if local_after is not None:
-        assert local_after.answer != OLD
-        assert (local_after.hit, local_after.reason, local_after.answer) == after
-    threaded = cache.lookup(chat(PARAPHRASE), TTL)
-    assert (threaded.hit, threaded.reason, threaded.answer) == after
-    assert cache.lookup(chat(PARAPHRASE), TTL, local_only=True) == threaded
-
-
-def test_an_expiry_slid_by_another_replica_is_read_again_not_taken_as_expired(
-    cache: SemanticCache, replica: SemanticCache, clock: ManualClock
-) -> None:
-    entry_id = stored_id(cache, STORED, OLD)
-    assert cache.lookup(chat(PARAPHRASE), TTL).hit  # memoized with the stored expiry
-    clock.advance(3000)
-    replica.rebuild(progress=False)
-    slid = replica.lookup(chat(PARAPHRASE), SLIDING)  # written at once, no change logged
-    assert slid.hit and slid.expires_at == clock.now + timedelta(seconds=3600)
-
-    clock.advance(1000)  # past the memoized expiry, well before the slid one
-    assert memoized(cache, entry_id, clock.now - timedelta(seconds=1000))
-    assert blocked(cache, chat(PARAPHRASE)) == "store"  # the row must be read again
-    threaded = cache.lookup(chat(PARAPHRASE), TTL)
-    assert (threaded.hit, threaded.entry_id, threaded.expires_at) == (
-        True,
-        entry_id,
-        slid.expires_at,
-    )
-    assert cache.lookup(chat(PARAPHRASE), TTL, local_only=True) == threaded
-
-
-def test_without_replay_a_memoized_row_is_trusted_for_the_memos_max_age_only(
-    cache: SemanticCache, replica: SemanticCache
-) -> None:
-    ticks = [time.monotonic()]
-    cache.entries.memo = EntryMemo(DEFAULT_MEMO_SIZE, 10.0, clock=lambda: ticks[0])
-    entry_id = stored_id(cache, STORED, OLD)
-    assert cache.lookup(chat(PARAPHRASE), TTL).answer == OLD
-
-    _replica_updates(replica, entry_id, cache.partition_key(chat(STORED)))
-    ticks[0] += 9.0
-    assert cache.lookup(chat(PARAPHRASE), TTL, local_only=True).answer == OLD  # within the bound
-    ticks[0] += 2.0
-    assert blocked(cache, chat(PARAPHRASE)) == "store"  # too old: read again
-    threaded = cache.lookup(chat(PARAPHRASE), TTL)
-    assert (threaded.hit, threaded.answer) == (True, NEW)
-    assert cache.lookup(chat(PARAPHRASE), TTL, local_only=True) == threaded
-
-
 # -- 5. hits that are written at once ---------------------------------------------------
 def test_a_sliding_ttl_hit_blocks_locally_and_slides_when_threaded(
     cache: SemanticCache, clock: ManualClock
@@ -500,118 +176,6 @@ def test_without_a_hit_counter_every_local_hit_blocks(
     assert cache.entries.get(entry_id).hit_count == 1
     assert cache.lookup(chat(UNRELATED), TTL).reason == "below_threshold"
     assert cache.lookup(chat(UNRELATED), TTL, local_only=True).reason == "below_threshold"
-
-
-# -- 6. a partition index being changed -------------------------------------------------
-def test_a_writer_on_the_partition_index_blocks_a_local_lookup_and_readers_do_not(
-    cache: SemanticCache,
-) -> None:
-    stored_id(cache, STORED, OLD)
-    query = chat(PARAPHRASE)
-    index = cache.index.get(cache.partition_key(query))
-    assert index is not None
-    served = cache.lookup(query, TTL)
-    assert cache.lookup(query, TTL, local_only=True) == served  # positive control
-
-    with held_by_another_thread(index._lock.writing):
-        assert blocked(cache, query) == "index_busy"
-    with held_by_another_thread(index._lock.reading):
-        assert cache.lookup(query, TTL, local_only=True) == served
-    assert cache.lookup(query, TTL, local_only=True) == served
-
-
-def test_a_waiting_writer_holds_local_lookups_back(cache: SemanticCache) -> None:
-    stored_id(cache, STORED, OLD)
-    query = chat(PARAPHRASE)
-    index = cache.index.get(cache.partition_key(query))
-    assert index is not None
-    served = cache.lookup(query, TTL)
-    lock = index._lock
-
-    with held_by_another_thread(lock.reading):
-        done = threading.Event()
-
-        def write() -> None:
-            with lock.writing():
-                done.set()
-
-        writer = threading.Thread(target=write, daemon=True)
-        writer.start()
-        deadline = time.monotonic() + 5
-        while not lock._waiting_writers and time.monotonic() < deadline:
-            time.sleep(0.001)
-        assert lock._waiting_writers == 1 and not done.is_set()
-        assert blocked(cache, query) == "index_busy"  # a stream of reads cannot starve it
-    writer.join(5)
-    assert done.is_set()
-    assert cache.lookup(query, TTL, local_only=True) == served
-
-
-# -- 7. the verifier ----------------------------------------------------------------------
-def test_local_only_serves_remembered_verdicts_and_blocks_for_a_forward(
-    cache: SemanticCache,
-) -> None:
-    entry_id = stored_id(cache, STORED, OLD)
-    query = chat(PARAPHRASE)
-    scope = cache.partition_key(query)
-    verifier = Remembering(0.9, known=None)
-    cache.verifier = verifier
-    threaded = cache.lookup(query, CUT)
-    assert (threaded.hit, threaded.entry_id, threaded.verifier_score) == (True, entry_id, 0.9)
-    assert verifier.forwards == [(PARAPHRASE, [STORED], scope)]
-
-    assert blocked(cache, query, CUT) == "verifier"  # remembered() knows nothing
-    assert verifier.recalls == [(PARAPHRASE, [STORED], scope)]  # scoped to the partition
-
-    verifier.known = [0.9]
-    assert cache.lookup(query, CUT, local_only=True) == threaded
-    verifier.known, verifier.score = [0.2], 0.2
-    refused = cache.lookup(query, CUT, local_only=True)
-    assert (refused.hit, refused.reason, refused.verifier_score) == (False, VERIFIER_REFUSED, 0.2)
-    assert cache.lookup(query, CUT) == refused
-    assert len(verifier.forwards) == 2  # local lookups never ran a forward
-
-
-def test_a_verifier_without_remembered_always_blocks_a_verified_local_lookup(
-    cache: SemanticCache,
-) -> None:
-    stored_id(cache, STORED, OLD)
-    verifier = ForwardOnly()
-    cache.verifier = verifier
-    for _ in range(2):
-        assert cache.lookup(chat(PARAPHRASE), CUT).hit
-        assert blocked(cache, chat(PARAPHRASE), CUT) == "verifier"
-    assert verifier.forwards == 2
-    # The stored question itself needs no verdict (it scores 1.0 unverified): local.
-    assert cache.lookup(chat(STORED), CUT).hit
-    exact = cache.lookup(chat(STORED), CUT, local_only=True)
-    assert (exact.hit, exact.verifier_score) == (True, 1.0)
-    assert verifier.forwards == 2
-
-
-def test_verify_never_turns_would_block_into_a_verifier_error(cache: SemanticCache) -> None:
-    with pytest.raises(WouldBlockError) as unknown:
-        verify(Remembering(0.9, known=None), PARAPHRASE, [STORED], "k", local_only=True)
-    assert unknown.value.reason == "verifier"
-    with pytest.raises(WouldBlockError):
-        verify(ForwardOnly(), PARAPHRASE, [STORED], "k", local_only=True)
-    busy = RecallRaises(WouldBlockError("verdict cache busy", reason="verifier"))
-    with pytest.raises(WouldBlockError):
-        verify(busy, PARAPHRASE, [STORED], "k", local_only=True)
-    # Any other failure still fails closed, locally as threaded.
-    broken = RecallRaises(RuntimeError("boom"))
-    assert verify(broken, PARAPHRASE, [STORED], "k", local_only=True) == (None, VERIFIER_ERROR)
-    assert verify(Remembering(0.9, [0.9]), PARAPHRASE, [STORED], "k", local_only=True) == (
-        [0.9],
-        None,
-    )
-
-    # Through the cache: the lookup raises rather than answering verifier_error.
-    stored_id(cache, STORED, OLD)
-    cache.verifier = Remembering(0.9, known=[0.9])
-    assert cache.lookup(chat(PARAPHRASE), CUT).hit
-    cache.verifier = busy
-    assert blocked(cache, chat(PARAPHRASE), CUT) == "verifier"
 
 
 # -- 8. tenants ----------------------------------------------------------------------------

@@ -25,7 +25,8 @@ bound what it may cost); if no T meets them, the highest.
 
     .venv/bin/python bench/semantic_eval_verifier.py [--per-kind 400]
 
-(also ``bench/semantic_eval.py --verifier``). Writes
+``--dtype int8`` (or bfloat16) evaluates the English verifier in that compute dtype,
+at the cut of its own calibration. (also ``bench/semantic_eval.py --verifier``). Writes
 bench/results/semantic_eval_verifier.json and prints the table.
 """
 
@@ -47,9 +48,11 @@ from bench.semantic_common import embed_batches
 from bench.semantic_eval_scoring import wilson_upper
 from bench.verifier_eval import PAIRS, sample_eval
 from bench.verifier_pairs import VPair
+from gateway.verification import retrieval_threshold_for
 from semantic.question import normalize_question
 from validators import Validator, ValidatorError
 from validators.verifier import DEFAULT_TARGET_MISFIRE, MODEL_DIR, PairVerifier
+from validators.verifier_dtype import DTYPES, Dtype
 
 RESULTS = Path(__file__).resolve().parent / "results" / "semantic_eval_verifier.json"
 OLD_THRESHOLD = 0.89
@@ -118,8 +121,10 @@ def verifier_scores(verifier: PairVerifier, pairs: Sequence[VPair]) -> np.ndarra
     per digest of the weights and the Chinese model file: the scores depend on those alone,
     the cut on the calibration, so a new calibration reuses them."""
     head = verifier.zh_model_file  # the Chinese path's own weights (and score map)
+    # The English compute dtype too, except float32 (whose files predate the option).
+    dtype = b"" if verifier.dtype == "float32" else verifier.dtype.encode()
     digest = hashlib.sha256(
-        verifier.meta["weights_sha256"].encode() + (head.read_bytes() if head else b"")
+        verifier.meta["weights_sha256"].encode() + (head.read_bytes() if head else b"") + dtype
     ).hexdigest()
     kept = PAIRS.parent / f"eval_scores_{digest[:16]}.json"
     known: dict[str, float] = json.loads(kept.read_text()) if kept.exists() else {}
@@ -225,15 +230,17 @@ def evaluate(
     threads: int = 1,
     cal_pairs: Sequence[VPair] = (),
     model_dir: Path = MODEL_DIR,
+    dtype: Dtype = "float32",
 ) -> dict[str, Any]:
     """Served shares on ``pairs`` (the eval split), T chosen on ``cal_pairs``."""
-    verifier = PairVerifier(model_dir, threads=threads)
+    verifier = PairVerifier(model_dir, threads=threads, dtype=dtype)
     cut = verifier.cut_for(DEFAULT_TARGET_MISFIRE)
     ev = Scored(pairs, verifier, cut)
     cal = Scored(cal_pairs, verifier, cut) if cal_pairs else None
     kinds, labels = ev.kinds, ev.labels
     result: dict[str, Any] = {
         "split": "eval",
+        "dtype": verifier.dtype,
         "threshold_chosen_on": "cal" if cal else "eval",
         "pairs": len(pairs),
         "cal_pairs": len(cal_pairs),
@@ -265,6 +272,14 @@ def evaluate(
             },
             "served_negatives": served_negatives(ev, cos, gated & (cos >= t)),
         }
+        # What the gateway serves: its retrieval threshold is one per embedder, chosen
+        # for the float32 verifier; another dtype's run may choose another T here.
+        gateway_t = retrieval_threshold_for(embedder.embedder_id)
+        if abs(gateway_t - t) > 1e-9:
+            result["embedders"][name]["at_gateway_threshold"] = {
+                "retrieval_threshold": gateway_t,
+                "verifier": served_rates(kinds, gated & (cos >= gateway_t)),
+            }
     return result
 
 
@@ -315,6 +330,7 @@ def run(
     pairs_path: Path = PAIRS,
     cal_per_kind: int | None = None,
     model_dir: Path = MODEL_DIR,
+    dtype: Dtype = "float32",
 ) -> dict[str, Any]:
     """Evaluate, check the goals, print the table; the result (also for semantic_eval.py)."""
     from bench.train_verifier import load_or_build_pairs
@@ -322,11 +338,17 @@ def run(
     every = load_or_build_pairs(pairs_path, rebuild=False)
     pairs = sample_eval(every, per_kind)
     cal = sample_eval(every, cal_per_kind or per_kind, split="cal")
-    result = evaluate(pairs, names, threads, cal, model_dir)
+    result = evaluate(pairs, names, threads, cal, model_dir, dtype)
     for e in result["embedders"].values():
         e["goals"] = goals(e["verifier"])
     print(table(result))
     for name, e in result["embedders"].items():
+        if "at_gateway_threshold" in e:
+            g = e["at_gateway_threshold"]
+            print(
+                f"{name} at the gateway's T {g['retrieval_threshold']:.2f}: "
+                + "; ".join(f"{k} {g['verifier'][k]:.4f}" for k, *_ in GOALS if k in g["verifier"])
+            )
         print(
             f"goals ({name}): "
             + "; ".join(
@@ -338,7 +360,17 @@ def run(
 
 
 # What must be equal for two runs' embedder columns to describe the same pairs.
-_SAME_RUN = ("split", "threshold_chosen_on", "pairs", "cal_pairs", "counts", "verifier_cut")
+_SAME_RUN = (
+    "split",
+    "dtype",
+    "threshold_chosen_on",
+    "pairs",
+    "cal_pairs",
+    "counts",
+    "verifier_cut",
+)
+#: What a file written before a key existed meant by it.
+_BEFORE = {"dtype": "float32"}
 
 
 def merge_previous(result: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -352,7 +384,9 @@ def merge_previous(result: dict[str, Any], path: Path) -> dict[str, Any]:
         earlier = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return result
-    if not isinstance(earlier, dict) or any(earlier.get(k) != result[k] for k in _SAME_RUN):
+    if not isinstance(earlier, dict) or any(
+        earlier.get(k, _BEFORE.get(k)) != result[k] for k in _SAME_RUN
+    ):
         print(f"{path}: earlier results describe other pairs; replacing them")
         return result
     kept = {k: v for k, v in earlier.get("embedders", {}).items() if k not in result["embedders"]}
@@ -372,9 +406,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--model-dir", type=Path, default=MODEL_DIR, help="the verifier to evaluate")
+    ap.add_argument(
+        "--dtype", choices=DTYPES, default="float32", help="the English verifier's compute dtype"
+    )
     args = ap.parse_args(argv)
     result = run(
-        args.per_kind, args.embedders, args.threads, args.pairs, args.cal_per_kind, args.model_dir
+        args.per_kind,
+        args.embedders,
+        args.threads,
+        args.pairs,
+        args.cal_per_kind,
+        args.model_dir,
+        args.dtype,
     )
     result = merge_previous(result, args.out)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,7 @@ from bench import verifier_eval
 from bench.verifier_pairs import VPair
 from validators import verifier_zh_encoder
 from validators.verifier import CALIBRATION_FILES, PairVerifier, Verdict
+from validators.verifier_calibration import NO_FALLBACK
 from validators.verifier_dtype import Dtype
 
 TARGETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
@@ -248,9 +249,24 @@ def calibrate(
             meta = json.loads(zh_meta.read_text())
             meta["to_common_scale"] = {"x": [0.0, 1.0], "y": [0.0, 1.0]}
             zh_meta.write_text(json.dumps(meta, indent=2) + "\n")
-    verifier = PairVerifier(model_dir, dtype=dtype)
-    print(f"calibration ({dtype}): scoring {len(cal)} pairs", file=sys.stderr)
-    verdicts = score_pairs(verifier, cal)
+    own = model_dir / CALIBRATION_FILES[dtype]
+    before = own.read_bytes() if own.exists() else None
+    if dtype in NO_FALLBACK:
+        # Such a dtype refuses to load without a calibration of its own weights: an
+        # empty one stands in while it scores, and what was there is put back on failure.
+        sha = json.loads((model_dir / "verifier.json").read_text())["weights_sha256"]
+        empty = {"dtype": dtype, "weights_sha256": sha, "negatives": {}, "positives": {}}
+        own.write_text(json.dumps(empty))
+    try:
+        verifier = PairVerifier(model_dir, dtype=dtype)
+        print(f"calibration ({dtype}): scoring {len(cal)} pairs", file=sys.stderr)
+        verdicts = score_pairs(verifier, cal)
+    except BaseException:
+        if dtype in NO_FALLBACK and before is not None:
+            own.write_bytes(before)
+        elif dtype in NO_FALLBACK:
+            own.unlink()
+        raise
     if dtype == "float32" and verifier.zh_model_file is not None:
         kept = [i for i, p in enumerate(cal) if p.kind not in CALIBRATION_EXCLUDED and not p.label]
         en_neg = [verdicts[i].score for i in kept if verdicts[i].path == "en"]
@@ -265,7 +281,7 @@ def calibrate(
             verdicts[i] = v
     result = calibration(cal, [v.score for v in verdicts], [v.supported for v in verdicts])
     result = identified(result, verifier, cal)
-    (model_dir / CALIBRATION_FILES[dtype]).write_text(json.dumps(result) + "\n")
+    own.write_text(json.dumps(result) + "\n")
     return result
 
 

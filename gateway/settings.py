@@ -104,10 +104,12 @@ class Settings(BaseSettings):
     # Verdicts remembered per (model, pair as the model reads it): exact, since a score is a
     # pure function of the two texts (validators/verdict_cache.py). 0: off.
     verifier_cache_size: int = Field(10_000, ge=0)
-    # The verifier's matrix products: bfloat16 is ~2x faster on AVX512-BF16/AMX CPUs (scores
-    # within 0.03 of float32, with its own shipped calibration); "auto": bfloat16 where the
-    # CPU computes it natively, float32 elsewhere (emulated bf16 is slower than float32).
-    verifier_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    # The English verifier's matrix products: bfloat16 is ~2x faster on AVX512-BF16/AMX CPUs
+    # (scores within 0.03 of float32); int8 (ONNX Runtime) ~2x faster on other x86 CPUs; each
+    # with its own shipped calibration. "auto": bfloat16 where the CPU computes it natively,
+    # else int8 where ONNX Runtime runs it on x86 (AVX2, VNNI, AMX), else float32
+    # (gateway/verification.py resolve_dtype).
+    verifier_dtype: Literal["auto", "float32", "bfloat16", "int8"] = "auto"
     # What runs the verifier's float32 forwards (English when the dtype is float32, Chinese
     # always): "auto" = ONNX Runtime, checked against torch at load, ~2x faster per pair
     # (validators/onnx_forward.py); "torch"; "onnx" fails at start instead of falling back.

@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import Engine
 
 from gateway.calibration import Calibrator, CutInForce
 from gateway.policy import TenantPolicy
 from gateway.settings import get_settings
+from gateway.verifier_choice import resolve_dtype, resolve_zh_precision
 from semantic import SemanticPolicy
 
 if TYPE_CHECKING:  # torch comes in only when the verifier is loaded
@@ -65,11 +65,15 @@ class GatewayVerifier:
 
     def __init__(self, model: PairVerifier) -> None:
         self.model = model
-        zh = model.zh_path.weights_sha256 if model.zh_path is not None else ""
+        zh = model.zh_path.id if model.zh_path is not None else ""  # weights, ":int8"
         #: The identity of the score scale (the English and Chinese weights): a labelled
         #: sample's score says something about today's cut only under the same id
         #: (gateway/calibration.py; the misfire sampler stores it with each score).
-        weights = f"{model.meta['weights_sha256']}:{zh}"
+        # int8 scores move by ~0.01-0.02 (English; Chinese ~0.09 before its map), bfloat16's
+        # by ~1e-3: labels scored in one say little about a cut in the other, so each
+        # int8 graph is a scale of its own.
+        en = model.meta["weights_sha256"] + (":int8" if model.dtype == "int8" else "")
+        weights = f"{en}:{zh}"
         self.scale_id = hashlib.sha256(weights.encode()).hexdigest()[:16]
 
     def scores(self, question: str, candidates: Sequence[str], scope: str = "") -> list[float]:
@@ -97,22 +101,20 @@ def load_verifier(
     """Load the shipped verifier (seconds; call it off the event loop).
 
     ``cache_size``: verdicts remembered (None: ``CACHEGATE_VERIFIER_CACHE_SIZE``);
-    ``dtype``: of its matrix products (None: ``CACHEGATE_VERIFIER_DTYPE``); "auto" is
-    resolved by the engine's own rule (``prefix.model.dtype``: bfloat16 on a CPU with
-    avx512_bf16 or amx_bf16, where bf16 is not emulated) and the choice is logged
-    with its reason; the verifier reads the calibration of the dtype it runs in.
+    ``dtype``: of its English matrix products (None: ``CACHEGATE_VERIFIER_DTYPE``);
+    "auto" is resolved by gateway/verifier_choice.py (bfloat16 where the CPU computes it
+    natively, else int8 where ONNX Runtime's int8 kernels run, else float32) and the
+    choice is logged with its reason; the verifier reads the calibration of the dtype
+    it runs in.
     The verdict cache holds scores only, never an answer, and keeps them per
     partition (the cache passes its partition key as the scope), so a tenant
     cannot learn from a fast answer that another tenant scored the same pair."""
     # torch, only when the verifier is on (import gateway.app stays torch-free)
-    from prefix.model.dtype import dtype_name, resolve_dtype
     from validators.verifier import PairVerifier
 
     settings = get_settings()
     name = settings.verifier_dtype if dtype is None else dtype
-    # The verifier runs on the CPU; resolve_dtype's "auto" rule is the engine's.
-    resolved, reason = resolve_dtype(name, "cpu")
-    chosen = cast("Dtype", dtype_name(resolved))
+    chosen, reason = resolve_dtype(name, settings.verifier_backend)
     zh_precision, zh_reason = resolve_zh_precision(
         settings.verifier_zh_precision, settings.verifier_backend
     )
@@ -135,38 +137,6 @@ def load_verifier(
         zh_reason,
     )
     return GatewayVerifier(model)
-
-
-#: CPU flags (as /proc/cpuinfo spells them) under which ONNX Runtime's u8s8 kernels run
-#: and the int8 graph was measured faster than float32: int8 dot products (VNNI, AMX:
-#: x0.41 a pair on a Sapphire Rapids core) and plain AVX2 (x0.62 on an EPYC,
-#: bench/results/verifier_backends_epyc.json). Its scores are the same on all of them:
-#: the weights keep 7 bits, so AVX2's int16 pair sums cannot saturate
-#: (validators/onnx_quantize.py). Other CPUs (ARM: other kernels, not measured) get float32.
-INT8_CPU_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni", "avx2")
-
-
-def resolve_zh_precision(
-    setting: str, backend: str, flags: frozenset[str] | None = None
-) -> tuple[str, str]:
-    """``(precision, why)`` for the Chinese verifier: an explicit setting as given;
-    ``auto`` is int8 where ONNX Runtime runs the verifier, the CPU has one of
-    :data:`INT8_CPU_FLAGS` and the int8 calibration is shipped, float32 elsewhere."""
-    from prefix.model.dtype import cpu_flags
-    from validators import onnx_forward, verifier_zh_encoder
-    from validators.verifier import MODEL_DIR
-
-    if setting != "auto":
-        return setting, "set"
-    if backend == "torch" or not onnx_forward.is_available():
-        return "float32", "int8 runs in ONNX Runtime only"
-    found = [f for f in INT8_CPU_FLAGS if f in (cpu_flags() if flags is None else flags)]
-    if not found:
-        return "float32", "no int8 kernels measured for this CPU (AVX2, VNNI, AMX)"
-    en = json.loads((MODEL_DIR / "verifier.json").read_text())["weights_sha256"]
-    if verifier_zh_encoder.int8_calibration(MODEL_DIR, en) is None:
-        return "float32", "no int8 calibration shipped for these weights"
-    return "int8", f"CPU has {', '.join(found)}"
 
 
 @dataclass

@@ -1,4 +1,6 @@
-"""Dynamic int8 quantization of a verifier graph (the Chinese cross-encoder's products).
+"""Dynamic int8 quantization of a verifier graph (the Chinese cross-encoder's products,
+and since session 18 the English one's with ``CACHEGATE_VERIFIER_DTYPE=int8``,
+calibrated in ``calibration_int8.json``; validators/verifier_dtype.py).
 
 The Chinese cross-encoder (e5-small, 12 layers) is the slowest thing on the hit path
 that is not cached: 8.3 ms a pair in float32 ONNX Runtime on a Sapphire Rapids core

@@ -1,8 +1,11 @@
 """Which calibration the pair verifier reads: one file per compute dtype.
 
-Scores move with the dtype (bfloat16 by up to ~0.01), so the cut for a target is
-read off scores computed the way they are served. Both files are written by
-bench/train_verifier.py (``--calibrate-dtype``); the float32 one by every run.
+Scores move with the dtype (bfloat16 by up to ~0.01, int8 by ~0.01 on average and
+up to 0.8 on one calibration pair), so the cut for a target is read off scores
+computed the way they are served. The files are written by bench/train_verifier.py
+(``--calibrate-dtype``); the float32 one by every run. bfloat16 without its own
+file falls back to the float32 cuts (off by its small drift); int8 does not: its
+drift is the size of the margins the cuts keep, so the verifier refuses to load.
 """
 
 from __future__ import annotations
@@ -24,7 +27,11 @@ log = logging.getLogger("cachegate.validators.verifier")
 CALIBRATION_FILES: dict[Dtype, str] = {
     "float32": "calibration.json",
     "bfloat16": "calibration_bfloat16.json",
+    "int8": "calibration_int8.json",
 }
+
+#: Dtypes whose scores drift too far for the float32 cuts to stand in for their own.
+NO_FALLBACK: frozenset[Dtype] = frozenset({"int8"})
 
 
 def read_calibration(
@@ -34,9 +41,18 @@ def read_calibration(
 
     A dtype without its own calibration (missing, or made for other weights)
     falls back to the float32 one, with a warning: its cuts are then off by the
-    dtype's score drift (bfloat16: up to ~0.01), not wrong by more."""
+    dtype's score drift (bfloat16: up to ~0.01), not wrong by more. A dtype in
+    :data:`NO_FALLBACK` raises ``ValueError`` instead."""
     path = model_dir / CALIBRATION_FILES[dtype]
     if dtype != "float32":
+        if dtype in NO_FALLBACK:
+            own = json.loads(path.read_text()) if path.exists() else {}
+            if own.get("weights_sha256") != weights_sha256 or own.get("dtype") != dtype:
+                raise ValueError(
+                    f"no {dtype} calibration of these weights ({path.name}; "
+                    f"bench/train_verifier.py --skip-training --calibrate-dtype {dtype})"
+                )
+            return own, dtype
         if not path.exists():
             log.warning(
                 "verifier: no %s calibration (%s); the %s cuts come from the float32 "

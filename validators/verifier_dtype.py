@@ -11,10 +11,19 @@ on this CPU (bench/results/verifier_latency_forward.json, one thread, load
 (``verifier_model/calibration_bfloat16.json``, the calibration split scored in
 bfloat16), so the cut for a target is read off the scores as served; the
 gateway's default ``CACHEGATE_VERIFIER_DTYPE=auto`` picks bfloat16 where the CPU
-computes it natively (gateway/verification.py). The class default stays float32:
+computes it natively (gateway/verifier_choice.py). The class default stays float32:
 the recorded fixtures are float32 scores.
-int8 dynamic quantization was measured too and rejected: no faster than
-bfloat16, and scores moved by up to 0.66 (14 of 600 decisions flipped).
+
+``int8`` runs the English forward through ONNX Runtime with its matrix products in
+int8 (validators/onnx_quantize.py: weights per channel in 7 bits, so the same
+scores on every x86 CPU), for CPUs without native bfloat16, where float32 costs
+~10 ms a pair. Its scores move by 0.012 on average over the calibration split (at
+most 0.81 on one pair; 0.023 over BANKING77 pairs), so it has its own calibration
+(``calibration_int8.json``) and its own score scale for tenant labels
+(gateway/verification.py). The torch module stays float32: it is what the graph is
+exported from and checked against. (torch's own dynamic int8 quantization was
+measured first and rejected: no faster than bfloat16 in torch, and scores moved by
+up to 0.66.)
 """
 
 from __future__ import annotations
@@ -24,8 +33,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-Dtype = Literal["float32", "bfloat16"]
-DTYPES: tuple[Dtype, ...] = ("float32", "bfloat16")
+Dtype = Literal["float32", "bfloat16", "int8"]
+DTYPES: tuple[Dtype, ...] = ("float32", "bfloat16", "int8")
 
 
 class BF16Linear(nn.Module):
@@ -51,13 +60,14 @@ class BF16Linear(nn.Module):
 
 
 def apply_dtype(model: nn.Module, dtype: Dtype) -> nn.Module:
-    """``model`` with its linear layers in ``dtype`` (in place; float32: unchanged).
+    """``model`` with its linear layers in ``dtype`` (in place; float32 and int8:
+    unchanged, int8 being the ONNX graph's business).
 
     The verifier passes its encoder only: the pooler and the one-row head cost
     nothing per pair and keep their full precision."""
     if dtype not in DTYPES:
         raise ValueError(f"verifier dtype must be one of {DTYPES}, not {dtype!r}")
-    if dtype == "float32":
+    if dtype != "bfloat16":
         return model
     for path, parent in list(model.named_modules()):
         for name, child in list(parent.named_children()):

@@ -3,8 +3,8 @@
 ``EnglishModel`` loads the weights bench/train_verifier.py shipped (checked against
 the SHA-256 in ``verifier.json``, from the package directory only), tokenizes pairs
 as the model reads them, refuses the ones it cannot read (``unreadable``), and
-scores rows (``forward_rows``: one logit each) in torch or, for float32, through the
-checked ONNX Runtime graph (validators/onnx_forward.py). Routing, remembered
+scores rows (``forward_rows``: one logit each) in torch or, for float32 and int8,
+through the checked ONNX Runtime graph (validators/onnx_forward.py). Routing, remembered
 verdicts and calibration stay in validators/verifier.py.
 """
 
@@ -66,12 +66,16 @@ class EnglishModel:
         self.graph: onnx_forward.OnnxForward | None = self._load_onnx()
 
     def _load_onnx(self) -> onnx_forward.OnnxForward | None:
-        """The checked graph, float32 only: the bfloat16 products are faster in torch,
-        so ``auto`` keeps them there."""
-        if self.dtype != "float32":
+        """The checked graph: float32 (``backend_setting`` decides), or int8 (always: its
+        scores and calibration are the graph's own, so torch's float32 never stands in).
+        The bfloat16 products are faster in torch, so ``auto`` keeps them there."""
+        if self.dtype == "bfloat16":
             if self.backend_setting == "onnx":
-                raise VerifierModelError("the onnx verifier backend computes in float32 only")
+                raise VerifierModelError("the onnx verifier backend does not compute bfloat16")
             return None
+        int8 = self.dtype == "int8"
+        if int8 and self.backend_setting == "torch":
+            raise VerifierModelError("the int8 English verifier runs in ONNX Runtime only")
         model = self.model
 
         def logits(ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -84,9 +88,11 @@ class EnglishModel:
                 ("input_ids", "token_type_ids", "attention_mask"),
                 self.threads,
                 probes,
+                int8=int8,
             )
 
-        return onnx_forward.load(self.backend_setting, build, "the verifier", self.threads)
+        backend = "onnx" if int8 else self.backend_setting
+        return onnx_forward.load(backend, build, "the verifier", self.threads)
 
     @property
     def backend(self) -> str:

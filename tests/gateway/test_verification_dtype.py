@@ -1,9 +1,11 @@
 """``CACHEGATE_VERIFIER_DTYPE`` (gateway/verification.py ``load_verifier``): the
-default ``auto`` resolves by the engine's rule (prefix/model/dtype.py) to bfloat16 on
-a CPU that computes it natively (avx512_bf16 or amx_bf16) and to float32 elsewhere;
-an explicit dtype wins over the CPU; the choice is logged with its reason; the
-verifier reads the calibration of the dtype it runs in. The CPU's flags are faked
-where the rule is tested, as tests/prefix/model/test_dtype.py passes them."""
+default ``auto`` resolves (gateway/verifier_choice.py) to bfloat16 on a CPU that
+computes it natively (avx512_bf16 or amx_bf16), to int8 where ONNX Runtime's int8
+kernels run (AVX2, VNNI, AMX), and to float32 elsewhere; an explicit dtype wins over
+the CPU; the choice is logged with its reason; the verifier reads the calibration of
+the dtype it runs in. The CPU's flags are faked where the rule is tested, as
+tests/prefix/model/test_dtype.py passes them.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from validators.verifier_calibration import _cut
 pytestmark = pytest.mark.slow
 
 NO_BF16 = frozenset({"fpu", "sse2", "avx2", "avx512f"})
+#: neither native bf16 nor int8 kernels (an x86 CPU before AVX2)
+NEITHER = frozenset({"fpu", "sse2", "sse4_2"})
 
 
 @pytest.fixture
@@ -43,9 +47,9 @@ def fake_cpu(monkeypatch: pytest.MonkeyPatch, flags: frozenset[str]) -> None:
 
 def test_auto_is_the_default_and_the_only_other_values_are_dtypes() -> None:
     assert Settings.model_fields["verifier_dtype"].default == "auto"
-    for name in ("auto", "float32", "bfloat16"):
+    for name in ("auto", "float32", "bfloat16", "int8"):
         assert Settings(verifier_dtype=name).verifier_dtype == name
-    for bad in ("float16", "int8", "bf16"):
+    for bad in ("float16", "int4", "bf16"):
         with pytest.raises(ValidationError):
             Settings(verifier_dtype=bad)
 
@@ -64,10 +68,24 @@ def test_auto_on_a_cpu_with_native_bf16_is_bfloat16(
     assert len(lines) == 1 and "bfloat16" in lines[0] and flag in lines[0], lines
 
 
-def test_auto_on_a_cpu_without_native_bf16_is_float32(
+def test_auto_on_a_cpu_without_native_bf16_is_int8_with_its_own_calibration(
     settings_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake_cpu(settings_env, NO_BF16)
+    with caplog.at_level(logging.INFO, logger="cachegate.gateway.verification"):
+        v = load_verifier()
+    assert v.model.dtype == "int8" and v.model.calibration_dtype == "int8"
+    assert v.model.backend == "onnx"
+    assert any("int8 through onnx" in r.getMessage() for r in caplog.records)
+    # int8 scores are a scale of their own for tenant labels; bfloat16's are float32's.
+    f32, b16 = load_verifier(dtype="float32"), load_verifier(dtype="bfloat16")
+    assert v.scale_id != f32.scale_id and b16.scale_id == f32.scale_id
+
+
+def test_auto_without_bf16_or_int8_kernels_is_float32(
+    settings_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_cpu(settings_env, NEITHER)
     with caplog.at_level(logging.INFO, logger="cachegate.gateway.verification"):
         v = load_verifier()
     assert v.model.dtype == "float32" and v.model.calibration_dtype == "float32"
@@ -89,9 +107,14 @@ def test_the_default_settings_load_the_dtype_this_cpu_resolves_to(settings_env: 
     from prefix.model.dtype import cpu_flags
 
     assert get_settings().verifier_dtype == "auto"
-    native = bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+    flags = cpu_flags()
     v = load_verifier()
-    expected = "bfloat16" if native else "float32"
+    if {"avx512_bf16", "amx_bf16"} & flags:
+        expected = "bfloat16"
+    elif {"avx2", "avx_vnni", "avx512_vnni", "amx_int8"} & flags:
+        expected = "int8"
+    else:
+        expected = "float32"
     assert v.model.dtype == expected and v.model.calibration_dtype == expected
     # The gateway serves the cut of that dtype's calibration (its table's 1% row), with
     # the Chinese half from the int8 graph's own calibration where that one runs.
@@ -109,8 +132,9 @@ def test_the_default_settings_load_the_dtype_this_cpu_resolves_to(settings_env: 
 def test_the_backend_setting_reaches_the_verifier_and_is_logged(
     settings_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # float32 (a CPU without native bf16): ONNX Runtime by default, torch on request.
-    fake_cpu(settings_env, NO_BF16)
+    # float32 (a CPU without native bf16 or int8 kernels): ONNX Runtime by default, torch
+    # on request.
+    fake_cpu(settings_env, NEITHER)
     settings_env.delenv("CACHEGATE_VERIFIER_BACKEND", raising=False)
     with caplog.at_level(logging.INFO, logger="cachegate.gateway.verification"):
         assert load_verifier().model.backend == "onnx"

@@ -1,18 +1,28 @@
-"""``CACHEGATE_VERIFIER_ZH_PRECISION`` (gateway/verification.py): ``auto`` runs the
-Chinese verifier in int8 where the CPU has ONNX Runtime's u8s8 kernels (AVX2, VNNI,
-AMX) and ONNX Runtime runs the verifier, in float32 elsewhere; an explicit value wins; the choice
-reaches the verifier and is logged. CPU flags are faked as in test_verification_dtype."""
+"""The ``auto`` rules of gateway/verifier_choice.py.
+
+``CACHEGATE_VERIFIER_DTYPE`` (English): bfloat16 where the CPU computes it natively,
+else int8 where ONNX Runtime's int8 kernels run (AVX2, VNNI, AMX) and ONNX Runtime runs
+the verifier, else float32; an explicit value wins (the rest of its tests, through
+``load_verifier``, are in test_verification_dtype.py).
+
+``CACHEGATE_VERIFIER_ZH_PRECISION``: ``auto`` runs the Chinese verifier in int8
+where the CPU has ONNX Runtime's u8s8 kernels (AVX2, VNNI, AMX) and ONNX Runtime runs
+the verifier, in float32 elsewhere; an explicit value wins; the choice reaches the
+verifier and is logged. CPU flags are faked as in test_verification_dtype."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from gateway.settings import Settings, get_settings
-from gateway.verification import load_verifier, resolve_zh_precision
+from gateway.verification import load_verifier
+from gateway.verifier_choice import resolve_dtype, resolve_zh_precision
 
 PLAIN = frozenset({"fpu", "sse2", "avx2", "avx512f"})
 #: an x86 CPU before AVX2, or what an ARM CPU's flags look like to this check
@@ -46,6 +56,57 @@ def test_an_explicit_setting_wins_over_the_cpu() -> None:
     assert resolve_zh_precision("int8", "auto", NO_INT8) == ("int8", "set")
 
 
+@pytest.mark.parametrize("flag", ["avx512_bf16", "amx_bf16"])
+def test_english_auto_is_bfloat16_where_the_cpu_computes_it(flag: str) -> None:
+    dtype, why = resolve_dtype("auto", "auto", PLAIN | {flag, "amx_int8"})
+    assert dtype == "bfloat16" and flag in why
+    # bfloat16 runs in torch, so even the torch backend keeps it.
+    assert resolve_dtype("auto", "torch", PLAIN | {flag})[0] == "bfloat16"
+
+
+@pytest.mark.parametrize("flag", ["avx512_vnni", "avx_vnni", "amx_int8", "avx2"])
+def test_english_auto_is_int8_with_int8_kernels_and_no_native_bfloat16(flag: str) -> None:
+    dtype, why = resolve_dtype("auto", "auto", NO_INT8 | {flag})
+    assert dtype == "int8" and flag in why and "bfloat16" in why
+    assert resolve_dtype("auto", "onnx", NO_INT8 | {flag})[0] == "int8"
+
+
+def test_english_auto_is_float32_without_int8_kernels_or_onnx_runtime() -> None:
+    dtype, why = resolve_dtype("auto", "auto", NO_INT8)
+    assert dtype == "float32" and "emulated" in why
+    dtype, why = resolve_dtype("auto", "torch", PLAIN)  # AVX2, but the torch backend
+    assert dtype == "float32" and "ONNX Runtime" in why
+
+
+def test_english_auto_is_float32_without_an_int8_calibration_of_these_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import validators.verifier
+    from validators.verifier_calibration import CALIBRATION_FILES
+
+    shipped = validators.verifier.MODEL_DIR
+    for path in shipped.iterdir():
+        if path.name != CALIBRATION_FILES["int8"]:
+            (tmp_path / path.name).symlink_to(path)
+    monkeypatch.setattr(validators.verifier, "MODEL_DIR", tmp_path)
+    dtype, why = resolve_dtype("auto", "auto", PLAIN)
+    assert dtype == "float32" and "no int8 calibration" in why
+    stale = json.loads((shipped / CALIBRATION_FILES["int8"]).read_text())
+    stale["weights_sha256"] = "0" * 64
+    (tmp_path / CALIBRATION_FILES["int8"]).write_text(json.dumps(stale))
+    assert resolve_dtype("auto", "auto", PLAIN)[0] == "float32"
+    # Positive control: the shipped file in the same copy.
+    (tmp_path / CALIBRATION_FILES["int8"]).unlink()
+    (tmp_path / CALIBRATION_FILES["int8"]).symlink_to(shipped / CALIBRATION_FILES["int8"])
+    assert resolve_dtype("auto", "auto", PLAIN)[0] == "int8"
+
+
+def test_an_explicit_english_dtype_wins_over_the_cpu() -> None:
+    assert resolve_dtype("float32", "auto", PLAIN | {"amx_bf16"}) == ("float32", "set")
+    assert resolve_dtype("int8", "auto", NO_INT8) == ("int8", "set")
+    assert resolve_dtype("bfloat16", "auto", NO_INT8) == ("bfloat16", "set")
+
+
 def test_the_setting_is_validated() -> None:
     assert Settings.model_fields["verifier_zh_precision"].default == "auto"
     with pytest.raises(ValidationError):
@@ -65,4 +126,7 @@ def test_the_choice_reaches_the_verifier_and_is_logged(
     assert any("Chinese pairs in int8" in r.getMessage() for r in caplog.records)
     get_settings.cache_clear()
     settings_env.setenv("CACHEGATE_VERIFIER_ZH_PRECISION", "float32")
-    assert load_verifier().model.zh_precision == "float32"
+    f32 = load_verifier()
+    assert f32.model.zh_precision == "float32"
+    # Labels scored by the int8 Chinese graph are on a scale of their own.
+    assert f32.scale_id != v.scale_id

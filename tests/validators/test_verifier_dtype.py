@@ -46,7 +46,7 @@ def test_an_unknown_dtype_is_refused() -> None:
     import torch
 
     with pytest.raises(ValueError):
-        apply_dtype(torch.nn.Linear(2, 2), "int8")  # type: ignore[arg-type]
+        apply_dtype(torch.nn.Linear(2, 2), "float16")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="dtype must be one of"):
         PairVerifier(dtype="float16")  # type: ignore[arg-type]
 

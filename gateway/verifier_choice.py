@@ -1,0 +1,101 @@
+"""What the pair verifier computes in on this machine: the ``auto`` rules of
+``CACHEGATE_VERIFIER_DTYPE`` (English) and ``CACHEGATE_VERIFIER_ZH_PRECISION``
+(Chinese), each answered with its reason, which the gateway logs at start.
+
+Every choice reads its own shipped calibration, so the tenant's misfire bound holds
+in each; what differs is speed and how many paraphrases the cut keeps. English, a
+batch of five pairs (bench/results/verifier_backends_*.json):
+
+* bfloat16 where the CPU computes it natively (AVX512-BF16, AMX): the fastest;
+* int8 (ONNX Runtime, 7-bit weights: the same scores on every x86 CPU) where the
+  CPU has its u8s8 kernels (:data:`INT8_CPU_FLAGS`), ONNX Runtime runs the verifier
+  and the int8 calibration is shipped;
+* float32 elsewhere (emulated bf16 is slower than float32; ARM's int8 kernels were
+  never measured).
+
+The Chinese cross-encoder has no bfloat16 gain (its e5 encoder measured none), so
+it is int8 or float32 by the same int8 conditions.
+
+Imports torch only through ``prefix.model.dtype`` when called (the verifier is on).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from validators.verifier_dtype import Dtype
+
+#: CPU flags (as /proc/cpuinfo spells them) under which ONNX Runtime's u8s8 kernels run
+#: and the int8 graphs were measured faster than float32: int8 dot products (VNNI, AMX:
+#: Chinese x0.41 a pair on a Sapphire Rapids core) and plain AVX2 (Chinese x0.62 on an
+#: EPYC, bench/results/verifier_backends_epyc.json; English in
+#: verifier_backends_epyc_avx2.json). Their scores are the same on all of them: the
+#: weights keep 7 bits, so AVX2's int16 pair sums cannot saturate
+#: (validators/onnx_quantize.py). Other CPUs (ARM: other kernels, not measured) get
+#: float32.
+INT8_CPU_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni", "avx2")
+
+
+def _int8_kernels(backend: str, flags: frozenset[str] | None) -> tuple[bool, str]:
+    """Whether an int8 graph would run fast here, and why (not)."""
+    from prefix.model.dtype import cpu_flags
+    from validators import onnx_forward
+
+    if backend == "torch" or not onnx_forward.is_available():
+        return False, "int8 runs in ONNX Runtime only"
+    found = [f for f in INT8_CPU_FLAGS if f in (cpu_flags() if flags is None else flags)]
+    if not found:
+        return False, "no int8 kernels measured for this CPU (AVX2, VNNI, AMX)"
+    return True, f"CPU has {', '.join(found)}"
+
+
+def _en_weights() -> str:
+    from validators.verifier import MODEL_DIR
+
+    return str(json.loads((MODEL_DIR / "verifier.json").read_text())["weights_sha256"])
+
+
+def resolve_zh_precision(
+    setting: str, backend: str, flags: frozenset[str] | None = None
+) -> tuple[str, str]:
+    """``(precision, why)`` for the Chinese verifier: an explicit setting as given;
+    ``auto`` is int8 where the int8 kernels run (:func:`_int8_kernels`) and its int8
+    calibration is shipped, float32 elsewhere."""
+    from validators import verifier_zh_encoder
+    from validators.verifier import MODEL_DIR
+
+    if setting != "auto":
+        return setting, "set"
+    fast, why = _int8_kernels(backend, flags)
+    if not fast:
+        return "float32", why
+    if verifier_zh_encoder.int8_calibration(MODEL_DIR, _en_weights()) is None:
+        return "float32", "no int8 calibration shipped for these weights"
+    return "int8", why
+
+
+def resolve_dtype(
+    setting: str, backend: str, flags: frozenset[str] | None = None
+) -> tuple[Dtype, str]:
+    """``(dtype, why)`` for the English verifier: an explicit setting as given; ``auto``
+    is bfloat16 where the CPU computes it natively (the engine's rule,
+    ``prefix.model.dtype``), else int8 as for Chinese, else float32."""
+    from prefix.model.dtype import cpu_bf16_reason
+    from validators.verifier import MODEL_DIR
+    from validators.verifier_calibration import CALIBRATION_FILES
+
+    if setting != "auto":
+        return cast("Dtype", setting), "set"
+    bf16 = cpu_bf16_reason(flags)
+    if bf16 is not None:
+        return "bfloat16", bf16
+    fast, why = _int8_kernels(backend, flags)
+    if not fast:
+        return "float32", f"no native bfloat16 (emulated is slower); {why}"
+    own = MODEL_DIR / CALIBRATION_FILES["int8"]
+    made_for = json.loads(own.read_text()).get("weights_sha256") if own.exists() else None
+    if made_for != _en_weights():
+        return "float32", "no native bfloat16, and no int8 calibration shipped for these weights"
+    return "int8", f"no native bfloat16; {why}"

@@ -108,26 +108,34 @@ def weighted(labels: Sequence[tuple[float, bool] | tuple[float, bool, float]]) -
     return out
 
 
-class _Above:
-    """Running sums over the labels above a cut: count, misfires, Σw, Σw·m, Σw²."""
+class _Suffix:
+    """Sums over the labels from position ``i`` up (sorted by score: what a cut just
+    below ``labels[i].score`` serves): count, misfires, Σw, Σw·m, Σw². Each is added
+    from the top score down, never a difference of larger sums: subtracting weights
+    that span orders of magnitude left Σw² negative and the interval undefined."""
 
     def __init__(self, labels: Sequence[Label]) -> None:
-        self.n = len(labels)
-        self.k = sum(x.misfire for x in labels)
-        self.w = math.fsum(x.weight for x in labels)
-        self.wm = math.fsum(x.weight for x in labels if x.misfire)
-        self.w2 = math.fsum(x.weight * x.weight for x in labels)
+        size = len(labels) + 1
+        self.n, self.k = [0] * size, [0] * size
+        self.w, self.wm, self.w2 = [0.0] * size, [0.0] * size, [0.0] * size
+        for i in range(len(labels) - 1, -1, -1):
+            x = labels[i]
+            self.n[i], self.k[i] = self.n[i + 1] + 1, self.k[i + 1] + x.misfire
+            self.w[i] = self.w[i + 1] + x.weight
+            self.wm[i] = self.wm[i + 1] + (x.weight if x.misfire else 0.0)
+            self.w2[i] = self.w2[i + 1] + x.weight * x.weight
 
-    def drop(self, x: Label) -> None:
-        self.n -= 1
-        self.k -= x.misfire
-        self.w -= x.weight
-        self.wm -= x.weight * x.misfire
-        self.w2 -= x.weight * x.weight
+    def interval(self, i: int) -> tuple[float, float, float] | None:
+        """(rate, low, high) from position ``i`` up, weighted
+        (gateway/reports/stats.py ``weighted_wilson``); None when nothing is there."""
+        if self.n[i] == 0:
+            return None
+        return weighted_wilson(self.wm[i], self.w[i], self.w2[i])
 
-    def interval(self) -> tuple[float, float, float] | None:
-        """(rate, low, high), weighted: gateway/reports/stats.py ``weighted_wilson``."""
-        return weighted_wilson(self.wm, self.w, self.w2) if self.n > 0 else None
+
+def _first_above(ordered: Sequence[Label], cut: float) -> int:
+    """Position of the first label a cut serves (score above it)."""
+    return next((j for j, x in enumerate(ordered) if x.score > cut), len(ordered))
 
 
 def tenant_cut(
@@ -141,65 +149,66 @@ def tenant_cut(
     """The cut in force for ``labels`` (verifier score, is a misfire[, weight]) and
     ``target``; ``refine=False`` keeps ``shipped_cut`` whatever the labels say."""
     ordered = weighted(labels)
+    sums = _Suffix(ordered)
     cut = shipped_cut
     source: Literal["shipped", "tenant", "raised"] = "shipped"
     if refine and len(ordered) >= min_labels:
-        found = _lowest_proven_cut(ordered, target, min_labels)
+        found = _lowest_proven_cut(ordered, sums, target, min_labels)
         if found is not None:
             cut, source = found, "tenant"
         else:
-            raised = _lowest_cut_not_disproved(ordered, target, shipped_cut)
+            raised = _lowest_cut_not_disproved(ordered, sums, target, shipped_cut)
             if raised > shipped_cut:
                 cut, source = raised, "raised"
-    served = _Above([x for x in ordered if x.score > cut])
-    interval = served.interval()
+    served = _first_above(ordered, cut)
+    interval = sums.interval(served)
     return CutInForce(
         target=target,
         cut=cut,
         shipped_cut=shipped_cut,
         source=source,
         labelled=len(ordered),
-        served=served.n,
-        misfires=served.k,
+        served=sums.n[served],
+        misfires=sums.k[served],
         estimate=interval[0] if interval else None,
         low=interval[1] if interval else None,
         high=interval[2] if interval else None,
     )
 
 
-def _lowest_proven_cut(ordered: Sequence[Label], target: float, min_labels: int) -> float | None:
+def _lowest_proven_cut(
+    ordered: Sequence[Label], sums: _Suffix, target: float, min_labels: int
+) -> float | None:
     """Lowest cut (just below a labelled score) whose served samples' (weighted) Wilson
     upper bound is at most ``target``; ``ordered`` is sorted by score."""
-    above = _Above(ordered)
     i, total = 0, len(ordered)
-    while i < total and above.n >= min_labels:
+    while i < total and sums.n[i] >= min_labels:
         score = ordered[i].score
-        interval = above.interval()
+        interval = sums.interval(i)
         if interval is not None and interval[2] <= target:
             # Serving is "score > cut": the next float below serves this score and
             # nothing below it (a fixed margin would serve samples never counted).
             return max(0.0, math.nextafter(score, -math.inf))
         while i < total and ordered[i].score == score:
-            above.drop(ordered[i])
             i += 1
     return None
 
 
-def _lowest_cut_not_disproved(ordered: Sequence[Label], target: float, shipped_cut: float) -> float:
+def _lowest_cut_not_disproved(
+    ordered: Sequence[Label], sums: _Suffix, target: float, shipped_cut: float
+) -> float:
     """``shipped_cut`` when its served samples' (weighted) Wilson lower bound is at most
     ``target``, else the lowest labelled score above it, as a cut, that is so (at
     worst the highest score: nothing labelled is served above it)."""
     total = len(ordered)
-    i = next((j for j, x in enumerate(ordered) if x.score > shipped_cut), total)
-    above = _Above(ordered[i:])
+    i = _first_above(ordered, shipped_cut)
     cut = shipped_cut
     while i < total:
-        interval = above.interval()
+        interval = sums.interval(i)
         if interval is None or interval[1] <= target:
             return cut
         cut = ordered[i].score  # serve only what scored above this sample
         while i < total and ordered[i].score == cut:
-            above.drop(ordered[i])
             i += 1
     return cut
 
@@ -207,8 +216,9 @@ def _lowest_cut_not_disproved(ordered: Sequence[Label], target: float, shipped_c
 def load_labels(db: Engine, tenant_id: str, verifier_model: str | None = None) -> list[Label]:
     """A tenant's labelled samples that carry a verifier score, newest first, each
     weighted by 1 / the probability it was sampled with (``entity_comparison.sampling``,
-    gateway/review/sampling.py; 1 where it is missing); with ``verifier_model``, only
-    those that verifier scored."""
+    gateway/review/sampling.py); when any sample lacks a usable one, every weight is 1
+    (plain counts: a weight guessed for some would skew the rest); with
+    ``verifier_model``, only those that verifier scored."""
     statement = (
         select(MisfireSample.verifier_score, MisfireSample.label, MisfireSample.entity_comparison)
         .where(MisfireSample.tenant_id == tenant_id)
@@ -219,21 +229,27 @@ def load_labels(db: Engine, tenant_id: str, verifier_model: str | None = None) -
         statement = statement.where(MisfireSample.verifier_model == verifier_model)
     statement = statement.order_by(MisfireSample.id.desc()).limit(MAX_SAMPLES)
     with Session(db) as s:
-        rows = s.execute(statement)
-        return [
-            Label(float(score), label == "misfire", _weight(comparison))
-            for score, label, comparison in rows
+        rows = [
+            (float(score), label == "misfire", _weight(comparison))
+            for score, label, comparison in s.execute(statement)
             if score is not None
         ]
+    plain = any(w is None for _, _, w in rows)
+    return [Label(score, misfire, 1.0 if plain or w is None else w) for score, misfire, w in rows]
 
 
-def _weight(comparison: object) -> float:
-    """1 / the sampling probability recorded with a sample (1 when absent or unusable)."""
+#: Sampling probabilities below this are not believed (a weight of a million already
+#: outweighs any label set a tenant reviews; smaller ones overflow Σw²).
+MIN_PROBABILITY = 1e-6
+
+
+def _weight(comparison: object) -> float | None:
+    """1 / the sampling probability recorded with a sample; None when absent or unusable."""
     sampling = comparison.get("sampling") if isinstance(comparison, dict) else None
     p = sampling.get("probability") if isinstance(sampling, dict) else None
-    if isinstance(p, int | float) and not isinstance(p, bool) and 0.0 < p <= 1.0:
+    if isinstance(p, int | float) and not isinstance(p, bool) and MIN_PROBABILITY <= p <= 1.0:
         return 1.0 / float(p)
-    return 1.0
+    return None
 
 
 class Calibrator:

@@ -8,13 +8,14 @@ SQLite database."""
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session
 
-from gateway.calibration import Calibrator, load_labels, tenant_cut, weighted
+from gateway.calibration import Calibrator, _Suffix, load_labels, tenant_cut, weighted
 from gateway.reports.stats import weighted_wilson, wilson, wilson_at
 from gateway.tenants import utc_now
 from tests.gateway.test_calibration import migrated, sample
@@ -75,24 +76,59 @@ def test_weighted_wilson_reduces_to_wilson_and_rejects_no_weight() -> None:
 def test_load_labels_weights_each_by_its_recorded_sampling_probability(tmp_path: Path) -> None:
     db = migrated(tmp_path)
     now = utc_now()
-    recorded: list[object] = [
-        {"sampling": {"rate": 0.1, "probability": 0.1, "boosted": False}},
-        {"sampling": {"rate": 0.1, "probability": 0.3, "boosted": True}},
+    recorded = [0.1, 0.3, 1.0, 1e-6]
+    unusable: list[object] = [
         {"questions": {}},  # written before sampling was recorded
         None,
-        {"sampling": {"probability": 0}},  # unusable: never a division by zero
+        {"sampling": {"probability": 0}},  # never a division by zero
+        {"sampling": {"probability": 1e-300}},  # nor an overflow of Σw²
         {"sampling": {"probability": True}},
         {"sampling": {"probability": "0.5"}},
+        {"sampling": {"probability": 1.5}},
     ]
     with Session(db) as s, s.begin():
-        for i, comparison in enumerate(recorded):
-            row = sample("t", 0.9 + i / 100, "correct", now)
+        for i, p in enumerate(recorded):
+            for tenant in ["t"] + [f"u{j}" for j in range(len(unusable))]:
+                row = sample(tenant, 0.9 + i / 100, "correct", now)
+                row.entity_comparison = {"sampling": {"rate": 0.1, "probability": p}}
+                s.add(row)
+        for j, comparison in enumerate(unusable):  # one bad sample in each u tenant
+            row = sample(f"u{j}", 0.99, "correct", now)
             row.entity_comparison = comparison  # type: ignore[assignment]
             s.add(row)
     weights = {round(x.score, 2): x.weight for x in load_labels(db, "t")}
-    assert weights[0.9] == pytest.approx(10.0) and weights[0.91] == pytest.approx(10 / 3)
-    assert [weights[round(0.92 + i / 100, 2)] for i in range(5)] == [1.0] * 5
+    assert weights == pytest.approx({0.9: 10.0, 0.91: 10 / 3, 0.92: 1.0, 0.93: 1e6})
+    # One sample without a usable probability: a weight guessed for it would skew the
+    # others, so all of that tenant's labels count plainly.
+    for j in range(len(unusable)):
+        assert [x.weight for x in load_labels(db, f"u{j}")] == [1.0] * 5, unusable[j]
     db.dispose()
+
+
+def test_weights_spanning_orders_of_magnitude_keep_the_sums_exact() -> None:
+    # A sample rate once near 1e-6, later near 1: the sums above each cut are added
+    # from the top down, so each is within rounding of its own exact sum. (Running
+    # sums that subtracted each label as the cut rose were differences of huge
+    # numbers: Σw² of the last 30 labels came out negative, the interval undefined.)
+    rng = random.Random(3)
+    rare = [(0.5 + i * 1e-5, rng.random() < 0.5, 1 / rng.uniform(1e-6, 3e-6)) for i in range(5000)]
+    dense = [(0.99, i % 4 == 0, 1 / 0.7) for i in range(30)]
+    ordered = weighted(rare + dense)
+    sums = _Suffix(ordered)
+    for i in (0, 2500, 4999, 5000, 5015, 5029, 5030):
+        above = ordered[i:]
+        assert (sums.n[i], sums.k[i]) == (len(above), sum(x.misfire for x in above))
+        assert sums.w[i] == pytest.approx(math.fsum(x.weight for x in above), rel=1e-12)
+        assert sums.w2[i] == pytest.approx(math.fsum(x.weight**2 for x in above), rel=1e-12)
+        assert sums.wm[i] == pytest.approx(
+            math.fsum(x.weight for x in above if x.misfire), rel=1e-12, abs=0.0
+        )
+    assert sums.interval(5030) is None
+    rate, low, high = sums.interval(5000)  # type: ignore[misc]
+    assert (rate, low, high) == pytest.approx((8 / 30, *wilson(8, 30)))  # type: ignore[misc]
+    # The cut these labels prove at 50%, and what it serves, are the dense labels'.
+    cut = tenant_cut(rare + dense, 0.5, shipped_cut=0.995)
+    assert (cut.source, cut.served, cut.misfires) == ("tenant", 30, 8)
 
 
 def test_the_calibrator_serves_the_weighted_cut(tmp_path: Path) -> None:

@@ -385,7 +385,7 @@ def merge_previous(result: dict[str, Any], path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return result
     if not isinstance(earlier, dict) or any(
-        earlier.get(k, _BEFORE.get(k)) != result[k] for k in _SAME_RUN
+        earlier.get(k, _BEFORE.get(k)) != result.get(k, _BEFORE.get(k)) for k in _SAME_RUN
     ):
         print(f"{path}: earlier results describe other pairs; replacing them")
         return result

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -33,7 +34,6 @@ from bench import verifier_eval
 from bench.verifier_pairs import VPair
 from validators import verifier_zh_encoder
 from validators.verifier import CALIBRATION_FILES, PairVerifier, Verdict
-from validators.verifier_calibration import NO_FALLBACK
 from validators.verifier_dtype import Dtype
 
 TARGETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
@@ -241,32 +241,19 @@ def calibrate(
     the cut."""
     cal = verifier_eval.sample_eval(pairs, CAL_CAP, split="cal")
     zh_meta = model_dir / verifier_zh_encoder.META_FILE
-    if dtype == "float32":
-        # The verifier reads its calibration on load; an empty one stands in until
-        # the real one is written below (cut_for is not called before that).
-        (model_dir / "calibration.json").write_text(json.dumps({"negatives": {}, "positives": {}}))
-        if zh_meta.exists():  # the map is fitted to raw Chinese scores, not mapped ones
-            meta = json.loads(zh_meta.read_text())
-            meta["to_common_scale"] = {"x": [0.0, 1.0], "y": [0.0, 1.0]}
-            zh_meta.write_text(json.dumps(meta, indent=2) + "\n")
+    if dtype == "float32" and zh_meta.exists():
+        # The map is fitted to raw Chinese scores, not mapped ones.
+        meta = json.loads(zh_meta.read_text())
+        meta["to_common_scale"] = {"x": [0.0, 1.0], "y": [0.0, 1.0]}
+        zh_meta.write_text(json.dumps(meta, indent=2) + "\n")
     own = model_dir / CALIBRATION_FILES[dtype]
-    before = own.read_bytes() if own.exists() else None
-    if dtype in NO_FALLBACK:
-        # Such a dtype refuses to load without a calibration of its own weights: an
-        # empty one stands in while it scores, and what was there is put back on failure.
-        sha = json.loads((model_dir / "verifier.json").read_text())["weights_sha256"]
-        empty = {"dtype": dtype, "weights_sha256": sha, "negatives": {}, "positives": {}}
-        own.write_text(json.dumps(empty))
-    try:
-        verifier = PairVerifier(model_dir, dtype=dtype)
-        print(f"calibration ({dtype}): scoring {len(cal)} pairs", file=sys.stderr)
-        verdicts = score_pairs(verifier, cal)
-    except BaseException:
-        if dtype in NO_FALLBACK and before is not None:
-            own.write_bytes(before)
-        elif dtype in NO_FALLBACK:
-            own.unlink()
-        raise
+    # Scoring needs no cuts: an empty calibration in memory stands in (the file may not
+    # exist yet, and int8 refuses to load without its own), so nothing half-made is
+    # ever on disk for the gateway to read.
+    empty: dict[str, Any] = {"negatives": {}, "positives": {}}
+    verifier = PairVerifier(model_dir, dtype=dtype, calibration=empty)
+    print(f"calibration ({dtype}): scoring {len(cal)} pairs", file=sys.stderr)
+    verdicts = score_pairs(verifier, cal)
     if dtype == "float32" and verifier.zh_model_file is not None:
         kept = [i for i, p in enumerate(cal) if p.kind not in CALIBRATION_EXCLUDED and not p.label]
         en_neg = [verdicts[i].score for i in kept if verdicts[i].path == "en"]
@@ -274,14 +261,17 @@ def calibrate(
         meta = json.loads(verifier.zh_model_file.read_text())
         meta["to_common_scale"] = common_scale(zh_neg, en_neg)
         verifier.zh_model_file.write_text(json.dumps(meta, indent=2) + "\n")
-        verifier = PairVerifier(model_dir)
+        verifier = PairVerifier(model_dir, calibration=empty)
         zh_idx = [i for i, v in enumerate(verdicts) if v.path == "zh"]
         mapped = verifier.verdicts_for_pairs([(cal[i].a, cal[i].b) for i in zh_idx])
         for i, v in zip(zh_idx, mapped, strict=True):
             verdicts[i] = v
     result = calibration(cal, [v.score for v in verdicts], [v.supported for v in verdicts])
     result = identified(result, verifier, cal)
-    own.write_text(json.dumps(result) + "\n")
+    # Written whole or not at all: the gateway reads this file at start.
+    partial = own.with_name(own.name + ".partial")
+    partial.write_text(json.dumps(result) + "\n")
+    os.replace(partial, own)
     return result
 
 

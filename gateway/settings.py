@@ -108,7 +108,7 @@ class Settings(BaseSettings):
     # (scores within 0.03 of float32); int8 (ONNX Runtime) ~2x faster on other x86 CPUs; each
     # with its own shipped calibration. "auto": bfloat16 where the CPU computes it natively,
     # else int8 where ONNX Runtime runs it on x86 (AVX2, VNNI, AMX), else float32
-    # (gateway/verification.py resolve_dtype).
+    # (gateway/verifier_choice.py resolve_dtype).
     verifier_dtype: Literal["auto", "float32", "bfloat16", "int8"] = "auto"
     # What runs the verifier's float32 forwards (English when the dtype is float32, Chinese
     # always): "auto" = ONNX Runtime, checked against torch at load, ~2x faster per pair

@@ -65,13 +65,16 @@ class GatewayVerifier:
 
     def __init__(self, model: PairVerifier) -> None:
         self.model = model
-        zh = model.zh_path.id if model.zh_path is not None else ""  # weights, ":int8"
+        zh = model.zh_path.weights_sha256 if model.zh_path is not None else ""
         #: The identity of the score scale (the English and Chinese weights): a labelled
         #: sample's score says something about today's cut only under the same id
         #: (gateway/calibration.py; the misfire sampler stores it with each score).
-        # int8 scores move by ~0.01-0.02 (English; Chinese ~0.09 before its map), bfloat16's
-        # by ~1e-3: labels scored in one say little about a cut in the other, so each
-        # int8 graph is a scale of its own.
+        # English int8 scores move by ~0.01 on average and up to 0.8 (bfloat16's by
+        # ~1e-3): labels scored in one say little about a cut in the other, so the
+        # English int8 graph is a scale of its own. The Chinese int8 graph's scores are
+        # mapped onto the common scale by a map fitted to its own (verifier_zh_path.py),
+        # and its labels have always shared the float32 id: changing that would drop
+        # every label of the hosts where it was chosen.
         en = model.meta["weights_sha256"] + (":int8" if model.dtype == "int8" else "")
         weights = f"{en}:{zh}"
         self.scale_id = hashlib.sha256(weights.encode()).hexdigest()[:16]
@@ -111,6 +114,7 @@ def load_verifier(
     cannot learn from a fast answer that another tenant scored the same pair."""
     # torch, only when the verifier is on (import gateway.app stays torch-free)
     from validators.verifier import PairVerifier
+    from validators.verifier_errors import VerifierModelError
 
     settings = get_settings()
     name = settings.verifier_dtype if dtype is None else dtype
@@ -118,16 +122,30 @@ def load_verifier(
     zh_precision, zh_reason = resolve_zh_precision(
         settings.verifier_zh_precision, settings.verifier_backend
     )
-    model = PairVerifier(
-        threads=threads,
-        cache_size=settings.verifier_cache_size if cache_size is None else cache_size,
-        dtype=chosen,
-        backend=settings.verifier_backend,
-        zh_precision=zh_precision,
-    )
+
+    def load(english: Dtype) -> PairVerifier:
+        return PairVerifier(
+            threads=threads,
+            cache_size=settings.verifier_cache_size if cache_size is None else cache_size,
+            dtype=english,
+            backend=settings.verifier_backend,
+            zh_precision=zh_precision,
+        )
+
+    try:
+        model = load(chosen)
+    except VerifierModelError as exc:
+        if name != "auto" or chosen != "int8":
+            raise  # an explicit choice that cannot run refuses to start
+        # auto's int8 graph failed (export, quantizer, its probe check): auto chose it
+        # for speed only, so float32 with its own calibration serves instead.
+        log.warning("%s; the verifier computes in float32 instead", exc)
+        chosen, reason = "float32", f"the int8 graph failed ({reason})"
+        model = load(chosen)
+    gateway_verifier = GatewayVerifier(model)
     log.info(
         "pair verifier computes in %s through %s (verifier dtype %s: %s); cuts from its %s"
-        " calibration; Chinese pairs in %s (%s)",
+        " calibration; Chinese pairs in %s (%s); tenant labels on score scale %s",
         chosen,
         model.backend,
         name,
@@ -135,8 +153,9 @@ def load_verifier(
         model.calibration_dtype,
         zh_precision,
         zh_reason,
+        gateway_verifier.scale_id,
     )
-    return GatewayVerifier(model)
+    return gateway_verifier
 
 
 @dataclass

@@ -81,21 +81,24 @@ def resolve_dtype(
 ) -> tuple[Dtype, str]:
     """``(dtype, why)`` for the English verifier: an explicit setting as given; ``auto``
     is bfloat16 where the CPU computes it natively (the engine's rule,
-    ``prefix.model.dtype``), else int8 as for Chinese, else float32."""
+    ``prefix.model.dtype``) and the backend may be torch, else int8 as for Chinese
+    (with a usable int8 calibration: the one the verifier itself would read), else
+    float32."""
     from prefix.model.dtype import cpu_bf16_reason
     from validators.verifier import MODEL_DIR
-    from validators.verifier_calibration import CALIBRATION_FILES
+    from validators.verifier_calibration import read_calibration
 
     if setting != "auto":
         return cast("Dtype", setting), "set"
     bf16 = cpu_bf16_reason(flags)
-    if bf16 is not None:
+    if bf16 is not None and backend != "onnx":  # bfloat16 runs in torch only
         return "bfloat16", bf16
+    no_bf16 = "no native bfloat16" if bf16 is None else "bfloat16 runs in torch, not onnx"
     fast, why = _int8_kernels(backend, flags)
     if not fast:
-        return "float32", f"no native bfloat16 (emulated is slower); {why}"
-    own = MODEL_DIR / CALIBRATION_FILES["int8"]
-    made_for = json.loads(own.read_text()).get("weights_sha256") if own.exists() else None
-    if made_for != _en_weights():
-        return "float32", "no native bfloat16, and no int8 calibration shipped for these weights"
-    return "int8", f"no native bfloat16; {why}"
+        return "float32", f"{no_bf16} (emulated is slower); {why}"
+    try:
+        read_calibration(MODEL_DIR, "int8", _en_weights())
+    except (OSError, ValueError):
+        return "float32", f"{no_bf16}, and no int8 calibration shipped for these weights"
+    return "int8", f"{no_bf16}; {why}"

@@ -104,7 +104,10 @@ class PairVerifier:
         dtype: Dtype = "float32",
         backend: str = "auto",
         zh_precision: str = "float32",
+        calibration: dict[str, Any] | None = None,
     ) -> None:
+        """``calibration``: use this instead of the dtype's file (bench/verifier_calibrate.py
+        scores the calibration split with it while it makes that file)."""
         if zh_precision not in verifier_zh_encoder.PRECISIONS:
             choices = verifier_zh_encoder.PRECISIONS
             raise ValueError(f"zh_precision must be one of {choices}, not {zh_precision!r}")
@@ -119,9 +122,12 @@ class PairVerifier:
             self.meta: dict[str, Any] = json.loads((self.model_dir / "verifier.json").read_text())
             self.calibration: dict[str, Any]
             self.calibration_dtype: Dtype
-            self.calibration, self.calibration_dtype = read_calibration(
-                self.model_dir, dtype, self.meta["weights_sha256"]
-            )
+            if calibration is None:
+                self.calibration, self.calibration_dtype = read_calibration(
+                    self.model_dir, dtype, self.meta["weights_sha256"]
+                )
+            else:
+                self.calibration, self.calibration_dtype = calibration, dtype
         except (OSError, KeyError, ValueError) as exc:
             raise VerifierModelError(
                 f"cannot load the verifier from {self.model_dir}: {exc}"

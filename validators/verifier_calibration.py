@@ -47,7 +47,10 @@ def read_calibration(
     if dtype != "float32":
         if dtype in NO_FALLBACK:
             own = json.loads(path.read_text()) if path.exists() else {}
-            if own.get("weights_sha256") != weights_sha256 or own.get("dtype") != dtype:
+            negatives = own.get("negatives")
+            scored = isinstance(negatives, dict) and bool(negatives.get("en"))
+            mine = own.get("weights_sha256") == weights_sha256 and own.get("dtype") == dtype
+            if not (mine and scored):
                 raise ValueError(
                     f"no {dtype} calibration of these weights ({path.name}; "
                     f"bench/train_verifier.py --skip-training --calibrate-dtype {dtype})"

@@ -12,6 +12,7 @@ bench/verifier_pairs.py are each question's nearest neighbour by it).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,16 +33,33 @@ def has_kana_or_hangul(text: str) -> bool:
 
 
 def mostly_latin(text: str) -> bool:
-    """The letters are Latin (the English path's alphabet) but for at most one in ten
-    from another alphabet, and one in any text with Latin letters beside it (the π or
-    Δ of a formula); a text with no letters at all (digits, symbols) counts as Latin.
+    """Latin text (the English path's alphabet), read after NFKC folding (fullwidth
+    letters, ligatures, ℝ), where letters of another alphabet count only in runs of two
+    or more (words: Cyrillic, Greek) and are at most one in ten letters: a lone Δ, θ or
+    Ω beside Latin letters is a symbol. A text with letters but no Latin one is not
+    Latin; a text with no letters at all (digits, symbols) is.
 
     Until session 18 half the letters could be Cyrillic or Greek: MiniLM's vocabulary
     has those letters, so such text was not refused as ``[UNK]`` and reached a model
     trained and calibrated on English only."""
-    letters = [c for c in text if c.isalpha()]
-    other = sum(c >= "\u0250" for c in letters)
-    return other == 0 or (other <= max(1, len(letters) // 10) and other < len(letters))
+    folded = unicodedata.normalize("NFKC", text)
+    letters = [c for c in folded if c.isalpha()]
+    if not letters:
+        return True
+    if not any(_is_latin(c) for c in letters):
+        return False
+    foreign, run = 0, 0
+    for c in folded + " ":
+        if c.isalpha() and not _is_latin(c):
+            run += 1
+            continue
+        foreign += run if run >= 2 else 0
+        run = 0
+    return foreign * 10 <= len(letters)
+
+
+def _is_latin(c: str) -> bool:
+    return unicodedata.name(c, "").startswith("LATIN")
 
 
 class E5Vectors:

@@ -82,6 +82,26 @@ def test_auto_on_a_cpu_without_native_bf16_is_int8_with_its_own_calibration(
     assert v.scale_id != f32.scale_id and b16.scale_id == f32.scale_id
 
 
+def test_when_autos_int8_graph_fails_float32_serves_and_an_explicit_int8_refuses(
+    settings_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import validators.onnx_forward
+    from validators.verifier_errors import VerifierModelError
+
+    def broken(model: bytes) -> bytes:
+        raise OSError("read-only file system")  # the quantizer writes temporary files
+
+    fake_cpu(settings_env, NO_BF16)
+    settings_env.setattr(validators.onnx_forward, "quantize_int8", broken)
+    with caplog.at_level(logging.INFO, logger="cachegate.gateway.verification"):
+        v = load_verifier()
+    assert v.model.dtype == "float32" and v.model.calibration_dtype == "float32"
+    assert any("int8 graph failed" in r.getMessage() for r in caplog.records)
+    assert v.scale_id == load_verifier(dtype="float32").scale_id
+    with pytest.raises(VerifierModelError):
+        load_verifier(dtype="int8")
+
+
 def test_auto_without_bf16_or_int8_kernels_is_float32(
     settings_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -162,9 +162,22 @@ def test_a_greek_letter_in_an_english_question_is_read(verifier: PairVerifier) -
     # or more than one in ten, does not.
     from validators.verifier_zh import mostly_latin
 
-    assert mostly_latin("What is the value of π?") and mostly_latin("ΔH of the reaction")
-    assert mostly_latin("12 + 7 = ?") and mostly_latin("Café près de la gare")
-    assert not mostly_latin("π") and not mostly_latin("αβ test")
+    for latin in (
+        "What is the value of π?",
+        "ΔH of the reaction",
+        "Is Δx/Δt the velocity?",
+        "sin(θ)+cos(θ)",
+        "Resistance in kΩ and MΩ",
+        "12 + 7 = ?",
+        "Café près de la gare",
+        "Ｈｏｗ ｄｏ I reset my card",  # fullwidth
+        "ﬁnd the ﬂow",  # ligatures
+        "Tiếng Việt có dấu không",  # Latin letters above U+0250
+        "What does да mean in Russian",  # one short word in ten letters
+    ):
+        assert mostly_latin(latin), latin
+    for other in ("π", "2π", "αβ test", "How do I reset my PIN для карты", "Как дела"):
+        assert not mostly_latin(other), other
     v = verifier.verdicts("What is the value of π?", ["what's the value of pi"])[0]
     assert v.supported and v.path == "en"
 

@@ -129,6 +129,12 @@ def test_an_int8_calibration_of_other_weights_or_dtype_is_refused(tmp_path: Path
     bf16 = calibration("bfloat16")  # right weights, wrong dtype
     with pytest.raises(VerifierModelError, match="no int8 calibration"):
         PairVerifier(model_copy(other, json.dumps(bf16)), cache_size=0, zh=False, dtype="int8")
+    # Nor one with no scores (a calibration that was never finished).
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    unscored = {**calibration("int8"), "negatives": {}}
+    with pytest.raises(VerifierModelError, match="no int8 calibration"):
+        PairVerifier(model_copy(empty, json.dumps(unscored)), cache_size=0, zh=False, dtype="int8")
     # Positive control: the same copy with the shipped file loads.
     ok = tmp_path / "ok"
     ok.mkdir()

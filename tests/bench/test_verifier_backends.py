@@ -29,10 +29,20 @@ def test_bench_times_both_backends_and_records_their_agreement(
         torch.set_num_threads(threads)  # main() runs the bench on one thread
     payload = json.loads((tmp_path / "t.json").read_text())
     results = payload["results"]
-    for name in ("en_float32_torch", "en_float32_onnx", "zh_torch", "zh_onnx"):
+    for name in (
+        "en_float32_torch",
+        "en_float32_onnx",
+        "en_int8_onnx",
+        "zh_torch",
+        "zh_onnx",
+        "zh_onnx_int8",
+    ):
         assert results[name]["n"] == 3 and results[name]["p50_ms"] > 0
     assert ("en_bfloat16_torch" in results) == payload["native_bfloat16"]
     for lang in ("en", "zh"):
         assert results[f"{lang}_onnx_over_torch_p50"] > 0
         # 3 calls x 5 candidates scored by both backends: probabilities agree.
         assert results[f"{lang}_max_score_difference"] <= MAX_LOGIT_DIFF / 4
+        # int8 is another graph (its own calibration): its scores move, but not wildly.
+        assert results[f"{lang}_int8_over_onnx_p50"] > 0
+        assert 0 < results[f"{lang}_int8_max_score_difference"] < 0.9

@@ -93,10 +93,14 @@ def resolve_dtype(
     bf16 = cpu_bf16_reason(flags)
     if bf16 is not None and backend != "onnx":  # bfloat16 runs in torch only
         return "bfloat16", bf16
-    no_bf16 = "no native bfloat16" if bf16 is None else "bfloat16 runs in torch, not onnx"
+    no_bf16 = (
+        "no native bfloat16 (emulated is slower)"
+        if bf16 is None
+        else "bfloat16 runs in torch, not the onnx backend"
+    )
     fast, why = _int8_kernels(backend, flags)
     if not fast:
-        return "float32", f"{no_bf16} (emulated is slower); {why}"
+        return "float32", f"{no_bf16}; {why}"
     try:
         read_calibration(MODEL_DIR, "int8", _en_weights())
     except (OSError, ValueError):

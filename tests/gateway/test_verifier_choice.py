@@ -60,8 +60,11 @@ def test_an_explicit_setting_wins_over_the_cpu() -> None:
 def test_english_auto_is_bfloat16_where_the_cpu_computes_it(flag: str) -> None:
     dtype, why = resolve_dtype("auto", "auto", PLAIN | {flag, "amx_int8"})
     assert dtype == "bfloat16" and flag in why
-    # bfloat16 runs in torch, so even the torch backend keeps it.
+    # bfloat16 runs in torch, so even the torch backend keeps it; the onnx backend
+    # (which refuses to fall back to torch) gets int8 instead.
     assert resolve_dtype("auto", "torch", PLAIN | {flag})[0] == "bfloat16"
+    dtype, why = resolve_dtype("auto", "onnx", PLAIN | {flag})
+    assert dtype == "int8" and "onnx backend" in why
 
 
 @pytest.mark.parametrize("flag", ["avx512_vnni", "avx_vnni", "amx_int8", "avx2"])

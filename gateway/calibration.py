@@ -243,13 +243,20 @@ def load_labels(db: Engine, tenant_id: str, verifier_model: str | None = None) -
 MIN_PROBABILITY = 1e-6
 
 
-def _weight(comparison: object) -> float | None:
-    """1 / the sampling probability recorded with a sample; None when absent or unusable."""
+def recorded_probability(comparison: object) -> float | None:
+    """The sampling probability stored with a sample (``entity_comparison.sampling``,
+    gateway/review/sampling.py); None when absent or unusable."""
     sampling = comparison.get("sampling") if isinstance(comparison, dict) else None
     p = sampling.get("probability") if isinstance(sampling, dict) else None
     if isinstance(p, int | float) and not isinstance(p, bool) and MIN_PROBABILITY <= p <= 1.0:
-        return 1.0 / float(p)
+        return float(p)
     return None
+
+
+def _weight(comparison: object) -> float | None:
+    """1 / the sampling probability recorded with a sample; None when absent or unusable."""
+    p = recorded_probability(comparison)
+    return None if p is None else 1.0 / p
 
 
 class Calibrator:

@@ -9,7 +9,8 @@ the report's ``definitions``):
   (``x-cachegate-semantic`` is ``hit`` or ``miss:*``, not ``skipped:*``).
 - **misfire rate** = labelled misfires / labelled samples, with a 95% Wilson
   interval (:mod:`gateway.reports.stats`). Unweighted: near-threshold hits are
-  sampled ×3 (:mod:`gateway.review.sampling`), which makes this a pessimistic estimate.
+  sampled ×3 (:mod:`gateway.review.sampling`), which makes this a pessimistic estimate;
+  ``weighted`` beside it weighs each sample by 1 / its sampling probability.
 - **prefix token hit rate** = Σ cached_tokens / Σ prompt_tokens, and **prefix
   request hit rate** = requests with cached_tokens > 0 / requests, both over the
   requests the engine served (cache label prefix-hit, miss or bypass; semantic
@@ -36,6 +37,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from gateway.calibration import recorded_probability
 from gateway.models import EngineSnapshot, MisfireSample, RequestStat
 from gateway.reports.sections import (
     MAX_TENANT_SECTIONS,
@@ -62,6 +64,7 @@ def load(
             MisfireSample.score,
             MisfireSample.label,
             MisfireSample.shadow_verdict,
+            MisfireSample.entity_comparison,
         ).where(MisfireSample.created_at >= p.since)
         rq = (
             select(
@@ -82,7 +85,10 @@ def load(
         if p.tenant is not None:
             sq = sq.where(MisfireSample.tenant_id == p.tenant)
             rq = rq.where(RequestStat.tenant_id == p.tenant)
-        samples = [Sample(*row) for row in s.execute(sq)]
+        samples = [
+            Sample(tenant, score, label, shadow, recorded_probability(comparison))
+            for tenant, score, label, shadow, comparison in s.execute(sq)
+        ]
         stats = [Stat(*row) for row in s.execute(rq)]
         snaps = list(
             s.scalars(
@@ -140,6 +146,9 @@ DEFINITIONS = {
     "semantic_hit_rate": "semantic-hit requests / all recorded requests",
     "eligible_hit_rate": "semantic hits / requests where a semantic lookup ran",
     "misfire_rate": "labelled misfires / labelled samples (unweighted), 95% Wilson interval",
+    "misfire_rate_weighted": "sum of w over labelled misfires / sum of w over labelled samples, "
+    "w = 1 / the sampling probability (near-threshold hits are sampled 3x); 95% Wilson "
+    "interval at Kish's effective size (sum w)^2 / sum w^2; none when a sample lacks it",
     "recommended_threshold": "lowest labelled score t whose samples with score >= t have "
     "criterion (Wilson upper bound or point rate) <= target",
     "prefix_token_hit_rate": "sum(cached_tokens) / sum(prompt_tokens) over engine-served requests",

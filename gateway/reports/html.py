@@ -76,7 +76,13 @@ def _cards(report: dict[str, Any]) -> str:
         _card(
             "Misfire rate",
             fmt_pct(m["rate"]),
-            f"{m['misfires']} of {m['labelled']} labelled; {_ci(m)}; {m['pending']} pending",
+            f"{m['misfires']} of {m['labelled']} labelled; {_ci(m)}; {m['pending']} pending"
+            + (
+                ""
+                if m.get("weighted") is None
+                else f"; weighted by sampling {fmt_pct(m['weighted']['rate'])} "
+                f"({_ci(m['weighted'])})"
+            ),
         ),
         _card("Recommended threshold", rec_value, rec_note),
         _card(

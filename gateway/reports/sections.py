@@ -6,6 +6,7 @@ savings, the timeline, misfire statistics, and the engine's memory and evictions
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,6 +24,7 @@ from gateway.reports.stats import (
     recommend,
     thin,
     threshold_curve,
+    weighted_wilson,
 )
 from gateway.tenants import utc_now
 
@@ -70,6 +72,7 @@ class Sample:
     score: float
     label: str | None
     shadow: str | None
+    probability: float | None = None  # the sampling probability it was drawn with
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
             "misfires": misfires,
             "correct": len(labelled) - misfires,
             **_without_counts(proportion(misfires, len(labelled))),
+            "weighted": weighted_misfires([s for s in samples if s.label]),
         },
         "score_buckets": buckets(labelled, p.edges),
         "threshold_curve": thin(curve, 200),
@@ -115,6 +119,27 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
             "correct": [x.score for x in labelled if not x.misfire][:5000],
             "misfire": [x.score for x in labelled if x.misfire][:5000],
         },
+    }
+
+
+def weighted_misfires(labelled: Sequence[Sample]) -> dict[str, Any] | None:
+    """The misfire rate with each labelled sample weighing 1 / its sampling probability
+    (near-threshold hits are sampled 3x) and its Wilson interval at Kish's effective
+    sample size; None without labels or when any lacks a recorded probability."""
+    probabilities = [s.probability for s in labelled]
+    if not probabilities or any(p is None for p in probabilities):
+        return None
+    weights = [1.0 / p for p in probabilities if p is not None]
+    w, w2 = math.fsum(weights), math.fsum(x * x for x in weights)
+    wm = math.fsum(x for x, s in zip(weights, labelled, strict=True) if s.label == "misfire")
+    found = weighted_wilson(wm, w, w2)
+    if found is None:
+        return None
+    return {
+        "rate": found[0],
+        "wilson_low": found[1],
+        "wilson_high": found[2],
+        "n_effective": w * w / w2,
     }
 
 

@@ -33,6 +33,13 @@ def fmt_flops(x: float | None) -> str:
     return f"{x:.0f} FLOP"
 
 
+def _weighted(m: dict[str, Any]) -> str:
+    w = m.get("weighted")
+    if w is None:
+        return "n/a (a sample lacks its sampling probability, or none is labelled)"
+    return f"{fmt_pct(w['rate'])}, 95% Wilson {_ci(w)}, effective n {w['n_effective']:.0f}"
+
+
 def _ci(m: dict[str, Any]) -> str:
     if m.get("wilson_low") is None:
         return "n/a"
@@ -56,6 +63,7 @@ def _section(name: str, s: dict[str, Any]) -> list[str]:
         f"{fmt_pct(t['eligible_hit_rate'])} of lookups",
         f"misfire rate          {fmt_pct(m['rate'])}  {m['misfires']}/{m['labelled']} labelled, "
         f"95% Wilson {_ci(m)}, {m['pending']} pending",
+        f"  weighted by sampling {_weighted(m)}",
         f"recommended threshold {rec_text}  (target {fmt_pct(rec['target'])}, {rec['criterion']})",
         f"prefix hit rate       tokens {fmt_pct(pre['token_hit_rate'])}  |  "
         f"requests {fmt_pct(pre['request_hit_rate'])}",

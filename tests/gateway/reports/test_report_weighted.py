@@ -1,0 +1,67 @@
+"""The misfire report's weighted rate (gateway/reports/sections.py ``weighted_misfires``):
+each labelled sample weighs 1 / the probability it was sampled with, beside the plain
+rate; none when a sample lacks its probability. Built by ``build_report`` from a real
+migrated SQLite database, rendered as text and HTML."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import Session
+
+from gateway.reports.build import ReportParams, build_report
+from gateway.reports.html import render
+from gateway.reports.stats import wilson, wilson_at
+from gateway.reports.text import format_summary
+from gateway.tenants import utc_now
+from tests.gateway.test_calibration import migrated, sample
+
+
+def add(db_path: Path, tenant: str, rows: Sequence[tuple[bool, float | None]]) -> None:
+    """Labelled samples of ``tenant``: (is a misfire, sampling probability or None)."""
+    from sqlalchemy import create_engine
+
+    db = create_engine(f"sqlite:///{db_path}")
+    with Session(db) as s, s.begin():
+        for misfire, p in rows:
+            row = sample(tenant, 0.95, "misfire" if misfire else "correct", utc_now())
+            if p is not None:
+                row.entity_comparison = {"sampling": {"rate": 0.1, "probability": p}}
+            s.add(row)
+    db.dispose()
+
+
+def test_the_report_weighs_each_label_by_its_sampling_probability(tmp_path: Path) -> None:
+    db = migrated(tmp_path)
+    path = tmp_path / "cal.db"
+    # 200 hits sampled at 10% (4 misfires), 100 near-threshold ones at 30% (12 misfires).
+    add(path, "t", [(i < 4, 0.1) for i in range(200)] + [(i < 12, 0.3) for i in range(100)])
+    # The same labels, one sample without a recorded probability.
+    add(path, "u", [(i < 4, 0.1) for i in range(200)] + [(i < 12, 0.3) for i in range(99)])
+    add(path, "u", [(False, None)])
+    report = build_report(db, ReportParams())
+    t = report["tenants"]["t"]["misfires"]
+    assert (t["misfires"], t["labelled"]) == (16, 300)
+    assert t["rate"] == pytest.approx(16 / 300)  # plain, as before
+    assert (t["wilson_low"], t["wilson_high"]) == pytest.approx(wilson(16, 300))
+    weighted = t["weighted"]
+    rate = (4 * 10 + 12 * 10 / 3) / (200 * 10 + 100 * 10 / 3)
+    n_eff = (200 * 10 + 100 * 10 / 3) ** 2 / (200 * 100 + 100 * (10 / 3) ** 2)
+    assert weighted["rate"] == pytest.approx(rate) and rate < t["rate"]
+    assert weighted["n_effective"] == pytest.approx(n_eff)
+    assert (weighted["wilson_low"], weighted["wilson_high"]) == pytest.approx(
+        wilson_at(rate, n_eff)
+    )
+    # Positive control beside the negative one: "u" differs by one sample only.
+    assert report["tenants"]["u"]["misfires"]["weighted"] is None
+    assert report["summary"]["misfires"]["weighted"] is None  # "u" is in the overall
+    assert "misfire_rate_weighted" in report["definitions"]
+    text = format_summary(report)
+    assert f"weighted by sampling {100 * rate:.1f}%" in text
+    assert "weighted by sampling n/a" in text
+    assert "weighted by sampling" not in render(report, {})  # overall: none
+    tenant = build_report(db, ReportParams(tenant="t"))
+    assert f"weighted by sampling {100 * rate:.1f}%" in render(tenant, {})
+    db.dispose()

@@ -19,15 +19,17 @@ Steps (each prints progress to stderr):
    split (bench/verifier_eval.py; into ``bench/results/verifier_eval.json`` for
    the shipped model, into ``--out``/verifier_eval.json for a trial run elsewhere)
    and write ``MODEL_CARD.md``;
-6. score the calibration split again with bfloat16 matrix products and write
-   ``calibration_bfloat16.json`` and its section of the card;
+6. score the calibration split again with bfloat16 matrix products and with the
+   int8 ONNX graph, and write ``calibration_bfloat16.json`` and
+   ``calibration_int8.json`` and their sections of the card;
 7. score the Chinese calibration pairs with the int8 graph and write its map and
    scores into ``zh_encoder.json`` (bench/verifier_calibrate_int8.py; alone with
    ``--skip-training --calibrate-zh-int8``).
 
 ``--calibrate-dtype`` (repeatable) names the dtypes to calibrate, all by default;
-``--skip-training --calibrate-dtype bfloat16`` redoes step 6 alone (fixtures and
-evaluation describe the float32 model and stay as they are). After a new Chinese
+``--skip-training --calibrate-dtype bfloat16`` (or ``int8``) redoes that part of
+step 6 alone (fixtures and evaluation describe the float32 model and stay as they
+are). After a new Chinese
 cross-encoder, ``--skip-training`` keeps the English weights and redoes steps 4 to
 6: the Chinese weights change every Chinese score, and with them the Chinese half
 of both calibration files and the map onto the English scale, so nothing short of

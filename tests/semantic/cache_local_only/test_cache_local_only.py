@@ -14,7 +14,6 @@ test_cache_local_only_index.py; the verifier: test_cache_local_only_verifier.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -23,8 +22,7 @@ from semantic.cache import SemanticCache
 from semantic.embedder import Embedder
 from semantic.policy import SemanticPolicy
 from semantic.store import EntryStore
-from tests.semantic.helpers import PARAPHRASE, STORED, ManualClock, chat
-from tests.semantic.local_only_support import (
+from tests.semantic.cache_local_only.support import (
     NEW,
     OLD,
     SLIDING,
@@ -35,23 +33,7 @@ from tests.semantic.local_only_support import (
     state,
     stored_id,
 )
-
-
-# -- fixtures ----------------------------------------------------------------------
-@pytest.fixture
-def store(sqlite_url: str) -> Iterator[EntryStore]:
-    entry_store = EntryStore(sqlite_url)
-    yield entry_store
-    entry_store.close()
-
-
-@pytest.fixture
-def cache(embedder: Embedder, store: EntryStore, clock: ManualClock) -> Iterator[SemanticCache]:
-    # A flush interval no test reaches: pending hit counts stay in memory until a
-    # test flushes them, so "nothing was written" can be read off the database.
-    semantic = SemanticCache(embedder, store, clock=clock, hit_flush_seconds=3600)
-    yield semantic
-    semantic.close()
+from tests.semantic.helpers import PARAPHRASE, STORED, ManualClock, chat
 
 
 # -- 1. the same decision ------------------------------------------------------------

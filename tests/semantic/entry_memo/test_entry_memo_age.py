@@ -5,21 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
-
 from semantic.entry_memo import EntryMemo
-from tests.semantic.entry_memo_support import NOW, FakeClock, put, row
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def memo(clock: FakeClock) -> EntryMemo:
-    return EntryMemo(size=3, max_age=10.0, clock=clock)
-
+from tests.semantic.entry_memo.support import NOW, FakeClock, put, row
 
 # -- age and expiry --------------------------------------------------------------------
 

@@ -10,18 +10,7 @@ import numpy as np
 import pytest
 
 from semantic.entry_memo import EntryMemo
-from tests.semantic.entry_memo_support import NOW, PART_A, FakeClock, kept_ids, put, row
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def memo(clock: FakeClock) -> EntryMemo:
-    return EntryMemo(size=3, max_age=10.0, clock=clock)
-
+from tests.semantic.entry_memo.support import NOW, PART_A, FakeClock, kept_ids, put, row
 
 # -- hits and misses -------------------------------------------------------------------
 

@@ -6,21 +6,8 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from semantic.entry_memo import EntryMemo
-from tests.semantic.entry_memo_support import NOW, PART_A, PART_B, FakeClock, kept_ids, put, row
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def memo(clock: FakeClock) -> EntryMemo:
-    return EntryMemo(size=3, max_age=10.0, clock=clock)
-
+from tests.semantic.entry_memo.support import NOW, PART_A, PART_B, kept_ids, put, row
 
 # -- writes forget, and a raced read cannot put -----------------------------------------
 

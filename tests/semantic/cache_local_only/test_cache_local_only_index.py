@@ -11,30 +11,9 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-import pytest
-
 from semantic.cache import SemanticCache
-from semantic.embedder import Embedder
-from semantic.store import EntryStore
-from tests.semantic.helpers import PARAPHRASE, STORED, ManualClock, chat
-from tests.semantic.local_only_support import OLD, TTL, blocked, stored_id
-
-
-# -- fixtures ----------------------------------------------------------------------
-@pytest.fixture
-def store(sqlite_url: str) -> Iterator[EntryStore]:
-    entry_store = EntryStore(sqlite_url)
-    yield entry_store
-    entry_store.close()
-
-
-@pytest.fixture
-def cache(embedder: Embedder, store: EntryStore, clock: ManualClock) -> Iterator[SemanticCache]:
-    # A flush interval no test reaches: pending hit counts stay in memory until a
-    # test flushes them, so "nothing was written" can be read off the database.
-    semantic = SemanticCache(embedder, store, clock=clock, hit_flush_seconds=3600)
-    yield semantic
-    semantic.close()
+from tests.semantic.cache_local_only.support import OLD, TTL, blocked, stored_id
+from tests.semantic.helpers import PARAPHRASE, STORED, chat
 
 
 @contextmanager

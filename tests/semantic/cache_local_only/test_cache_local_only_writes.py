@@ -25,25 +25,16 @@ from semantic.policy import SemanticPolicy
 from semantic.replay import replay
 from semantic.results import LookupResult
 from semantic.store import EntryStore
+from tests.semantic.cache_local_only.support import (
+    NEW,
+    OLD,
+    SLIDING,
+    TTL,
+    blocked,
+    memoized,
+    stored_id,
+)
 from tests.semantic.helpers import PARAPHRASE, STORED, ManualClock, chat
-from tests.semantic.local_only_support import NEW, OLD, SLIDING, TTL, blocked, memoized, stored_id
-
-
-# -- fixtures ----------------------------------------------------------------------
-@pytest.fixture
-def store(sqlite_url: str) -> Iterator[EntryStore]:
-    entry_store = EntryStore(sqlite_url)
-    yield entry_store
-    entry_store.close()
-
-
-@pytest.fixture
-def cache(embedder: Embedder, store: EntryStore, clock: ManualClock) -> Iterator[SemanticCache]:
-    # A flush interval no test reaches: pending hit counts stay in memory until a
-    # test flushes them, so "nothing was written" can be read off the database.
-    semantic = SemanticCache(embedder, store, clock=clock, hit_flush_seconds=3600)
-    yield semantic
-    semantic.close()
 
 
 def local_or_none(

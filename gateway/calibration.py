@@ -40,6 +40,14 @@ effect within that time on every replica, since each reads the database); a
 tenant change (deleted, policy or keys; the replica-sync feed) drops it at once, so
 a tenant re-created under a deleted one's id never inherits its cut. When the
 shipped curve is unusable the cut is 1.0 and the tenant's labels do not lower it.
+
+While the database is away, a tenant keeps the last cut this replica computed for
+it. One it has none for (a replica started during the outage, a policy changed just
+before it, a new target) gets cut 1.0, ``source="unavailable"``: nothing is served
+through the verifier until the labels can be read. The shipped cut would be a guess
+there, and a looser one than the tenant's own wherever its reviewers had raised it.
+Either way the database is tried again after ``retry`` seconds, not on every lookup
+(each try waits out a connection timeout on a lookup thread).
 """
 
 from __future__ import annotations
@@ -78,7 +86,7 @@ class CutInForce:
     target: float
     cut: float
     shipped_cut: float
-    source: Literal["shipped", "tenant", "raised"]
+    source: Literal["shipped", "tenant", "raised", "unavailable"]
     labelled: int
     served: int
     misfires: int
@@ -265,7 +273,8 @@ class Calibrator:
     ``shipped`` maps a target to the shipped curve's cut; when it fails (a damaged
     calibration file), the cut is 1.0: nothing is served, never a guess.
     ``verifier_model``: the verifier in force (``GatewayVerifier.scale_id``); only
-    its samples are read (None: every scored sample)."""
+    its samples are read (None: every scored sample). ``retry``: seconds between
+    tries of the database while it is away (at most ``ttl``)."""
 
     def __init__(
         self,
@@ -275,14 +284,17 @@ class Calibrator:
         clock: Callable[[], float] = time.monotonic,
         *,
         verifier_model: str | None = None,
+        retry: float = 5.0,
     ) -> None:
         self.db = db
         self.verifier_model = verifier_model
         self.shipped = shipped
         self.ttl = ttl
+        self.retry = min(retry, ttl)
         self._clock = clock
         self._lock = threading.Lock()
         self._cuts: dict[tuple[str, float], tuple[float, CutInForce]] = {}
+        self._failing = False  # the last read of the database failed (logged once)
 
     def current(self, tenant_id: str, target: float) -> CutInForce | None:
         """The kept cut when it is still fresh, else None (then call :meth:`refresh`)."""
@@ -303,16 +315,35 @@ class Calibrator:
         try:
             db, model = self.db, self.verifier_model
             labels = [] if db is None else load_labels(db, tenant_id, model)
-        except Exception as exc:  # the database is away: the last cut known, else shipped
-            log.warning("tenant calibration unavailable (%s)", type(exc).__name__)
-            with self._lock:
-                stale = self._cuts.get((tenant_id, target))
-            if stale is not None:
-                return stale[1]
-            labels = []
+        except Exception as exc:
+            return self._database_away(tenant_id, target, shipped, exc)
+        if self._failing:
+            self._failing = False
+            log.warning("tenant calibration readable again: cuts from the database")
         cut = tenant_cut(labels, target, shipped, refine=usable)
         with self._lock:
             self._cuts[(tenant_id, target)] = (self._clock(), cut)
+        return cut
+
+    def _database_away(
+        self, tenant_id: str, target: float, shipped: float, exc: Exception
+    ) -> CutInForce:
+        """The last cut known for the tenant, else one that serves nothing; kept so that
+        the database is tried again in ``retry`` seconds, not by every lookup."""
+        if not self._failing:
+            self._failing = True
+            log.warning(
+                "tenant calibration unavailable (%s): last known cuts kept, cut 1.0 where"
+                " none is known, retried every %.0f s",
+                type(exc).__name__,
+                self.retry,
+            )
+        key = (tenant_id, target)
+        with self._lock:
+            stale = self._cuts.get(key)
+            cut = stale[1] if stale is not None else _unavailable(target, shipped)
+            # fresh for ``retry`` more seconds (current() reads it as ttl - retry old)
+            self._cuts[key] = (self._clock() - self.ttl + self.retry, cut)
         return cut
 
     def invalidate(self, *tenant_ids: str) -> None:
@@ -320,3 +351,19 @@ class Calibrator:
         with self._lock:
             for key in [k for k in self._cuts if not tenant_ids or k[0] in tenant_ids]:
                 del self._cuts[key]
+
+
+def _unavailable(target: float, shipped: float) -> CutInForce:
+    """A cut that serves nothing through the verifier, for want of the tenant's labels."""
+    return CutInForce(
+        target=target,
+        cut=1.0,
+        shipped_cut=shipped,
+        source="unavailable",
+        labelled=0,
+        served=0,
+        misfires=0,
+        estimate=None,
+        low=None,
+        high=None,
+    )

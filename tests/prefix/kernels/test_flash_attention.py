@@ -224,7 +224,14 @@ def test_smollm2_kernel_is_as_close_to_float32_as_sdpa(
     """On the real model both bf16 attentions land about equally far from the float32
     model (bf16 rounding compounds through 30 layers, so the two also differ from each
     other by that much: measured on chat prompts, max |logit diff| to float32 1.20 for
-    the kernel and 1.56 for SDPA, top-1 agreement 98.7% and 97.7%)."""
+    the kernel and 1.56 for SDPA, top-1 agreement 98.7% and 97.7%).
+
+    A prefix hit adds no error of its own: its suffix is as close to the float32 model
+    as the full bf16 pass. Not bit-equal to the full pass on every CPU: with AMX,
+    oneDNN's bf16 matrix products pick their kernel by row count (140 suffix rows
+    against 300), so the rounding differs and compounds; measured there (session 19)
+    max |suffix − full| 1.38 while each is 1.04 / 1.14 from float32, top-1 the same on
+    99.3% of rows. On AVX512-BF16 without AMX they were equal to the bit."""
     from bench.dtype_agreement import PROMPTS, bf16_copy, chat_ids
 
     tokens = [t for p in PROMPTS for t in chat_ids(smol_loaded.tokenizer, p)][:300]
@@ -235,7 +242,9 @@ def test_smollm2_kernel_is_as_close_to_float32_as_sdpa(
     full_sdpa, _ = forward_pair(model, tokens, 160)
     model.flash_attention = kernel
     full, suffix = forward_pair(model, tokens, 160)
-    assert_bf16_close(suffix, full[160:])  # a prefix hit equals the full pass
+    full_error = (full[160:] - exact[160:]).abs().max().item()
+    assert (suffix - exact[160:]).abs().max().item() <= 1.25 * full_error
+    assert (suffix.argmax(-1) == full[160:].argmax(-1)).float().mean().item() >= 0.98
     sdpa_error = (full_sdpa - exact).abs().max().item()
     assert (full - exact).abs().max().item() <= 2 * sdpa_error
 

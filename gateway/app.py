@@ -117,7 +117,12 @@ def create_app(settings: Settings | None = None, components: Components | None =
         if url.startswith("sqlite:///"):
             settings.data_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(upgrade_database, url)
-        db = create_engine(url, pool_pre_ping=True)
+        # A PostgreSQL host that drops packets would hold each read for the OS's TCP
+        # timeout (minutes) on a worker thread; 5 s, as the semantic store and feed have.
+        postgres = url.startswith("postgresql")
+        db = create_engine(
+            url, pool_pre_ping=True, connect_args={"connect_timeout": 5} if postgres else {}
+        )
         tenants = TenantStore(db)
         salt = (
             settings.server_salt.get_secret_value()

@@ -46,8 +46,11 @@ it. One it has none for (a replica started during the outage, a policy changed j
 before it, a new target) gets cut 1.0, ``source="unavailable"``: nothing is served
 through the verifier until the labels can be read. The shipped cut would be a guess
 there, and a looser one than the tenant's own wherever its reviewers had raised it.
-Either way the database is tried again after ``retry`` seconds, not on every lookup
-(each try waits out a connection timeout on a lookup thread).
+After a failed read the database is left alone for ``retry`` seconds, for every
+tenant, then one lookup probes it (each try can wait out a connection timeout on a
+worker thread, and lookups of many tenants must not queue behind such tries). A read
+failing for another reason (not a database error) gives that tenant the same answer
+without marking the database away.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Engine, select
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from gateway.models import MisfireSample
@@ -294,7 +298,9 @@ class Calibrator:
         self._clock = clock
         self._lock = threading.Lock()
         self._cuts: dict[tuple[str, float], tuple[float, CutInForce]] = {}
-        self._failing = False  # the last read of the database failed (logged once)
+        # While the database is away: when the next read may try it (one probe at a time).
+        self._away = False
+        self._next_try = 0.0
 
     def current(self, tenant_id: str, target: float) -> CutInForce | None:
         """The kept cut when it is still fresh, else None (then call :meth:`refresh`)."""
@@ -312,37 +318,58 @@ class Calibrator:
         except Exception as exc:
             log.error("verifier calibration unusable (%s): nothing is served", type(exc).__name__)
             shipped, usable = 1.0, False
+        if not self._may_read():
+            return self._without_labels(tenant_id, target, shipped)
         try:
             db, model = self.db, self.verifier_model
             labels = [] if db is None else load_labels(db, tenant_id, model)
-        except Exception as exc:
-            return self._database_away(tenant_id, target, shipped, exc)
-        if self._failing:
-            self._failing = False
+        except sa_exc.SQLAlchemyError as exc:
+            self._database_away(exc)
+            return self._without_labels(tenant_id, target, shipped)
+        except Exception as exc:  # this tenant's read, not the database: said, not retried
+            log.error("tenant calibration read failed (%s)", type(exc).__name__)
+            return self._without_labels(tenant_id, target, shipped)
+        with self._lock:
+            recovered, self._away = self._away, False
+        if recovered:
             log.warning("tenant calibration readable again: cuts from the database")
         cut = tenant_cut(labels, target, shipped, refine=usable)
         with self._lock:
             self._cuts[(tenant_id, target)] = (self._clock(), cut)
         return cut
 
-    def _database_away(
-        self, tenant_id: str, target: float, shipped: float, exc: Exception
-    ) -> CutInForce:
-        """The last cut known for the tenant, else one that serves nothing; kept so that
-        the database is tried again in ``retry`` seconds, not by every lookup."""
-        if not self._failing:
-            self._failing = True
+    def _may_read(self) -> bool:
+        """Whether this read may try the database: always while it answers; while it is
+        away, one read every ``retry`` seconds (the probe; the rest wait for its turn)."""
+        with self._lock:
+            if not self._away:
+                return True
+            now = self._clock()
+            if now < self._next_try:
+                return False
+            self._next_try = now + self.retry
+            return True
+
+    def _database_away(self, exc: Exception) -> None:
+        with self._lock:
+            first, self._away = not self._away, True
+            self._next_try = self._clock() + self.retry
+        if first:
             log.warning(
                 "tenant calibration unavailable (%s): last known cuts kept, cut 1.0 where"
-                " none is known, retried every %.0f s",
+                " none is known, the database tried again every %.0f s",
                 type(exc).__name__,
                 self.retry,
             )
+
+    def _without_labels(self, tenant_id: str, target: float, shipped: float) -> CutInForce:
+        """The last cut known for the tenant, else one that serves nothing; kept fresh for
+        ``retry`` seconds (lookups use it meanwhile instead of asking again)."""
         key = (tenant_id, target)
         with self._lock:
             stale = self._cuts.get(key)
             cut = stale[1] if stale is not None else _unavailable(target, shipped)
-            # fresh for ``retry`` more seconds (current() reads it as ttl - retry old)
+            # current() reads it as ttl - retry old: fresh for ``retry`` more seconds
             self._cuts[key] = (self._clock() - self.ttl + self.retry, cut)
         return cut
 

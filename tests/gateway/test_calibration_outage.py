@@ -8,6 +8,8 @@ moved away (a fresh file in its place has no tables) and moved back."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
+from gateway import calibration
 from gateway.calibration import Calibrator
 from gateway.tenants import utc_now
 from tests.gateway.test_calibration import migrated, sample
@@ -107,7 +110,7 @@ def test_after_a_policy_change_the_outage_does_not_fall_back_to_the_shipped_cut(
     outage.end()
 
 
-def test_the_database_is_retried_every_few_seconds_not_by_every_lookup(setup, caplog) -> None:
+def test_the_database_is_left_alone_for_a_few_seconds_for_every_tenant(setup, caplog) -> None:
     cal, outage, clock = setup
     reads: list[str] = []
 
@@ -120,15 +123,71 @@ def test_the_database_is_retried_every_few_seconds_not_by_every_lookup(setup, ca
         assert cal.refresh("r", 0.01).source == "unavailable"
         tried = len(reads)
         assert tried >= 1
+        # Other tenants, other targets: answered without a read until the retry is due
+        # (each read can wait out a connection timeout on a worker thread).
+        assert cal.refresh("acme-7f3e", 0.01).source == "unavailable"
+        assert cal.refresh("r", 0.02).source == "unavailable"
         clock.now += 4.9
-        assert cal.current("r", 0.01) is not None  # no read: the lookup uses this
+        assert cal.current("r", 0.01) is not None  # fresh: a lookup asks nothing
+        assert cal.refresh("acme-7f3e", 0.05).cut == 1.0
+        assert len(reads) == tried
         clock.now += 0.2
-        assert cal.current("r", 0.01) is None  # the retry is due
-        cal.refresh("r", 0.01)
+        assert cal.current("r", 0.01) is None  # the retry is due: one probe
+        assert cal.refresh("acme-7f3e", 0.01).source == "unavailable"
         assert len(reads) > tried
-    outage.end()
-    assert cal.refresh("r", 0.01).source == "raised"
+        probed = len(reads)
+        assert cal.refresh("r", 0.01).source == "unavailable"
+        assert len(reads) == probed  # the probe failed: the next one in 5 s
+        outage.end()
+        clock.now += 5.1
+        assert cal.refresh("r", 0.01).source == "raised"
     messages = [r.getMessage() for r in caplog.records]
-    # logged once for the outage, not per try; no tenant id or text in it
+    # logged once for the outage and once for the recovery, not per try; no tenant id
     assert sum("unavailable" in m for m in messages) == 1
-    assert not any("'r'" in m for m in messages)
+    assert sum("readable again" in m for m in messages) == 1
+    assert not any("acme-7f3e" in m for m in messages)
+
+
+def test_one_probe_at_a_time_while_the_database_is_away(setup) -> None:
+    # A probe stuck in a connection timeout must not send the lookups of other tenants
+    # to the database behind it: they get their answer at once.
+    cal, outage, clock = setup
+    outage.start()
+    cal.refresh("r", 0.01)  # the database is found away
+    clock.now += 5.1
+    entered, release = threading.Event(), threading.Event()
+
+    @event.listens_for(cal.db, "before_cursor_execute")
+    def slow(*args: object) -> None:
+        entered.set()
+        release.wait(10)
+
+    probe = threading.Thread(target=cal.refresh, args=("r", 0.01))
+    probe.start()
+    assert entered.wait(10)
+    started = time.perf_counter()
+    assert cal.refresh("c", 0.01).source == "unavailable"
+    assert time.perf_counter() - started < 1.0
+    release.set()
+    probe.join(10)
+    event.remove(cal.db, "before_cursor_execute", slow)
+    outage.end()
+
+
+def test_a_read_failing_for_one_tenant_does_not_mark_the_database_away(
+    setup, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    cal, _outage, _clock = setup
+    real = calibration.load_labels
+
+    def failing_for_x(db, tenant_id, model=None):
+        if tenant_id == "x":
+            raise ValueError("a bug in reading this tenant's rows")
+        return real(db, tenant_id, model)
+
+    monkeypatch.setattr(calibration, "load_labels", failing_for_x)
+    with caplog.at_level(logging.WARNING, logger="cachegate.gateway.calibration"):
+        assert cal.refresh("x", 0.01).source == "unavailable"
+        assert cal.refresh("r", 0.01).source == "raised"  # read at once: no back-off
+    assert not any("unavailable (" in r.getMessage() for r in caplog.records)
+    assert any("read failed (ValueError)" in r.getMessage() for r in caplog.records)

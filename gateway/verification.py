@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import Engine
 
-from gateway.calibration import Calibrator, CutInForce
+from gateway.calibration import CutInForce
+from gateway.calibrator import Calibrator
 from gateway.policy import TenantPolicy
 from gateway.settings import get_settings
 from gateway.verifier_choice import resolve_dtype, resolve_zh_precision

@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session
 
-from gateway.calibration import MIN_LABELS, Calibrator, tenant_cut
+from gateway.calibration import MIN_LABELS, tenant_cut
+from gateway.calibrator import Calibrator
 from gateway.models import MisfireSample
 from gateway.reports.stats import wilson
 from gateway.tenants import utc_now

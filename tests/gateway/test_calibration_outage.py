@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
-from gateway import calibration
-from gateway.calibration import Calibrator
+from gateway import calibrator
+from gateway.calibrator import Calibrator
 from gateway.tenants import utc_now
 from tests.gateway.test_calibration import migrated, sample
 
@@ -178,16 +178,42 @@ def test_a_read_failing_for_one_tenant_does_not_mark_the_database_away(
     setup, monkeypatch: pytest.MonkeyPatch, caplog
 ) -> None:
     cal, _outage, _clock = setup
-    real = calibration.load_labels
+    real = calibrator.load_labels
 
     def failing_for_x(db, tenant_id, model=None):
         if tenant_id == "x":
             raise ValueError("a bug in reading this tenant's rows")
         return real(db, tenant_id, model)
 
-    monkeypatch.setattr(calibration, "load_labels", failing_for_x)
+    monkeypatch.setattr(calibrator, "load_labels", failing_for_x)
     with caplog.at_level(logging.WARNING, logger="cachegate.gateway.calibration"):
         assert cal.refresh("x", 0.01).source == "unavailable"
         assert cal.refresh("r", 0.01).source == "raised"  # read at once: no back-off
     assert not any("unavailable (" in r.getMessage() for r in caplog.records)
     assert any("read failed (ValueError)" in r.getMessage() for r in caplog.records)
+
+
+def test_a_read_begun_before_a_tenant_changed_does_not_keep_its_cut(setup) -> None:
+    # invalidate() (the tenant deleted, its policy or keys changed) lands while a read
+    # of its labels is in flight: the cut that read computes is not kept afterwards,
+    # so a tenant re-created under the id cannot inherit it.
+    cal, _outage, _clock = setup
+    entered, release = threading.Event(), threading.Event()
+
+    @event.listens_for(cal.db, "before_cursor_execute")
+    def slow(*args: object) -> None:
+        entered.set()
+        release.wait(10)
+
+    reader = threading.Thread(target=cal.refresh, args=("r", 0.01))
+    reader.start()
+    assert entered.wait(10)
+    cal.invalidate("r")
+    release.set()
+    reader.join(10)
+    event.remove(cal.db, "before_cursor_execute", slow)
+    assert cal.current("r", 0.01) is None
+    # positive control: a read with no change meanwhile is kept
+    assert cal.refresh("r", 0.01) == cal.current("r", 0.01)
+    cal.invalidate()  # every tenant (the feed after a rebuild): the same
+    assert cal.current("r", 0.01) is None

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from gateway.app import Components
-from gateway.calibration import Calibrator
+from gateway.calibrator import Calibrator
 from gateway.policy import TenantPolicy
 from gateway.verification import GatewayVerifier, load_verifier
 from semantic import Embedder

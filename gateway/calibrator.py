@@ -1,0 +1,177 @@
+"""Each tenant's verifier cut, computed from the database and kept (issue 12, part 3).
+
+The cut itself comes from :func:`gateway.calibration.tenant_cut` over the tenant's
+labelled samples (:func:`gateway.calibration.load_labels`).
+
+:class:`Calibrator` keeps each tenant's cut for ``ttl`` seconds (a label takes
+effect within that time on every replica, since each reads the database); a
+tenant change (deleted, policy or keys; the replica-sync feed) drops it at once, so
+a tenant re-created under a deleted one's id never inherits its cut. When the
+shipped curve is unusable the cut is 1.0 and the tenant's labels do not lower it.
+
+While the database is away, a tenant keeps the last cut this replica computed for
+it. One it has none for (a replica started during the outage, a policy changed just
+before it, a new target) gets cut 1.0, ``source="unavailable"``: nothing is served
+through the verifier until the labels can be read. The shipped cut would be a guess
+there, and a looser one than the tenant's own wherever its reviewers had raised it.
+After a failed read the database is left alone for ``retry`` seconds, for every
+tenant, then one lookup probes it (each try can wait out a connection timeout on a
+worker thread, and lookups of many tenants must not queue behind such tries). A read
+failing for another reason (not a database error) gives that tenant the same answer
+without marking the database away.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from sqlalchemy import Engine
+from sqlalchemy import exc as sa_exc
+
+from gateway.calibration import CutInForce, load_labels, tenant_cut
+
+log = logging.getLogger("cachegate.gateway.calibration")
+
+
+class Calibrator:
+    """Each tenant's :class:`CutInForce`, computed from the database and kept ``ttl`` s.
+
+    ``shipped`` maps a target to the shipped curve's cut; when it fails (a damaged
+    calibration file), the cut is 1.0: nothing is served, never a guess.
+    ``verifier_model``: the verifier in force (``GatewayVerifier.scale_id``); only
+    its samples are read (None: every scored sample). ``retry``: seconds between
+    tries of the database while it is away (at most ``ttl``)."""
+
+    def __init__(
+        self,
+        db: Engine | None,
+        shipped: Callable[[float], float],
+        ttl: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        verifier_model: str | None = None,
+        retry: float = 5.0,
+    ) -> None:
+        self.db = db
+        self.verifier_model = verifier_model
+        self.shipped = shipped
+        self.ttl = ttl
+        self.retry = min(retry, ttl)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cuts: dict[tuple[str, float], tuple[float, CutInForce]] = {}
+        # While the database is away: when the next read may try it (one probe at a time).
+        self._away = False
+        self._next_try = 0.0
+        # Bumped by invalidate(): a read begun before a tenant changed does not keep its
+        # cut after (a tenant re-created under a deleted one's id would inherit it).
+        self._generation: dict[str, int] = {}
+        self._generation_all = 0
+
+    def current(self, tenant_id: str, target: float) -> CutInForce | None:
+        """The kept cut when it is still fresh, else None (then call :meth:`refresh`)."""
+        with self._lock:
+            kept = self._cuts.get((tenant_id, target))
+        if kept is None or self._clock() - kept[0] > self.ttl:
+            return None
+        return kept[1]
+
+    def refresh(self, tenant_id: str, target: float) -> CutInForce:
+        """Compute the tenant's cut now (reads the database: call it off the event loop)."""
+        usable = True
+        try:
+            shipped = float(self.shipped(target))
+        except Exception as exc:
+            log.error("verifier calibration unusable (%s): nothing is served", type(exc).__name__)
+            shipped, usable = 1.0, False
+        if not self._may_read():
+            return self._without_labels(tenant_id, target, shipped)
+        seen = self._generation_of(tenant_id)
+        try:
+            db, model = self.db, self.verifier_model
+            labels = [] if db is None else load_labels(db, tenant_id, model)
+        except sa_exc.SQLAlchemyError as exc:
+            self._database_away(exc)
+            return self._without_labels(tenant_id, target, shipped)
+        except Exception as exc:  # this tenant's read, not the database: said, not retried
+            log.error("tenant calibration read failed (%s)", type(exc).__name__)
+            return self._without_labels(tenant_id, target, shipped)
+        with self._lock:
+            recovered, self._away = self._away, False
+        if recovered:
+            log.warning("tenant calibration readable again: cuts from the database")
+        cut = tenant_cut(labels, target, shipped, refine=usable)
+        with self._lock:
+            if self._generation_of(tenant_id, locked=True) == seen:
+                self._cuts[(tenant_id, target)] = (self._clock(), cut)
+        return cut
+
+    def _generation_of(self, tenant_id: str, *, locked: bool = False) -> tuple[int, int]:
+        if locked:
+            return self._generation_all, self._generation.get(tenant_id, 0)
+        with self._lock:
+            return self._generation_all, self._generation.get(tenant_id, 0)
+
+    def _may_read(self) -> bool:
+        """Whether this read may try the database: always while it answers; while it is
+        away, one read every ``retry`` seconds (the probe; the rest wait for its turn)."""
+        with self._lock:
+            if not self._away:
+                return True
+            now = self._clock()
+            if now < self._next_try:
+                return False
+            self._next_try = now + self.retry
+            return True
+
+    def _database_away(self, exc: Exception) -> None:
+        with self._lock:
+            first, self._away = not self._away, True
+            self._next_try = self._clock() + self.retry
+        if first:
+            log.warning(
+                "tenant calibration unavailable (%s): last known cuts kept, cut 1.0 where"
+                " none is known, the database tried again every %.0f s",
+                type(exc).__name__,
+                self.retry,
+            )
+
+    def _without_labels(self, tenant_id: str, target: float, shipped: float) -> CutInForce:
+        """The last cut known for the tenant, else one that serves nothing; kept fresh for
+        ``retry`` seconds (lookups use it meanwhile instead of asking again)."""
+        key = (tenant_id, target)
+        with self._lock:
+            stale = self._cuts.get(key)
+            cut = stale[1] if stale is not None else _unavailable(target, shipped)
+            # current() reads it as ttl - retry old: fresh for ``retry`` more seconds
+            self._cuts[key] = (self._clock() - self.ttl + self.retry, cut)
+        return cut
+
+    def invalidate(self, *tenant_ids: str) -> None:
+        """Drop the kept cuts of ``tenant_ids`` (every tenant's when none is named)."""
+        with self._lock:
+            for key in [k for k in self._cuts if not tenant_ids or k[0] in tenant_ids]:
+                del self._cuts[key]
+            if not tenant_ids:
+                self._generation_all += 1
+            for tenant_id in tenant_ids:
+                self._generation[tenant_id] = self._generation.get(tenant_id, 0) + 1
+
+
+def _unavailable(target: float, shipped: float) -> CutInForce:
+    """A cut that serves nothing through the verifier, for want of the tenant's labels."""
+    return CutInForce(
+        target=target,
+        cut=1.0,
+        shipped_cut=shipped,
+        source="unavailable",
+        labelled=0,
+        served=0,
+        misfires=0,
+        estimate=None,
+        low=None,
+        high=None,
+    )

@@ -34,6 +34,9 @@ class TrainConfig:
     threads: int = 1
     seed: int = 12
     max_minutes: float = 25.0
+    # Forward and backward matrix products in bfloat16 (weights, optimizer and loss
+    # stay float32): ~1.5-2x a step on a CPU with AMX or AVX512-BF16, slower elsewhere.
+    bf16_autocast: bool = False
 
 
 def load_base(base_dir: Path) -> tuple[BertForSequenceClassification, PreTrainedTokenizerBase]:
@@ -106,8 +109,9 @@ def train(
                 return_tensors="pt",
             )
             labels = torch.tensor([float(p.label) for p in batch])
-            logits = model(**enc).logits[:, 0]  # (batch, 1) -> (batch,)
-            loss = loss_fn(logits, labels)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
+                logits = model(**enc).logits[:, 0]  # (batch, 1) -> (batch,)
+            loss = loss_fn(logits.float(), labels)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             for group in optimizer.param_groups:

@@ -195,6 +195,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
             model_shape(app.state.gateway),  # None behind an HTTP upstream: cost only
         )
         metrics.watch_feed(feed)  # cachegate_replica_sync_lag_seconds
+        if verification is not None:  # cachegate_verifier_calibration_database_away
+            metrics.watch_calibrator(verification.calibrator)
         if tracer is not None:
             instrument(app.state.gateway, tracer)  # spans around each step (gateway/tracing.py)
         app.state.db = db

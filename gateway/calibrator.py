@@ -71,6 +71,12 @@ class Calibrator:
         self._generation: dict[str, int] = {}
         self._generation_all = 0
 
+    @property
+    def is_database_away(self) -> bool:
+        """Whether the last read of the labels failed on a database error (until one
+        succeeds): cuts are then the last known ones, or 1.0."""
+        return self._away
+
     def current(self, tenant_id: str, target: float) -> CutInForce | None:
         """The kept cut when it is still fresh, else None (then call :meth:`refresh`)."""
         with self._lock:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 if TYPE_CHECKING:
+    from gateway.calibrator import Calibrator
     from gateway.sync.feed import ChangeFeed
 
 TenantLabels = Literal["digest", "id"]
@@ -190,6 +191,17 @@ class GatewayMetrics:
             registry=self.registry,
         )
         gauge.set_function(lag)
+
+    def watch_calibrator(self, calibrator: Calibrator) -> None:
+        """Export ``cachegate_verifier_calibration_database_away`` (1 while tenants' verifier
+        cuts cannot be read from the database: known cuts kept, 1.0 where none is known),
+        read at scrape time. Registered only with the verifier on."""
+        gauge = Gauge(
+            "cachegate_verifier_calibration_database_away",
+            "1 while tenant verifier cuts cannot be read from the database (kept or 1.0)",
+            registry=self.registry,
+        )
+        gauge.set_function(lambda: float(calibrator.is_database_away))
 
     def label(self, tenant_id: str) -> str:
         """The ``tenant`` label this registry gives ``tenant_id``."""

@@ -19,10 +19,12 @@ from sqlalchemy.orm import Session
 
 from gateway import calibrator
 from gateway.calibrator import Calibrator
+from gateway.metrics import GatewayMetrics
 from gateway.tenants import utc_now
 from tests.gateway.test_calibration import migrated, sample
 
 SHIPPED = 0.9
+GAUGE = "cachegate_verifier_calibration_database_away "
 
 
 class Clock:
@@ -217,3 +219,22 @@ def test_a_read_begun_before_a_tenant_changed_does_not_keep_its_cut(setup) -> No
     assert cal.refresh("r", 0.01) == cal.current("r", 0.01)
     cal.invalidate()  # every tenant (the feed after a rebuild): the same
     assert cal.current("r", 0.01) is None
+
+
+def test_the_gauge_shows_the_outage_and_the_recovery(setup) -> None:
+    cal, outage, clock = setup
+    metrics = GatewayMetrics()
+    metrics.watch_calibrator(cal)
+
+    def away() -> str:
+        line = [x for x in metrics.render().decode().splitlines() if x.startswith(GAUGE)]
+        return line[0].split()[-1]
+
+    assert cal.refresh("r", 0.01).source == "raised" and away() == "0.0"
+    outage.start()
+    cal.refresh("r", 0.01)
+    assert away() == "1.0"
+    outage.end()
+    clock.now += 5.1
+    cal.refresh("r", 0.01)
+    assert away() == "0.0"

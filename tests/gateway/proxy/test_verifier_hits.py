@@ -274,3 +274,11 @@ def test_a_tenant_change_from_the_sync_feed_drops_its_cut(gw: Gateway) -> None:
         assert wait_until(lambda: calibrator.current(changed, 0.01) is None)
         assert gw.app.state.sync.wait_until_caught_up(5)
         assert calibrator.current(kept, 0.01) is not None  # positive control
+
+
+def test_the_calibration_outage_gauge_is_exported(gw: Gateway) -> None:
+    # 0 while the labels are readable; its rise and fall over a real outage are in
+    # tests/gateway/test_calibration_outage.py.
+    text = gw.metrics()
+    assert "# TYPE cachegate_verifier_calibration_database_away gauge" in text
+    assert "cachegate_verifier_calibration_database_away 0.0" in text

@@ -15,10 +15,12 @@ before it, a new target) gets cut 1.0, ``source="unavailable"``: nothing is serv
 through the verifier until the labels can be read. The shipped cut would be a guess
 there, and a looser one than the tenant's own wherever its reviewers had raised it.
 After a failed read the database is left alone for ``retry`` seconds, for every
-tenant, then one lookup probes it (each try can wait out a connection timeout on a
-worker thread, and lookups of many tenants must not queue behind such tries). A read
-failing for another reason (not a database error) gives that tenant the same answer
-without marking the database away.
+tenant, then one lookup probes it, one probe at a time however long it hangs (each
+try can wait out a connection timeout on a worker thread, and lookups of many tenants
+must not queue behind such tries); only the probe's success ends the outage. A read
+failing for another reason than the database not answering (:data:`OUTAGE_ERRORS`)
+gives that tenant the same answer without marking the database away. A read's cut is
+stamped when the read began, and never replaces one a later read computed.
 """
 
 from __future__ import annotations
@@ -35,6 +37,14 @@ from gateway.calibration import CutInForce, load_labels, tenant_cut
 
 log = logging.getLogger("cachegate.gateway.calibration")
 
+#: Errors that say the database did not answer (not that a query or a row was wrong:
+#: those are one tenant's failure, and do not stop the others' reads).
+OUTAGE_ERRORS = (
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.TimeoutError,  # the pool's: every connection is stuck in a read
+)
+
 
 class Calibrator:
     """Each tenant's :class:`CutInForce`, computed from the database and kept ``ttl`` s.
@@ -43,7 +53,7 @@ class Calibrator:
     calibration file), the cut is 1.0: nothing is served, never a guess.
     ``verifier_model``: the verifier in force (``GatewayVerifier.scale_id``); only
     its samples are read (None: every scored sample). ``retry``: seconds between
-    tries of the database while it is away (at most ``ttl``)."""
+    probes of the database while it is away."""
 
     def __init__(
         self,
@@ -59,12 +69,15 @@ class Calibrator:
         self.verifier_model = verifier_model
         self.shipped = shipped
         self.ttl = ttl
-        self.retry = min(retry, ttl)
+        self.retry = retry
         self._clock = clock
         self._lock = threading.Lock()
-        self._cuts: dict[tuple[str, float], tuple[float, CutInForce]] = {}
-        # While the database is away: when the next read may try it (one probe at a time).
+        # (tenant, target) -> (stamp, cut, whether a read computed it at that stamp)
+        self._cuts: dict[tuple[str, float], tuple[float, CutInForce, bool]] = {}
+        # While the database is away: no read before _next_try, and then one probe at a
+        # time (a probe can hang far longer than ``retry`` on a dropped connection).
         self._away = False
+        self._probing = False
         self._next_try = 0.0
         # Bumped by invalidate(): a read begun before a tenant changed does not keep its
         # cut after (a tenant re-created under a deleted one's id would inherit it).
@@ -73,8 +86,8 @@ class Calibrator:
 
     @property
     def is_database_away(self) -> bool:
-        """Whether the last read of the labels failed on a database error (until one
-        succeeds): cuts are then the last known ones, or 1.0."""
+        """Whether the labels were last found unreadable for a database error (until a
+        probe reads them): cuts are then the last known ones, or 1.0."""
         return self._away
 
     def current(self, tenant_id: str, target: float) -> CutInForce | None:
@@ -93,45 +106,57 @@ class Calibrator:
         except Exception as exc:
             log.error("verifier calibration unusable (%s): nothing is served", type(exc).__name__)
             shipped, usable = 1.0, False
-        if not self._may_read():
+        probe = self._claim_read()
+        if probe is None:
             return self._without_labels(tenant_id, target, shipped)
-        seen = self._generation_of(tenant_id)
+        with self._lock:
+            seen, started = self._generation_of(tenant_id), self._clock()
         try:
             db, model = self.db, self.verifier_model
             labels = [] if db is None else load_labels(db, tenant_id, model)
-        except sa_exc.SQLAlchemyError as exc:
+        except OUTAGE_ERRORS as exc:
             self._database_away(exc)
             return self._without_labels(tenant_id, target, shipped)
         except Exception as exc:  # this tenant's read, not the database: said, not retried
             log.error("tenant calibration read failed (%s)", type(exc).__name__)
             return self._without_labels(tenant_id, target, shipped)
-        with self._lock:
-            recovered, self._away = self._away, False
-        if recovered:
+        finally:
+            if probe:
+                self._end_probe()
+        if probe:
+            with self._lock:
+                self._away = False
             log.warning("tenant calibration readable again: cuts from the database")
         cut = tenant_cut(labels, target, shipped, refine=usable)
         with self._lock:
-            if self._generation_of(tenant_id, locked=True) == seen:
-                self._cuts[(tenant_id, target)] = (self._clock(), cut)
+            kept = self._cuts.get((tenant_id, target))
+            # Not over a cut of a later read (reads can finish out of order), nor past a
+            # tenant change; stamped when its read began, so its labels are never older
+            # than ``ttl`` when used.
+            newer = kept is not None and kept[2] and kept[0] > started
+            if self._generation_of(tenant_id) == seen and not newer:
+                self._cuts[(tenant_id, target)] = (started, cut, True)
         return cut
 
-    def _generation_of(self, tenant_id: str, *, locked: bool = False) -> tuple[int, int]:
-        if locked:
-            return self._generation_all, self._generation.get(tenant_id, 0)
-        with self._lock:
-            return self._generation_all, self._generation.get(tenant_id, 0)
+    def _generation_of(self, tenant_id: str) -> tuple[int, int]:
+        """(every tenant's, this tenant's) invalidations so far; call with the lock held."""
+        return self._generation_all, self._generation.get(tenant_id, 0)
 
-    def _may_read(self) -> bool:
-        """Whether this read may try the database: always while it answers; while it is
-        away, one read every ``retry`` seconds (the probe; the rest wait for its turn)."""
+    def _claim_read(self) -> bool | None:
+        """False: read as usual (the database answers); True: read as the one probe of a
+        database found away; None: do not read (not yet time, or a probe is out)."""
         with self._lock:
             if not self._away:
-                return True
-            now = self._clock()
-            if now < self._next_try:
                 return False
-            self._next_try = now + self.retry
+            if self._probing or self._clock() < self._next_try:
+                return None
+            self._probing = True
             return True
+
+    def _end_probe(self) -> None:
+        with self._lock:
+            self._probing = False
+            self._next_try = self._clock() + self.retry
 
     def _database_away(self, exc: Exception) -> None:
         with self._lock:
@@ -140,7 +165,7 @@ class Calibrator:
         if first:
             log.warning(
                 "tenant calibration unavailable (%s): last known cuts kept, cut 1.0 where"
-                " none is known, the database tried again every %.0f s",
+                " none is known, one probe of the database every %g s",
                 type(exc).__name__,
                 self.retry,
             )
@@ -153,7 +178,7 @@ class Calibrator:
             stale = self._cuts.get(key)
             cut = stale[1] if stale is not None else _unavailable(target, shipped)
             # current() reads it as ttl - retry old: fresh for ``retry`` more seconds
-            self._cuts[key] = (self._clock() - self.ttl + self.retry, cut)
+            self._cuts[key] = (self._clock() - self.ttl + self.retry, cut, False)
         return cut
 
     def invalidate(self, *tenant_ids: str) -> None:
@@ -163,6 +188,7 @@ class Calibrator:
                 del self._cuts[key]
             if not tenant_ids:
                 self._generation_all += 1
+                self._generation.clear()  # every earlier read is stale by the line above
             for tenant_id in tenant_ids:
                 self._generation[tenant_id] = self._generation.get(tenant_id, 0) + 1
 

@@ -1,7 +1,7 @@
-"""A tenant's verifier cut while the database is away (gateway/calibration.py): the
+"""A tenant's verifier cut while the database is away (gateway/calibrator.py): the
 last cut this replica computed is kept; a tenant it has none for gets cut 1.0, not
 the shipped cut (which would be looser than a cut the tenant's labels had raised);
-the database is retried every ``retry`` seconds, not on every lookup, and the cuts
+one probe tries the database every ``retry`` seconds, not every lookup, and the cuts
 come back from it once it answers. The outage is a real migrated SQLite database
 moved away (a fresh file in its place has no tables) and moved back."""
 
@@ -61,6 +61,34 @@ def raised_tenant(db: Engine) -> None:
             s.add(sample("r", 0.90 + 0.0001 * (i + 1), "correct", now))
         for i in range(20):
             s.add(sample("r", 0.91 + 0.0001 * i, "misfire", now))
+
+
+class HeldRead:
+    """Holds every read of ``db`` inside its cursor until released (a probe stuck in a
+    dead connection); counts the reads; always released and removed on exit."""
+
+    def __init__(self, db: Engine) -> None:
+        self.db, self.reads = db, 0
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def _hold(self, *args: object) -> None:
+        self.reads += 1
+        self.entered.set()
+        assert self.release.wait(10)
+
+    def __enter__(self) -> HeldRead:
+        event.listen(self.db, "before_cursor_execute", self._hold)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        event.remove(self.db, "before_cursor_execute", self._hold)
+
+
+def in_thread(fn, *args: object) -> threading.Thread:
+    thread = threading.Thread(target=fn, args=args, daemon=True)
+    thread.start()
+    return thread
 
 
 @pytest.fixture
@@ -152,28 +180,45 @@ def test_the_database_is_left_alone_for_a_few_seconds_for_every_tenant(setup, ca
 
 def test_one_probe_at_a_time_while_the_database_is_away(setup) -> None:
     # A probe stuck in a connection timeout must not send the lookups of other tenants
-    # to the database behind it: they get their answer at once.
+    # to the database behind it, even once it has been out longer than ``retry``.
     cal, outage, clock = setup
     outage.start()
     cal.refresh("r", 0.01)  # the database is found away
     clock.now += 5.1
-    entered, release = threading.Event(), threading.Event()
-
-    @event.listens_for(cal.db, "before_cursor_execute")
-    def slow(*args: object) -> None:
-        entered.set()
-        release.wait(10)
-
-    probe = threading.Thread(target=cal.refresh, args=("r", 0.01))
-    probe.start()
-    assert entered.wait(10)
-    started = time.perf_counter()
-    assert cal.refresh("c", 0.01).source == "unavailable"
-    assert time.perf_counter() - started < 1.0
-    release.set()
-    probe.join(10)
-    event.remove(cal.db, "before_cursor_execute", slow)
+    with HeldRead(cal.db) as held:
+        probe = in_thread(cal.refresh, "r", 0.01)
+        assert held.entered.wait(10)
+        started = time.perf_counter()
+        assert cal.refresh("c", 0.01).source == "unavailable"
+        clock.now += 60  # the probe outlives many retries: still the only read
+        assert cal.refresh("c", 0.02).source == "unavailable"
+        assert time.perf_counter() - started < 1.0 and held.reads == 1
+        held.release.set()
+        probe.join(10)
+        assert not probe.is_alive()
     outage.end()
+
+
+def test_the_back_off_holds_when_the_ttl_is_shorter(tmp_path: Path) -> None:
+    db = migrated(tmp_path)
+    raised_tenant(db)
+    clock = Clock()
+    cal = Calibrator(db, lambda target: SHIPPED, ttl=1.0, clock=clock, retry=5.0)
+    reads: list[str] = []
+    event.listen(db, "before_cursor_execute", lambda *args: reads.append("read"))
+    outage = Outage(db, tmp_path / "cal.db")
+    outage.start()
+    cal.refresh("r", 0.01)
+    tried = len(reads)
+    for _ in range(4):
+        clock.now += 1.2  # past the ttl, not yet the retry
+        assert cal.current("r", 0.01) is not None or cal.refresh("r", 0.01).cut == 1.0
+        assert cal.refresh("c", 0.01).cut == 1.0
+    assert len(reads) == tried
+    outage.end()
+    clock.now += 1.0
+    assert cal.refresh("r", 0.01).source == "raised"
+    db.dispose()
 
 
 def test_a_read_failing_for_one_tenant_does_not_mark_the_database_away(
@@ -200,20 +245,13 @@ def test_a_read_begun_before_a_tenant_changed_does_not_keep_its_cut(setup) -> No
     # of its labels is in flight: the cut that read computes is not kept afterwards,
     # so a tenant re-created under the id cannot inherit it.
     cal, _outage, _clock = setup
-    entered, release = threading.Event(), threading.Event()
-
-    @event.listens_for(cal.db, "before_cursor_execute")
-    def slow(*args: object) -> None:
-        entered.set()
-        release.wait(10)
-
-    reader = threading.Thread(target=cal.refresh, args=("r", 0.01))
-    reader.start()
-    assert entered.wait(10)
-    cal.invalidate("r")
-    release.set()
-    reader.join(10)
-    event.remove(cal.db, "before_cursor_execute", slow)
+    with HeldRead(cal.db) as held:
+        reader = in_thread(cal.refresh, "r", 0.01)
+        assert held.entered.wait(10)
+        cal.invalidate("r")
+        held.release.set()
+        reader.join(10)
+        assert not reader.is_alive()
     assert cal.current("r", 0.01) is None
     # positive control: a read with no change meanwhile is kept
     assert cal.refresh("r", 0.01) == cal.current("r", 0.01)

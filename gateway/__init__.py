@@ -16,6 +16,9 @@ a tenant's policy              ``policy.py``
 shared request state           ``state.py`` (``GatewayState``)
 metrics                        ``metrics.py``, ``metrics_auth.py`` (``/metrics`` token)
 background operations          ``ops.py`` (stats writer, pool snapshots, review)
+the pair verifier on hits      ``verification.py`` (load, batching), ``verifier_choice.py``
+                               (dtype and precision), ``calibration.py`` (a tenant's
+                               target → cut), ``calibrator.py`` (cuts kept, outages)
 **proxy/**                     the request path
   routes                       ``proxy/routes.py`` (``/v1/*``), ``proxy/miss.py``
   lookup → upstream → backfill ``proxy/pipeline.py``

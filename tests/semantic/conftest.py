@@ -11,6 +11,7 @@ import pytest
 
 from migrations.runner import upgrade_database
 from semantic.embedder import Embedder, bundled_model_path
+from semantic.store import EntryStore
 from tests.semantic.helpers import PG_SERVER_URL, ManualClock
 
 
@@ -31,6 +32,14 @@ def sqlite_url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'semantic.db'}"
     upgrade_database(url)
     return url
+
+
+@pytest.fixture
+def store(sqlite_url: str) -> Iterator[EntryStore]:
+    """A real SQLite entry store (files that need another kind define their own)."""
+    entry_store = EntryStore(sqlite_url)
+    yield entry_store
+    entry_store.close()
 
 
 def _pg_reachable() -> str | None:

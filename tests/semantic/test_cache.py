@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -21,13 +20,6 @@ from semantic.policy import DEFAULT_THRESHOLD, SemanticPolicy
 from semantic.question import MAX_QUESTION_CHARS
 from semantic.store import EntryStore
 from tests.semantic.helpers import PARAPHRASE, STORED, DigitValidator, ManualClock, chat, reply
-
-
-@pytest.fixture
-def store(sqlite_url: str) -> Iterator[EntryStore]:
-    entry_store = EntryStore(sqlite_url)
-    yield entry_store
-    entry_store.close()
 
 
 @pytest.fixture

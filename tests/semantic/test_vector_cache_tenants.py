@@ -3,7 +3,7 @@ from response times whether another tenant asked a question recently."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -28,13 +28,6 @@ class CountingEmbedder:
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         self.calls += len(texts)
         return self.inner.embed(texts)
-
-
-@pytest.fixture
-def store(sqlite_url: str) -> Iterator[EntryStore]:
-    entry_store = EntryStore(sqlite_url)
-    yield entry_store
-    entry_store.close()
 
 
 def test_question_vectors_are_not_shared_across_tenants(

@@ -1,5 +1,5 @@
-"""Fixtures of the local-only lookup tests: a real SQLite entry store and a semantic
-cache on it with the real embedder and the shared manual clock (tests/semantic/conftest.py)."""
+"""Fixtures of the local-only lookup tests: a semantic cache with the real embedder on
+the real SQLite entry store and the manual clock of tests/semantic/conftest.py."""
 
 from __future__ import annotations
 
@@ -11,13 +11,6 @@ from semantic.cache import SemanticCache
 from semantic.embedder import Embedder
 from semantic.store import EntryStore
 from tests.semantic.helpers import ManualClock
-
-
-@pytest.fixture
-def store(sqlite_url: str) -> Iterator[EntryStore]:
-    entry_store = EntryStore(sqlite_url)
-    yield entry_store
-    entry_store.close()
 
 
 @pytest.fixture

@@ -65,7 +65,9 @@ class CutInForce:
     ``estimate``/``low``/``high``: misfire rate among the tenant's labelled samples
     scored above ``cut`` (``served`` of them, ``misfires`` labelled misfire) with
     its 95% Wilson interval, each sample weighted by 1 / its sampling probability
-    (plain counts when all were sampled alike); ``None`` without such samples."""
+    (plain counts when all were sampled alike); ``None`` without such samples.
+    ``is_kept``: the labels could not be read (the database is away), so this is the
+    last cut this replica computed for the tenant, kept through the outage."""
 
     target: float
     cut: float
@@ -77,6 +79,7 @@ class CutInForce:
     estimate: float | None
     low: float | None
     high: float | None
+    is_kept: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

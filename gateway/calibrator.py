@@ -29,6 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
@@ -176,7 +177,7 @@ class Calibrator:
         key = (tenant_id, target)
         with self._lock:
             stale = self._cuts.get(key)
-            cut = stale[1] if stale is not None else _unavailable(target, shipped)
+            cut = replace(stale[1], is_kept=True) if stale else _unavailable(target, shipped)
             # current() reads it as ttl - retry old: fresh for ``retry`` more seconds
             self._cuts[key] = (self._clock() - self.ttl + self.retry, cut, False)
         return cut

@@ -165,7 +165,8 @@ class Pipeline:
             tr.step(
                 "verifier_cut",
                 True,
-                f"cut {cut.cut:.4f} for target misfire rate {cut.target} ({cut.source})",
+                f"cut {cut.cut:.4f} for target misfire rate {cut.target} ({cut.source}"
+                + (", kept: labels unreadable)" if cut.is_kept else ")"),
             )
         try:
             result = self._from_memory(query, sem) if self.inline and not trace else None

@@ -54,7 +54,7 @@ def verifier_html(section: dict[str, Any] | None) -> str:
                     interval,
                     f"{c['misfires']}/{c['served']}",
                     f"{c['cut']:.4f}",
-                    str(c["source"]),
+                    str(c["source"]) + (" (kept: labels unreadable)" if c.get("is_kept") else ""),
                     f"{c['retrieval_threshold']:.2f}",
                 )
             )

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,12 @@ from sqlalchemy.orm import Session
 from gateway import calibrator
 from gateway.calibrator import Calibrator
 from gateway.metrics import GatewayMetrics
+from gateway.reports.verifier_section import verifier_html
 from gateway.tenants import utc_now
 from tests.gateway.test_calibration import migrated, sample
 
 SHIPPED = 0.9
+RT = {"retrieval_threshold": 0.84}
 GAUGE = "cachegate_verifier_calibration_database_away "
 
 
@@ -108,8 +111,15 @@ def test_a_known_cut_is_kept_through_an_outage(setup) -> None:
     outage.start()
     clock.now += 3600  # long expired: still the last cut known
     assert cal.current("r", 0.01) is None
-    assert cal.refresh("r", 0.01) == before
+    kept = cal.refresh("r", 0.01)
+    assert kept == replace(before, is_kept=True) and not before.is_kept
+    # the report marks it, so an operator does not read a stale cut as a fresh one
+    html = verifier_html({"enabled": True, "tenants": {"r": kept.to_dict() | RT}})
+    assert "raised (kept: labels unreadable)" in html
+    assert "(kept" not in verifier_html({"enabled": True, "tenants": {"r": before.to_dict() | RT}})
     outage.end()
+    clock.now += 5.1
+    assert cal.refresh("r", 0.01) == before  # read again: no longer marked kept
 
 
 def test_a_tenant_without_a_known_cut_is_served_nothing_during_an_outage(setup) -> None:

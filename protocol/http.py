@@ -4,6 +4,8 @@ SSE events, and an SSE response that always closes its generator."""
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -14,7 +16,7 @@ from starlette.types import Receive, Scope, Send
 
 from protocol.errors import ApiError
 
-__all__ = ["ApiError", "EventStream", "read_json", "sse"]
+__all__ = ["ApiError", "EventStream", "header_int", "read_json", "sse"]
 
 
 class EventStream(StreamingResponse):
@@ -47,8 +49,76 @@ class EventStream(StreamingResponse):
                 await self._events.aclose()
 
 
+#: The deepest nesting of arrays and objects a request body may have: a chat body needs 4
+#: (body → messages → message → content parts), a JSON schema in ``response_format`` or
+#: ``tools`` a few dozen at most. ``json`` itself parses ~1,000 levels, but every walk
+#: over the body after it (the partition key's serialization, re-encoding it for an
+#: HTTP upstream) recurses too, and a body just under json's own limit overflowed them.
+MAX_JSON_DEPTH = 64
+
+
+_ASCII_DIGITS = re.compile(r"[0-9]+")
+
+#: Where :func:`header_int` stops counting: 2**31 seconds, the bound RFC 9111 §1.2.2 sets
+#: for a delta-seconds value, far above any body size or age the gateway compares with.
+HEADER_INT_CAP = 2**31
+
+
+def header_int(value: str | None, cap: int = HEADER_INT_CAP) -> int | None:
+    """A header's non-negative decimal number, at most ``cap``; None unless the value is
+    ASCII digits only. ``str.isdigit()`` also accepts "²" or "٣", which ``int()`` then
+    refuses or reads as a number no HTTP peer meant; a value longer than ``int()``'s own
+    digit limit would raise too. A longer run of digits is ``cap`` without being parsed.
+    """
+    if value is None or not _ASCII_DIGITS.fullmatch(value):
+        return None
+    digits = value.lstrip("0") or "0"
+    return cap if len(digits) > len(str(cap)) else min(int(digits), cap)
+
+
 def reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def check_json_value(body: Any, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise a 400 ApiError unless ``body`` (as ``json.loads`` returned it) can be
+    written back as strict JSON and walked without deep recursion.
+
+    ``json.loads`` accepts what ``json.dumps`` and UTF-8 cannot give back: a number
+    too large for a float (``1e400`` becomes ``inf``) and a lone surrogate (``"\\ud800"``,
+    or its bytes in the body), which only failed later, as a 500, when the body was
+    forwarded or hashed. Iterative, so the depth check itself cannot overflow the stack.
+    The messages name what is wrong, never where: a key can be user text too.
+    """
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > max_depth:
+                raise _too_deep(max_depth)
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    _check_text(key)
+                    stack.append((item, depth + 1))
+            else:
+                stack.extend((item, depth + 1) for item in value)
+        elif isinstance(value, str):
+            _check_text(value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ApiError(400, "the request body has a number too large for a JSON number")
+
+
+def _too_deep(max_depth: int) -> ApiError:
+    return ApiError(400, f"the request body nests arrays and objects more than {max_depth} deep")
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(
+            400, "the request body has text that is not valid Unicode (a lone surrogate)"
+        ) from None
 
 
 def sse(payload: dict[str, Any]) -> str:
@@ -56,14 +126,15 @@ def sse(payload: dict[str, Any]) -> str:
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The body as a JSON object, or an ApiError (empty, not JSON, too large, not an object)."""
+    """The body as a JSON object, or an ApiError (empty, not JSON, too large, not an
+    object, or not writable back as strict JSON: see :func:`check_json_value`)."""
     too_large = ApiError(
         413,
         f"the request body is larger than the limit of {limit} bytes",
         code="request_too_large",
     )
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > 8 * limit:
+    declared = header_int(request.headers.get("content-length"), cap=8 * limit + 1)
+    if declared is not None and declared > 8 * limit:
         raise too_large  # not worth draining: the connection will be closed
     chunks: list[bytes] = []
     size = 0
@@ -80,8 +151,11 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
         raise ApiError(400, "the request body is empty; expected a JSON object")
     try:
         body = json.loads(raw, parse_constant=reject_constant)
-    except (ValueError, RecursionError) as e:
+    except RecursionError:  # deeper than json's own limit: the same refusal as past ours
+        raise _too_deep(MAX_JSON_DEPTH) from None
+    except ValueError as e:
         raise ApiError(400, f"the request body is not valid JSON: {e}") from None
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
+    check_json_value(body)
     return body

@@ -1,0 +1,134 @@
+"""``read_json`` (protocol/http.py) refuses, with a 400 that quotes nothing of the body,
+what ``json.loads`` accepts but strict JSON, UTF-8 or a recursive walk cannot carry on:
+non-finite numbers, lone surrogates, nesting deeper than ``MAX_JSON_DEPTH``. Header
+numbers are ASCII digits only (``header_int``). No socket, no model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from starlette.requests import Request
+
+from protocol.http import HEADER_INT_CAP, MAX_JSON_DEPTH, ApiError, header_int, read_json
+
+LIMIT = 1_000_000
+SECRET = "zebra"  # user text that must never appear in an error message
+
+
+def request(raw: bytes, headers: dict[str, bytes] | None = None) -> Request:
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "headers": [(k.encode(), v) for k, v in (headers or {}).items()],
+    }
+    return Request(scope, receive)
+
+
+def read(raw: bytes, headers: dict[str, bytes] | None = None) -> dict[str, Any]:
+    return asyncio.run(read_json(request(raw, headers), LIMIT))
+
+
+def refused(raw: bytes) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        read(raw)
+    err = caught.value
+    assert err.status == 400
+    assert err.body()["error"]["type"] == "invalid_request_error"
+    assert SECRET not in err.message
+    return err
+
+
+def chat(extra: str = "", content: str = f'"hi {SECRET}"') -> bytes:
+    messages = f'[{{"role": "user", "content": {content}}}]'
+    return f'{{"model": "m", "messages": {messages}{extra}}}'.encode()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        chat(content=f'"hi \\ud800 {SECRET}"'),  # a lone high surrogate, escaped
+        chat(content=f'"hi \\udfff {SECRET}"'),  # a lone low surrogate
+        chat(content=f'"{SECRET} \\ude00\\ud83d"'),  # a pair in the wrong order
+        # the surrogate's own bytes: json.loads decodes bytes with "surrogatepass"
+        chat().replace(b"hi ", b"\xed\xa0\x80 "),
+        chat(', "metadata": {"\\ud800": 1}'),  # in a key
+    ],
+    ids=["high", "low", "reversed-pair", "raw-bytes", "key"],
+)
+def test_lone_surrogates_are_a_400(raw: bytes) -> None:
+    assert "Unicode" in refused(raw).message
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ', "temperature": 1e400',
+        ', "temperature": -1e400',
+        ', "metadata": {"x": 1e999}',
+        ', "logit_bias": {"1": [2, 3e308, 1e309]}',
+    ],
+)
+def test_numbers_too_large_for_a_float_are_a_400(extra: str) -> None:
+    assert "number" in refused(chat(extra)).message
+
+
+def nested(depth: int) -> bytes:
+    """A chat body whose ``foo`` field makes the whole body ``depth`` levels deep."""
+    inner = depth - 1  # the body object is the first level
+    return chat(f', "foo": {"[" * inner}{"]" * inner}')
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 500, 960, 990])
+def test_nesting_deeper_than_the_cap_is_a_400(depth: int) -> None:
+    assert str(MAX_JSON_DEPTH) in refused(nested(depth)).message
+
+
+def test_what_strict_json_can_carry_is_read_as_before() -> None:
+    assert read(nested(MAX_JSON_DEPTH))["foo"]  # exactly at the cap
+    body = read(chat(', "temperature": 1.7976931348623157e308', content='"\\ud83d\\ude00 ok"'))
+    assert body["messages"][0]["content"] == "\U0001f600 ok"  # an escaped pair is one emoji
+    assert json.loads(json.dumps(body, allow_nan=False)) == body
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("0", 0),
+        ("0060", 60),
+        ("86400", 86400),
+        ("1" * 5000, HEADER_INT_CAP),  # past int()'s own digit limit: capped, not parsed
+        ("²", None),  # str.isdigit() says yes, int() says no
+        ("٣", None),  # Arabic-Indic three: int() would read 3
+        ("１２", None),  # fullwidth digits
+        ("", None),
+        (" 1", None),
+        ("1 ", None),
+        ("-1", None),
+        ("+1", None),
+        ("1e3", None),
+        (None, None),
+    ],
+)
+def test_header_numbers_are_ascii_digits(value: str | None, expected: int | None) -> None:
+    assert header_int(value) == expected
+
+
+def test_a_content_length_of_odd_digits_is_not_a_500() -> None:
+    # Latin-1 "²" as a header's bytes: isdigit() was true and int() raised.
+    assert read(chat(), {"content-length": b"\xb2"})["model"] == "m"
+    with pytest.raises(ApiError) as caught:
+        read(chat(), {"content-length": b"9" * 5000})
+    assert caught.value.status == 413

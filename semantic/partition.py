@@ -95,8 +95,20 @@ def answer_params(params: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+#: Content part types named in a refusal's message; any other ``type`` is client text,
+#: and error messages never quote it.
+_KNOWN_PARTS = frozenset(
+    {"image_url", "input_image", "input_audio", "file", "refusal", "input_text", "output_text"}
+)
+
+
 def message_text(content: Any) -> str:
-    """Text of a message ``content``: a str, or a list of ``{"type": "text"}`` parts."""
+    """Text of a message ``content``: a str, or a list of ``{"type": "text"}`` parts.
+
+    A text part whose ``text`` is not a str (``null``, a number, an object) is refused
+    like a non-text part: the question cannot be keyed, so the request skips the cache
+    (and still reaches the model, which answers it or refuses it itself).
+    """
     if isinstance(content, str):
         return content
     if isinstance(content, list) and content:
@@ -104,10 +116,22 @@ def message_text(content: Any) -> str:
         for part in content:
             if not isinstance(part, Mapping) or part.get("type") != "text":
                 kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
-                raise InvalidQuestionError(f"question has a non-text part ({kind})")
-            texts.append(part.get("text", ""))
+                known = isinstance(kind, str) and kind in _KNOWN_PARTS
+                shown = kind if known or not isinstance(part, Mapping) else "?"
+                raise InvalidQuestionError(
+                    f"question has a non-text part ({shown})", reason="not_text"
+                )
+            text = part.get("text", "")
+            if not isinstance(text, str):
+                raise InvalidQuestionError(
+                    f"a text part's text must be a str, not {type(text).__name__}",
+                    reason="not_text",
+                )
+            texts.append(text)
         return "\n".join(texts)
-    raise InvalidQuestionError(f"question content must be text, not {type(content).__name__}")
+    raise InvalidQuestionError(
+        f"question content must be text, not {type(content).__name__}", reason="not_text"
+    )
 
 
 def split_question(messages: Sequence[Message]) -> tuple[list[Message], str]:

@@ -13,6 +13,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -26,6 +27,7 @@ from gateway.proxy.judge import UpstreamJudge
 from gateway.proxy.semantic_limits import make_room
 from gateway.tenants import TenantContext
 from gateway.verification import Verification
+from protocol.http import header_int
 from semantic import SemanticCache, SemanticPolicy, SemanticQuery
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
 from semantic.results import LookupResult
@@ -59,9 +61,10 @@ class CacheControl:
             name, _, value = raw.strip().lower().partition("=")
             no_cache |= name == "no-cache" and not value
             no_store |= name == "no-store" and not value
-            if name in ("max-age", "s-maxage") and value.strip('"').isdigit():
+            # ASCII digits only (header_int): "max-age=²" is no age, and never a 500.
+            age = header_int(value.strip('"')) if name in ("max-age", "s-maxage") else None
+            if age is not None:
                 # Several age bounds: the strictest wins, as for any shared cache.
-                age = int(value.strip('"'))
                 max_age = age if max_age is None else min(max_age, age)
         return cls(no_cache=no_cache, no_store=no_store, max_age=max_age)
 
@@ -152,6 +155,8 @@ class Pipeline:
         except InvalidRequestError as exc:
             tr.step("cacheable", False, str(exc))
             return SemanticDecision("skipped", f"uncacheable:{exc.reason}", trace=tr.result)
+        except Exception as exc:  # a body no rule foresaw: forwarded uncached, never a 500
+            return _unforeseen(exc, "building the semantic query", tr)
         tr.step("cacheable", True)
         tr.asked(query.question)
         if policy.mode == "allowlist":
@@ -186,6 +191,8 @@ class Pipeline:
         except InvalidRequestError as exc:
             tr.step("cacheable", False, str(exc))
             return SemanticDecision("skipped", f"uncacheable:{exc.reason}", trace=tr.result)
+        except Exception as exc:  # e.g. keying a part of the body no rule foresaw
+            return _unforeseen(exc, "the semantic lookup", tr)
         if result.trace is not None:
             tr.follow(result.trace)
         count = not trace  # a dry run counts nothing
@@ -247,9 +254,7 @@ class Pipeline:
             return "policy"
         if cc.no_cache:
             return "no-cache"
-        temperature = body.get("temperature")
-        temperature = 1.0 if temperature is None else float(temperature)
-        if temperature > ctx.policy.max_temperature:
+        if _temperature(body.get("temperature")) > ctx.policy.max_temperature:
             return "temperature"
         return None
 
@@ -330,6 +335,28 @@ class Pipeline:
             log.error("semantic store unavailable, serving without it: %s", exc)
         self.store_ok = False
         self.metrics.store_unavailable.inc()
+
+
+def _unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecision:
+    """Skip the semantic layer for a request it failed on unexpectedly: the request still
+    reaches the model. The log names the exception's type only: its message or traceback
+    can quote the body (a key, a value), and logs never hold user text."""
+    log.error("semantic layer skipped a request: %s while %s", type(exc).__name__, during)
+    tr.step("cacheable", False, f"unexpected {type(exc).__name__}")
+    return SemanticDecision("skipped", "uncacheable:internal", trace=tr.result)
+
+
+def _temperature(value: Any) -> float:
+    """The request's temperature for the policy's bound: 1.0 when absent, as for the API.
+    One that is no finite number (a huge integer overflows ``float``) counts as above
+    any bound, so the request skips the cache instead of failing."""
+    if value is None:
+        return 1.0
+    try:
+        temperature = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.inf
+    return temperature if math.isfinite(temperature) else math.inf
 
 
 def semantic_namespace(ctx: TenantContext, cc: CacheControl, user: str | None) -> str:

@@ -1,0 +1,209 @@
+"""The pipeline never fails a request the cache cannot handle, and an answer it will not
+store costs the cache nothing (gateway/proxy/pipeline.py).
+
+* A body the cache cannot key (a text part with ``"text": null``, or anything no rule
+  foresaw) skips the semantic layer as ``skipped:uncacheable:…`` and reaches the model;
+  an unexpected exception is logged by its type only, never with the body's text.
+* ``Cache-Control`` ages are ASCII digits; a temperature no float holds skips the cache.
+* Over a real socket in front of an HTTP upstream, the bodies that used to be 500s are
+  a 400 in the OpenAI shape (what strict JSON cannot carry) or a plain proxied answer.
+
+Real embedder and validators, a real SQLite file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.app import Components
+from gateway.metrics import GatewayMetrics
+from gateway.policy import TenantPolicy
+from gateway.proxy.pipeline import CacheControl, Pipeline, SemanticDecision
+from gateway.tenants import TenantContext
+from migrations.runner import upgrade_database
+from protocol.http import HEADER_INT_CAP
+from protocol.responses import response_body, usage
+from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache, SemanticQuery
+from tests.gateway import vllm_recordings as rec
+from tests.gateway.conftest import Gateway, assert_openai_error, gateway_settings, running_gateway
+from tests.gateway.scripted_upstream import Upstream, scripted_upstream
+from validators import Validator
+
+pytestmark = pytest.mark.slow
+
+MODEL = "smollm2"
+NO_CC = CacheControl()
+SECRET = "zebra"  # client text that must appear in no log line and no error message
+
+
+@pytest.fixture
+def cache(embedder: Embedder, tmp_path: Path) -> Iterator[SemanticCache]:
+    url = f"sqlite:///{tmp_path}/robust.db"
+    upgrade_database(url)
+    store = EntryStore(url)
+    yield SemanticCache(embedder, store, PartitionedIndex(embedder.dim), validator=Validator())
+    store.close()
+
+
+def ctx(tenant: str = "acme", **policy: Any) -> TenantContext:
+    return TenantContext(tenant, tenant, TenantPolicy(**policy), 1)
+
+
+def body(question: Any, system: str = "Answer in one short sentence.", **extra: Any
+         ) -> dict[str, Any]:  # fmt: skip
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    return {"model": MODEL, "messages": messages, "max_tokens": 32, "temperature": 0} | extra
+
+
+def answer(text: str, finish_reason: str = "stop") -> dict[str, Any]:
+    return response_body("chat", "chatcmpl-1", MODEL, text, finish_reason, usage(20, 6, 0))
+
+
+def lookup(pipe: Pipeline, context: TenantContext, req: dict[str, Any]) -> SemanticDecision:
+    return asyncio.run(pipe.lookup(context, "chat", req, NO_CC))
+
+
+def backfill(
+    pipe: Pipeline, context: TenantContext, decision: SemanticDecision, response: dict[str, Any]
+) -> str:
+    return asyncio.run(pipe.backfill(context, decision, NO_CC, response))
+
+
+def questions(cache: SemanticCache) -> list[str]:
+    return sorted(e.question for e in cache.entries.iter_entries())
+
+
+# ------------------------------------------------------------------ cache controls
+
+
+@pytest.mark.parametrize(
+    ("header", "max_age"),
+    [
+        ("max-age=\u00b2", None),  # str.isdigit() is true, int() raised: a 500
+        ("max-age=\u0663", None),  # int() would read an Arabic-Indic three as 3
+        ('max-age="60"', 60),
+        ("max-age=60, s-maxage=\u00b9", 60),
+        ("s-maxage=" + "9" * 5000, HEADER_INT_CAP),  # past int()'s digit limit: a 500 too
+        ("max-age=-1", None),
+    ],
+)
+def test_cache_control_ages_are_ascii_digits(header: str, max_age: int | None) -> None:
+    assert CacheControl.parse(header).max_age == max_age
+
+
+# ------------------------------------------------------------------ lookup
+
+
+def test_a_null_text_part_skips_the_cache(cache: SemanticCache) -> None:
+    pipe = Pipeline(cache, GatewayMetrics())
+    null = {"type": "text", "text": None}
+    for content in ([null], [{"type": "text", "text": "hello"}, null]):
+        decision = lookup(pipe, ctx(), body(content))
+        assert decision.header == "skipped:uncacheable:not_text"
+        assert backfill(pipe, ctx(), decision, answer("Fine.")) == "skipped:not_cacheable"
+    # In the context (not the question) a null text is only a value to hash.
+    ctx_null = body("What is the capital of France?")
+    ctx_null["messages"][0]["content"] = [{"type": "text", "text": None}]
+    assert lookup(pipe, ctx(), ctx_null).header == "miss:empty"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [10**400, "nan", float("nan"), float("inf"), [1]],
+    ids=["huge-int", "nan-str", "nan", "inf", "list"],
+)
+def test_a_temperature_no_float_holds_skips_the_cache(cache: SemanticCache, value: Any) -> None:
+    pipe = Pipeline(cache, GatewayMetrics())
+    decision = lookup(pipe, ctx(), body("What is the capital of France?", temperature=value))
+    assert decision.header == "skipped:temperature"
+
+
+@pytest.mark.parametrize("where", ["query", "lookup"])
+def test_an_unexpected_error_skips_the_cache_and_logs_its_type_only(
+    cache: SemanticCache,
+    where: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError(f"the question was {SECRET}")
+
+    if where == "query":
+        monkeypatch.setattr(SemanticQuery, "from_chat", broken)
+    else:
+        monkeypatch.setattr(cache, "lookup", broken)
+    pipe = Pipeline(cache, GatewayMetrics())
+    with caplog.at_level(logging.DEBUG):
+        decision = lookup(pipe, ctx(), body(f"Is a {SECRET} striped?"))
+    assert decision.header == "skipped:uncacheable:internal"
+    assert decision.query is None  # so the backfill stores nothing
+    assert any("KeyError" in r.getMessage() for r in caplog.records)
+    assert SECRET not in caplog.text
+
+
+# ------------------------------------------------------------------ over a socket
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[Upstream]:
+    with scripted_upstream("vllm") as upstream:
+        yield upstream
+
+
+@pytest.fixture(scope="module")
+def gw(
+    up: Upstream, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateway]:
+    data_dir: Path = tmp_path_factory.mktemp("robustness")
+    settings = gateway_settings(data_dir, upstream_url=up.url)
+    with running_gateway(settings, Components(embedder=embedder)) as gateway:
+        yield gateway
+
+
+def raw_chat(extra: str = "", content: str = f'"hi {SECRET}"') -> bytes:
+    messages = f'[{{"role": "user", "content": {content}}}]'
+    return f'{{"model": "{rec.MODEL}", "messages": {messages}{extra}}}'.encode()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        raw_chat(content=f'"hi \\ud800 {SECRET}"'),
+        raw_chat(', "temperature": 1e400'),
+        raw_chat(', "metadata": {"x": 1e999}'),
+        raw_chat(', "foo": ' + "[" * 959 + "]" * 959),
+        raw_chat(', "metadata": ' + "[" * 959 + "]" * 959),
+    ],
+    ids=["lone-surrogate", "temperature-1e400", "metadata-1e999", "deep-foo", "deep-metadata"],
+)
+def test_what_strict_json_cannot_carry_is_a_400_before_the_upstream(
+    gw: Gateway, up: Upstream, raw: bytes
+) -> None:
+    before = len(up.received)
+    with gw.http(gw.tenant("strict")[1]) as http:
+        r = http.post(
+            "/v1/chat/completions", content=raw, headers={"content-type": "application/json"}
+        )
+    err = assert_openai_error(r, 400, "invalid_request_error")
+    assert SECRET not in json.dumps(err)
+    assert len(up.received) == before  # refused before anything was forwarded
+
+
+def test_odd_cache_control_and_null_text_parts_are_proxied(gw: Gateway) -> None:
+    with gw.http(gw.tenant("odd")[1]) as http:
+        plain = {"model": rec.MODEL, "messages": [{"role": "user", "content": "hi you"}]}
+        # Latin-1 "²" as the header's bytes: isdigit() was true and int() raised, a 500.
+        odd = {b"cache-control": b"max-age=\xb2"}
+        r = http.post("/v1/chat/completions", json=plain, headers=odd)
+        assert r.status_code == 200, r.text
+        null_part = {"role": "user", "content": [{"type": "text", "text": None}]}
+        r = http.post("/v1/chat/completions", json={"model": rec.MODEL, "messages": [null_part]})
+        assert r.status_code == 200, r.text
+        assert r.headers["x-cachegate-semantic"] == "skipped:uncacheable:not_text"

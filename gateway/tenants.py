@@ -79,7 +79,11 @@ class TenantContext:
 
     @property
     def semantic_namespace(self) -> str:
-        return f"tenant:{self.tenant_id}"
+        # The minted id here too: a request authenticated before its tenant was deleted
+        # can still backfill after the delete dropped the tenant's entries, and a
+        # tenant re-created under that id must never be served such an answer.
+        own = f"tenant:{self.tenant_id}"
+        return f"{own}:{self.namespace_id}" if self.namespace_id else own
 
 
 #: A bearer token longer than this is refused without a database query (our keys are

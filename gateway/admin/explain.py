@@ -110,7 +110,8 @@ class Explainer:
         steps.append(
             ExplainStep(check="model_served", passed=model in self.models, detail=str(model))
         )
-        ctx = TenantContext(tenant_id, tenant.name, policy, version)
+        # the minted id too: explain looks in the namespace the tenant's requests use
+        ctx = TenantContext(tenant_id, tenant.name, policy, version, tenant.namespace_id or "")
         try:
             with store_errors():
                 decision = await self.pipeline.lookup(

@@ -85,12 +85,19 @@ def completion(model: str, prompt: str, **extra: Any) -> dict[str, Any]:
     return {"model": model, "prompt": prompt, "max_tokens": 2, "temperature": 0} | extra
 
 
-def seed(gw: Gateway, tenant_id: str, body: dict[str, Any], answer: str = "Paris.") -> int:
-    """Store ``answer`` for ``body`` in the tenant's partition (as a backfill would);
-    returns the entry id."""
+def seed(
+    gw: Gateway,
+    tenant_id: str,
+    body: dict[str, Any],
+    answer: str = "Paris.",
+    namespace: str | None = None,
+) -> int:
+    """Store ``answer`` for ``body`` in the tenant's partition (as a backfill would;
+    ``namespace``: the one it would have used, default the tenant's now); returns the
+    entry id."""
     chat_kind = "messages" in body
     make = SemanticQuery.from_chat if chat_kind else SemanticQuery.from_completion
-    query = make(tenant=tenant_id, body=body, namespace=f"tenant:{tenant_id}")
+    query = make(tenant=tenant_id, body=body, namespace=namespace or gw.namespace(tenant_id))
     kind: Kind = "chat" if chat_kind else "completion"
     response = response_body(kind, "seed-1", body["model"], answer, "stop", usage(12, 3, 0))
     policy = TenantPolicy().semantic_policy()

@@ -144,13 +144,22 @@ class Gateway:
 
         return openai.OpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, timeout=120)
 
-    def semantic_verdict(self, tenant_id: str, body: dict[str, Any]) -> str | None:
+    def semantic_verdict(
+        self, tenant_id: str, body: dict[str, Any], namespace: str | None = None
+    ) -> str | None:
         """The semantic cache's own lookup of ``body`` for the tenant: None on a hit,
-        else the miss reason (asked directly, not through HTTP)."""
+        else the miss reason (asked directly, not through HTTP; ``namespace``: the one
+        a deleted tenant had, default the tenant's now)."""
         query = SemanticQuery.from_chat(
-            tenant=tenant_id, body=body, namespace=f"tenant:{tenant_id}"
+            tenant=tenant_id, body=body, namespace=namespace or self.namespace(tenant_id)
         )
         return self.cache.lookup(query).reason
+
+    def namespace(self, tenant_id: str) -> str:
+        """The semantic namespace the tenant's requests use (its minted id included)."""
+        minted = self.tenants.namespace_id(tenant_id)
+        assert minted, "every tenant made since migration 0005 has one"
+        return f"tenant:{tenant_id}:{minted}"
 
     def metrics(self) -> str:
         r = httpx.get(f"{self.url}/metrics", timeout=10)

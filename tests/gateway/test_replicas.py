@@ -74,7 +74,7 @@ def pair(
 
 
 def partition(gw: Gateway, tenant: str, body: dict[str, Any]) -> str:
-    query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=f"tenant:{tenant}")
+    query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=gw.namespace(tenant))
     return gw.cache.partition_key(query)
 
 

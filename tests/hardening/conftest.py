@@ -56,7 +56,7 @@ def target(
         tenant, key = gw.tenant("fuzz")
         t = Target(gw, key, tenant)
         body = t.chat_body(STORED_QUESTION)
-        query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=f"tenant:{tenant}")
+        query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=gw.namespace(tenant))
         answer = response_body("chat", "chatcmpl-seed", gw.model, "Paris.", "stop", usage(9, 2, 0))
         assert gw.cache.store(query, answer).stored  # the partition the fuzzing lands in
         yield t

@@ -180,6 +180,7 @@ def test_delete_removes_the_tenant_and_only_its_cache_entries(
         r = http.post("/v1/chat/completions", json=chat(gw.model, CAPITAL))
         assert r.headers["x-cachegate-cache"] == "semantic-hit"
 
+    doomed_namespace = gw.namespace("doomed")
     r = client.delete("/tenants/doomed")
     assert r.status_code == 200, r.text
     assert r.json() == {
@@ -190,7 +191,8 @@ def test_delete_removes_the_tenant_and_only_its_cache_entries(
         "policy_versions_removed": 1,
     }
     assert gw.cache.entries.get_many([doomed_entry, survivor_entry]).keys() == {survivor_entry}
-    assert gw.semantic_verdict("doomed", chat(gw.model, CAPITAL)) == "empty"  # index too
+    verdict = gw.semantic_verdict("doomed", chat(gw.model, CAPITAL), doomed_namespace)
+    assert verdict == "empty"  # the index too
     assert gw.semantic_verdict("survivor", chat(gw.model, CAPITAL)) is None  # still a hit
     with gw.http(doomed_key) as http:
         assert_openai_error(http.get("/v1/models"), 401)

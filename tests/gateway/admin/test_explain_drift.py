@@ -58,7 +58,7 @@ def as_header(report: dict[str, Any]) -> str:
 
 
 def seed_expiring(gw: Gateway, tenant: str, body: dict[str, Any]) -> int:
-    query = SemanticQuery.from_completion(tenant=tenant, body=body, namespace=f"tenant:{tenant}")
+    query = SemanticQuery.from_completion(tenant=tenant, body=body, namespace=gw.namespace(tenant))
     answer = response_body("completion", "seed-1", body["model"], "Paris.", "stop", usage(9, 2, 0))
     result = gw.cache.store(query, answer, SemanticPolicy(ttl_seconds=1))
     assert result.entry_id is not None
@@ -124,7 +124,8 @@ def test_the_backfill_stores_under_the_key_the_lookup_computed(
 ) -> None:
     new_tenant(client, "drift-key")
     policy, version = gw.tenants.policy("drift-key")
-    ctx = TenantContext("drift-key", "drift-key", policy, version)
+    minted = gw.tenants.namespace_id("drift-key")  # as authentication builds it
+    ctx = TenantContext("drift-key", "drift-key", policy, version, minted)
     body = completion(gw.model, SEND_100)
     pipeline = gw.state.pipeline
     decision = asyncio.run(pipeline.lookup(ctx, "completion", body, CacheControl()))

@@ -64,7 +64,7 @@ def gw(
 
 def store(gw: Gateway, tenant: str, body: dict[str, Any], answer: str) -> int:
     """Put (question of ``body`` → ``answer``) in the tenant's semantic partition."""
-    query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=f"tenant:{tenant}")
+    query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=gw.namespace(tenant))
     response = response_body(
         "chat", "chatcmpl-seed", body["model"], answer, "stop", usage(20, 9, 0)
     )
@@ -122,7 +122,7 @@ def test_a_sampled_hit_is_written_with_every_field(gw: Gateway) -> None:
     assert s["score"] == pytest.approx(score, abs=1e-4)
     assert s["threshold"] == ALWAYS.threshold
     assert s["entry_id"] == entry_id
-    query = SemanticQuery.from_chat(tenant=tenant, body=paraphrase, namespace=f"tenant:{tenant}")
+    query = SemanticQuery.from_chat(tenant=tenant, body=paraphrase, namespace=gw.namespace(tenant))
     assert s["partition_key"] == gw.cache.partition_key(query)
     assert s["label"] is None and s["note"] is None and s["labeled_by"] is None
     assert s["created_at"] is not None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -85,7 +86,11 @@ class InProcessUpstream:
                 self.engine,
                 parsed,
                 req.namespace,
-                request_id=req.request_id,
+                # The client's X-Request-Id is for its logs, not an engine key: the
+                # engine delivers output by id, so a reused id (another tenant's, or
+                # one whose abort the engine has not yet handled) would get another
+                # request's tokens. The client's id stays in front for correlation.
+                request_id=f"{req.request_id}.{uuid.uuid4().hex}",
                 kv_block_quota=req.kv_block_quota,
                 quota_key=req.tenant_id,
             )

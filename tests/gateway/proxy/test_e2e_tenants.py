@@ -81,6 +81,55 @@ def test_tenant_isolation_semantic_and_prefix(gw: Gateway) -> None:
     assert metric(text, "cachegate_semantic_hits_total", tenant=b_id) == 0
 
 
+def test_a_recreated_tenant_id_is_never_served_the_old_tenants_answers(gw: Gateway) -> None:
+    # A request authenticated before its tenant was deleted can backfill after the
+    # delete dropped the tenant's entries; the admin service here has no cache, so the
+    # old entry stays just as such a late backfill would leave it.
+    tenant_id, key = gw.tenant("again-sem")
+    body = chat_body(gw.model, CAPITAL)
+    with gw.http(key) as c:
+        assert post(c, body).headers["x-cachegate-backfill"] == "stored"
+        control = post(c, body)  # positive control: the tenant's own entry
+        assert control.headers["x-cachegate-cache"] == "semantic-hit"
+    old_namespace = gw.namespace(tenant_id)
+    gw.admin.delete("tests", tenant_id)
+    gw.admin.add_tenant("tests", tenant_id, None)
+    assert gw.namespace(tenant_id) != old_namespace
+    with gw.http(gw.admin.issue_key("tests", tenant_id, "k").key) as c:
+        again = post(c, body)
+        # before the fix: a semantic hit on the deleted tenant's answer
+        assert again.headers["x-cachegate-semantic"] == "miss:empty", again.headers
+        assert again.headers["x-cachegate-backfill"] == "stored"
+        assert post(c, body).headers["x-cachegate-cache"] == "semantic-hit"  # its own
+
+
+def test_two_tenants_sending_one_request_id_each_get_their_own_answer(gw: Gateway) -> None:
+    # X-Request-Id is the client's to choose: it must not key the engine's output
+    # streams, or a second request under a live id failed (500) and one sent just
+    # after the first client left could receive that client's remaining tokens.
+    (_, a_key), (_, b_key) = gw.tenant("rid-a"), gw.tenant("rid-b")
+    same = {"x-request-id": "shared-id-1", "cache-control": "no-store, no-cache"}
+    long = chat_body(gw.model, "Write a very long story about a dragon.", max_tokens=64)
+    long |= {"stream": True, "ignore_eos": True}
+    short = chat_body(gw.model, "Hi", system=None, max_tokens=3)
+    with gw.http(b_key) as b:
+        alone = b.post(CHAT, json=short, headers=same)  # B's answer with nothing else live
+    assert alone.status_code == 200, alone.text
+    with gw.http(a_key) as a, gw.http(b_key) as b:
+        with a.stream("POST", CHAT, json=long, headers=same) as r:
+            assert r.status_code == 200
+            lines = r.iter_lines()
+            assert next(lines).startswith("data: ")  # A's request is live in the engine
+            during = b.post(CHAT, json=short, headers=same)
+            assert during.status_code == 200, during.text  # before the fix: 500
+            rest = [line for line in lines if line.startswith("data: ")]
+        assert rest[-1] == "data: [DONE]"
+    assert during.headers["x-request-id"] == "shared-id-1"  # still the client's own id
+    for field in ("prompt_tokens", "completion_tokens"):  # B's prompt, not A's
+        assert during.json()["usage"][field] == alone.json()["usage"][field]
+    assert during.json()["choices"] == alone.json()["choices"]
+
+
 # ----------------------------------------------------------------- cache controls
 
 
@@ -88,7 +137,7 @@ def test_cache_control_no_cache_skips_the_lookup(gw: Gateway) -> None:
     tenant, key = gw.tenant("nocache")
     body = chat_body(gw.model, "What is the tallest mountain on Earth?", max_tokens=12)
     canned = "CANNED ANSWER FROM THE CACHE"
-    query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=f"tenant:{tenant}")
+    query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=gw.namespace(tenant))
     stored = gw.cache.store(
         query,
         {

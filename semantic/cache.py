@@ -50,7 +50,7 @@ from semantic.json_copy import json_copy
 from semantic.partition import SemanticQuery
 from semantic.partitioned_index import PartitionedIndex
 from semantic.policy import DEFAULT_POLICY, SemanticPolicy
-from semantic.question_vectors import QuestionVectors
+from semantic.question_vectors import QuestionVectors, memo_scope
 from semantic.rebuild import rebuild_index
 from semantic.results import BELOW_THRESHOLD, EMPTY, UNSUPPORTED_TEXT, LookupResult, StoreResult
 from semantic.store import EntryStore, NewEntry, StoredEntry
@@ -163,11 +163,11 @@ class SemanticCache:
             guard = partial(self.validator.guard, query.question, policy.guards)
             # keyed by the validator too: one swapped in (tests, a reload) has its own rules
             guards = (str(id(self.validator)), *policy.guards)
-            refusal = self.vectors.guarded(query.tenant, query.question, guards, guard)
+            refusal = self.vectors.guarded(memo_scope(query), query.question, guards, guard)
         tr.step("guards", refusal is None, refusal)
         if refusal is not None:
             return LookupResult(False, key, reason=refusal, trace=tr.result)
-        supported = self.is_supported(query.question, query.tenant)
+        supported = self.is_supported(query.question, memo_scope(query))
         tr.step("coverage", supported, None if supported else UNSUPPORTED_TEXT)
         if not supported:
             return LookupResult(False, key, reason=UNSUPPORTED_TEXT, trace=tr.result)
@@ -222,8 +222,8 @@ class SemanticCache:
 
     def _vector(self, query: SemanticQuery, local_only: bool) -> NDArray[np.float32]:
         if not local_only:
-            return self._embed(query.tenant, query.question)
-        vector = self.vectors.cached(query.tenant, query.question)
+            return self._embed(memo_scope(query), query.question)
+        vector = self.vectors.cached(memo_scope(query), query.question)
         if vector is None:
             raise WouldBlockError("the question must be embedded", reason="embedding")
         return vector
@@ -299,12 +299,12 @@ class SemanticCache:
         skip = uncacheable_reason(response, query.endpoint)
         if skip is None and self.validator is not None and policy.guards:
             skip = self.validator.guard(query.question, policy.guards) or None
-        if skip is None and not self.is_supported(query.question, query.tenant):
+        if skip is None and not self.is_supported(query.question, memo_scope(query)):
             skip = UNSUPPORTED_TEXT
         if skip is not None:
             return StoreResult(False, key, reason=skip)
         if embedding is None:
-            vector = self._embed(query.tenant, query.question)
+            vector = self._embed(memo_scope(query), query.question)
         else:
             vectors = check_vectors(embedding, self.embedder.dim)
             if vectors.shape[0] != 1:

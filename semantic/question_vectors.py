@@ -1,11 +1,12 @@
 """The question → vector step of a lookup: coverage check, per-tenant LRU, batching.
 
 Popular questions repeat word for word; an embedding is ~10 ms of CPU, a dict hit
-microseconds, so vectors are kept in an LRU keyed by (tenant, question) — a shared
-entry would let one tenant learn from the response time whether another tenant asked
-a question recently. Concurrent lookups' questions share one forward
-(:mod:`semantic.embed_batcher`). ``embedder`` may be replaced after construction (the
-gateway wraps it for tracing); the batcher follows.
+microseconds, so vectors are kept in an LRU keyed by (scope, question), the scope
+being the query's partition namespace (:func:`memo_scope`) — a shared entry would let
+one tenant, or one end user of a tenant whose cache is scoped per user, learn from the
+response time whether another asked a question recently. Concurrent lookups'
+questions share one forward (:mod:`semantic.embed_batcher`). ``embedder`` may be
+replaced after construction (the gateway wraps it for tracing); the batcher follows.
 """
 
 from __future__ import annotations
@@ -21,12 +22,21 @@ from numpy.typing import NDArray
 from semantic.embed_batcher import EmbedBatcher
 from semantic.embedder import TextEmbedder
 from semantic.embedders import MIN_COVERAGE
+from semantic.partition import SemanticQuery
 from semantic.vectors import check_vectors
 
 T = TypeVar("T")
 
 #: Question texts whose embeddings are kept (LRU); 4,096 × 384 floats ≈ 6 MiB.
 VECTOR_CACHE_SIZE = 4096
+
+
+def memo_scope(query: SemanticQuery) -> str:
+    """Whose memo the query's question goes in: its partition's namespace (the tenant's,
+    narrowed to the end user or the client's namespace where the partition is), else
+    the tenant. Never wider than the partition, so a memo hit reveals nothing the
+    partition's own entries would not."""
+    return query.namespace or query.tenant
 
 
 class QuestionVectors:

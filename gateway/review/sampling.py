@@ -45,7 +45,7 @@ from prometheus_client import CollectorRegistry, Counter
 from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
-from gateway.models import MisfireSample
+from gateway.models import MisfireSample, Tenant
 from gateway.proxy.pipeline import SemanticDecision
 from gateway.proxy.upstream import Delta, Upstream, UpstreamRequest
 from gateway.tenants import TenantContext, utc_now
@@ -130,6 +130,7 @@ def compare_answers(
 @dataclass(frozen=True)
 class _Hit:
     tenant_id: str
+    namespace_id: str  # the tenant's minted id when the hit was served
     namespace: str
     kind: Kind
     body: dict[str, Any]
@@ -231,6 +232,7 @@ class MisfireSampler:
             return False
         hit = _Hit(
             tenant_id=ctx.tenant_id,
+            namespace_id=ctx.namespace_id,
             namespace=ctx.prefix_namespace,
             kind=kind,
             body=dict(body),
@@ -264,16 +266,26 @@ class MisfireSampler:
             self.samples.labels("error").inc()
             log.exception("misfire sample for %s not written", hit.request_id)
             return
+        if sample_id is None:
+            self.samples.labels("dropped").inc()
+            return
         self.samples.labels("written").inc()
         if self.shadow:
             await self._verify(sample_id, hit)
 
-    def _write_sample(self, hit: _Hit) -> int:
+    def _write_sample(self, hit: _Hit) -> int | None:
+        """The new sample's id; None when the tenant that was served is gone (deleted,
+        perhaps re-created under its id: its reviewers must not see the old tenant's
+        questions, nor their labels move the new tenant's verifier cut)."""
         comparison = {
             "questions": entity_comparison(hit.question, hit.matched_question, hit.entity_kinds),
             "sampling": hit.sampling,
         }
         with self.sessions.begin() as s:
+            # in the sample's own transaction: a delete committed before it is seen
+            tenant = s.get(Tenant, hit.tenant_id)
+            if tenant is None or (tenant.namespace_id or "") != hit.namespace_id:
+                return None
             row = MisfireSample(
                 tenant_id=hit.tenant_id,
                 created_at=utc_now(),

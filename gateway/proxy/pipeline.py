@@ -31,6 +31,7 @@ from protocol.http import header_int
 from semantic import SemanticCache, SemanticPolicy, SemanticQuery
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
 from semantic.results import LookupResult
+from semantic.storable import store_skip_reason
 from semantic.trace import NO_TRACE, LookupTrace
 
 log = logging.getLogger("cachegate.gateway")
@@ -277,22 +278,25 @@ class Pipeline:
         looked = decision.result
         cache = self.cache
         key = looked.partition_key if looked is not None else None
+        sem = request_policy(ctx, cc)
         try:
-            full = await asyncio.to_thread(
-                make_room,
+            skip = await asyncio.to_thread(
+                _room_for,
                 cache,
-                ctx.tenant_id,
+                ctx,
+                decision.query,
                 key or cache.partition_key(decision.query),
-                ctx.policy,
+                response,
+                sem,
             )
-            if full is not None:
+            if skip is not None:
                 self.metrics.backfills.labels(ctx.tenant_id, "skipped").inc()
-                return f"skipped:{full}"
+                return f"skipped:{skip}"
             result = await asyncio.to_thread(
                 cache.store,
                 decision.query,
                 response,
-                request_policy(ctx, cc),
+                sem,
                 embedding=looked.embedding if looked is not None else None,
                 partition_key=key,
             )
@@ -335,6 +339,22 @@ class Pipeline:
             log.error("semantic store unavailable, serving without it: %s", exc)
         self.store_ok = False
         self.metrics.store_unavailable.inc()
+
+
+def _room_for(
+    cache: SemanticCache,
+    ctx: TenantContext,
+    query: SemanticQuery,
+    key: str,
+    response: dict[str, Any],
+    sem: SemanticPolicy,
+) -> str | None:
+    """Why the answer will not be stored, or None once the tenant's bounds have room for
+    it. Whether the store would keep it is asked first: a truncated or refused answer,
+    or a guarded question, must not evict the oldest good entries to make room."""
+    return store_skip_reason(cache, query, response, sem) or make_room(
+        cache, ctx.tenant_id, key, ctx.policy
+    )
 
 
 def _unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecision:

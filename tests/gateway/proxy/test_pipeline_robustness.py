@@ -5,6 +5,9 @@ store costs the cache nothing (gateway/proxy/pipeline.py).
   foresaw) skips the semantic layer as ``skipped:uncacheable:…`` and reaches the model;
   an unexpected exception is logged by its type only, never with the body's text.
 * ``Cache-Control`` ages are ASCII digits; a temperature no float holds skips the cache.
+* The backfill decides whether the answer is storable (finish reason, guards, coverage)
+  before it makes room under the tenant's bounds: a truncated or refused answer, or a
+  guarded question, evicts no good entry.
 * Over a real socket in front of an HTTP upstream, the bodies that used to be 500s are
   a 400 in the OpenAI shape (what strict JSON cannot carry) or a plain proxied answer.
 
@@ -146,6 +149,64 @@ def test_an_unexpected_error_skips_the_cache_and_logs_its_type_only(
     assert decision.query is None  # so the backfill stores nothing
     assert any("KeyError" in r.getMessage() for r in caplog.records)
     assert SECRET not in caplog.text
+
+
+# ------------------------------------------------------------------ backfill
+
+
+GOOD = "What is the capital of France?"
+
+
+def fill(cache: SemanticCache, policy: dict[str, Any]) -> Pipeline:
+    pipe = Pipeline(cache, GatewayMetrics())
+    decision = lookup(pipe, ctx(**policy), body(GOOD))
+    assert backfill(pipe, ctx(**policy), decision, answer("Paris.")) == "stored"
+    return pipe
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [{"max_semantic_entries": 1}, {"max_semantic_partitions": 1}],
+    ids=["entries", "partitions"],
+)
+@pytest.mark.parametrize(
+    ("question", "response", "outcome"),
+    [
+        ("Tell me a long story", answer("Once upon", "length"), "skipped:truncated"),
+        ("Tell me a long story", answer("", "content_filter"), "skipped:refused"),
+        ("Tell me a long story", {"error": {"message": "boom"}}, "skipped:error"),
+        ("What is the latest news today?", answer("Nothing."), "skipped:guarded:time_sensitive"),
+    ],
+    ids=["truncated", "refused", "error", "guarded"],
+)
+def test_an_answer_that_will_not_be_stored_evicts_nothing(
+    cache: SemanticCache,
+    policy: dict[str, Any],
+    question: str,
+    response: dict[str, Any],
+    outcome: str,
+) -> None:
+    pipe = fill(cache, policy)
+    # Another partition (another system prompt) for the partition bound, the same for entries.
+    system = (
+        "Answer briefly."
+        if "max_semantic_partitions" in policy
+        else "Answer in one short sentence."
+    )
+    decision = lookup(pipe, ctx(**policy), body(question, system=system))
+    assert decision.query is not None
+    assert backfill(pipe, ctx(**policy), decision, response) == outcome
+    assert questions(cache) == [GOOD]
+    assert lookup(pipe, ctx(**policy), body(GOOD)).status == "hit"
+
+
+def test_a_storable_answer_still_makes_room(cache: SemanticCache) -> None:
+    pipe = fill(cache, {"max_semantic_entries": 1})
+    decision = lookup(pipe, ctx(max_semantic_entries=1), body("How do I reset my password?"))
+    assert (
+        backfill(pipe, ctx(max_semantic_entries=1), decision, answer("Use the link.")) == "stored"
+    )
+    assert questions(cache) == ["How do I reset my password?"]
 
 
 # ------------------------------------------------------------------ over a socket

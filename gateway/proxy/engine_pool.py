@@ -24,12 +24,19 @@ Failover (why each rule):
   the same fallback from every gateway and stay cacheable there.
 * A replica that fails before the pool has yielded anything (unreachable,
   connection cut, 5xx, 503 overloaded or engine dead, even as an SSE error
-  chunk) is marked down for ``cooldown_seconds`` and the next one is tried:
-  nothing has reached the client, so trying again cannot duplicate text.
+  chunk, or a 429) is left for the next one; all but a 429 are marked down for
+  ``cooldown_seconds``. Nothing has reached the client, so trying again cannot
+  duplicate text.
 * Never after the first event: the client has text, and a second replica would
   write it again. The error propagates as with a single upstream.
-* A 4xx (``BadRequestError``) is the client's fault and would fail on every
+* A 4xx other than 429 (``BadRequestError``) is the client's fault and would fail on every
   replica: it propagates at once and marks nothing down.
+* A 429 is a rate limit, not a dead replica: the next one is tried but the
+  limited one is not marked down (nor counted as failed), so it is asked again as
+  soon as the next request prefers it.
+* When every replica failed and one of them answered 429 or 503, the last such
+  answer goes back as it came (status, body, ``Retry-After``): the client can
+  back off as asked, which "all replicas failed" (502) would not let it do.
 * A timeout before the first event marks the replica down but is not retried:
   the replica may still be computing, and a second try would double the wait.
 * A replica marked down is skipped while others are up; when all are down they
@@ -51,7 +58,14 @@ from typing import Any
 from gateway.errors import BadRequestError, GatewayError, UpstreamError, UpstreamTimeoutError
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.hash_ring import HashRing
-from gateway.proxy.upstream import Done, Event, HttpUpstream, Upstream, UpstreamRequest
+from gateway.proxy.upstream import (
+    RELAYED_STATUSES,
+    Done,
+    Event,
+    HttpUpstream,
+    Upstream,
+    UpstreamRequest,
+)
 from gateway.settings import Settings
 
 CHARS_PER_TOKEN = 4  # rough, for token-id prompts: 256 characters ≈ 64 tokens
@@ -228,6 +242,7 @@ class EnginePool:
 
     async def stream(self, req: UpstreamRequest) -> AsyncIterator[Event]:
         candidates = self.order(req)
+        relayed: GatewayError | None = None  # the last 429/503, to send back as it came
         for i, replica in enumerate(candidates):
             self._count(replica, "requests")
             started = False
@@ -245,12 +260,17 @@ class EnginePool:
             except BadRequestError:
                 raise  # the client's fault: every replica would refuse it
             except GatewayError as err:
-                self._mark_down(replica)
+                if err.status != 429:
+                    self._mark_down(replica)
                 if started or isinstance(err, UpstreamTimeoutError):
                     raise
+                if err.status in RELAYED_STATUSES:
+                    relayed = err
                 if i == len(candidates) - 1:
-                    if len(candidates) == 1:
+                    if len(candidates) == 1 or relayed is err:
                         raise
+                    if relayed is not None:
+                        raise relayed from err
                     raise UpstreamError(
                         f"all {len(candidates)} engine replicas failed; last: {err.message}",
                         code=err.code,

@@ -7,10 +7,18 @@ upstream's answer is passed through: its chunks (``Delta.raw``) or its whole bod
 need to change (tool calls, logprobs, reasoning content, the upstream's id and
 ``system_fingerprint``, extra usage details) is lost; the semantic layer gets the
 same answer, reassembled (``gateway/proxy/passthrough.py``), to decide on storing it.
+
+Passed through means the upstream's bytes where the gateway changes nothing: a
+JSON body or a chunk that Python's strict encoder would refuse (``NaN``, a lone
+surrogate escape) reaches the client as it was sent, and such an answer is not
+stored, since the store could not keep it faithfully. The upstream's allowlisted
+headers (rate limits, ``Retry-After``: ``passed_headers`` in ``upstream.py``) go
+out with the gateway's own, which win on a clash.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -21,13 +29,12 @@ from fastapi.responses import JSONResponse, Response
 from gateway.errors import GatewayError
 from gateway.proxy.passthrough import StreamAssembly
 from gateway.proxy.pipeline import CacheControl, SemanticDecision
-from gateway.proxy.upstream import Delta, Done, Event
+from gateway.proxy.upstream import Delta, Done, Event, UpstreamStreamError, encodable
 from gateway.reports.recorder import RequestRecord
 from gateway.request_log import note_request
 from gateway.state import GatewayState
 from gateway.tenants import TenantContext
 from protocol.headers import safe_headers
-from protocol.http import sse
 from protocol.responses import ChunkWriter, Kind, response_body, usage
 
 
@@ -87,13 +94,19 @@ class UpstreamAnswer:
         # An HTTP upstream's body goes back unchanged; the engine's is built here.
         payload = done.body if done.body is not None else self._built(done)
         await self._finish(done, payload)
-        headers |= {
-            "x-cachegate-cache": cache_label(self.decision, done.cached_tokens),
-            "x-cachegate-cached-tokens": str(done.cached_tokens),
-            "x-cachegate-backfill": self.backfill,
-        }
+        headers = (
+            dict(done.headers)
+            | headers
+            | {
+                "x-cachegate-cache": cache_label(self.decision, done.cached_tokens),
+                "x-cachegate-cached-tokens": str(done.cached_tokens),
+                "x-cachegate-backfill": self.backfill,
+            }
+        )
         if "replica_index" in done.extra:  # which engine replica answered (engine_pool.py)
             headers["x-cachegate-replica"] = str(done.extra["replica_index"])
+        if done.raw is not None:  # the upstream's bytes: nothing to re-encode, nothing to fail
+            return Response(done.raw, media_type="application/json", headers=safe_headers(headers))
         return JSONResponse(payload, headers=safe_headers(headers))
 
     async def stream(
@@ -111,7 +124,7 @@ class UpstreamAnswer:
                     self._saw(event)
                     if event.raw is not None:
                         assembly.add(event.raw)
-                        yield sse(event.raw)
+                        yield _passed_chunk(event)
                     else:
                         yield writer.delta(event.text)
                 elif passthrough:
@@ -127,6 +140,12 @@ class UpstreamAnswer:
                 event = await anext(events, None)
         except GatewayError as err:
             self.gw.metrics.upstream_errors.labels(type(err).__name__).inc()
+            if isinstance(err, UpstreamStreamError):
+                # The upstream's own error event, unchanged: the client already has bytes,
+                # so the status cannot change; the event says what went wrong.
+                yield f"data: {err.event}\n\n"
+                yield "data: [DONE]\n\n"
+                return
             for chunk in writer.error(err.body()):
                 yield chunk
         finally:
@@ -150,7 +169,13 @@ class UpstreamAnswer:
     async def _finish(self, done: Done, payload: dict[str, Any]) -> None:
         """Backfill the semantic layer when the answer may be stored; count the request."""
         gw, tenant = self.gw, self.ctx.tenant_id
-        self.backfill = await gw.pipeline.backfill(self.ctx, self.decision, self.cc, payload)
+        if encodable(payload):
+            self.backfill = await gw.pipeline.backfill(self.ctx, self.decision, self.cc, payload)
+        else:
+            # NaN/Infinity or a lone surrogate: the client got it as sent, but the store
+            # would refuse it or keep something else, and a replay must be faithful.
+            self.backfill = "skipped:not_storable"
+            gw.metrics.backfills.labels(tenant, "skipped").inc()
         label = cache_label(self.decision, done.cached_tokens)
         gw.metrics.requests.labels(tenant, label).inc()
         gw.metrics.prefix_query_tokens.labels(tenant).inc(done.prompt_tokens)
@@ -169,6 +194,14 @@ class UpstreamAnswer:
             row = row.timed(ttft_ms, (now - self.started) * 1000, self.body.get("stream") is True)
             gw.stats.record(row, self.body)
             note_request(row, self.body, payload)  # the access line (gateway/request_log.py)
+
+
+def _passed_chunk(delta: Delta) -> str:
+    """An upstream chunk as an SSE event: its own text when the gateway did not change
+    it; else re-encoded as ASCII JSON (``\\u`` escapes), which cannot fail to send."""
+    if delta.line is not None:
+        return f"data: {delta.line}\n\n"
+    return f"data: {json.dumps(delta.raw, separators=(',', ':'))}\n\n"
 
 
 def _usage(done: Done) -> dict[str, Any]:

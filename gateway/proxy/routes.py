@@ -10,7 +10,10 @@ misses) ``x-cachegate-backfill``: stored, or skipped with the reason.
 ``x-request-id`` (the client's, when well formed) and ``traceparent``/``tracestate``
 are echoed and forwarded upstream (``gateway/proxy/controls.py``). A miss is
 answered by ``gateway/proxy/miss.py``; over HTTP the upstream's answer is passed
-through unchanged.
+through unchanged, with its allowlisted headers (``x-ratelimit-*``,
+``retry-after``, ``openai-processing-ms``, ``openai-version``, its own request id
+as ``x-upstream-request-id``; ``passed_headers`` in ``upstream.py``), streamed or
+not; a 429 or 503 from the upstream keeps its status, body and headers.
 """
 
 from __future__ import annotations
@@ -143,7 +146,8 @@ async def _handle(request: Request, kind: Kind) -> Response:
         return await flow.collect(first, events, headers)
     writer = ChunkWriter(kind, response_id, body["model"], parsed.include_usage)
     cached = first.cached_tokens if isinstance(first, Delta | Done) else None
-    headers |= {"x-cachegate-cache": cache_label(decision, cached)}
+    # The upstream's allowlisted headers arrive with its first event; ours win a clash.
+    headers = dict(first.headers) | headers | {"x-cachegate-cache": cache_label(decision, cached)}
     if cached is not None:
         headers["x-cachegate-cached-tokens"] = str(cached)
     return _event_stream(flow.stream(first, events, writer), tracing.request_id, headers)

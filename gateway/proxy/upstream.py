@@ -13,6 +13,14 @@ that is not streamed is not streamed upstream either, and ``Done.body`` is the
 upstream's response body, returned unchanged. What the gateway adds for itself
 (``cache_salt``, a usage chunk) depends on the upstream's dialect
 (``gateway/proxy/dialects.py``) and is removed again before the client sees it.
+
+The upstream's own signals reach the client too: a 429 or 503 keeps its status,
+its error body and its ``Retry-After`` (a client's back-off depends on them); an
+allowlist of response headers (:func:`passed_headers`) travels with every answer;
+an error event in a stream keeps the upstream's error object. Bytes the gateway
+does not need to change are forwarded as bytes (``Done.raw``, ``Delta.line``), so
+a body that Python's strict JSON encoder would refuse (``NaN``, a lone surrogate
+escape) still reaches the client exactly as it was sent.
 """
 
 from __future__ import annotations
@@ -45,6 +53,97 @@ if TYPE_CHECKING:  # the engine (and torch) is imported only when it runs in thi
 log = logging.getLogger("cachegate.gateway.upstream")
 LIST_RETRY_SECONDS = 5.0  # a model list that failed is asked for again after this
 
+# Upstream response headers the client gets: what an OpenAI client reads to pace
+# itself (rate limits, back-off) or to report a problem (timing, version, the
+# upstream's request id). Everything else the upstream says about itself (server,
+# cookies, its addresses) stays behind the gateway.
+PASSED_HEADERS = frozenset({"retry-after", "openai-processing-ms", "openai-version"})
+PASSED_PREFIXES = ("x-ratelimit-",)
+# The gateway's own X-Request-Id is the one the client sees; an upstream id that is
+# not just ours echoed back travels under this name instead (for support tickets).
+UPSTREAM_REQUEST_ID = "x-upstream-request-id"
+MAX_PASSED_HEADERS = 16
+MAX_PASSED_VALUE = 256
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+RELAYED_STATUSES = (429, 503)  # go back to the client as the upstream sent them
+
+
+def passed_headers(response: httpx.Response, request_id: str) -> dict[str, str]:
+    """The allowlisted headers of an upstream response, safe to put on the client's.
+
+    Values must be short printable ASCII: anything else (a value that would not
+    encode as Latin-1, or text long enough to be content) is dropped, not mended.
+    """
+    out: dict[str, str] = {}
+    for raw_name, raw_value in response.headers.raw:
+        name = raw_name.decode("latin-1").lower()
+        if not set(name) <= _NAME_CHARS:
+            continue
+        if name == "x-request-id":
+            name = UPSTREAM_REQUEST_ID
+        elif name not in PASSED_HEADERS and not name.startswith(PASSED_PREFIXES):
+            continue
+        try:
+            value = raw_value.decode("ascii").strip()
+        except UnicodeDecodeError:
+            continue
+        if not value or len(value) > MAX_PASSED_VALUE or not value.isprintable():
+            continue
+        if name == UPSTREAM_REQUEST_ID and value == request_id:
+            continue  # our own id echoed back: the client has it already
+        if name not in out and len(out) < MAX_PASSED_HEADERS:
+            out[name] = value
+    return out
+
+
+def encodable(payload: Any) -> bool:
+    """Whether ``payload`` survives strict JSON (no NaN/Infinity) as UTF-8 (no lone
+    surrogates): what an error body and a stored answer must be."""
+    try:
+        json.dumps(payload, allow_nan=False, ensure_ascii=False).encode()
+    except (ValueError, UnicodeEncodeError):
+        return False
+    return True
+
+
+class UpstreamRefusal(BadRequestError):
+    """A 4xx of the client's making (too long, bad parameter), with the upstream's body."""
+
+    def __init__(
+        self, status: int, message: str, payload: dict[str, Any] | None, **kw: Any
+    ) -> None:
+        super().__init__(message, **kw)
+        self.status = status
+        self.payload = payload
+
+    def body(self) -> dict[str, Any]:
+        return self.payload if self.payload is not None else super().body()
+
+
+class UpstreamStatusError(UpstreamError):
+    """An upstream failure relayed as it came: a 429 or 503 with its status, body and
+    Retry-After, or a stream's error event before the first byte (502 unless its
+    ``code`` is a 4xx) with the upstream's error object."""
+
+    def __init__(
+        self, status: int, message: str, payload: dict[str, Any] | None, **kw: Any
+    ) -> None:
+        super().__init__(message, **kw)
+        self.status = status
+        self.payload = payload
+
+    def body(self) -> dict[str, Any]:
+        return self.payload if self.payload is not None else super().body()
+
+
+class UpstreamStreamError(UpstreamError):
+    """An error event after the client already had bytes: ``event`` is its ``data:``
+    payload as the upstream wrote it, forwarded unchanged to end the stream."""
+
+    def __init__(self, message: str, event: str) -> None:
+        super().__init__(message)
+        self.event = event
+
 
 @dataclass(frozen=True)
 class UpstreamRequest:
@@ -68,6 +167,11 @@ class Delta:
     # Over HTTP: the upstream's chunk, forwarded to the client as it came (its text may
     # be empty: a role, tool-call or logprobs delta). None in-process.
     raw: dict[str, Any] | None = None
+    # The chunk's ``data:`` payload as the upstream wrote it, when the gateway did not
+    # change the chunk: forwarded as is (a re-encoding could fail or alter it).
+    line: str | None = None
+    # The upstream's allowlisted response headers (passed_headers), on the first event.
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -77,8 +181,11 @@ class Done:
     completion_tokens: int = 0
     cached_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
-    # A request that was not streamed, over HTTP: the upstream's whole response body.
+    # A request that was not streamed, over HTTP: the upstream's whole response body,
+    # parsed (for the backfill) and as the bytes it sent (for the client).
     body: dict[str, Any] | None = None
+    raw: bytes | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)  # as on Delta
 
 
 Event = Delta | Done
@@ -185,13 +292,16 @@ class HttpUpstream:
         if not fresh and now >= self._retry_at:
             # A failed listing is retried after a pause, not on every request.
             self._retry_at = now + min(LIST_RETRY_SECONDS, self.models_refresh_seconds)
-            try:
-                r = await self.client.get("/v1/models", timeout=min(self._timeout.read or 5, 5))
-            except httpx.HTTPError as exc:
-                log.warning("could not list the upstream's models: %r", exc)
-            else:
-                self._learn(r.status_code, r.content)
+            await self._read_models()
         return self._cards or [{"id": self.models()[0], "object": "model", "owned_by": "upstream"}]
+
+    async def _read_models(self) -> None:
+        try:
+            r = await self.client.get("/v1/models", timeout=min(self._timeout.read or 5, 5))
+        except httpx.HTTPError as exc:
+            log.warning("could not list the upstream's models: %r", exc)
+        else:
+            self._learn(r.status_code, r.content)
 
     def prime(self) -> None:
         """Read the model list once, synchronously (at startup, so the first request and
@@ -245,12 +355,13 @@ class HttpUpstream:
         if self.engine_key and d.trusted_namespace:
             headers |= {NAMESPACE_HEADER: req.namespace, KEY_HEADER: self.engine_key}
         response = await self._open(path, body, headers)
+        passed = passed_headers(response, req.request_id)
         try:
             if body.get("stream") is True:
-                async for event in self._events(response, req.kind, added_usage):
+                async for event in self._events(response, req.kind, added_usage, passed):
                     yield event
             else:
-                yield await self._whole(response, req.kind)
+                yield await self._whole(response, req.kind, passed)
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("the upstream stopped answering mid-stream") from exc
         except httpx.HTTPError as exc:
@@ -284,32 +395,46 @@ class HttpUpstream:
                 await asyncio.sleep(0.05 * 2**attempt)
                 continue
             if response.status_code >= 400:
-                raise await self._error(response)
+                raise await self._error(response, headers.get("x-request-id", ""))
             return response
         raise AssertionError("unreachable")
 
     @staticmethod
-    async def _error(response: httpx.Response) -> GatewayError:
+    async def _error(response: httpx.Response, request_id: str) -> GatewayError:
+        status = response.status_code
+        passed = passed_headers(response, request_id)
         try:
             raw = await response.aread()
         except httpx.HTTPError:
             raw = b""  # the status line is enough; a body that never comes is not
         finally:
             await response.aclose()
+        payload: dict[str, Any] | None = None
         try:
-            err = json.loads(raw)["error"]
+            parsed = json.loads(raw)
+            err = parsed["error"]
             message = str(err.get("message", raw[:200]))
+            # The upstream's own OpenAI-shaped body goes back as it came, when the
+            # strict encoder of the error response can write it.
+            payload = parsed if encodable(parsed) else None
         except (ValueError, KeyError, TypeError, AttributeError):
             err, message = {}, raw[:200].decode("utf-8", "replace")
-        if 400 <= response.status_code < 500 and response.status_code != 429:
+        param = err.get("param") if isinstance(err.get("param"), str) else None
+        code = err.get("code") if isinstance(err.get("code"), str) else None
+        if status in RELAYED_STATUSES:
+            # A rate limit or an overloaded server is not a broken upstream: the client
+            # must see it as such, with the back-off the upstream asked for.
+            return UpstreamStatusError(
+                status, f"the upstream answered {status}: {message}", payload,
+                param=param, code=code, headers=passed,
+            )  # fmt: skip
+        if 400 <= status < 500:
             # The client's request is at fault (too long, bad parameter): say so as a 4xx.
-            error = BadRequestError(message, param=err.get("param"), code=err.get("code"))
-            error.status = response.status_code
-            return error
-        return UpstreamError(f"the upstream answered {response.status_code}: {message}")
+            return UpstreamRefusal(status, message, payload, param=param, code=code, headers=passed)
+        return UpstreamError(f"the upstream answered {status}: {message}")
 
     @staticmethod
-    async def _whole(response: httpx.Response, kind: str) -> Done:
+    async def _whole(response: httpx.Response, kind: str, passed: Mapping[str, str]) -> Done:
         """A response that was not streamed: its body, kept whole for the client."""
         raw = await response.aread()
         try:
@@ -324,14 +449,17 @@ class HttpUpstream:
             finish_reason=str(first.get("finish_reason") or "unknown"),
             **_usage_counts(payload.get("usage")),
             body=payload,
+            raw=raw,
+            headers=passed,
         )
 
     @staticmethod
     async def _events(
-        response: httpx.Response, kind: str, added_usage: bool
+        response: httpx.Response, kind: str, added_usage: bool, passed: Mapping[str, str]
     ) -> AsyncIterator[Event]:
         finish_reason: str | None = None
         usage: dict[str, Any] = {}
+        sent = False  # whether a chunk went out: after that, errors cannot change the status
         async for line in response.aiter_lines():
             if not line.startswith("data:"):
                 continue
@@ -341,16 +469,21 @@ class HttpUpstream:
             try:
                 chunk = json.loads(data)
             except ValueError as exc:
-                raise UpstreamError(f"the upstream sent invalid JSON: {data[:100]!r}") from exc
+                # Not quoted: a chunk may carry the answer's (or the prompt's) text.
+                raise UpstreamError("the upstream sent a chunk that is not JSON") from exc
             if not isinstance(chunk, dict):
                 raise UpstreamError("the upstream sent a chunk that is not an object")
             if "error" in chunk:
-                raise UpstreamError(f"the upstream failed mid-stream: {chunk['error']}")
+                if sent:
+                    raise UpstreamStreamError("the upstream failed mid-stream", data)
+                raise _stream_error(chunk["error"], passed)
             usage = chunk.get("usage") or usage
             choices = chunk.get("choices") or []
-            if added_usage:
+            verbatim: str | None = data
+            if added_usage and "usage" in chunk:
                 # The client did not ask for usage: what the gateway asked for goes away.
-                chunk.pop("usage", None)
+                chunk.pop("usage")
+                verbatim = None
                 if not choices:
                     continue
             text = ""
@@ -365,11 +498,32 @@ class HttpUpstream:
                     )
                     text = piece if isinstance(piece, str) else ""
                 finish_reason = choice.get("finish_reason") or finish_reason
-            yield Delta(text, raw=chunk)
+            yield Delta(text, raw=chunk, line=verbatim, headers={} if sent else passed)
+            sent = True
         if finish_reason is None:
             # A stream cut short is not an answer: it must never be backfilled.
             raise UpstreamError("the upstream stream ended without a finish reason")
         yield Done(finish_reason=finish_reason, **_usage_counts(usage))
+
+
+def _stream_error(err: Any, passed: Mapping[str, str]) -> GatewayError:
+    """An error event before any chunk went out: its own status (its ``code`` when that
+    is a 4xx number, else 502), the upstream's error object unchanged as the body."""
+    err = err if isinstance(err, dict) else {"message": str(err)[:200]}
+    code = err.get("code")
+    status = code if isinstance(code, int) and 400 <= code < 500 else 502
+    payload = {"error": err} if encodable({"error": err}) else None
+    message = str(err.get("message") or "the upstream failed")[:200]
+    param = err.get("param") if isinstance(err.get("param"), str) else None
+    code_name = code if isinstance(code, str) else None
+    if 400 <= status < 500 and status != 429:
+        return UpstreamRefusal(
+            status, message, payload, param=param, code=code_name, headers=dict(passed)
+        )
+    return UpstreamStatusError(
+        status, f"the upstream failed: {message}", payload, param=param, code=code_name,
+        headers=dict(passed),
+    )  # fmt: skip
 
 
 def _usage_counts(usage: Any) -> dict[str, Any]:

@@ -1,0 +1,375 @@
+"""What the upstream says besides its answer reaches the client as it said it.
+
+A scripted upstream (its handler swapped per test) answers 429 and 503 with
+``Retry-After``, sends rate-limit headers, bodies that Python's strict JSON
+encoder refuses (``-Infinity``, a lone surrogate escape), and SSE error events
+before and after the first chunk. The gateway must relay each faithfully: the
+status, the upstream's error object, its allowlisted headers and its bytes, and
+never store an answer it could not keep as it came.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from gateway.app import Components
+from gateway.proxy.engine_pool import EnginePool
+from gateway.proxy.upstream import UpstreamRequest, UpstreamStatusError
+from semantic import Embedder
+from tests.gateway.conftest import Gateway, gateway_settings, running_gateway, sse_payloads
+from tests.live_server import serving
+
+CHAT = "/v1/chat/completions"
+MODEL = "relay-model"
+Handler = Callable[[dict[str, Any], Request], Awaitable[Response]]
+
+RATE_LIMITED = {
+    "error": {
+        "message": "Rate limit reached for requests",
+        "type": "requests",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+}
+OVERLOADED = {
+    "error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}
+}
+
+
+class Scripted:
+    """An OpenAI-compatible upstream whose chat answers come from ``handler``."""
+
+    def __init__(self) -> None:
+        self.handler: Handler | None = None
+        self.url = ""
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.get("/v1/models")
+        async def models() -> Response:
+            card = {"id": MODEL, "object": "model", "owned_by": "vllm"}
+            return JSONResponse({"object": "list", "data": [card]})
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request) -> Response:
+            assert self.handler is not None
+            return await self.handler(await request.json(), request)
+
+        return app
+
+
+def answer(text: str, **choice: Any) -> dict[str, Any]:
+    first = {"index": 0, "message": {"role": "assistant", "content": text}}
+    return {
+        "id": "chatcmpl-up",
+        "object": "chat.completion",
+        "created": 1,
+        "model": MODEL,
+        "choices": [first | {"finish_reason": "stop", "logprobs": None} | choice],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+    }
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+    body = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": MODEL}
+    return "data: " + json.dumps(body | {"choices": [choice]}) + "\n\n"
+
+
+def sse(*events: str) -> Response:
+    return Response("".join(events), media_type="text/event-stream")
+
+
+def ask(question: str, **extra: Any) -> dict[str, Any]:
+    return {"model": MODEL, "messages": [{"role": "user", "content": question}]} | extra
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[Scripted]:
+    scripted = Scripted()
+    with serving(scripted.app()) as url:
+        scripted.url = url
+        yield scripted
+
+
+@pytest.fixture(scope="module")
+def gw(
+    up: Scripted, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateway]:
+    data_dir: Path = tmp_path_factory.mktemp("relay")
+    settings = gateway_settings(data_dir, upstream_url=up.url)
+    with running_gateway(settings, Components(embedder=embedder)) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+def tenant(gw: Gateway) -> tuple[str, str]:
+    return gw.tenant("relay")
+
+
+def entries(gw: Gateway, tenant_id: str) -> int:
+    return gw.cache.entries.count(tenant=tenant_id)
+
+
+# ----------------------------------------------------------------- 1. 429 and 503
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize(
+    ("status", "payload", "extra"),
+    [
+        (429, RATE_LIMITED, {"x-ratelimit-remaining-requests": "0"}),
+        (503, OVERLOADED, {}),
+    ],
+    ids=["429", "503"],
+)
+def test_rate_limit_and_overload_keep_status_body_and_retry_after(
+    gw: Gateway,
+    up: Scripted,
+    tenant: tuple[str, str],
+    status: int,
+    payload: dict[str, Any],
+    extra: dict[str, str],
+    stream: bool,
+) -> None:
+    async def refuse(body: dict[str, Any], request: Request) -> Response:
+        return JSONResponse(payload, status_code=status, headers={"retry-after": "7"} | extra)
+
+    up.handler = refuse
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask(f"refused {status} {stream}", stream=stream))
+    assert r.status_code == status, r.text
+    assert r.json() == payload  # the upstream's error object, not a gateway 502
+    assert r.headers["retry-after"] == "7"
+    for name, value in extra.items():
+        assert r.headers[name] == value
+
+
+def _pool_request(question: str) -> UpstreamRequest:
+    return UpstreamRequest("chat", ask(question), "ns-relay", "req-relay")
+
+
+def test_pool_fails_over_a_429_without_marking_it_down_and_relays_the_last() -> None:
+    calls = {"limited": 0, "ok": 0}
+
+    def app(limited: bool) -> FastAPI:
+        scripted = Scripted()
+
+        async def handle(body: dict[str, Any], request: Request) -> Response:
+            if limited:
+                calls["limited"] += 1
+                return JSONResponse(RATE_LIMITED, status_code=429, headers={"retry-after": "3"})
+            calls["ok"] += 1
+            return JSONResponse(answer("fine"))
+
+        scripted.handler = handle
+        return scripted.app()
+
+    with serving(app(True)) as limited, serving(app(True)) as limited2, serving(app(False)) as ok:
+
+        async def main() -> None:
+            pool = EnginePool.from_urls([limited, ok], model=MODEL, dialect_name="vllm")
+            both = EnginePool.from_urls([limited, limited2], model=MODEL, dialect_name="vllm")
+            try:
+                # A question the ring sends to the limited replica first.
+                req = next(
+                    r
+                    for r in map(_pool_request, (f"q{i}" for i in range(100)))
+                    if pool.ring.preference(pool.key(r))[0] == limited
+                )
+                for _ in range(3):
+                    events = [e async for e in pool.stream(req)]
+                    assert events[-1].body == answer("fine")  # type: ignore[union-attr]
+                # Asked every time (not marked down), never counted as failed.
+                assert calls == {"limited": 3, "ok": 3}
+                assert all(s["is_up"] and s["failures"] == 0 for s in pool.replica_states())
+                with pytest.raises(UpstreamStatusError) as caught:
+                    async for _ in both.stream(_pool_request("q")):
+                        pass
+                assert caught.value.status == 429
+                assert caught.value.body() == RATE_LIMITED
+                assert caught.value.headers["retry-after"] == "3"
+                assert all(s["is_up"] for s in both.replica_states())
+            finally:
+                await pool.aclose()
+                await both.aclose()
+
+        asyncio.run(main())
+
+
+# ----------------------------------------------------------------- 2. upstream headers
+
+PASSED = {
+    "x-ratelimit-remaining-requests": "41",
+    "x-ratelimit-reset-tokens": "1.5s",
+    "openai-processing-ms": "12",
+    "openai-version": "2020-10-01",
+}
+KEPT_BACK = {"set-cookie": "session=1", "x-internal-host": "10.0.0.7", "via": "edge-3"}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_allowlisted_upstream_headers_reach_the_client(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str], stream: bool
+) -> None:
+    async def with_headers(body: dict[str, Any], request: Request) -> Response:
+        headers = PASSED | KEPT_BACK | {"x-request-id": "req_upstream_own_1"}
+        # A value that is not ASCII is dropped, not mended (Latin-1 é on the wire).
+        headers["x-ratelimit-limit-tokens"] = "10\u00e9"
+        if body.get("stream"):
+            events = chunk({"role": "assistant", "content": "Hi."}) + chunk({}, "stop")
+            response = sse(events, "data: [DONE]\n\n")
+            response.headers.update(headers)
+            return response
+        return JSONResponse(answer("Hi."), headers=headers)
+
+    up.handler = with_headers
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask(f"headers please {stream}", stream=stream))
+    assert r.status_code == 200, r.text
+    for name, value in PASSED.items():
+        assert r.headers[name] == value
+    for name in [*KEPT_BACK, "x-ratelimit-limit-tokens"]:
+        assert name not in r.headers
+    # The upstream's own request id, under its own name; ours stays the client's.
+    assert r.headers["x-upstream-request-id"] == "req_upstream_own_1"
+    assert r.headers["x-request-id"] != "req_upstream_own_1"
+    assert r.headers["x-cachegate-cache"] == "miss"
+
+
+def test_an_upstream_echoing_our_request_id_adds_no_header(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    async def echo(body: dict[str, Any], request: Request) -> Response:
+        return JSONResponse(
+            answer("Echo."), headers={"x-request-id": request.headers["x-request-id"]}
+        )
+
+    up.handler = echo
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("echo my id"), headers={"x-request-id": "client-id-42"})
+    assert r.status_code == 200, r.text
+    assert r.headers.get_list("x-request-id") == ["client-id-42"]
+    assert "x-upstream-request-id" not in r.headers
+
+
+# ----------------------------------------------------------------- 3. bodies strict JSON refuses
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        json.dumps(
+            answer("Yes.", logprobs={"content": [{"token": "Yes", "logprob": float("-inf")}]})
+        ),
+        json.dumps(answer("broken \ud83d emoji")),
+        json.dumps(answer("not a number", extra=float("nan"))),
+    ],
+    ids=["-Infinity", "lone-surrogate", "NaN"],
+)
+def test_unencodable_bodies_pass_through_as_bytes_and_are_not_stored(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str], raw: str
+) -> None:
+    async def odd(body: dict[str, Any], request: Request) -> Response:
+        return Response(raw, media_type="application/json")
+
+    up.handler = odd
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask(f"odd body {raw[-40:]}"))
+    assert r.status_code == 200, r.text
+    assert r.content == raw.encode()  # the upstream's bytes, not a re-encoding
+    assert r.headers["x-cachegate-backfill"] in {"skipped:not_storable", "skipped:not_cacheable"}
+    assert entries(gw, tenant[0]) == 0
+
+
+def test_streamed_lone_surrogate_is_forwarded_not_a_reset(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    async def odd(body: dict[str, Any], request: Request) -> Response:
+        role = chunk({"role": "assistant", "content": ""})
+        return sse(role, chunk({"content": "a \ud83d b"}), chunk({}, "stop"), "data: [DONE]\n\n")
+
+    up.handler = odd
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("a streamed odd one", stream=True))
+    assert r.status_code == 200
+    assert "\\ud83d" in r.text  # the escape, as the upstream wrote it
+    chunks = sse_payloads(r.text)
+    assert chunks[1]["choices"][0]["delta"]["content"] == "a \ud83d b"
+    assert entries(gw, tenant[0]) == 0
+
+
+# ----------------------------------------------------------------- 4. SSE error events
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (
+            {
+                "message": "prompt too long",
+                "type": "BadRequestError",
+                "param": "messages",
+                "code": 400,
+            },
+            400,
+        ),
+        ({"message": "engine died", "type": "server_error", "param": None, "code": 500}, 502),
+        ({"message": "no free blocks", "type": "server_error", "code": "overloaded"}, 502),
+    ],
+    ids=["code-400", "code-500", "code-string"],
+)
+def test_error_event_before_the_first_byte_keeps_its_status_and_object(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str], error: dict[str, Any], status: int
+) -> None:
+    async def fail(body: dict[str, Any], request: Request) -> Response:
+        return sse("data: " + json.dumps({"error": error}) + "\n\n", "data: [DONE]\n\n")
+
+    up.handler = fail
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask(f"fails first {status} {error['code']}", stream=True))
+    assert r.status_code == status, r.text
+    assert r.json() == {"error": error}  # the upstream's object, not its Python repr
+    assert entries(gw, tenant[0]) == 0
+
+
+def test_error_event_after_bytes_is_forwarded_unchanged_and_ends_the_stream(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    event = json.dumps({"error": {"message": "engine died", "type": "server_error", "code": 500}})
+
+    async def fail(body: dict[str, Any], request: Request) -> Response:
+        role = chunk({"role": "assistant", "content": ""})
+        return sse(role, chunk({"content": "Partial answer"}), f"data: {event}\n\n")
+
+    up.handler = fail
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("fails midway", stream=True))
+    assert r.status_code == 200
+    events = [e for e in r.text.split("\n\n") if e.strip()]
+    assert events[-2:] == [f"data: {event}", "data: [DONE]"]
+    assert "Partial answer" in events[1]
+    assert entries(gw, tenant[0]) == 0
+
+
+def test_relayed_errors_are_still_openai_shaped_when_the_upstream_body_is_not(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    async def bare(body: dict[str, Any], request: Request) -> Response:
+        return Response("slow down", status_code=429, headers={"retry-after": "2"})
+
+    up.handler = bare
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("bare 429"))
+    assert r.status_code == 429
+    assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+    assert r.headers["retry-after"] == "2"

@@ -18,6 +18,15 @@ where it is honoured (our engine, vLLM ≥ 0.9 with prefix caching); elsewhere a
 tenant's prefix isolation is the upstream's business (a cloud API keys its cache
 by account). ``auto`` reads the dialect from the upstream's ``/v1/models``: every
 one of these servers names itself in the cards' ``owned_by``.
+
+Not known is not generic: until ``auto`` has read a listing, a cachegate engine
+sent the generic dialect would put every tenant in its shared namespace. So a
+request that finds the dialect unknown reads the listing once itself; if it is
+still unknown, the gateway sends the trusted-namespace headers anyway when it has
+an engine key (headers a server does not know are ignored; the body stays
+generic), and answers 503 with ``Retry-After`` when it has none
+(``HttpUpstream.stream``). A listing refused with a 4xx is decisive: our engine
+always lists its models, so that server is generic.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ import httpx
 from gateway.errors import (
     BadRequestError,
     GatewayError,
+    ServiceUnavailableError,
     UpstreamError,
     UpstreamTimeoutError,
 )
@@ -264,6 +265,7 @@ class HttpUpstream:
         self._cards: list[dict[str, Any]] = []
         self._fetched_at: float | None = None
         self._retry_at = 0.0
+        self._probe: asyncio.Future[None] | None = None  # the model-list read in flight
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         self.client = httpx.AsyncClient(
@@ -303,6 +305,21 @@ class HttpUpstream:
         else:
             self._learn(r.status_code, r.content)
 
+    async def _request_dialect(self) -> Dialect | None:
+        """The dialect for one request; None while ``auto`` still does not know it.
+
+        Unknown is not generic: a cachegate engine sent the generic dialect would run
+        every tenant in its shared namespace. So each request that finds the dialect
+        unknown reads the model list once more itself, past the listing's retry
+        pause; concurrent requests share one read in flight.
+        """
+        if self.configured is not None or self.detected is not None:
+            return self.dialect
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._read_models())
+        await asyncio.shield(self._probe)
+        return self.detected
+
     def prime(self) -> None:
         """Read the model list once, synchronously (at startup, so the first request and
         the judge already know the models and the dialect). Failing is not fatal."""
@@ -318,6 +335,10 @@ class HttpUpstream:
     def _learn(self, status: int, raw: bytes) -> None:
         if status != 200:
             log.warning("the upstream's /v1/models answered %s", status)
+            if 400 <= status < 500 and status not in (408, 429) and self.detected is None:
+                # Our engine always lists its models without auth: a server that
+                # refuses the listing outright is some other (generic) server.
+                self.detected = GENERIC
             return
         try:
             data = json.loads(raw).get("data")
@@ -343,16 +364,27 @@ class HttpUpstream:
 
     async def stream(self, req: UpstreamRequest) -> AsyncIterator[Event]:
         path = "/v1/chat/completions" if req.kind == "chat" else "/v1/completions"
-        if self.configured is None and self._fetched_at is None:
-            await self.list_models()  # auto: learn the dialect before the first request
-        d = self.dialect
+        known = await self._request_dialect()
+        if known is None and not self.engine_key:
+            # Fail closed: nothing the gateway could send would both keep tenants apart
+            # on a cachegate engine (only `cache_salt` does without the key) and be
+            # accepted by a strict generic server (which rejects that field).
+            raise ServiceUnavailableError(
+                "the upstream's kind is not known yet (its model list did not answer)",
+                code="upstream_dialect_unknown",
+                headers={"Retry-After": str(int(LIST_RETRY_SECONDS))},
+            )
+        d = known or GENERIC
         # Every tenant's prefix reuse is narrowed by a salt only the gateway can compute,
         # so isolation holds on any upstream that honours `cache_salt` (ours, vLLM) even
         # without the engine key; a client's own salt is folded in and can only narrow.
         salt = tenant_cache_salt(self.salt, req.namespace, req.body.get("cache_salt"))
         body, added_usage = forward_body(req.body, d, salt)
         headers = {"x-request-id": req.request_id} | dict(req.forward_headers)
-        if self.engine_key and d.trusted_namespace:
+        # Unknown with an engine key: the namespace headers go anyway (a generic server
+        # ignores headers it does not know; the key goes only to the URL it was
+        # configured for), so a cachegate engine still isolates every tenant.
+        if self.engine_key and (known is None or d.trusted_namespace):
             headers |= {NAMESPACE_HEADER: req.namespace, KEY_HEADER: self.engine_key}
         response = await self._open(path, body, headers)
         passed = passed_headers(response, req.request_id)

@@ -12,8 +12,13 @@ Prompt = str | Sequence[int] | Sequence[Mapping[str, Any]]
 
 
 class PromptEncoder:
-    def __init__(self, tokenizer: Any) -> None:
+    """``vocab_size``: the model's embedding rows, when it has fewer than the tokenizer
+    has tokens (an id past them would fail inside the engine's step, for every request
+    in it, not as this request's error)."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int | None = None) -> None:
         self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
 
     def encode(self, prompt: Prompt) -> list[int]:
         if isinstance(prompt, str):
@@ -21,6 +26,8 @@ class PromptEncoder:
         items: list[Any] = list(prompt)
         if all(isinstance(t, int) and not isinstance(t, bool) for t in items):
             vocab = len(self.tokenizer)
+            if self.vocab_size is not None:
+                vocab = min(vocab, self.vocab_size)
             bad = [t for t in items if not 0 <= t < vocab]
             if bad:
                 raise RequestError(f"token ids out of range [0, {vocab}): {bad[:5]}")

@@ -113,7 +113,7 @@ class PrefixEngine:
             max_num_seqs_per_tenant=config.max_num_seqs_per_tenant,
         )
         self.runner = ModelRunner(loaded.model, self.kv_cache, self.device)
-        self.encoder = PromptEncoder(loaded.tokenizer)
+        self.encoder = PromptEncoder(loaded.tokenizer, loaded.config.vocab_size)
         self._requests: dict[str, _Request] = {}
         self._lock = threading.RLock()
 

@@ -15,6 +15,7 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from protocol.errors import ApiError
+from protocol.openai import ChatCompletionRequest, CompletionRequest
 
 __all__ = ["ApiError", "EventStream", "header_int", "read_json", "sse"]
 
@@ -88,36 +89,58 @@ def check_json_value(body: Any, max_depth: int = MAX_JSON_DEPTH) -> None:
     too large for a float (``1e400`` becomes ``inf``) and a lone surrogate (``"\\ud800"``,
     or its bytes in the body), which only failed later, as a 500, when the body was
     forwarded or hashed. Iterative, so the depth check itself cannot overflow the stack.
-    The messages name what is wrong, never where: a key can be user text too.
+    The messages name what is wrong, never the text; ``param`` names the top-level field
+    it is in only when that is a field of the API (any other key is client text too).
     """
-    stack: list[tuple[Any, int]] = [(body, 1)]
+    if not isinstance(body, dict):
+        _check_value(body, 1, max_depth, None)
+        return
+    for key, value in body.items():
+        _check_text(key, None)
+        _check_value(value, 2, max_depth, key if key in _API_FIELDS else None)
+
+
+#: Top-level fields a refusal may name in ``param``.
+_API_FIELDS = frozenset(ChatCompletionRequest.model_fields) | frozenset(
+    CompletionRequest.model_fields
+)
+
+
+def _check_value(value: Any, depth: int, max_depth: int, param: str | None) -> None:
+    stack: list[tuple[Any, int]] = [(value, depth)]
     while stack:
         value, depth = stack.pop()
         if isinstance(value, dict | list):
             if depth > max_depth:
-                raise _too_deep(max_depth)
+                raise _too_deep(max_depth, param)
             if isinstance(value, dict):
                 for key, item in value.items():
-                    _check_text(key)
+                    _check_text(key, param)
                     stack.append((item, depth + 1))
             else:
                 stack.extend((item, depth + 1) for item in value)
         elif isinstance(value, str):
-            _check_text(value)
+            _check_text(value, param)
         elif isinstance(value, float) and not math.isfinite(value):
-            raise ApiError(400, "the request body has a number too large for a JSON number")
+            raise ApiError(
+                400, "the request body has a number too large for a JSON number", param=param
+            )
 
 
-def _too_deep(max_depth: int) -> ApiError:
-    return ApiError(400, f"the request body nests arrays and objects more than {max_depth} deep")
+def _too_deep(max_depth: int, param: str | None = None) -> ApiError:
+    return ApiError(
+        400, f"the request body nests arrays and objects more than {max_depth} deep", param=param
+    )
 
 
-def _check_text(text: str) -> None:
+def _check_text(text: str, param: str | None) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise ApiError(
-            400, "the request body has text that is not valid Unicode (a lone surrogate)"
+            400,
+            "the request body has text that is not valid Unicode (a lone surrogate)",
+            param=param,
         ) from None
 
 

@@ -57,32 +57,38 @@ def chat(extra: str = "", content: str = f'"hi {SECRET}"') -> bytes:
 
 
 @pytest.mark.parametrize(
-    "raw",
+    ("raw", "param"),
     [
-        chat(content=f'"hi \\ud800 {SECRET}"'),  # a lone high surrogate, escaped
-        chat(content=f'"hi \\udfff {SECRET}"'),  # a lone low surrogate
-        chat(content=f'"{SECRET} \\ude00\\ud83d"'),  # a pair in the wrong order
+        (chat(content=f'"hi \\ud800 {SECRET}"'), "messages"),  # a lone high surrogate, escaped
+        (chat(content=f'"hi \\udfff {SECRET}"'), "messages"),  # a lone low surrogate
+        (chat(content=f'"{SECRET} \\ude00\\ud83d"'), "messages"),  # a pair in the wrong order
         # the surrogate's own bytes: json.loads decodes bytes with "surrogatepass"
-        chat().replace(b"hi ", b"\xed\xa0\x80 "),
-        chat(', "metadata": {"\\ud800": 1}'),  # in a key
+        (chat().replace(b"hi ", b"\xed\xa0\x80 "), "messages"),
+        (chat(', "metadata": {"\\ud800": 1}'), None),  # in a key, under no API field
+        (chat(', "\\ud800": 1'), None),  # a top-level key
+        (chat(f', "{SECRET}": "\\ud800"'), None),  # under a client's own key: not named
     ],
-    ids=["high", "low", "reversed-pair", "raw-bytes", "key"],
+    ids=["high", "low", "reversed-pair", "raw-bytes", "key", "top-key", "own-key"],
 )
-def test_lone_surrogates_are_a_400(raw: bytes) -> None:
-    assert "Unicode" in refused(raw).message
+def test_lone_surrogates_are_a_400(raw: bytes, param: str | None) -> None:
+    err = refused(raw)
+    assert "Unicode" in err.message
+    assert err.param == param
 
 
 @pytest.mark.parametrize(
-    "extra",
+    ("extra", "param"),
     [
-        ', "temperature": 1e400',
-        ', "temperature": -1e400',
-        ', "metadata": {"x": 1e999}',
-        ', "logit_bias": {"1": [2, 3e308, 1e309]}',
+        (', "temperature": 1e400', "temperature"),
+        (', "temperature": -1e400', "temperature"),
+        (', "metadata": {"x": 1e999}', None),
+        (', "logit_bias": {"1": [2, 3e308, 1e309]}', "logit_bias"),
     ],
 )
-def test_numbers_too_large_for_a_float_are_a_400(extra: str) -> None:
-    assert "number" in refused(chat(extra)).message
+def test_numbers_too_large_for_a_float_are_a_400(extra: str, param: str | None) -> None:
+    err = refused(chat(extra))
+    assert "number" in err.message
+    assert err.param == param
 
 
 def nested(depth: int) -> bytes:

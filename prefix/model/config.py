@@ -7,7 +7,8 @@ engine never depends on which transformers version produced the weights.
 
 `position_config()` is part of the prefix cache fingerprint: two models whose
 K/V differ for the same tokens (another RoPE base or scaling, another head
-layout, a sliding window) must never share a cache key.
+layout, a sliding window, a norm epsilon or bias flag that the weight files do not
+fix) must never share a cache key.
 """
 
 from __future__ import annotations
@@ -144,6 +145,13 @@ class ModelConfig:
             "rope_scaling": self.rope_scaling,
             "max_position_embeddings": self.max_position_embeddings,
             "sliding_windows": list(self.sliding_windows),
+            # Not in the weights either, yet they change every layer's output and so the
+            # K/V of every layer after the first: an edited config.json beside the same
+            # weight files must not reuse blocks the old one computed.
+            "rms_norm_eps": float(self.rms_norm_eps),
+            "attention_bias": self.attention_bias,
+            "o_proj_bias": self.o_proj_bias,
+            "mlp_bias": self.mlp_bias,
         }
         return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 

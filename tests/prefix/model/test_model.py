@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -98,6 +99,18 @@ def test_model_config_read_from_transformers(tiny: Any) -> None:
     assert tiny("llama_tied")[0].config.tie_word_embeddings
     positions = {tiny(v)[0].config.position_config() for v in VARIANTS}
     assert len(positions) == len(VARIANTS)  # every rope/window/layout change is visible
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"rms_norm_eps": 1e-6}, {"attention_bias": True}, {"o_proj_bias": True}, {"mlp_bias": True}],
+)
+def test_settings_outside_the_weights_change_the_fingerprint(tiny: Any, change: dict) -> None:
+    # The weight digest covers the weight files only: a config.json edited beside them
+    # changes every layer's K/V after the first, so it must change the cache key.
+    config = tiny("llama")[0].config
+    assert replace(config).position_config() == config.position_config()  # control
+    assert replace(config, **change).position_config() != config.position_config()
 
 
 # ------------------------------------------------------- cached prefix + suffix

@@ -13,7 +13,9 @@ at start-up. A repeated question is decided from memory alone when its vector
 and the verifier's verdicts are kept: ``lookup(..., local_only=True)`` raises
 :class:`~semantic.errors.WouldBlockError` instead of waiting, so the gateway can
 answer such a lookup on its event loop. Searches share each index's lock, changes
-take it alone (:mod:`semantic.rwlock`).
+take it alone (:mod:`semantic.rwlock`). Whether an answer will be stored
+(:mod:`semantic.storable`) is one function that ``store`` and the gateway's backfill
+both ask, so the backfill makes room under a tenant's bounds only for answers kept.
 
 Typical wiring (the gateway does this)::
 

@@ -39,7 +39,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from semantic.cacheability import uncacheable_reason
 from semantic.candidates import choose, decided_result, hit_result, trace_candidates
 from semantic.embedder import TextEmbedder
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
@@ -53,6 +52,7 @@ from semantic.policy import DEFAULT_POLICY, SemanticPolicy
 from semantic.question_vectors import QuestionVectors, memo_scope
 from semantic.rebuild import rebuild_index
 from semantic.results import BELOW_THRESHOLD, EMPTY, UNSUPPORTED_TEXT, LookupResult, StoreResult
+from semantic.storable import store_skip_reason
 from semantic.store import EntryStore, NewEntry, StoredEntry
 from semantic.trace import NO_TRACE, LookupTrace
 from semantic.verification import HitVerifier
@@ -296,11 +296,7 @@ class SemanticCache:
         database is touched.
         """
         key = partition_key if partition_key is not None else self.partition_key(query)
-        skip = uncacheable_reason(response, query.endpoint)
-        if skip is None and self.validator is not None and policy.guards:
-            skip = self.validator.guard(query.question, policy.guards) or None
-        if skip is None and not self.is_supported(query.question, memo_scope(query)):
-            skip = UNSUPPORTED_TEXT
+        skip = store_skip_reason(self, query, response, policy)  # the backfill's check too
         if skip is not None:
             return StoreResult(False, key, reason=skip)
         if embedding is None:

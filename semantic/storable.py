@@ -6,8 +6,8 @@ then refuses (truncated, refused, an error, a guarded or unsupported question) w
 have evicted good entries for nothing; the backfill asks this first, and makes room
 only for an answer that will be stored.
 
-The checks and their order are those of ``SemanticCache.store``, so the reason is the
-one the store would give.
+``SemanticCache.store`` decides with this same function, so the reason is the one the
+store gives.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from semantic.cacheability import uncacheable_reason
 from semantic.partition import SemanticQuery
 from semantic.policy import SemanticPolicy
+from semantic.question_vectors import memo_scope
 from semantic.results import UNSUPPORTED_TEXT
 
 if TYPE_CHECKING:
@@ -30,11 +31,11 @@ def store_skip_reason(
     """Why ``cache.store(query, response, policy)`` would not store; None if it would.
 
     No database and no embedding: the response is only read, and the question's coverage
-    is the one its lookup already computed (kept per tenant and question).
+    is the one its lookup already computed (kept per partition namespace and question).
     """
     skip = uncacheable_reason(response, query.endpoint)
     if skip is None and cache.validator is not None and policy.guards:
         skip = cache.validator.guard(query.question, policy.guards) or None
-    if skip is None and not cache.is_supported(query.question, query.tenant):
+    if skip is None and not cache.is_supported(query.question, memo_scope(query)):
         skip = UNSUPPORTED_TEXT
     return skip

@@ -22,11 +22,13 @@ one of these servers names itself in the cards' ``owned_by``.
 Not known is not generic: until ``auto`` has read a listing, a cachegate engine
 sent the generic dialect would put every tenant in its shared namespace. So a
 request that finds the dialect unknown reads the listing once itself; if it is
-still unknown, the gateway sends the trusted-namespace headers anyway when it has
-an engine key (headers a server does not know are ignored; the body stays
-generic), and answers 503 with ``Retry-After`` when it has none
-(``HttpUpstream.stream``). A listing refused with a 4xx is decisive: our engine
-always lists its models, so that server is generic.
+still unknown, it goes out as :data:`UNKNOWN`: the tenant's ``cache_salt``
+(honoured by our engine and vLLM, ignored by most others) and, with an engine
+key, the trusted-namespace headers (a server ignores headers it does not know).
+A strict server that refuses ``cache_salt`` with a 4xx naming it is neither of
+the salted kinds: the request is sent again without it, and the upstream is
+generic from then on (``HttpUpstream.stream``). A listing refused with a 4xx is
+decisive too: our engine always lists its models, so that server is generic.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-DialectName = Literal["cachegate", "vllm", "sglang", "openai"]
+DialectName = Literal["cachegate", "vllm", "sglang", "openai", "unknown"]
 DIALECT_SETTINGS = ("auto", "cachegate", "vllm", "sglang", "openai")
 
 
@@ -54,6 +56,10 @@ DIALECTS: dict[str, Dialect] = {
     "openai": Dialect("openai", salted=False, stream_usage=False, trusted_namespace=False),
 }
 GENERIC = DIALECTS["openai"]
+# ``auto`` before any listing has answered: what keeps tenants apart on every server
+# that could be behind it (see the module doc), and nothing a strict server refuses
+# for good (a refused ``cache_salt`` is resent without it).
+UNKNOWN = Dialect("unknown", salted=True, stream_usage=False, trusted_namespace=True)
 
 
 def detect(cards: Sequence[Any]) -> Dialect:

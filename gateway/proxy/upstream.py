@@ -40,11 +40,10 @@ import httpx
 from gateway.errors import (
     BadRequestError,
     GatewayError,
-    ServiceUnavailableError,
     UpstreamError,
     UpstreamTimeoutError,
 )
-from gateway.proxy.dialects import GENERIC, Dialect, detect, dialect, forward_body
+from gateway.proxy.dialects import GENERIC, UNKNOWN, Dialect, detect, dialect, forward_body
 from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
 from protocol.openai import ChatCompletionRequest, CompletionRequest
 
@@ -365,28 +364,31 @@ class HttpUpstream:
     async def stream(self, req: UpstreamRequest) -> AsyncIterator[Event]:
         path = "/v1/chat/completions" if req.kind == "chat" else "/v1/completions"
         known = await self._request_dialect()
-        if known is None and not self.engine_key:
-            # Fail closed: nothing the gateway could send would both keep tenants apart
-            # on a cachegate engine (only `cache_salt` does without the key) and be
-            # accepted by a strict generic server (which rejects that field).
-            raise ServiceUnavailableError(
-                "the upstream's kind is not known yet (its model list did not answer)",
-                code="upstream_dialect_unknown",
-                headers={"Retry-After": str(int(LIST_RETRY_SECONDS))},
-            )
-        d = known or GENERIC
+        # Still unknown: fail closed, as the dialect that isolates tenants everywhere it
+        # can (dialects.UNKNOWN), never as the generic one.
+        d = known or UNKNOWN
         # Every tenant's prefix reuse is narrowed by a salt only the gateway can compute,
         # so isolation holds on any upstream that honours `cache_salt` (ours, vLLM) even
         # without the engine key; a client's own salt is folded in and can only narrow.
         salt = tenant_cache_salt(self.salt, req.namespace, req.body.get("cache_salt"))
         body, added_usage = forward_body(req.body, d, salt)
         headers = {"x-request-id": req.request_id} | dict(req.forward_headers)
-        # Unknown with an engine key: the namespace headers go anyway (a generic server
+        # Unknown with an engine key: the namespace headers go too (a generic server
         # ignores headers it does not know; the key goes only to the URL it was
-        # configured for), so a cachegate engine still isolates every tenant.
-        if self.engine_key and (known is None or d.trusted_namespace):
+        # configured for), so a cachegate engine isolates every tenant.
+        if self.engine_key and d.trusted_namespace:
             headers |= {NAMESPACE_HEADER: req.namespace, KEY_HEADER: self.engine_key}
-        response = await self._open(path, body, headers)
+        try:
+            response = await self._open(path, body, headers)
+        except UpstreamRefusal as err:
+            if known is not None or not _refuses_salt(err, req.body):
+                raise
+            # Only a server that honours no salt refuses the field (ours and vLLM take
+            # it): generic from now on, and this request is sent again without it.
+            log.info("the upstream refused cache_salt: generic dialect")
+            self.detected = GENERIC
+            body, added_usage = forward_body(req.body, GENERIC, salt)
+            response = await self._open(path, body, headers)
         passed = passed_headers(response, req.request_id)
         try:
             if body.get("stream") is True:
@@ -536,6 +538,15 @@ class HttpUpstream:
             # A stream cut short is not an answer: it must never be backfilled.
             raise UpstreamError("the upstream stream ended without a finish reason")
         yield Done(finish_reason=finish_reason, **_usage_counts(usage))
+
+
+def _refuses_salt(err: UpstreamRefusal, client_body: Mapping[str, Any]) -> bool:
+    """Whether a 4xx refuses the ``cache_salt`` the gateway added (a strict server
+    naming the field it does not know), not something of the client's own."""
+    if "cache_salt" in client_body or err.status not in (400, 422):
+        return False
+    said = json.dumps(err.body()) if err.payload is not None else f"{err.message} {err.param}"
+    return "cache_salt" in said
 
 
 def _stream_error(err: Any, passed: Mapping[str, str]) -> GatewayError:

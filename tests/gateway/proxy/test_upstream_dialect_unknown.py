@@ -3,10 +3,10 @@
 A cachegate engine sent the generic dialect (no ``cache_salt``, no trusted
 namespace headers) would run every tenant in its shared namespace. So while the
 upstream's ``/v1/models`` has not answered, each request tries to learn the
-dialect itself; if it still cannot, the gateway sends the namespace headers
-anyway when it has an engine key (other servers ignore unknown headers), and
-answers 503 with ``Retry-After`` when it has none (nothing it could send would
-both isolate tenants and be accepted by a strict server).
+dialect itself; if it still cannot, the request carries the tenant's
+``cache_salt`` and, with an engine key, the namespace headers. A strict server
+that refuses ``cache_salt`` gets the request again without it, and is generic
+from then on: working clients keep working either way.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
 from semantic import Embedder
 from tests.gateway.conftest import (
     Gateway,
-    assert_openai_error,
     gateway_settings,
     running_gateway,
 )
@@ -43,6 +42,7 @@ class Engine:
 
     url: str = ""
     listing: bool = False  # False: /v1/models answers 500
+    strict: bool = False  # True: a 400 naming any field it does not know (OpenAI's words)
     bodies: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
 
@@ -58,8 +58,15 @@ class Engine:
 
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> Response:
-            self.bodies.append(await request.json())
+            body = await request.json()
+            self.bodies.append(body)
             self.headers.append(dict(request.headers))
+            if self.strict and set(body) - {"model", "messages"}:
+                unknown = sorted(set(body) - {"model", "messages"})[0]
+                refusal = f"Unrecognized request argument supplied: {unknown}"
+                error = {"message": refusal, "type": "invalid_request_error",
+                         "param": None, "code": None}  # fmt: skip
+                return JSONResponse({"error": error}, status_code=400)
             message = {"role": "assistant", "content": "An answer."}
             choice = {"index": 0, "message": message, "finish_reason": "stop"}
             return JSONResponse({"id": "chatcmpl-1", "object": "chat.completion",
@@ -87,7 +94,7 @@ def ask(question: str) -> dict[str, Any]:
     return {"model": MODEL, "messages": [{"role": "user", "content": question}]}
 
 
-def test_unknown_dialect_with_an_engine_key_still_sends_the_namespace(
+def test_unknown_dialect_still_isolates_tenants_by_salt_and_namespace(
     engine: Engine, embedder: Embedder, tmp_path: Path
 ) -> None:
     with gateway(engine, tmp_path, embedder, engine_key=ENGINE_KEY) as gw:
@@ -99,30 +106,48 @@ def test_unknown_dialect_with_an_engine_key_still_sends_the_namespace(
     namespaces = [h.get(NAMESPACE_HEADER) for h in engine.headers]
     assert all(namespaces) and namespaces[0] != namespaces[1]  # one per tenant
     assert all(h.get(KEY_HEADER) == ENGINE_KEY for h in engine.headers)
-    # The body stays generic: a strict server behind `auto` must still accept it.
-    assert all("cache_salt" not in b for b in engine.bodies)
+    salts = [b.get("cache_salt") for b in engine.bodies]
+    assert all(salts) and salts[0] != salts[1]
+    assert all("stream_options" not in b for b in engine.bodies)  # nothing else added
 
 
-def test_unknown_dialect_without_an_engine_key_is_a_503_with_retry_after(
+def test_unknown_dialect_without_an_engine_key_isolates_by_salt_alone(
     engine: Engine, embedder: Embedder, tmp_path: Path
 ) -> None:
-    with gateway(engine, tmp_path, embedder) as gw, gw.http(gw.tenant("c")[1]) as http:
-        r = http.post(CHAT, json=ask("Who are you?"))
-    err = assert_openai_error(r, 503)
-    assert err["code"] == "upstream_dialect_unknown"
-    assert int(r.headers["retry-after"]) > 0
-    assert engine.bodies == []  # nothing went out without isolation
+    with gateway(engine, tmp_path, embedder) as gw:
+        for tenant in ("c", "d"):
+            with gw.http(gw.tenant(tenant)[1]) as http:
+                r = http.post(CHAT, json=ask("Who are you?") | {"cache": {"no-cache": True}})
+            assert r.status_code == 200, r.text
+    assert all(NAMESPACE_HEADER not in h and KEY_HEADER not in h for h in engine.headers)
+    salts = [b.get("cache_salt") for b in engine.bodies]
+    assert all(salts) and salts[0] != salts[1]
+
+
+def test_a_strict_server_refusing_the_salt_gets_the_request_again_without_it(
+    engine: Engine, embedder: Embedder, tmp_path: Path
+) -> None:
+    engine.strict = True
+    with gateway(engine, tmp_path, embedder) as gw, gw.http(gw.tenant("e")[1]) as http:
+        first = http.post(CHAT, json=ask("First question?"))
+        second = http.post(CHAT, json=ask("Second question?"))
+        # The client's own unknown field is still the client's 400, not resent.
+        own = http.post(CHAT, json=ask("Third question?") | {"cache_salt": "mine"})
+    assert first.status_code == 200 and second.status_code == 200, (first.text, second.text)
+    assert ["cache_salt" in b for b in engine.bodies[:3]] == [True, False, False]
+    assert own.status_code == 400
+    assert len(engine.bodies) == 4  # generic from the refusal on: one try each
 
 
 def test_a_request_learns_the_dialect_as_soon_as_the_list_answers(
     engine: Engine, embedder: Embedder, tmp_path: Path
 ) -> None:
     with gateway(engine, tmp_path, embedder, engine_key=ENGINE_KEY) as gw:
-        with gw.http(gw.tenant("d")[1]) as http:
+        with gw.http(gw.tenant("f")[1]) as http:
             assert http.post(CHAT, json=ask("First question?")).status_code == 200
             engine.listing = True  # inside the listing's retry pause: asked anyway
             r = http.post(CHAT, json=ask("Second question?"))
         assert r.status_code == 200, r.text
-    assert "cache_salt" not in engine.bodies[0]
-    assert "cache_salt" in engine.bodies[1]  # now known: the cachegate dialect
+        [replica] = gw.state.upstream.replicas  # type: ignore[attr-defined]
+        assert replica.upstream.detected.name == "cachegate"
     assert engine.headers[1].get(NAMESPACE_HEADER)

@@ -121,7 +121,10 @@ def create_app(settings: Settings | None = None, components: Components | None =
         # timeout (minutes) on a worker thread; 5 s, as the semantic store and feed have.
         postgres = url.startswith("postgresql")
         db = create_engine(
-            url, pool_pre_ping=True, connect_args={"connect_timeout": 5} if postgres else {}
+            url,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": 5} if postgres else {},
+            hide_parameters=True,  # bound values (prompts, answers) never in an error's text
         )
         tenants = TenantStore(db)
         salt = (

@@ -39,6 +39,12 @@ def unavailable_on_db_errors(url: str) -> Iterator[None]:
         raise
 
 
+#: Every engine is made with ``hide_parameters=True``: SQLAlchemy otherwise writes a failed
+#: statement's bound values into the exception's message, and so into any log of it, and
+#: those values are questions and answers, which must never reach a log.
+HIDE_PARAMETERS = True
+
+
 def make_engine(url: str, *, connect_timeout: float = 5.0) -> Engine:
     """An engine with the settings the cache relies on (WAL for SQLite, timeouts)."""
     parsed = make_url(url)
@@ -49,6 +55,7 @@ def make_engine(url: str, *, connect_timeout: float = 5.0) -> Engine:
             # Pooled connections move between the gateway's threads.
             connect_args={"check_same_thread": False, "timeout": connect_timeout},
             poolclass=StaticPool if memory else None,
+            hide_parameters=HIDE_PARAMETERS,
         )
 
         @event.listens_for(engine, "connect")
@@ -63,4 +70,6 @@ def make_engine(url: str, *, connect_timeout: float = 5.0) -> Engine:
     connect_args: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
         connect_args["connect_timeout"] = max(1, round(connect_timeout))
-    return create_engine(parsed, connect_args=connect_args, pool_pre_ping=True)
+    return create_engine(
+        parsed, connect_args=connect_args, pool_pre_ping=True, hide_parameters=HIDE_PARAMETERS
+    )

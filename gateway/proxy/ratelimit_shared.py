@@ -127,6 +127,7 @@ class PostgresBuckets(_FailOpen):
             pool_pre_ping=True,
             pool_timeout=timeout,
             connect_args={"connect_timeout": max(1, round(timeout)), "options": options},
+            hide_parameters=True,  # bound values never in an error's text (tenant ids)
         )
 
     def take(self, tenant_id: str, rpm: int) -> tuple[bool, float]:

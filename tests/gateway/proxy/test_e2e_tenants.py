@@ -10,6 +10,8 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import text
 
 from gateway.models import ApiKey, Tenant
 from gateway.policy import TenantPolicy
@@ -128,6 +130,16 @@ def test_two_tenants_sending_one_request_id_each_get_their_own_answer(gw: Gatewa
     for field in ("prompt_tokens", "completion_tokens"):  # B's prompt, not A's
         assert during.json()["usage"][field] == alone.json()["usage"][field]
     assert during.json()["choices"] == alone.json()["choices"]
+
+
+def test_the_gateways_database_errors_never_carry_bound_values(gw: Gateway) -> None:
+    # A backfill or sample that fails is logged with its exception: SQLAlchemy would
+    # write the statement's values (the question, the answer) into that message.
+    secret = "what is the balance of account 4417 for jane doe"
+    for engine in (gw.tenants.engine, gw.cache.entries.engine):
+        with pytest.raises(sa_exc.DBAPIError) as failed, engine.begin() as conn:
+            conn.execute(text("INSERT INTO no_such_table VALUES (:q)"), {"q": secret})
+        assert "no_such_table" in str(failed.value) and secret not in str(failed.value)
 
 
 # ----------------------------------------------------------------- cache controls

@@ -409,7 +409,8 @@ _MEDIA_PARTS = {"image_url": "images", "input_image": "images", "input_audio": "
 
 def unreplayable_request(body: dict[str, Any]) -> str | None:
     """Why a cached text answer could not replay this request's answer faithfully:
-    it asks for tool calls, log probabilities, several choices, audio, or shows images.
+    it asks for tool calls, log probabilities, several choices, its prompt echoed, audio,
+    or shows images.
     Such requests skip the lookup, and their answers are not stored."""
     if body.get("tools") or body.get("functions"):
         return "tools"
@@ -417,6 +418,8 @@ def unreplayable_request(body: dict[str, Any]) -> str | None:
         return "logprobs"
     if (body.get("n") or 1) != 1:
         return "n"
+    if body.get("echo"):  # a completion that repeats its prompt: a paraphrase's would not
+        return "echo"
     modalities = body.get("modalities")
     if body.get("audio") or (isinstance(modalities, list) and "audio" in modalities):
         return "audio"

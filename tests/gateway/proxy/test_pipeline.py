@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from gateway.metrics import GatewayMetrics
 from gateway.policy import TenantPolicy
-from gateway.proxy.pipeline import CacheControl, Pipeline, SemanticDecision
+from gateway.proxy.pipeline import CacheControl, Pipeline, SemanticDecision, unreplayable_request
 from gateway.settings import Settings
 from gateway.tenants import TenantContext
 from migrations.runner import upgrade_database
@@ -327,3 +327,11 @@ def test_a_repeated_question_is_decided_on_the_event_loop(cache: SemanticCache) 
         cache.lookup = original  # type: ignore[method-assign]
         pipe.close()
     assert Settings().lookup_inline is True
+
+
+def test_a_completion_echoing_its_prompt_is_not_replayed() -> None:
+    # A paraphrased prompt's hit would echo the cached prompt, not the client's own.
+    prompt = {"model": MODEL, "prompt": "The capital of France is", "max_tokens": 4}
+    assert unreplayable_request(prompt | {"echo": True}) == "echo"
+    assert unreplayable_request(prompt | {"echo": False}) is None  # control
+    assert unreplayable_request(prompt) is None

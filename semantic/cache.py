@@ -240,7 +240,9 @@ class SemanticCache:
     ) -> LookupResult:
         expires_at = entry.expires_at
         if policy.sliding_ttl and entry.ttl_seconds:
-            expires_at = now + timedelta(seconds=entry.ttl_seconds)
+            # by the TTL in force now, if it was lowered since the entry was stored
+            ttl = min(entry.ttl_seconds, policy.ttl_seconds or entry.ttl_seconds)
+            expires_at = now + timedelta(seconds=ttl)
         slid = expires_at if policy.sliding_ttl else None
         if self.hits is not None and slid is None:
             self.hits.record(entry.id, at=now)

@@ -56,6 +56,15 @@ class Choice:
         return None if self.refused is None else self.verifier_scores.get(self.refused[1])
 
 
+def is_past_policy_ttl(entry: StoredEntry, policy: SemanticPolicy, now: datetime) -> bool:
+    """Whether the entry's answer is older than the policy's TTL: a TTL lowered after the
+    entry was stored (its own expiry was set with the old one) applies to it at once.
+    Not with a sliding TTL, where age is not the bound: each hit extends the expiry (by
+    at most the policy's TTL, :meth:`SemanticCache._hit`)."""
+    ttl = policy.ttl_seconds
+    return bool(ttl) and not policy.sliding_ttl and (now - entry.updated_at).total_seconds() > ttl
+
+
 def verdict(
     validator: HitValidator | None,
     query: SemanticQuery,
@@ -69,6 +78,8 @@ def verdict(
     if entry is None or entry.partition_key != key:
         return VANISHED
     if entry.is_expired(now):
+        return EXPIRED
+    if is_past_policy_ttl(entry, policy, now):
         return EXPIRED
     max_age = policy.max_age_seconds
     if max_age is not None and (now - entry.updated_at).total_seconds() > max_age:

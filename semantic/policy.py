@@ -16,7 +16,9 @@ class SemanticPolicy:
     """How one lookup or store behaves.
 
     threshold      minimum cosine similarity for a candidate (0 < threshold <= 1)
-    ttl_seconds    lifetime of a stored entry; ``None`` = no expiry (store only)
+    ttl_seconds    lifetime of a stored entry; ``None`` = no expiry; on lookup, an
+                   entry whose answer is older is not served either (a TTL lowered
+                   since it was stored), unless the TTL slides
     sliding_ttl    opt-in: a hit pushes the entry's expiry to now + its ttl
                    (absolute expiry by default, so a popular answer cannot
                    live forever without being refreshed from the model)

@@ -165,7 +165,7 @@ class Pipeline:
             tr.step("allowlist", listed)
             if not listed:
                 return SemanticDecision("skipped", "not_allowlisted", trace=tr.result)
-        sem = request_policy(ctx, cc)
+        sem = request_policy(ctx, cc, lookup=True)
         if self.verification is not None:
             sem, cut = await self.verification.apply(ctx.tenant_id, policy, sem)
             tr.step(
@@ -393,12 +393,15 @@ def semantic_namespace(ctx: TenantContext, cc: CacheControl, user: str | None) -
     return parts[0] if len(parts) == 1 else json.dumps(parts, ensure_ascii=False)
 
 
-def request_policy(ctx: TenantContext, cc: CacheControl) -> SemanticPolicy:
+def request_policy(ctx: TenantContext, cc: CacheControl, *, lookup: bool = False) -> SemanticPolicy:
     """The tenant's policy with this request's controls: ``max-age`` bounds what may be
-    served, ``ttl`` can only shorten how long the answer is kept."""
+    served, ``ttl`` can only shorten how long the answer is kept. For a ``lookup`` the
+    TTL stays the tenant's: it also bounds the age of what is served (a TTL lowered
+    after an entry was stored applies to it), and the client's ``ttl`` speaks only of
+    its own answer."""
     sem = ctx.policy.semantic_policy()
     ttl = sem.ttl_seconds
-    if cc.ttl is not None:
+    if cc.ttl is not None and not lookup:
         ttl = cc.ttl if ttl is None else min(ttl, cc.ttl)
     return replace(sem, ttl_seconds=ttl, max_age_seconds=cc.max_age)
 

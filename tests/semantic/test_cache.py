@@ -150,6 +150,27 @@ def test_sliding_ttl_is_opt_in(cache: SemanticCache, clock: ManualClock) -> None
     assert cache.lookup(chat(PARAPHRASE), sliding).reason == "expired"
 
 
+def test_a_lowered_ttl_applies_to_entries_stored_before(
+    cache: SemanticCache, clock: ManualClock
+) -> None:
+    # A tenant lowers its TTL from a day to a minute: an hour-old answer, stored with a
+    # day's expiry, must not be served under the new policy.
+    cache.store(chat(STORED), reply(), SemanticPolicy(ttl_seconds=86_400))
+    clock.advance(3600)
+    assert cache.lookup(chat(PARAPHRASE), SemanticPolicy(ttl_seconds=86_400)).hit  # control
+    result = cache.lookup(chat(PARAPHRASE), SemanticPolicy(ttl_seconds=60))
+    assert (result.hit, result.reason) == (False, "expired")
+
+
+def test_a_lowered_sliding_ttl_slides_by_the_new_one(
+    cache: SemanticCache, clock: ManualClock
+) -> None:
+    cache.store(chat(STORED), reply(), SemanticPolicy(ttl_seconds=3600, sliding_ttl=True))
+    clock.advance(30)
+    result = cache.lookup(chat(PARAPHRASE), SemanticPolicy(ttl_seconds=60, sliding_ttl=True))
+    assert result.hit and result.expires_at == clock.now + np.timedelta64(60, "s")
+
+
 def test_purge_expired(cache: SemanticCache, clock: ManualClock) -> None:
     cache.store(chat(STORED), reply(), SemanticPolicy(ttl_seconds=10))
     cache.store(chat("How do I close my account?"), reply("Settings."))

@@ -16,7 +16,13 @@ from pydantic import ValidationError
 
 from gateway.metrics import GatewayMetrics
 from gateway.policy import TenantPolicy
-from gateway.proxy.pipeline import CacheControl, Pipeline, SemanticDecision, unreplayable_request
+from gateway.proxy.pipeline import (
+    CacheControl,
+    Pipeline,
+    SemanticDecision,
+    request_policy,
+    unreplayable_request,
+)
 from gateway.settings import Settings
 from gateway.tenants import TenantContext
 from migrations.runner import upgrade_database
@@ -335,3 +341,12 @@ def test_a_completion_echoing_its_prompt_is_not_replayed() -> None:
     assert unreplayable_request(prompt | {"echo": True}) == "echo"
     assert unreplayable_request(prompt | {"echo": False}) is None  # control
     assert unreplayable_request(prompt) is None
+
+
+def test_the_lookup_bounds_age_by_the_tenants_ttl_not_the_clients() -> None:
+    # The client's cache.ttl shortens the life of its own answer; what a lookup may
+    # serve is bounded by the tenant's TTL (a lowered one applies to older entries).
+    tenant, client = ctx(ttl_seconds=3600), CacheControl(ttl=60, max_age=30)
+    stored, looked = request_policy(tenant, client), request_policy(tenant, client, lookup=True)
+    assert (stored.ttl_seconds, looked.ttl_seconds) == (60, 3600)
+    assert stored.max_age_seconds == looked.max_age_seconds == 30

@@ -211,8 +211,11 @@ def test_another_replicas_write_is_served_stale_until_replayed(
 def test_an_expiry_slid_by_another_replica_is_read_again_not_taken_as_expired(
     cache: SemanticCache, replica: SemanticCache, clock: ManualClock
 ) -> None:
+    # Only the entry's expiry decides here: a lookup policy with a TTL of its own would
+    # also bound the answer's age (a lowered TTL applies to older entries).
+    by_expiry = SemanticPolicy()
     entry_id = stored_id(cache, STORED, OLD)
-    assert cache.lookup(chat(PARAPHRASE), TTL).hit  # memoized with the stored expiry
+    assert cache.lookup(chat(PARAPHRASE), by_expiry).hit  # memoized with the stored expiry
     clock.advance(3000)
     replica.rebuild(progress=False)
     slid = replica.lookup(chat(PARAPHRASE), SLIDING)  # written at once, no change logged
@@ -221,13 +224,13 @@ def test_an_expiry_slid_by_another_replica_is_read_again_not_taken_as_expired(
     clock.advance(1000)  # past the memoized expiry, well before the slid one
     assert memoized(cache, entry_id, clock.now - timedelta(seconds=1000))
     assert blocked(cache, chat(PARAPHRASE)) == "store"  # the row must be read again
-    threaded = cache.lookup(chat(PARAPHRASE), TTL)
+    threaded = cache.lookup(chat(PARAPHRASE), by_expiry)
     assert (threaded.hit, threaded.entry_id, threaded.expires_at) == (
         True,
         entry_id,
         slid.expires_at,
     )
-    assert cache.lookup(chat(PARAPHRASE), TTL, local_only=True) == threaded
+    assert cache.lookup(chat(PARAPHRASE), by_expiry, local_only=True) == threaded
 
 
 def test_without_replay_a_memoized_row_is_trusted_for_the_memos_max_age_only(

@@ -4,7 +4,8 @@ Validation happens before anything is embedded or written, so a bad question
 never reaches the index or the database. Normalization is deliberately
 conservative: it only removes differences that cannot change the answer
 (Unicode compatibility forms such as full-width letters and ligatures, letter
-case, runs of whitespace, trailing question marks/full stops). Anything stronger
+case, runs of whitespace, trailing question marks/full stops). Text over several
+lines keeps its line breaks and indentation, which in code change the answer. Anything stronger
 (stemming, dropping stop words) could merge two questions with different answers,
 and the normalized form is what makes two writes "the same entry". So it keeps
 superscripts, subscripts and vulgar fractions (NFKC would turn ``10⁵`` into ``105``
@@ -30,6 +31,10 @@ from semantic.errors import InvalidQuestionError
 MAX_QUESTION_CHARS = 4096
 
 _WHITESPACE = re.compile(r"\s+")
+#: What ``str.splitlines`` breaks on, as one pattern (with \r\n as one break).
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+#: Whitespace inside one line.
+_SPACES = re.compile(r"[^\S\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")
 # Trailing sentence punctuation (ASCII and full-width) never changes what is asked,
 # except "!" after a digit (a factorial).
 _TRAILING = frozenset(" ?!.。？！…")
@@ -80,10 +85,24 @@ def coerce_question(value: object) -> str:
 def normalize_question(text: str) -> str:
     """The form two questions must share to be one cache entry (see module docstring)."""
     folded = _compatibility_fold(text).lower()
-    collapsed = _WHITESPACE.sub(" ", folded).strip()
+    lines = [line for line in _LINE_BREAK.split(folded) if line.strip()]
+    if len(lines) > 1:
+        # Text over several lines keeps its line breaks and each line's indentation:
+        # in code they are meaning (a dedented `print` runs once, not every loop).
+        # Only runs of spaces inside a line and blank lines go.
+        first = _SPACES.sub(" ", lines[0].strip())
+        rest = [_indented(line) for line in lines[1:]]
+        collapsed = "\n".join([first, *rest]).rstrip()
+    else:
+        collapsed = _WHITESPACE.sub(" ", folded).strip()
     stripped = _strip_trailing(collapsed)
     # A question made only of punctuation keeps its punctuation rather than becoming "".
     return stripped or collapsed
+
+
+def _indented(line: str) -> str:
+    body = line.lstrip()
+    return line[: len(line) - len(body)] + _SPACES.sub(" ", body.rstrip())
 
 
 def _compatibility_fold(text: str) -> str:

@@ -59,12 +59,19 @@ def test_normalization_keeps_what_can_change_the_answer() -> None:
         ("was bedeutet Maße", "was bedeutet Masse"),
         ("how much is 20!", "how much is 20"),
         ("H₂O", "H2O"),
+        # code: a dedented line runs once, not in the loop
+        ("for i in range(3):\n    x = i\n    print(x)", "for i in range(3):\n    x = i\nprint(x)"),
+        ("if a:\n  b()\nc()", "if a: b() c()"),
     ]:
         assert normalize_question(a) != normalize_question(b), (a, b)
     # Positive control: what cannot change it is still folded.
     assert normalize_question("ＡＢＣ ﬁle？") == normalize_question("abc file")
     assert normalize_question("Hello!!") == normalize_question("hello")
     assert normalize_question("52!?") == "52!"
+    # over lines: runs of spaces inside a line, blank lines and line endings still go
+    code = "for i in range(3):\n    print(i)"
+    assert normalize_question("For  i in range(3):\r\n\n    print(i)  \n") == code.lower()
+    assert normalize_question("  How do I\treset it?  ") == "how do i reset it"
 
 
 def test_digest_is_fixed_width_and_content_addressed() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.pool import StaticPool
 
 from semantic.errors import StoreUnavailableError
@@ -45,8 +45,70 @@ def unavailable_on_db_errors(url: str) -> Iterator[None]:
 HIDE_PARAMETERS = True
 
 
-def make_engine(url: str, *, connect_timeout: float = 5.0) -> Engine:
-    """An engine with the settings the cache relies on (WAL for SQLite, timeouts)."""
+#: libpq TCP keepalives and ``tcp_user_timeout`` on every PostgreSQL connection: a host
+#: that stops answering (a dropped route, a frozen VM) breaks the read after about 25 s
+#: (10 s idle, then 3 probes 5 s apart) or once sent data stays unacknowledged for 20 s,
+#: instead of the operating system's TCP timeout (minutes to hours). A server that is
+#: alive answers the probes from its kernel, so a long query is never cut by them.
+KEEPALIVES: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 20_000,  # milliseconds
+}
+
+#: ``lock_timeout`` of the request-path engines (milliseconds): a table lock held
+#: elsewhere (another replica's migration, a manual ``LOCK TABLE``) fails a statement
+#: after this long, which the request path treats as the database being unavailable
+#: (a lookup misses, a backfill is skipped, authentication falls back to its last
+#: answer or answers 503), instead of holding a worker thread for as long as the lock.
+LOCK_TIMEOUT_MS = 3_000
+
+#: Drivers that hand their keyword arguments to libpq (which knows the settings above).
+_LIBPQ_DRIVERS = frozenset({"psycopg", "psycopg2", "psycopg2cffi"})
+
+
+def postgres_connect_args(
+    url: URL | str,
+    *,
+    connect_timeout: float = 5.0,
+    lock_timeout_ms: int | None = LOCK_TIMEOUT_MS,
+    statement_timeout_ms: int | None = None,
+) -> dict[str, Any]:
+    """``connect_args`` for a PostgreSQL engine: connect timeout, TCP keepalives,
+    ``tcp_user_timeout`` and the session's ``lock_timeout`` (and ``statement_timeout``
+    when given; the store's engine has none, as an index rebuild or a large delete may
+    rightly take long).
+
+    What the URL sets wins: a keepalive setting in its query is left alone, and its
+    ``options`` (a ``search_path``, say) are kept and come after ours, so a
+    ``-c lock_timeout=...`` given there overrides this one. The engine's URL keeps its
+    ``options``; the connection gets them here, merged."""
+    parsed = make_url(url)
+    args: dict[str, Any] = {"connect_timeout": max(1, round(connect_timeout))}
+    if parsed.get_driver_name() not in _LIBPQ_DRIVERS:
+        return args
+    args.update({k: v for k, v in KEEPALIVES.items() if k not in parsed.query})
+    ours = []
+    if lock_timeout_ms is not None:
+        ours.append(f"-c lock_timeout={int(lock_timeout_ms)}")
+    if statement_timeout_ms is not None:
+        ours.append(f"-c statement_timeout={int(statement_timeout_ms)}")
+    given = parsed.query.get("options")
+    own = [given] if isinstance(given, str) else list(given or ())
+    if ours or own:
+        args["options"] = " ".join([*ours, *own])
+    return args
+
+
+def make_engine(
+    url: str, *, connect_timeout: float = 5.0, lock_timeout_ms: int | None = LOCK_TIMEOUT_MS
+) -> Engine:
+    """An engine with the settings the cache relies on (WAL for SQLite; on PostgreSQL
+    the connect timeout, TCP keepalives and ``lock_timeout`` of
+    :func:`postgres_connect_args`, but no ``statement_timeout``: the index rebuild reads
+    the whole table through it and an invalidation may delete many rows)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         memory = parsed.database in (None, "", ":memory:")
@@ -69,7 +131,9 @@ def make_engine(url: str, *, connect_timeout: float = 5.0) -> Engine:
         return engine
     connect_args: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
-        connect_args["connect_timeout"] = max(1, round(connect_timeout))
+        connect_args = postgres_connect_args(
+            parsed, connect_timeout=connect_timeout, lock_timeout_ms=lock_timeout_ms
+        )
     return create_engine(
         parsed, connect_args=connect_args, pool_pre_ping=True, hide_parameters=HIDE_PARAMETERS
     )

@@ -21,7 +21,14 @@ mentions it, a pair's *default* pole is allowed ("How do I set up 2FA?" ≈
 notifications?" must not get the answer to "notifications settings?"). Pairs
 with no default (more/less than) refuse on any one-sided mention; before/after
 and ago/from now refuse only when both texts mention them with different poles
-(a one-sided "after 2 weeks" is usually a duration, not a contrast). ``usage``
+(a one-sided "after 2 weeks" is usually a duration, not a contrast). "over"/"under"
+are comparisons only before an amount or an age ("over 18", "under $500"); ``bound``
+(at least / at most, no less / no more than, 至少 / 至多) and the prefixed opposites
+(legal / illegal, allowed / disallowed, refundable / non-refundable …) refuse only
+when both texts name opposite poles. "Don't know" / "can't remember" are hedges
+("I don't know how to…", "a payment I don't remember making") except before a
+determiner ("if I don't know my PIN" is a negation); 不记得 is a hedge only before a
+question word, 不同意 and a clause-final 不过 ("考试不过") are negations. ``usage``
 (an allowance left vs. used: "how much PTO do I have left?" vs "how much have I
 used?") is read only in a question that asks an amount, and refuses only when the
 two texts name opposite poles.
@@ -52,6 +59,47 @@ class ActionPair:
 def _en(words: str) -> str:
     return rf"{_A}(?:{words}){_Z}"
 
+
+# What "over"/"under" must be followed by to be a comparison of amounts or ages
+# ("over 18", "under $500", "over the age of 65"), not "over the phone"/"under my name".
+# (the extractor masks numbers and amounts as "_" before polarity reads the text).
+_AMOUNT = r"(?:_|[$€£¥₹]?\d|the\sage\b|age\b)"
+
+# Negation by prefix: a word and its prefixed opposite. Refused only when both texts
+# name the same word with opposite poles ("is it legal" vs "is it illegal"); one text
+# naming it alone is not read as a contrast.
+_PREFIXED: tuple[tuple[str, str, str], ...] = (
+    ("legal", r"legal(?:ly)?", r"illegal(?:ly)?"),
+    ("allowed", r"allowed", r"disallowed"),
+    ("permitted", r"permitted|permissible", r"impermissible"),
+    ("refundable", r"refundable", r"non[\s-]?refundable"),
+    ("transferable", r"transferr?able", r"non[\s-]?transferr?able"),
+    ("taxable", r"taxable", r"non[\s-]?taxable"),
+    ("valid", r"valid", r"invalid"),
+    ("eligible", r"eligible", r"ineligible|non[\s-]?eligible"),
+    ("authorized", r"authori[sz]ed", r"unauthori[sz]ed|non[\s-]?authori[sz]ed"),
+    ("possible", r"possible", r"impossible"),
+    ("available", r"available", r"unavailable"),
+    ("safe", r"safe", r"unsafe"),
+    ("secure", r"secure", r"insecure|unsecured?"),
+    ("reversible", r"reversible", r"irreversible"),
+    ("responsible", r"responsible", r"irresponsible"),
+    ("appropriate", r"appropriate", r"inappropriate"),
+    ("complete", r"complete", r"incomplete"),
+    ("active", r"active", r"inactive"),
+    ("paid", r"paid", r"unpaid"),
+    ("approved", r"approved", r"unapproved|disapproved"),
+    ("verified", r"verified", r"unverified"),
+    ("official", r"official", r"unofficial"),
+    ("limited", r"limited", r"unlimited"),
+)
+_PREFIX_PAIRS = (
+    *(
+        ActionPair("prefix_" + name, _en(plus), _en(minus), "any")
+        for name, plus, minus in _PREFIXED
+    ),
+    ActionPair("prefix_legal_zh", "合法", "非法|违法|不合法", "any"),
+)
 
 ACTION_PAIRS: tuple[ActionPair, ...] = (
     ActionPair(
@@ -215,10 +263,24 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
     ),
     ActionPair(
         "comparison",
-        _en(r"more\sthan|greater\sthan|above|exceed(?:s|ed|ing)?") + "|超过|多于|高于|以上",
-        _en(r"less\sthan|fewer\sthan|below") + "|少于|低于|不足|以下",
+        _en(r"(?<!no\s)(?:more|greater)\sthan|above|exceed(?:s|ed|ing)?|over(?=\s?" + _AMOUNT + ")")
+        + "|超过|多于|高于|大于|以上",
+        # "no more than"/"no less than" are the bounds below, not comparisons
+        _en(r"(?<!no\s)(?:less|fewer)\sthan|below|under(?=\s?" + _AMOUNT + ")")
+        + "|少于|低于|小于|不足|以下",
         None,
     ),
+    # An inclusive bound: "at least 3" vs "at most 3". Refused only when the two texts
+    # name opposite poles ("do I need at least 3 references?" ≈ "do I need 3 references?").
+    ActionPair(
+        "bound",
+        _en(r"at\sleast|no\sless\sthan|no\sfewer\sthan|or\s(?:more|above|older|over)")
+        + "|至少|起码",
+        _en(r"at\smost|no\smore\sthan|up\sto|or\s(?:less|fewer|below|younger|under)")
+        + r"|至多|最多只|不到(?=[_\d一二三四五六七八九十两几百千万])",
+        "any",
+    ),
+    *_PREFIX_PAIRS,
 )
 _PAIRS = {p.name: p for p in ACTION_PAIRS}
 # The minus pole is matched first (and masked) so "unlock" is not also "lock".
@@ -227,12 +289,30 @@ _PAIR_RES = [
     for p in ACTION_PAIRS
 ]
 
+# "I don't know how to X", "I didn't know about this fee", "a payment I don't remember
+# making" are hedges or asides on a question; "if I don't know my PIN" and "I don't
+# remember the code" (a thing not known: a determiner follows) are negations.
+_HEDGED = (
+    r"(?!\s(?:my|your|our|his|her|their|its|the|a|an|this|that|these|those|any|it|mine)"
+    r"(?![A-Za-z]))"
+)
+_ZH_HEDGED = r"怎么|怎样|如何|什么|哪|是否|有没有|是不是|多少|几"
+
 NOT_NEGATION = re.compile(
     _en(
-        r"not\ssure|(?:do\s?n[o']?t|did\s?n[o']?t)\s(?:know|remember)|no\sidea|(?:whether\s)?or\snot"
-        r"|no\sproblem|no\sworries|oh\sno|(?:can\s?n[o']?t|cannot)\sremember|not\sonly|no\smatter|nothing\selse"
+        r"not\ssure|(?:do\s?n[o']?t|did\s?n[o']?t)\s(?:know|remember)"
+        + _HEDGED
+        + r"|no\sidea|(?:whether\s)?or\snot"
+        r"|no\s(?:more|less|fewer)\sthan|no\sproblem|no\sworries|oh\sno|(?:can\s?n[o']?t|can'?t|cannot)\sremember"
+        + _HEDGED
+        + r"|not\sonly|no\smatter|nothing\selse"
     )
-    + r"|不知道|不清楚|不确定|不记得|不好意思|对不起|不过|不错|不少|不断|不同|不久|不仅"
+    + r"|不知道|不清楚|不确定|不记得(?="
+    + _ZH_HEDGED
+    + r")|不好意思|对不起|不错|不少|不断|不久|不仅"
+    # 不同 "different" but not 不同意 "disagree"; 不过 "but" but not 考试不过 "fail the exam"
+    # (a clause-final 不过, or one followed by 的话 / 怎么办)
+    + r"|不同(?!意)|不过(?!\s*(?:$|[,.?!;:，。？！；：]|的话|怎么|咋|会怎|该怎|吗|了))"
     + r"|不管|不论|不但|差不多|不得不|了不起|要不然|不然|不如|没关系"
     + r"|别人|别的|特别|区别|类别|级别|告别|识别|分别|差别"
     + r"|个别|性别|鉴别|辨别|别墅|别名|别处|无论|无线|无人机|无聊|无所谓|无限|无数|未来|未成年"

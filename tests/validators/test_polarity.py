@@ -46,6 +46,30 @@ SAME = [
     ("I've used my card abroad, is there a fee?", "Is there a fee for using my card abroad?"),
     ("Why hasn't my transfer gone through?", "Why has my transfer not arrived?"),
     ("还剩多少流量", "剩余流量是多少"),
+    # comparisons and bounds: the same bound written two ways
+    (
+        "Can I open a savings account if I am over 18?",
+        "Can I open a savings account if I'm over 18 years old?",
+    ),
+    ("Is there a fee for transfers over $500?", "Is there a fee for transfers of more than $500?"),
+    ("Can I talk to someone over the phone?", "Can I talk to someone by phone?"),  # not an amount
+    ("Do I need at least 3 references?", "Do I need no less than 3 references?"),
+    ("Do I need at least 3 references?", "Do I need 3 references?"),  # one-sided bound
+    ("Can I withdraw at most 500?", "Can I withdraw no more than 500?"),
+    ("转账金额大于5000要验证吗", "转账金额超过5000要验证吗"),
+    ("至少要几个人", "起码要几个人"),
+    # prefixed negation: a pair rule, one-sided mentions do not refuse
+    ("Is it legal to record a call?", "Is it legal to record a phone call?"),
+    ("Is the ticket non-refundable?", "Is the ticket nonrefundable?"),
+    ("Is the ticket refundable?", "Can I get my money back for the ticket?"),
+    ("Are pets allowed in the hotel?", "Can I bring my dog to the hotel?"),
+    # hedges on know/remember stay positive; the idioms of the filter still work
+    ("I don't know how to reset my passcode", "How do I reset my passcode?"),
+    ("I didn't know about this fee, why was I charged?", "Why was I charged this fee?"),
+    ("What is this payment I don't remember making?", "What is this payment?"),
+    ("我不记得怎么改密码", "怎么改密码"),
+    ("不过我想问一下怎么改密码", "我想问一下怎么改密码"),
+    ("我想转账不过失败了", "我想转账但是失败了"),
 ]
 
 DIFFERENT = [
@@ -96,6 +120,30 @@ DIFFERENT = [
     ("How many vacation days have I used up?", "How many vacation days have I saved up?"),
     ("How much of my budget is left?", "How much of my budget has been spent?"),
     ("还剩多少流量", "已用多少流量"),
+    (
+        "Can I open a savings account if I am over 18?",
+        "Can I open a savings account if I am under 18?",
+    ),
+    ("Is there a fee for transfers over $500?", "Is there a fee for transfers under $500?"),
+    ("Do I need at least 3 references?", "Do I need at most 3 references?"),
+    ("Can I withdraw no more than 500?", "Can I withdraw no less than 500?"),
+    ("Can I withdraw no more than 500?", "Can I withdraw more than 500?"),
+    ("转账金额大于5000要验证吗", "转账金额小于5000要验证吗"),
+    ("至少要几个人", "至多要几个人"),
+    (
+        "Is it legal to record a phone call in California?",
+        "Is it illegal to record a phone call in California?",
+    ),
+    ("Are pets allowed in the hotel?", "Are pets disallowed in the hotel?"),
+    ("Is the ticket refundable?", "Is the ticket non-refundable?"),
+    ("Is this payment authorized?", "Is this payment unauthorized?"),
+    ("合法吗", "违法吗"),
+    ("What should I do if I don't know my PIN?", "What should I do if I know my PIN?"),
+    ("I didn't remember the code", "I remembered the code"),
+    ("I can't remember my PIN", "I can remember my PIN"),
+    ("我不记得密码了", "我记得密码"),
+    ("我不同意这个条款怎么办", "我同意这个条款怎么办"),
+    ("考试不过怎么办", "考试过了怎么办"),
 ]
 
 
@@ -159,10 +207,28 @@ def test_every_pair_is_detected_in_both_languages() -> None:
         "relative": ("from now", "ago", "3天后", "3天前"),
         "comparison": ("more than", "less than", "超过", "低于"),
         "usage": ("how much is left", "how much have I used", "还剩多少", "已用多少"),
+        "bound": ("at least", "at most", "至少", "至多"),
     }
-    assert set(samples) == {p.name for p in ACTION_PAIRS}
+    prefixed = {p.name for p in ACTION_PAIRS if p.name.startswith("prefix_")}
+    assert set(samples) == {p.name for p in ACTION_PAIRS} - prefixed
     for name, (en_plus, en_minus, zh_plus, zh_minus) in samples.items():
         for text, pole in ((en_plus, "+"), (en_minus, "-"), (zh_plus, "+"), (zh_minus, "-")):
             values = extract_entities(f"x {text} y")["polarity"]
             assert f"{name}:{pole}" in values, (text, values)
             assert f"{name}:{'-' if pole == '+' else '+'}" not in values, (text, values)
+
+
+def test_every_prefixed_pair_refuses_only_on_both_sides() -> None:
+    words = {
+        "legal": ("legal", "illegal"), "allowed": ("allowed", "disallowed"),
+        "refundable": ("refundable", "non-refundable"), "valid": ("valid", "invalid"),
+        "eligible": ("eligible", "ineligible"), "available": ("available", "unavailable"),
+        "safe": ("safe", "unsafe"), "paid": ("paid", "unpaid"), "limited": ("limited", "unlimited"),
+    }  # fmt: skip
+    for name, (plus, minus) in words.items():
+        a, b = f"is it {plus} here", f"is it {minus} here"
+        assert f"prefix_{name}:+" in extract_entities(a)["polarity"], a
+        assert f"prefix_{name}:-" in extract_entities(b)["polarity"], b
+        assert mismatch(a, b) == "polarity", (a, b)
+        assert mismatch(a, "is it ok here") is None, a
+        assert mismatch(b, "is it ok here") is None, b

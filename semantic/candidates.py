@@ -62,7 +62,9 @@ def is_past_policy_ttl(entry: StoredEntry, policy: SemanticPolicy, now: datetime
     Not with a sliding TTL, where age is not the bound: each hit extends the expiry (by
     at most the policy's TTL, :meth:`SemanticCache._hit`)."""
     ttl = policy.ttl_seconds
-    return bool(ttl) and not policy.sliding_ttl and (now - entry.updated_at).total_seconds() > ttl
+    if not ttl or policy.sliding_ttl:
+        return False
+    return (now - entry.updated_at).total_seconds() > ttl
 
 
 def verdict(

@@ -13,7 +13,9 @@ canonical typed serialization (:mod:`semantic.canonical`) of:
 5. the endpoint kind (``chat`` or ``completion``: the bodies differ),
 6. a fingerprint of every request parameter that can change the answer,
 7. the conversation context: every message except the last user message
-   (system prompt, few-shot examples, earlier turns; roles and content).
+   (system prompt, few-shot examples, earlier turns; roles and content), and the
+   last user message's fields other than its role and content (``name``), when it
+   has any (:data:`QUESTION_FIELDS`).
 
 Only the last user message is embedded. The partition is a *hard filter*: a
 lookup searches one partition's index and nothing else. Prefixing the embedded
@@ -84,6 +86,9 @@ IGNORED_PARAMS: frozenset[str] = frozenset(
 )  # fmt: skip
 
 _STRUCTURAL = frozenset({"model", "messages", "prompt"})
+
+#: The params entry holding the question message's fields other than role and content.
+QUESTION_FIELDS = "question_message_fields"
 
 
 def answer_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -220,13 +225,21 @@ class SemanticQuery:
         cls, *, tenant: str, body: Mapping[str, Any], namespace: str | None = None
     ) -> SemanticQuery:
         """From a ``/v1/chat/completions`` request body."""
-        context, question = split_question(body.get("messages") or [])
+        messages = body.get("messages") or []
+        context, question = split_question(messages)
+        params = answer_params(body)
+        # The question's own message beyond its text (a ``name`` an upstream reads, say)
+        # can change the answer too; absent for plain messages, so their keys stay.
+        last = _clean_message(messages[-1])
+        fields = {k: v for k, v in last.items() if k not in ("role", "content")}
+        if fields:
+            params[QUESTION_FIELDS] = fields
         return cls(
             tenant=tenant,
             model=_model(body),
             question=question,
             context=tuple(context),
-            params=answer_params(body),
+            params=params,
             namespace=namespace,
             endpoint="chat",
         )

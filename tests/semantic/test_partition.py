@@ -152,3 +152,20 @@ def test_query_from_chat_and_completion_bodies() -> None:
         SemanticQuery.from_chat(tenant="t", body={"messages": [QUESTION]})
     with pytest.raises(InvalidRequestError, match="tenant"):
         SemanticQuery.from_chat(tenant="", body=body)
+
+
+def test_the_question_messages_own_fields_split_the_partition() -> None:
+    # An upstream reads a message's `name`: Alice's and Bob's identical words are two
+    # questions. A plain message (or a null field) keeps the key it always had.
+    def query(**fields: Any) -> SemanticQuery:
+        body = {"model": "smollm2-135m", "messages": [SYSTEM, QUESTION | fields]}
+        return SemanticQuery.from_chat(tenant="tenant-a", body=body)
+
+    def k(q: SemanticQuery) -> str:
+        return q.partition_key(BASE["embedder_id"])
+
+    plain = query()
+    assert k(query(name=None)) == k(plain) and plain.params == {}  # control: unchanged
+    assert len({k(plain), k(query(name="alice")), k(query(name="bob"))}) == 3
+    assert k(query(name="alice")) == k(query(name="alice"))
+    assert query(name="alice").question == plain.question  # the words asked are the same

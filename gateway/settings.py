@@ -54,6 +54,11 @@ class Settings(BaseSettings):
     # The upstream's models come from its /v1/models; this name is used only until
     # that list is known (an upstream down at startup).
     upstream_model: str | None = None
+    # Model name -> a revision of its weights, part of the semantic partition, e.g.
+    # '{"llama-3-8b": "2024-06-01"}': change it when an HTTP upstream serves new weights
+    # under the same name, and answers of the old ones are never served. The in-process
+    # engine's model gets its weights' digest without this.
+    model_revisions: dict[str, str] = Field(default_factory=dict)
     # What the upstream is, so it gets only fields it accepts: auto (from the owned_by
     # of its /v1/models), cachegate, vllm, sglang or openai (a generic server that gets
     # exactly the client's fields). See docs/upstreams.md.

@@ -14,6 +14,7 @@ import contextvars
 import json
 import logging
 import math
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -102,6 +103,7 @@ class Pipeline:
         *,
         lookup_threads: int = DEFAULT_LOOKUP_THREADS,
         inline: bool = True,
+        model_revisions: Mapping[str, str] | None = None,
     ) -> None:
         if lookup_threads < 1:
             raise ValueError("lookup_threads must be >= 1")
@@ -118,6 +120,9 @@ class Pipeline:
         # The pair verifier and each tenant's cut (gateway/verification.py); None: off.
         self.verification = verification
         self.store_ok = True  # last semantic DB call succeeded (shown by /ready)
+        # model name -> its weights' revision, part of the partition: answers of weights
+        # replaced under the same name are never served (seed 003: 缓存键要含模型版本).
+        self.model_revisions = dict(model_revisions or {})
 
     async def lookup(
         self,
@@ -153,6 +158,9 @@ class Pipeline:
             builder = SemanticQuery.from_chat if kind == "chat" else SemanticQuery.from_completion
             namespace = semantic_namespace(ctx, cc, user)
             query = builder(tenant=ctx.tenant_id, body=body, namespace=namespace)
+            revision = self.model_revisions.get(query.model)
+            if revision:
+                query = replace(query, model=f"{query.model}@{revision}")
         except InvalidRequestError as exc:
             tr.step("cacheable", False, str(exc))
             return SemanticDecision("skipped", f"uncacheable:{exc.reason}", trace=tr.result)

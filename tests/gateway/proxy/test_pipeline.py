@@ -350,3 +350,18 @@ def test_the_lookup_bounds_age_by_the_tenants_ttl_not_the_clients() -> None:
     stored, looked = request_policy(tenant, client), request_policy(tenant, client, lookup=True)
     assert (stored.ttl_seconds, looked.ttl_seconds) == (60, 3600)
     assert stored.max_age_seconds == looked.max_age_seconds == 30
+
+
+@pytest.mark.slow
+def test_answers_of_replaced_weights_are_never_served(cache: SemanticCache) -> None:
+    # The same model name over new weights (seed 003: the key holds the model version).
+    metrics, q = GatewayMetrics(), body("What is the capital of France?")
+    old = Pipeline(cache, metrics, model_revisions={MODEL: "weights-a"})
+    assert backfill(old, ctx(), lookup(old, ctx(), q), answer("Paris.")) == "stored"
+    assert lookup(old, ctx(), q).status == "hit"  # control: the same weights hit
+    new = Pipeline(cache, metrics, model_revisions={MODEL: "weights-b"})
+    assert lookup(new, ctx(), q).header == "miss:empty"
+    unversioned = Pipeline(cache, metrics)
+    assert lookup(unversioned, ctx(), q).header == "miss:empty"
+    other = Pipeline(cache, metrics, model_revisions={"another-model": "weights-b"})
+    assert lookup(other, ctx(), q).header == "miss:empty"  # MODEL has no revision here

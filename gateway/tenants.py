@@ -16,7 +16,10 @@ transaction (:func:`gateway.sync.log.log_tenant_change`); the replica-sync feed
 as the feed wakes (``cache_seconds`` bounds it if the feed is down). When the
 database is down, the last known answer for a key keeps serving, so the
 gateway fails open to the upstream instead of locking every tenant out, for at
-most ``MAX_STALE_SECONDS`` after the database last confirmed it.
+most ``MAX_STALE_SECONDS`` after the database last confirmed it. "Down" includes a
+pool with no free connection in time (``sqlalchemy.exc.TimeoutError``) and, on
+PostgreSQL, a lookup held past the engine's ``lock_timeout`` (a table lock taken
+elsewhere, say another replica's migration) or past ``AUTH_STATEMENT_TIMEOUT_MS``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -86,6 +89,21 @@ class TenantContext:
         return f"{own}:{self.namespace_id}" if self.namespace_id else own
 
 
+#: The authentication lookup's ``statement_timeout`` on PostgreSQL (milliseconds): a few
+#: primary-key reads, so anything longer is a database in trouble, answered as one that
+#: is down. Set per transaction (``SET LOCAL``): the engine is shared with reports,
+#: whose aggregations may rightly take longer.
+AUTH_STATEMENT_TIMEOUT_MS = 3_000
+
+#: What the key lookup raises when the database cannot answer: down, refusing or
+#: timing out (OperationalError, which lock and statement timeouts are too), a broken
+#: connection (InterfaceError), or no pooled connection free in time (TimeoutError).
+DB_UNAVAILABLE: tuple[type[Exception], ...] = (
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.TimeoutError,
+)
+
 #: A bearer token longer than this is refused without a database query (our keys are
 #: 46 characters; a fixed development key is whatever the operator chose, within reason).
 MAX_KEY_CHARS = 256
@@ -123,7 +141,7 @@ class TenantStore:
             raise invalid
         try:
             loaded = self._load(digest)
-        except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+        except DB_UNAVAILABLE as exc:
             stale = cache.stale(digest)  # fail open on a recent answer
             if stale is not None:
                 return stale
@@ -147,6 +165,8 @@ class TenantStore:
 
     def _load(self, digest: str) -> TenantContext | None:
         with self.sessions() as s:
+            if self.engine.dialect.name == "postgresql":  # ends with the transaction
+                s.execute(text(f"SET LOCAL statement_timeout = {AUTH_STATEMENT_TIMEOUT_MS}"))
             row = s.execute(
                 select(Tenant, ApiKey)
                 .join(ApiKey, ApiKey.tenant_id == Tenant.id)

@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from typing import Literal
 
 from sqlalchemy import distinct, func, select
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from gateway.admin import audit
@@ -32,7 +31,7 @@ from gateway.errors import NotFoundError, ServiceUnavailableError
 from gateway.metrics import GatewayMetrics
 from gateway.models import Tenant
 from gateway.proxy.ratelimit import RateLimiter
-from gateway.tenants import TenantStore
+from gateway.tenants import DB_UNAVAILABLE, TenantStore
 from semantic import SemanticCache
 from semantic.errors import EntryNotFoundError, StoreUnavailableError
 from semantic.models import SemanticEntry
@@ -49,7 +48,7 @@ def store_errors() -> Iterator[None]:
         # The cause names the database URL: it stays in the exception chain (logs), never
         # in the error body.
         raise ServiceUnavailableError("the semantic store is unavailable") from exc
-    except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+    except DB_UNAVAILABLE as exc:  # a pool with no free connection in time included
         raise ServiceUnavailableError("the semantic store is unavailable") from exc
 
 

@@ -39,6 +39,7 @@ from gateway.admin.schemas import (
     TenantUpdate,
 )
 from gateway.admin.service import TenantAdmin
+from gateway.admin.unavailable import DatabaseErrorsRoute
 from gateway.policy import TenantPolicy
 from gateway.proxy.ratelimit import RateLimiter
 from gateway.proxy.routes import state
@@ -73,8 +74,13 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     )
 }
 
+# DatabaseErrorsRoute: a database that cannot answer is the declared 503, on every route.
 router = APIRouter(
-    prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin)], responses=_ERRORS
+    prefix="/admin",
+    tags=["admin"],
+    dependencies=[Depends(require_admin)],
+    responses=_ERRORS,
+    route_class=DatabaseErrorsRoute,
 )
 
 Actor = Annotated[str, Depends(require_admin)]

@@ -82,6 +82,8 @@ IBAN = re.compile(
 )
 CARD_NUMBER = re.compile(r"(?<![\d.,])\d{4}(?:[\s-]\d{4}){2,3}(?:[\s-]\d{1,3})?(?![\d.,]\d)")
 IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.]\d)")
+# Hex codes: "error 0x80070005" (a Windows HRESULT), "0xFF".
+HEX = re.compile(r"(?<![A-Za-z0-9_])0[xX][0-9A-Fa-f]+(?![A-Za-z0-9_])")
 CODE_WITH_DASH = re.compile(_A + r"[A-Za-z]{2,}-\d{2,}[A-Za-z0-9-]*" + _Z)
 
 _PRODUCTS: dict[str, str] = {
@@ -179,6 +181,11 @@ def _card(m: re.Match[str]) -> list[tuple[str, str]] | None:
     return one("identifier", digits) if 12 <= len(digits) <= 19 else None
 
 
+def _hex(m: re.Match[str]) -> list[tuple[str, str]]:
+    digits = m.group()[2:].lstrip("0") or "0"
+    return [("identifier", "0x" + digits.upper())]
+
+
 def _ipv4(m: re.Match[str]) -> list[tuple[str, str]] | None:
     parts = m.group().split(".")
     if any(int(p) > 255 for p in parts):
@@ -206,6 +213,7 @@ def extract_identifiers(scan: Scanner) -> None:
     """Identifiers with a keyword or a shape that cannot be anything else."""
     scan.take(_MASKED_REF, _masked_ref)
     scan.take(UPS_TRACKING, _plain_id)
+    scan.take(HEX, _hex)
     scan.take(IBAN, _plain_id)
     scan.take(CARD_NUMBER, _card)
     scan.take(IPV4, _ipv4)

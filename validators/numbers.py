@@ -3,7 +3,10 @@
 Every numeric entity (amounts, percentages, times, dates, plain numbers) is
 canonicalized through ``canonical_number`` so that ``"3"``, ``"3.0"``,
 ``"three"`` and ``"三"`` all become ``"3"``, ``"1,234"`` and ``"一千二百三十四"``
-become ``"1234"``, ``"5k"`` and ``"5万"``'s digits are multiplied out.
+become ``"1234"``, ``"5k"``, ``"5 crore"`` and ``"5万"``'s digits are multiplied out
+(and ``"$5M"``'s: a bare M/MM/B is a magnitude only after a currency symbol). A sign
+at a word start is kept (``"-40"``, ``"−40"`` → ``"-40"``), as are a leading dot
+(``".5"``) and an exponent (``"1e3"`` → ``"1000"``).
 
 The regex fragments (``DIGIT_NUM``, ``EN_NUM``, ``ZH_NUM``, ``ANY_NUM``) have no
 capture groups, so other modules can embed them inside their own groups. Each
@@ -28,25 +31,36 @@ EN_TENS: dict[str, int] = {
     "twenty": 20, "thirty": 30, "forty": 40, "fourty": 40, "fifty": 50, "sixty": 60,
     "seventy": 70, "eighty": 80, "ninety": 90,
 }  # fmt: skip
-EN_SCALES: dict[str, int] = {"thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
+EN_SCALES: dict[str, int] = {
+    "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000,
+    "trillion": 1_000_000_000_000,
+}  # fmt: skip
 _EN_WORD = "|".join(
     sorted([*EN_UNITS, *EN_TENS, *EN_SCALES, "hundred", "dozen"], key=len, reverse=True)
 )
 
-# Digits: 1234, 1,234, 3.5, optionally followed by a multiplier (5k, 2 million, 3万).
+# Multiplier words after digits (5k, 2 million, 3 trillion, 5 mn, 5 crore, 5 lakh).
+_SCALE_WORDS = r"k|thousand|million|billion|trillion|bn|mn|mln|mil|crores?|lakhs?|lacs?"
+# A sign only at a word start (start, space, bracket, "=" before it): "-40", "(−3)";
+# never "COVID-19", "A-1", "5-10", "555-1234", which have a letter or digit before it.
+_SIGN = r"(?:(?<![^\s(\[{=:;,])[-\u2212](?=\.?\d))?"
+# Digits: 1234, 1,234, 3.5, .5, 1e3, optionally followed by a multiplier (5k, 2 million, 3万).
 DIGIT_NUM = (
-    r"(?<![A-Za-z0-9_.])(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
-    r"(?:\s?(?:k|thousand|million|billion|bn)(?![A-Za-z])|[百千万萬亿億](?![分]))?"
+    _SIGN + r"(?<![A-Za-z0-9_.])(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)"
+    r"(?:e[+-]?\d{1,3}(?![A-Za-z0-9]))?"
+    rf"(?:\s?(?:{_SCALE_WORDS})(?![A-Za-z])|[百千万萬亿億](?![分]))?"
 )
+# After a currency symbol a bare letter is a magnitude too: $5M, $5m, $5MM, $5B.
+SYMBOL_SCALE = r"(?:(?<=\d)(?:mm|m|b)(?![A-Za-z]))?"
 # English number words: "three", "twenty-five", "one hundred and five", "a thousand".
 EN_NUM = (
     rf"(?<![A-Za-z])(?:an?\s+(?=(?:hundred|thousand|million|billion|dozen)(?![A-Za-z])))?"
     rf"(?:{_EN_WORD})(?:(?:\s+and\s+|\s*-\s*|\s+)(?:{_EN_WORD})){{0,9}}(?![A-Za-z])"
 )
 ZH_DIGITS: dict[str, int] = {
-    "零": 0, "〇": 0, "一": 1, "壹": 1, "二": 2, "贰": 2, "两": 2, "兩": 2, "三": 3, "叁": 3,
-    "四": 4, "肆": 4, "五": 5, "伍": 5, "六": 6, "陆": 6, "七": 7, "柒": 7, "八": 8, "捌": 8,
-    "九": 9, "玖": 9,
+    "零": 0, "〇": 0, "一": 1, "壹": 1, "二": 2, "贰": 2, "貳": 2, "两": 2, "兩": 2, "三": 3,
+    "叁": 3, "參": 3, "叄": 3, "四": 4, "肆": 4, "五": 5, "伍": 5, "六": 6, "陆": 6, "陸": 6,
+    "七": 7, "柒": 7, "八": 8, "捌": 8, "九": 9, "玖": 9,
 }  # fmt: skip
 ZH_SMALL_UNITS: dict[str, int] = {"十": 10, "拾": 10, "百": 100, "佰": 100, "千": 1000, "仟": 1000}
 ZH_BIG_UNITS: dict[str, int] = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
@@ -55,13 +69,17 @@ ZH_NUM = rf"(?<![{_ZH_CHARS}])[{_ZH_CHARS}]{{1,16}}"
 ANY_NUM = rf"(?:{DIGIT_NUM}|{EN_NUM}|{ZH_NUM})"
 
 _DIGIT_RE = re.compile(
-    r"((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s?(k|thousand|million|billion|bn|[百千万萬亿億])?",
+    r"([-\u2212])?((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(e[+-]?\d{1,3})?"
+    rf"\s?({_SCALE_WORDS}|mm|m|b|[百千万萬亿億])?",
     re.IGNORECASE,
 )
 _MULTIPLIERS = {
-    "k": 1_000, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000,
-    "bn": 1_000_000_000, "百": 100, "千": 1_000, "万": 10_000, "萬": 10_000,
-    "亿": 100_000_000, "億": 100_000_000,
+    "k": 1_000, "thousand": 1_000, "million": 1_000_000, "m": 1_000_000, "mm": 1_000_000,
+    "mn": 1_000_000, "mln": 1_000_000, "mil": 1_000_000, "billion": 1_000_000_000,
+    "bn": 1_000_000_000, "b": 1_000_000_000, "trillion": 1_000_000_000_000,
+    "lakh": 100_000, "lakhs": 100_000, "lac": 100_000, "lacs": 100_000,
+    "crore": 10_000_000, "crores": 10_000_000, "百": 100, "千": 1_000, "万": 10_000,
+    "萬": 10_000, "亿": 100_000_000, "億": 100_000_000,
 }  # fmt: skip
 
 
@@ -78,12 +96,12 @@ def parse_digits(text: str) -> Decimal | None:
     if m is None:
         return None
     try:
-        value = Decimal(m.group(1).replace(",", ""))
+        value = Decimal(m.group(2).replace(",", "") + (m.group(3) or ""))
     except InvalidOperation:  # pragma: no cover - the regex only admits digits
         return None
-    if m.group(2):
-        value *= _MULTIPLIERS[m.group(2).lower()]
-    return value
+    if m.group(4):
+        value *= _MULTIPLIERS[m.group(4).lower()]
+    return -value if m.group(1) else value
 
 
 def parse_en_words(text: str) -> list[Decimal]:
@@ -197,7 +215,7 @@ def parse_number(text: str) -> Decimal | None:
     text = text.strip()
     if not text:
         return None
-    if text[0].isdigit():
+    if text[0].isdigit() or (text[0] in "-\u2212." and len(text) > 1):
         return parse_digits(text)
     if text[0] in ZH_DIGITS or text[0] in ZH_SMALL_UNITS or text[0] in ZH_BIG_UNITS:
         return parse_zh(text)

@@ -36,6 +36,7 @@ from validators.numbers import (
     ANY_NUM,
     DIGIT_NUM,
     EN_NUM,
+    SYMBOL_SCALE,
     ZH_NUM,
     canonical_number,
     number_values,
@@ -94,7 +95,7 @@ _ZH_WORDS = "|".join(sorted((w for w in _WORDS if not w.isascii()), key=len, rev
 _SYMBOL_RE = "|".join(re.escape(s) for s in sorted(_SYMBOLS, key=len, reverse=True))
 AMOUNT = re.compile(
     # $20, US$ 20, €5.50, ¥100
-    rf"(?<![A-Za-z0-9])({_SYMBOL_RE})\s?({DIGIT_NUM}|{EN_NUM})"
+    rf"(?<![A-Za-z0-9])({_SYMBOL_RE})\s?({DIGIT_NUM}{SYMBOL_SCALE}|{EN_NUM})"
     # USD 20, RMB 100
     rf"|(?<![A-Za-z0-9])({_CODES})\s?({DIGIT_NUM})"
     # 20 dollars, twenty bucks, 20 USD, 100元, 一百块钱, 20$

@@ -8,6 +8,8 @@ from tests.validators.conftest import mismatch
 from validators import extract_entities, find_entities
 
 SAME = [
+    ("How do I fix error 0x80070005?", "How can I fix error 0X80070005?"),
+    ("What does 0xff mean?", "What does 0xFF mean?"),
     ("Where is order 12345?", "Where is order #12345?"),
     ("Where is order 12345?", "What's the status of order number 12345?"),
     ("Where is order 12345?", "订单号12345到哪了"),
@@ -36,6 +38,8 @@ SAME = [
 ]
 
 DIFFERENT = [
+    ("How do I fix error 0x80070005?", "How do I fix error 0x80070002?", "identifier"),
+    ("What does error 0x80004005 mean?", "What does error 0x8007000E mean?", "identifier"),
     ("Where is order 12345?", "Where is order 12346?", "identifier"),
     ("Where is order #12345?", "Where is order #12346?", "identifier"),
     ("订单号12345到哪了", "订单号12346到哪了", "identifier"),

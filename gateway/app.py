@@ -49,6 +49,7 @@ from prefix.config import EngineConfig
 from semantic import EntryStore, PartitionedIndex, SemanticCache
 from semantic.embedder import CoveringEmbedder
 from semantic.embedders import build_embedder
+from semantic.store_db import postgres_connect_args
 from validators import Validator
 
 if TYPE_CHECKING:  # torch comes in only when the engine runs in this process
@@ -118,12 +119,15 @@ def create_app(settings: Settings | None = None, components: Components | None =
             settings.data_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(upgrade_database, url)
         # A PostgreSQL host that drops packets would hold each read for the OS's TCP
-        # timeout (minutes) on a worker thread; 5 s, as the semantic store and feed have.
+        # timeout (minutes) on a worker thread, and a table lock held elsewhere (another
+        # replica's migration) every authentication: the store's connect timeout, TCP
+        # keepalives and lock_timeout (semantic/store_db.py). No engine-wide
+        # statement_timeout (reports aggregate through it); authentication sets its own.
         postgres = url.startswith("postgresql")
         db = create_engine(
             url,
             pool_pre_ping=True,
-            connect_args={"connect_timeout": 5} if postgres else {},
+            connect_args=postgres_connect_args(url, connect_timeout=5) if postgres else {},
             hide_parameters=True,  # bound values (prompts, answers) never in an error's text
         )
         tenants = TenantStore(db)

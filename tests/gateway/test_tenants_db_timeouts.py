@@ -18,11 +18,21 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from gateway.admin.service import TenantAdmin
+from gateway.app import Components
 from gateway.errors import AuthenticationError, ServiceUnavailableError
 from gateway.tenants import AUTH_STATEMENT_TIMEOUT_MS, TenantStore
 from migrations.runner import upgrade_database
 from semantic.store_db import LOCK_TIMEOUT_MS, postgres_connect_args
-from tests.gateway.conftest import PG_DSN, PG_SERVER_URL
+from tests.gateway.conftest import (
+    PG_DSN,
+    PG_SERVER_URL,
+    assert_openai_error,
+    gateway_settings,
+    running_gateway,
+)
+from tests.gateway.scripted_upstream import scripted_upstream
+
+ADMIN_TOKEN = "admin-token-for-tests-0123456789"
 
 #: What a lock-bound authentication may take here: its timeout and a generous margin.
 BOUND = max(LOCK_TIMEOUT_MS, AUTH_STATEMENT_TIMEOUT_MS) / 1000 + 4
@@ -97,13 +107,13 @@ def pg_url(pg_schema: str) -> str:
 
 @pytest.fixture
 def lock_keys(pg_schema: str) -> Iterator[Callable[[], None]]:
-    """``lock()`` takes ACCESS EXCLUSIVE on api_keys in another session (as another
-    replica's migration would) until the test ends."""
+    """``lock()`` takes ACCESS EXCLUSIVE on api_keys and tenants in another session (as
+    another replica's migration would) until the test ends."""
     conn = psycopg.connect(PG_DSN)
 
     def lock() -> None:
         conn.execute(f'SET search_path = "{pg_schema}"')
-        conn.execute("LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE")
+        conn.execute("LOCK TABLE api_keys, tenants IN ACCESS EXCLUSIVE MODE")
 
     try:
         yield lock
@@ -164,3 +174,46 @@ def test_a_table_lock_fails_authentication_within_the_bound(
     finally:
         engine.dispose()
         plain.dispose()
+
+
+@pytest.mark.postgres
+def test_the_gateways_tenant_engine_is_bounded(
+    pg_url: str, lock_keys: Callable[[], None], tmp_path: Path
+) -> None:
+    """The engine ``create_app`` makes: its settings, and the request path under a lock
+    (a key never confirmed: 503; the admin API: 503), with a positive control first."""
+    with scripted_upstream() as up:
+        settings = gateway_settings(
+            tmp_path,
+            pg_url,
+            upstream_url=up.url,
+            semantic_enabled=False,
+            admin_token=ADMIN_TOKEN,
+        )
+        with running_gateway(settings, Components()) as gw:
+            db: Engine = gw.app.state.db
+            with db.connect() as conn:
+                assert conn.execute(text("SHOW lock_timeout")).scalar() == "3s"
+                assert conn.execute(text("SHOW statement_timeout")).scalar() == "0"
+                params = conn.connection.dbapi_connection.info.get_parameters()  # type: ignore[union-attr]
+                assert params["keepalives"] == "1" and params["tcp_user_timeout"] == "20000"
+            _tenant, key = gw.tenant("lock")
+            admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+            with gw.http(timeout=30) as http:
+                # positive control: answered while nothing holds a lock
+                assert http.get("/admin/tenants", headers=admin).status_code == 200
+                never_seen = gw.tenant("lock")[1]
+                ok = http.get("/v1/models", headers={"Authorization": f"Bearer {key}"})
+                assert ok.status_code == 200, ok.text
+
+                lock_keys()
+                started = time.monotonic()
+                r = http.get("/v1/models", headers={"Authorization": f"Bearer {never_seen}"})
+                assert_openai_error(r, 503, "service_unavailable")
+                assert time.monotonic() - started < BOUND
+                started = time.monotonic()
+                err = assert_openai_error(
+                    http.get("/admin/tenants", headers=admin), 503, "service_unavailable"
+                )
+                assert time.monotonic() - started < BOUND
+                assert "127.0.0.1" not in err["message"] and "lock" not in err["message"]

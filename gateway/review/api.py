@@ -19,6 +19,7 @@ from sqlalchemy.orm import sessionmaker
 
 from gateway.admin.audit import add_event
 from gateway.admin.auth import require_admin
+from gateway.admin.unavailable import DatabaseErrorsRoute
 from gateway.errors import BadRequestError, NotFoundError
 from gateway.metrics import GatewayMetrics
 from gateway.models import MisfireSample
@@ -163,7 +164,8 @@ def label_sample(
 
 def review_router(admin: Any = require_admin) -> APIRouter:
     """The review routes; ``admin`` is the FastAPI dependency that returns the actor."""
-    router = APIRouter(prefix="/admin/review", tags=["review"])
+    # a database that cannot answer is a 503, as on the other admin routes
+    router = APIRouter(prefix="/admin/review", tags=["review"], route_class=DatabaseErrorsRoute)
 
     @router.get("/samples", response_model=SampleList)
     async def samples(

@@ -18,6 +18,9 @@ from pydantic import SecretStr
 from sqlalchemy import Engine, create_engine
 
 from gateway.admin.routes import router as admin_router
+from gateway.reports.api import report_router
+from gateway.settings import Settings
+from gateway.review.api import review_router
 from gateway.admin.unavailable import DATABASE_UNAVAILABLE
 from gateway.app import _install_error_handlers
 from gateway.metrics import GatewayMetrics
@@ -52,6 +55,9 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", f"/admin/tenants/{TENANT}/cache/stats", None),
     ("POST", "/admin/tenants/nobody/cache/explain", {"question": QUESTION}),
     ("GET", "/admin/audit", None),
+    ("GET", "/admin/review/samples", None),
+    ("GET", "/admin/review/samples/1", None),
+    ("POST", "/admin/review/samples/1/label", {"label": "correct", "note": QUESTION}),
     ("DELETE", f"/admin/tenants/{TENANT}", None),
 ]
 IDS = [f"{method} {path}" for method, path, _body in ROUTES]
@@ -61,6 +67,10 @@ def admin_client(db: Engine) -> TestClient:
     """The admin router with the gateway's error handlers over ``db`` (no semantic cache)."""
     app = FastAPI()
     app.include_router(admin_router)
+    app.include_router(review_router())
+    app.include_router(report_router())
+    app.state.db = db
+    app.state.settings = Settings(_env_file=None)  # the report reads its defaults
     _install_error_handlers(app)
     app.state.admin_token = SecretStr(TOKEN)
     app.state.rate_limiter = None
@@ -69,7 +79,7 @@ def admin_client(db: Engine) -> TestClient:
         pipeline=SimpleNamespace(cache=None, verification=None),
         metrics=GatewayMetrics("id"),
         stats=None,
-        upstream=SimpleNamespace(models=lambda: ["m"]),
+        upstream=SimpleNamespace(models=lambda: ["m"], engine=None),
     )
     return TestClient(
         app, raise_server_exceptions=False, headers={"Authorization": f"Bearer {TOKEN}"}
@@ -151,3 +161,9 @@ def test_an_exhausted_pool_is_a_503(up_url: str) -> None:
             held.close()
         assert client.get("/admin/tenants").status_code == 200
     engine.dispose()
+
+
+def test_the_report_is_a_503_with_the_database_down(down: tuple[str, TestClient]) -> None:
+    # Its positive control needs a whole gateway: tests/gateway/reports/test_reports.py.
+    url, client = down
+    assert_database_unavailable(client.get("/admin/reports/misfires?format=json"), url)

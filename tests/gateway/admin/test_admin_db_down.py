@@ -18,12 +18,12 @@ from pydantic import SecretStr
 from sqlalchemy import Engine, create_engine
 
 from gateway.admin.routes import router as admin_router
-from gateway.reports.api import report_router
-from gateway.settings import Settings
-from gateway.review.api import review_router
 from gateway.admin.unavailable import DATABASE_UNAVAILABLE
 from gateway.app import _install_error_handlers
 from gateway.metrics import GatewayMetrics
+from gateway.reports.api import report_router
+from gateway.review.api import review_router
+from gateway.settings import Settings
 from gateway.tenants import TenantStore
 from migrations.runner import upgrade_database
 from tests.gateway.conftest import assert_openai_error

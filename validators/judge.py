@@ -119,8 +119,8 @@ class LocalModelJudge:
 
     def prompt(self, q1: str, q2: str) -> str:
         return PROMPT_TEMPLATE.format(
-            q1=_quote(prepare(q1), self.max_question_chars),
-            q2=_quote(prepare(q2), self.max_question_chars),
+            q1=_quote(prepare(q1, fold_traditional=False), self.max_question_chars),
+            q2=_quote(prepare(q2, fold_traditional=False), self.max_question_chars),
         )
 
     def _ask(self, q1: str, q2: str) -> JudgeVerdict:

@@ -234,10 +234,17 @@ def _make_en_words(work: str) -> Handler:
     return handler
 
 
+# Formal (banker's) numerals that are also everyday characters: read only next to
+# another numeral ("陆佰", "貳拾") or before a currency word ("陆元", matched earlier).
+_FORMAL_ALONE = frozenset("壹贰貳叁參叄肆伍陆陸柒捌玖拾佰仟")
+
+
 def _zh_numeral(work: str) -> Handler:
     def handler(m: re.Match[str]) -> list[tuple[str, str]] | None:
         if m.group() == "一" and work[max(0, m.start() - 1) : m.start()] != "第":
             return None  # a lone 一 is an article or part of a word
+        if m.group() in _FORMAL_ALONE:
+            return None  # a lone 陆/拾/參 is a word: 登陆, 大陆, 收拾, 參加
         return one("number", _canonical(parse_number(m.group())))
 
     return handler

@@ -8,6 +8,13 @@ from tests.validators.conftest import mismatch
 from validators import extract_entities
 
 SAME = [
+    ("後天天氣如何", "后天天气如何"),
+    ("大後天天氣如何", "大后天天气怎么样"),
+    ("下週一開會嗎", "下周一开会吗"),
+    ("下週一開會嗎", "下星期一開會嗎"),
+    ("這個月的帳單", "这个月的账单"),
+    ("下個月的帳單", "下个月的帐单"),
+    ("禮拜一開門嗎", "周一开门吗"),
     ("今天天气如何", "今天天气怎么样"),
     ("What's the weather today?", "How is the weather today?"),
     ("What's the weather today?", "今天天气怎么样"),
@@ -47,6 +54,13 @@ SAME = [
 ]
 
 DIFFERENT = [
+    # traditional Chinese: folded to the simplified forms the rules read
+    ("後天天氣如何", "大後天天氣如何", "date"),
+    ("後天天氣如何", "明天天氣如何", "date"),
+    ("下週一開會嗎", "下週二開會嗎", "date"),
+    ("下週一開會嗎", "上週一開會嗎", "date"),
+    ("這個月的帳單", "下個月的帳單", "date"),
+    ("這週末開門嗎", "下週末開門嗎", "date"),
     ("今天天气如何", "明天天气如何", "date"),
     ("今天天气如何", "后天天气如何", "date"),
     ("昨天的交易", "前天的交易", "date"),

@@ -90,3 +90,22 @@ def test_adversarial_input_is_scanned_in_linear_time(unit: str) -> None:
     extract_entities(text)
     first_guard(text, list(GUARDS))
     assert time.perf_counter() - start < 5.0
+
+
+def test_traditional_chinese_is_folded_one_character_for_one() -> None:
+    assert prepare("後天天氣如何") == "后天天气如何"
+    assert prepare("現在幾點") == "现在几点"
+    assert prepare("下週 這個月 餘額 匯率 股價") == "下周 这个月 余额 汇率 股价"
+    text = "我應該吃什麼藥"
+    assert len(prepare(text)) == len(text)
+    assert prepare(text, fold_traditional=False) == text
+    # formal numerals are left as they are (參 is also 參加), and read as numbers
+    assert prepare("參佰") == "參佰"
+    assert extract_entities("轉賬貳佰元") == extract_entities("转账贰佰元")
+
+
+def test_lone_formal_numerals_are_words() -> None:
+    assert "number" not in extract_entities("怎么登陆")
+    assert "number" not in extract_entities("我想參加活動")
+    assert "number" not in extract_entities("收拾房间")
+    assert extract_entities("陸佰元")["amount"] == {"CNY:600"}

@@ -124,7 +124,12 @@ NUMERIC_COMPUTATION = Guard(
         ),
         regex_rule(
             "expression",
-            rf"\d\s*[+*×÷^=]\s*\d|\d\s+[-/]\s+\d"
+            # operators: + * ** × ÷ ^ = and the dots and minus sign of Unicode (· ⋅ ∗ −);
+            # a hyphen, en dash or slash only spaced ("8 - 3"; "5-10 days" is a range),
+            # "x" only spaced ("3 x 4"; "3x4" is a size); a root sign before a number
+            rf"\d\s*(?:[+*×÷^=·⋅∗\u2212]|\*\*)\s*\d|\d\s+[-/\u2013]\s+\d|\d\s+[x×]\s+\d|[√∛]\s*\d"
+            # "what is 8-3?", "what is 12/4?", "what is 3x4?": when it is all the question asks
+            rf"|{A}(?:what\s?is|what'?s|how\smuch\sis)\s\d+(?:\.\d+)?\s?[-\u2013/x]\s?\d+(?:\.\d+)?\s*(?:[?=!.]|$)"
             rf"|{_NUM}\s*(?:times|multiplied\sby|divided\sby|plus|minus|over){Z}\s*{_NUM}"
             rf"|{_NUM}\s*(?:加上?|减去?|乘以?|除以)\s*{_NUM}",
         ),

@@ -52,7 +52,26 @@ FIRES = [
     ("personalized", "pii", "Is order 12345 shipped?"),
     ("personalized", "pii", "card ending in 4242"),
     ("personalized", "pii", "IBAN GB82 WEST 1234 5698 7654 32"),
-    # numeric_computation
+    # traditional Chinese forms of the words the rules know (folded by prepare)
+    ("time_sensitive", "weather", "天氣怎麼樣"),
+    ("time_sensitive", "now", "現在幾點"),
+    ("time_sensitive", "markets", "今天股價"),
+    ("time_sensitive", "markets", "匯率多少"),
+    ("personalized", "my_data_zh", "我的餘額是多少"),
+    ("high_risk", "medical", "我應該吃什麼藥"),
+    # numeric_computation: Unicode operators, spaced dashes, "x", roots, "**"
+    ("numeric_computation", "expression", "what is 8 − 3"),
+    ("numeric_computation", "expression", "what's 8−3?"),
+    ("numeric_computation", "expression", "what is 8 – 3"),
+    ("numeric_computation", "expression", "what is 8-3"),
+    ("numeric_computation", "expression", "what is 12/4?"),
+    ("numeric_computation", "expression", "what is 3 x 4"),
+    ("numeric_computation", "expression", "what is 3x4"),
+    ("numeric_computation", "expression", "what is 3 × 4"),
+    ("numeric_computation", "expression", "what is 3 · 4"),
+    ("numeric_computation", "expression", "what is 3 ⋅ 4"),
+    ("numeric_computation", "expression", "what is 16 ** 2"),
+    ("numeric_computation", "expression", "what is √16"),
     ("numeric_computation", "keyword", "Calculate the interest on a loan"),
     ("numeric_computation", "keyword", "帮我计算一下利息"),
     ("numeric_computation", "expression", "how much is 3*7"),
@@ -85,6 +104,17 @@ FIRES = [
 ]
 
 QUIET = [
+    # the same shapes that are not arithmetic: ranges, sizes, codes, traditional idioms
+    ("numeric_computation", "Is delivery 5-10 days?"),
+    ("numeric_computation", "what is 5-10 days in business days"),
+    ("numeric_computation", "Can I open an account at ages 18-25?"),
+    ("numeric_computation", "call 555-1234"),
+    ("numeric_computation", "How do I fix error COVID-19?"),
+    ("numeric_computation", "what is a 3x4 photo"),
+    ("numeric_computation", "Is 2x speed available?"),
+    ("numeric_computation", "what happened on 12/4 last year"),
+    ("time_sensitive", "怎麼重置密碼"),
+    ("personalized", "餘額寶是什麼"),
     ("time_sensitive", "How do I reset my password?"),
     ("time_sensitive", "What should I do with my old card?"),
     ("time_sensitive", "怎么重置密码"),

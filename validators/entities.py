@@ -65,7 +65,7 @@ ENTITY_KINDS: tuple[str, ...] = (
 )
 #: Version of the extraction rules; stored in ``Entities.to_dict()`` so that
 #: entities persisted by other rules are re-extracted rather than compared.
-ENTITIES_VERSION = 1
+ENTITIES_VERSION = 2
 _VERSION_KEY = "_v"
 
 MATCH = "match"

@@ -190,6 +190,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
                 verification,
                 lookup_threads=settings.lookup_threads,
                 inline=settings.lookup_inline,
+                model_revisions=_model_revisions(settings, upstream),
             ),
             upstream=upstream,
             metrics=metrics,
@@ -276,6 +277,17 @@ def _db_ok(db: object) -> bool:
         return True
     except Exception:
         return False
+
+
+def _model_revisions(settings: Settings, upstream: Upstream) -> dict[str, str]:
+    """Each served model's weights revision for the semantic partition: the operator's
+    (``CACHEGATE_MODEL_REVISIONS``, for HTTP upstreams), and the in-process engine's own
+    weights digest, which no setting can contradict."""
+    revisions = dict(settings.model_revisions)
+    engine = upstream.engine  # the in-process engine, None for remote ones
+    if engine is not None:
+        revisions[upstream.models()[0]] = engine.fingerprint.weights_digest[:16]
+    return revisions
 
 
 def _dev_tenant(settings: Settings, tenants: TenantStore) -> None:

@@ -124,6 +124,11 @@ class Pipeline:
         # replaced under the same name are never served (seed 003: 缓存键要含模型版本).
         self.model_revisions = dict(model_revisions or {})
 
+    def revised(self, query: SemanticQuery) -> SemanticQuery:
+        """``query`` with its model's weights revision, as lookups and backfills key it."""
+        revision = self.model_revisions.get(query.model)
+        return replace(query, model=f"{query.model}@{revision}") if revision else query
+
     async def lookup(
         self,
         ctx: TenantContext,
@@ -157,10 +162,7 @@ class Pipeline:
         try:
             builder = SemanticQuery.from_chat if kind == "chat" else SemanticQuery.from_completion
             namespace = semantic_namespace(ctx, cc, user)
-            query = builder(tenant=ctx.tenant_id, body=body, namespace=namespace)
-            revision = self.model_revisions.get(query.model)
-            if revision:
-                query = replace(query, model=f"{query.model}@{revision}")
+            query = self.revised(builder(tenant=ctx.tenant_id, body=body, namespace=namespace))
         except InvalidRequestError as exc:
             tr.step("cacheable", False, str(exc))
             return SemanticDecision("skipped", f"uncacheable:{exc.reason}", trace=tr.result)

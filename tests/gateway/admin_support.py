@@ -22,7 +22,7 @@ from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel
 from prefix.serve.engine import PrefixEngine
 from protocol.responses import Kind, response_body, usage
-from semantic import Embedder, SemanticQuery
+from semantic import Embedder
 from tests.gateway.conftest import Gateway, gateway_settings, running_gateway
 
 ADMIN_TOKEN = "admin-token-for-tests-0123456789"
@@ -96,8 +96,7 @@ def seed(
     ``namespace``: the one it would have used, default the tenant's now); returns the
     entry id."""
     chat_kind = "messages" in body
-    make = SemanticQuery.from_chat if chat_kind else SemanticQuery.from_completion
-    query = make(tenant=tenant_id, body=body, namespace=namespace or gw.namespace(tenant_id))
+    query = gw.query(tenant_id, body, namespace)
     kind: Kind = "chat" if chat_kind else "completion"
     response = response_body(kind, "seed-1", body["model"], answer, "stop", usage(12, 3, 0))
     policy = TenantPolicy().semantic_policy()

@@ -150,10 +150,16 @@ class Gateway:
         """The semantic cache's own lookup of ``body`` for the tenant: None on a hit,
         else the miss reason (asked directly, not through HTTP; ``namespace``: the one
         a deleted tenant had, default the tenant's now)."""
-        query = SemanticQuery.from_chat(
-            tenant=tenant_id, body=body, namespace=namespace or self.namespace(tenant_id)
-        )
-        return self.cache.lookup(query).reason
+        return self.cache.lookup(self.query(tenant_id, body, namespace)).reason
+
+    def query(
+        self, tenant_id: str, body: dict[str, Any], namespace: str | None = None
+    ) -> SemanticQuery:
+        """``body`` as the gateway keys it for the tenant: its namespace (``namespace``:
+        the one a deleted tenant had) and the model's weights revision."""
+        make = SemanticQuery.from_chat if "messages" in body else SemanticQuery.from_completion
+        query = make(tenant=tenant_id, body=body, namespace=namespace or self.namespace(tenant_id))
+        return self.state.pipeline.revised(query)
 
     def namespace(self, tenant_id: str) -> str:
         """The semantic namespace the tenant's requests use (its minted id included)."""

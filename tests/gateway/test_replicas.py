@@ -19,7 +19,7 @@ import pytest
 
 from gateway.app import Components
 from prefix.model.loader import LoadedModel
-from semantic import Embedder, SemanticQuery
+from semantic import Embedder
 from tests.gateway.admin_support import ADMIN_TOKEN, admin, new_tenant, seed
 from tests.gateway.conftest import (
     PG_DSN,
@@ -74,7 +74,7 @@ def pair(
 
 
 def partition(gw: Gateway, tenant: str, body: dict[str, Any]) -> str:
-    query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=gw.namespace(tenant))
+    query = gw.query(tenant, body)
     return gw.cache.partition_key(query)
 
 

@@ -19,7 +19,7 @@ from prefix.model.loader import LoadedModel
 from prefix.serve.engine import PrefixEngine
 from prefix.serve.server import create_engine_app
 from protocol.responses import response_body, usage
-from semantic import Embedder, SemanticQuery
+from semantic import Embedder
 from tests.gateway.admin_support import ADMIN, ADMIN_TOKEN
 from tests.gateway.conftest import Gateway, gateway_settings, running_gateway, smol_engine
 from tests.live_server import serving
@@ -56,7 +56,7 @@ def target(
         tenant, key = gw.tenant("fuzz")
         t = Target(gw, key, tenant)
         body = t.chat_body(STORED_QUESTION)
-        query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=gw.namespace(tenant))
+        query = gw.query(tenant, body)
         answer = response_body("chat", "chatcmpl-seed", gw.model, "Paris.", "stop", usage(9, 2, 0))
         assert gw.cache.store(query, answer).stored  # the partition the fuzzing lands in
         yield t

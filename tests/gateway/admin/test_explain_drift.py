@@ -18,7 +18,7 @@ import pytest
 from gateway.proxy.pipeline import CacheControl
 from gateway.tenants import TenantContext
 from protocol.responses import response_body, usage
-from semantic import SemanticPolicy, SemanticQuery
+from semantic import SemanticPolicy
 from semantic.errors import EntryNotFoundError
 from tests.gateway.admin_support import (
     CAPITAL,
@@ -58,7 +58,7 @@ def as_header(report: dict[str, Any]) -> str:
 
 
 def seed_expiring(gw: Gateway, tenant: str, body: dict[str, Any]) -> int:
-    query = SemanticQuery.from_completion(tenant=tenant, body=body, namespace=gw.namespace(tenant))
+    query = gw.query(tenant, body)
     answer = response_body("completion", "seed-1", body["model"], "Paris.", "stop", usage(9, 2, 0))
     result = gw.cache.store(query, answer, SemanticPolicy(ttl_seconds=1))
     assert result.entry_id is not None

@@ -16,7 +16,6 @@ from sqlalchemy import text
 from gateway.models import ApiKey, Tenant
 from gateway.policy import TenantPolicy
 from gateway.tenants import utc_now
-from semantic import SemanticQuery
 from tests.gateway.conftest import (
     LONG_SYSTEM,
     Gateway,
@@ -142,6 +141,15 @@ def test_the_gateways_database_errors_never_carry_bound_values(gw: Gateway) -> N
         assert "no_such_table" in str(failed.value) and secret not in str(failed.value)
 
 
+def test_the_partition_holds_the_in_process_models_weights(gw: Gateway) -> None:
+    # Other weights under the same model name start empty partitions (seed 003).
+    upstream = gw.state.upstream
+    assert upstream.engine is not None
+    digest = upstream.engine.fingerprint.weights_digest
+    assert len(digest) == 64
+    assert gw.state.pipeline.model_revisions == {gw.model: digest[:16]}
+
+
 # ----------------------------------------------------------------- cache controls
 
 
@@ -149,7 +157,7 @@ def test_cache_control_no_cache_skips_the_lookup(gw: Gateway) -> None:
     tenant, key = gw.tenant("nocache")
     body = chat_body(gw.model, "What is the tallest mountain on Earth?", max_tokens=12)
     canned = "CANNED ANSWER FROM THE CACHE"
-    query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=gw.namespace(tenant))
+    query = gw.query(tenant, body)
     stored = gw.cache.store(
         query,
         {

@@ -24,7 +24,7 @@ from gateway.review.sampling import BOOST_BAND, compare_answers, sample_probabil
 from gateway.tenants import utc_now
 from prefix.model.loader import LoadedModel
 from protocol.responses import response_body, usage
-from semantic import Embedder, SemanticQuery
+from semantic import Embedder
 from semantic.models import SemanticEntry
 from tests.gateway.conftest import (
     Gateway,
@@ -64,7 +64,7 @@ def gw(
 
 def store(gw: Gateway, tenant: str, body: dict[str, Any], answer: str) -> int:
     """Put (question of ``body`` → ``answer``) in the tenant's semantic partition."""
-    query = SemanticQuery.from_chat(tenant=tenant, body=body, namespace=gw.namespace(tenant))
+    query = gw.query(tenant, body)
     response = response_body(
         "chat", "chatcmpl-seed", body["model"], answer, "stop", usage(20, 9, 0)
     )
@@ -122,7 +122,7 @@ def test_a_sampled_hit_is_written_with_every_field(gw: Gateway) -> None:
     assert s["score"] == pytest.approx(score, abs=1e-4)
     assert s["threshold"] == ALWAYS.threshold
     assert s["entry_id"] == entry_id
-    query = SemanticQuery.from_chat(tenant=tenant, body=paraphrase, namespace=gw.namespace(tenant))
+    query = gw.query(tenant, paraphrase)
     assert s["partition_key"] == gw.cache.partition_key(query)
     assert s["label"] is None and s["note"] is None and s["labeled_by"] is None
     assert s["created_at"] is not None

@@ -16,7 +16,7 @@ rate (share of negatives that would be served) per kind and overall:
   validators  score >= threshold and ``Validator().check`` accepts
               (guards: none, so the curve isolates the entity checks; this is
               also the default policy, whose guard list is empty)
-  all_guards  as ``validators`` with all four scenario guards switched on
+  all_guards  as ``validators`` with every scenario guard switched on
 
 The validator's verdict does not depend on the score (no judge is configured),
 so it is computed once per pair. The default threshold is the lowest one where,

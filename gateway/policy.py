@@ -10,7 +10,13 @@ from semantic import SemanticPolicy
 from validators import ENTITY_KINDS, GUARDS
 
 DEFAULT_THRESHOLD = 0.89
-DEFAULT_GUARDS = ("time_sensitive", "personalized", "numeric_computation", "high_risk")
+DEFAULT_GUARDS = (
+    "time_sensitive",
+    "personalized",
+    "numeric_computation",
+    "high_risk",
+    "code_generation",
+)
 
 
 class JudgeBand(BaseModel):

@@ -22,6 +22,9 @@ answer.
   ("how much aspirin should I take", "can I sue my landlord", 我头痛应该吃什么药)
   and financial advice (should I invest, 投资建议); not encyclopedic facts ("what
   are the side effects of aspirin", 阿司匹林有哪些副作用).
+* ``code_generation`` (数值敏感：代码生成): a program asked for ("write a python
+  function", 用python写) or a question that is code (:mod:`validators.guard_code`);
+  not questions about codes ("generate a new PIN code").
 
 The personalized and high_risk rules are measured against hand-labelled
 BANKING77/CLINC150 intents by bench/guard_eval.py (validators/data/intent_labels.json).
@@ -34,11 +37,13 @@ from collections.abc import Collection
 from validators.errors import UnknownGuardError
 from validators.guard_advice import HIGH_RISK
 from validators.guard_base import A, Guard, GuardMatch, GuardRule, Z, en_words, regex_rule
+from validators.guard_code import CODE_GENERATION
 from validators.guard_personal import PERSONALIZED
 from validators.numbers import EN_NUM, ZH_NUM
 from validators.text import prepare
 
 __all__ = [
+    "CODE_GENERATION",
     "GUARDS",
     "HIGH_RISK",
     "NUMERIC_COMPUTATION",
@@ -156,7 +161,8 @@ NUMERIC_COMPUTATION = Guard(
 
 
 GUARDS: dict[str, Guard] = {
-    g.name: g for g in (TIME_SENSITIVE, PERSONALIZED, NUMERIC_COMPUTATION, HIGH_RISK)
+    g.name: g
+    for g in (TIME_SENSITIVE, PERSONALIZED, NUMERIC_COMPUTATION, HIGH_RISK, CODE_GENERATION)
 }
 
 

@@ -161,7 +161,15 @@ GUARD_CEILINGS = {"time_sensitive": 0.03, "personalized": 0.2, "numeric_computat
                   "high_risk": 0.01}  # fmt: skip
 
 
-@pytest.mark.parametrize("name", list(GUARDS))
+def test_the_code_guard_fires_on_no_clinc_question(clinc150: dict) -> None:
+    # CLINC150 has no programming intent: every firing would be a false refusal.
+    assert set(GUARDS) == set(GUARD_INTENTS) | {"code_generation"}  # each guard measured
+    guard = GUARDS["code_generation"]
+    assert [t for t, _ in clinc150["test"] if guard.check(t) is not None] == []
+    assert guard.check("write a python function that reverses a string")  # control
+
+
+@pytest.mark.parametrize("name", list(GUARD_INTENTS))
 def test_guard_recall_on_clinc_intents(name: str, clinc150: dict) -> None:
     rows = clinc150["test"]
     intents = GUARD_INTENTS[name]

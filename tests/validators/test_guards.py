@@ -88,6 +88,14 @@ FIRES = [
     ("numeric_computation", "how_much_is", "convert 20 miles to km"),
     # high_risk: advice about someone's situation
     ("high_risk", "medical", "How much aspirin should I take for my headache?"),
+    ("code_generation", "request", "Write a Python function to reverse a string"),
+    ("code_generation", "request", "Can you generate a regex for email addresses?"),
+    ("code_generation", "request", "give me a bash one-liner to count lines"),
+    ("code_generation", "request", "用python写一个排序"),
+    ("code_generation", "request", "写一个函数计算斐波那契数列"),
+    ("code_generation", "code_text", "for i in range(3):\n    x = i\n    print(x)"),
+    ("code_generation", "code_text", "```js\nconsole.log(1)\n```"),
+    ("code_generation", "code_text", "SELECT name FROM users WHERE id = 3"),
     ("high_risk", "medical", "I have a fever and chest pain, what should I do?"),
     ("high_risk", "medical", "Is it safe to take ibuprofen while pregnant?"),
     ("high_risk", "medical", "这个药一天吃几次"),
@@ -104,6 +112,15 @@ FIRES = [
 ]
 
 QUIET = [
+    # questions about codes, and everyday verbs with a programming noun's homonym
+    ("code_generation", "How do I generate a new PIN code?"),
+    ("code_generation", "I didn't receive my verification code"),
+    ("code_generation", "What is the SWIFT code of my bank?"),
+    ("code_generation", "Where do I enter the promo code?"),
+    ("code_generation", "How do I write a check?"),
+    ("code_generation", "how to make a class reservation"),
+    ("code_generation", "how do I fix my credit score"),
+    ("code_generation", "我的验证码没收到"),
     # the same shapes that are not arithmetic: ranges, sizes, codes, traditional idioms
     ("numeric_computation", "Is delivery 5-10 days?"),
     ("numeric_computation", "what is 5-10 days in business days"),
@@ -175,7 +192,13 @@ def test_every_rule_has_a_firing_example() -> None:
     covered = {(g, r) for g, r, _ in FIRES}
     declared = {(g.name, r.name) for g in GUARDS.values() for r in g.rules}
     assert declared == covered
-    assert set(GUARDS) == {"time_sensitive", "personalized", "numeric_computation", "high_risk"}
+    assert set(GUARDS) == {
+        "time_sensitive",
+        "personalized",
+        "numeric_computation",
+        "high_risk",
+        "code_generation",
+    }
     for guard in GUARDS.values():
         assert isinstance(guard, Guard)
         assert guard.description

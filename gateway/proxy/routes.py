@@ -30,7 +30,7 @@ from gateway.errors import BadRequestError, GatewayError, NotFoundError
 from gateway.proxy.controls import Tracing, end_user, take_cache_controls
 from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
 from gateway.proxy.pipeline import SemanticDecision
-from gateway.proxy.upstream import Delta, Done, UpstreamRequest
+from gateway.proxy.upstream import Delta, Done, UpstreamRequest, usage_counts
 from gateway.reports.recorder import RequestRecord
 from gateway.request_log import authenticated, note_request
 from gateway.state import GatewayState
@@ -184,9 +184,11 @@ def _semantic_hit(
     include_usage = stream and isinstance(opts, dict) and opts.get("include_usage") is True
     text, finish_reason = answer_text(kind, result.answer)
     extras = answer_extras(kind, result.answer)
-    stored_usage = result.answer.get("usage") or {}
-    prompt_tokens = int(stored_usage.get("prompt_tokens") or 0)
-    use = usage(prompt_tokens, int(stored_usage.get("completion_tokens") or 0), prompt_tokens)
+    # the stored answer's usage as its upstream wrote it: counts read as the metrics read
+    # them (a mangled field counts 0 rather than failing every hit on it)
+    counts = usage_counts(result.answer.get("usage"))
+    prompt_tokens = counts["prompt_tokens"]
+    use = usage(prompt_tokens, counts["completion_tokens"], prompt_tokens)
     request_id = headers["x-request-id"]  # the review queue's key for this request
     headers |= {
         "x-cachegate-cache": "semantic-hit",

@@ -481,7 +481,7 @@ class HttpUpstream:
         first = choices[0] if choices else {}
         return Done(
             finish_reason=str(first.get("finish_reason") or "unknown"),
-            **_usage_counts(payload.get("usage")),
+            **usage_counts(payload.get("usage")),
             body=payload,
             raw=raw,
             headers=passed,
@@ -537,7 +537,7 @@ class HttpUpstream:
         if finish_reason is None:
             # A stream cut short is not an answer: it must never be backfilled.
             raise UpstreamError("the upstream stream ended without a finish reason")
-        yield Done(finish_reason=finish_reason, **_usage_counts(usage))
+        yield Done(finish_reason=finish_reason, **usage_counts(usage))
 
 
 def _refuses_salt(err: UpstreamRefusal, client_body: Mapping[str, Any]) -> bool:
@@ -569,14 +569,16 @@ def _stream_error(err: Any, passed: Mapping[str, str]) -> GatewayError:
     )  # fmt: skip
 
 
-def _usage_counts(usage: Any) -> dict[str, Any]:
-    """Token counts for the metrics; a field the upstream left out or mangled counts 0."""
+def usage_counts(usage: Any) -> dict[str, Any]:
+    """Token counts for the metrics; a field the upstream left out or mangled (not an
+    int, or negative: a Prometheus counter refuses to go down) counts 0."""
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("prompt_tokens_details")
     details = details if isinstance(details, dict) else {}
 
     def count(value: Any) -> int:
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        is_count = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return value if is_count else 0
 
     return {
         "prompt_tokens": count(usage.get("prompt_tokens")),

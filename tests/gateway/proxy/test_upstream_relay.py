@@ -373,3 +373,30 @@ def test_relayed_errors_are_still_openai_shaped_when_the_upstream_body_is_not(
     assert r.status_code == 429
     assert set(r.json()["error"]) == {"message", "type", "param", "code"}
     assert r.headers["retry-after"] == "2"
+
+
+# ----------------------------------------------------------------- odd usage counts
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [{"prompt_tokens": -5, "completion_tokens": 2}, {"prompt_tokens": "many"}, ["not", "a", "map"]],
+    ids=["negative", "text", "list"],
+)
+def test_mangled_usage_counts_never_break_the_answer_or_its_hits(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str], odd: Any
+) -> None:
+    # A Prometheus counter refuses to go down, and the stored usage is read on each hit.
+    async def handler(body: dict[str, Any], request: Request) -> Response:
+        return JSONResponse(answer("Paris.") | {"usage": odd})
+
+    up.handler = handler
+    with gw.http(tenant[1]) as http:
+        first = http.post(CHAT, json=ask("What is the capital of France?"))
+        again = http.post(CHAT, json=ask("What is the capital of France?"))
+    assert first.status_code == 200, first.text
+    assert first.json()["usage"] == odd  # relayed as the upstream wrote it
+    assert first.headers["x-cachegate-backfill"] == "stored"
+    assert again.status_code == 200, again.text
+    assert again.headers["x-cachegate-cache"] == "semantic-hit"
+    assert again.json()["choices"][0]["message"]["content"] == "Paris."

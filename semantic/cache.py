@@ -368,8 +368,9 @@ class SemanticCache:
             self.index.remove(key, ids)
 
     def rebuild(self, *, progress: bool = True) -> int:
-        """Reload every partition index from the store (at start-up; see
-        :mod:`semantic.rebuild`). Returns the number of entries indexed."""
+        """Reload every partition index from the store (at start-up, or by the change
+        feed; see :mod:`semantic.rebuild`: lookups keep the old partitions until the new
+        ones are built). Returns the number of entries indexed."""
         with self._write_lock:
             return rebuild_index(
                 self.entries, self.index, self.embedder_id, self._now(), progress=progress

@@ -65,6 +65,16 @@ class PartitionedIndex:
         with self._lock:
             self._indexes.clear()
 
+    def empty_like(self) -> PartitionedIndex:
+        """A new, empty index with this one's dimension and options."""
+        return PartitionedIndex(self.dim, **self._options)
+
+    def take_from(self, other: PartitionedIndex) -> None:
+        """Hold ``other``'s partitions in place of everything held now, in one step:
+        searches running meanwhile see either the old partitions or the new ones."""
+        with self._lock, other._lock:
+            self._indexes = dict(other._indexes)
+
     def images(self) -> dict[str, IndexImage]:
         """Every partition's :meth:`VectorIndex.image`, taken under the mutation lock."""
         with self._lock:

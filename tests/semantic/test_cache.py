@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -169,6 +170,26 @@ def test_a_lowered_sliding_ttl_slides_by_the_new_one(
     clock.advance(30)
     result = cache.lookup(chat(PARAPHRASE), SemanticPolicy(ttl_seconds=60, sliding_ttl=True))
     assert result.hit and result.expires_at == clock.now + np.timedelta64(60, "s")
+
+
+def test_a_rebuild_keeps_serving_until_it_swaps_the_new_partitions_in(
+    cache: SemanticCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rebuild while serving (the change feed's, after a long outage) used to clear the
+    # index first: every lookup missed until the whole table was read again.
+    cache.store(chat(STORED), reply())
+    during: list[bool] = []
+    read = cache.entries.iter_entries
+
+    def watched(**kwargs: Any) -> Iterator[Any]:
+        for entry in read(**kwargs):
+            during.append(cache.lookup(chat(PARAPHRASE)).hit)  # while the rebuild reads
+            yield entry
+
+    monkeypatch.setattr(cache.entries, "iter_entries", watched)
+    assert cache.rebuild(progress=False) == 1
+    assert during == [True]
+    assert cache.lookup(chat(PARAPHRASE)).hit  # and from the new partitions after
 
 
 def test_purge_expired(cache: SemanticCache, clock: ManualClock) -> None:

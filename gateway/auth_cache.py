@@ -57,6 +57,16 @@ class AuthCache(Generic[T]):
         self._valid: OrderedDict[str, Cached[T]] = OrderedDict()
         self._invalid: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
+        # Bumped by clear(): an answer read from the database before a change (a key
+        # revoked, a tenant disabled) is not kept after it, or a revoked key would be
+        # accepted for fresh_seconds (and up to max_stale_seconds in an outage).
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """Read before asking the database; pass it to ``put_valid``/``put_invalid``."""
+        with self._lock:
+            return self._generation
 
     def fresh(self, digest: str) -> T | None:
         """The key's context if it was confirmed within ``fresh_seconds``."""
@@ -90,16 +100,23 @@ class AuthCache(Generic[T]):
                 return None
             return hit.value
 
-    def put_valid(self, digest: str, value: T) -> None:
+    def put_valid(self, digest: str, value: T, generation: int | None = None) -> None:
+        """Keep ``value``, unless the cache was cleared since ``generation`` was read."""
         with self._lock:
+            if generation is not None and generation != self._generation:
+                return
             self._invalid.pop(digest, None)
             self._valid[digest] = Cached(value, self.clock())
             self._valid.move_to_end(digest)
             while len(self._valid) > self.max_entries:
                 self._valid.popitem(last=False)
 
-    def put_invalid(self, digest: str) -> None:
+    def put_invalid(self, digest: str, generation: int | None = None) -> None:
+        """Remember "no such key", unless the cache was cleared since ``generation`` (a
+        key issued meanwhile must not be refused for ``fresh_seconds``)."""
         with self._lock:
+            if generation is not None and generation != self._generation:
+                return
             self._valid.pop(digest, None)
             self._invalid[digest] = self.clock()
             self._invalid.move_to_end(digest)
@@ -110,6 +127,7 @@ class AuthCache(Generic[T]):
         with self._lock:
             self._valid.clear()
             self._invalid.clear()
+            self._generation += 1
 
     def sizes(self) -> tuple[int, int]:
         """(valid entries, negative entries): what the bounds are checked against."""

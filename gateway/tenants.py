@@ -139,6 +139,7 @@ class TenantStore:
             return ctx
         if cache.known_invalid(digest):
             raise invalid
+        seen = cache.generation  # a change committed during the read is not undone
         try:
             loaded = self._load(digest)
         except DB_UNAVAILABLE as exc:
@@ -148,9 +149,9 @@ class TenantStore:
             unavailable = "the key store is unavailable; try again shortly"
             raise ServiceUnavailableError(unavailable) from exc
         if loaded is None:
-            cache.put_invalid(digest)
+            cache.put_invalid(digest, seen)
             raise invalid
-        cache.put_valid(digest, loaded)
+        cache.put_valid(digest, loaded, seen)
         return loaded
 
     def cached(self, raw_key: str | None) -> TenantContext | None:

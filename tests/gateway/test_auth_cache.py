@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, event
 from gateway.admin.service import TenantAdmin
 from gateway.auth_cache import MAX_NEGATIVE, MAX_STALE_SECONDS, AuthCache
 from gateway.errors import AuthenticationError, ServiceUnavailableError
-from gateway.tenants import TenantStore
+from gateway.tenants import TenantStore, hash_key
 from migrations.runner import upgrade_database
 
 
@@ -106,3 +106,30 @@ def test_valid_entries_are_an_lru_with_a_bound() -> None:
     assert cache.stale("a") is None and cache.known_invalid("a")
     clock.now += 10
     assert not cache.known_invalid("a")  # a negative answer ages out too
+
+
+def test_a_key_read_before_its_revocation_is_not_kept_after_it(
+    store: TenantStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The read of a key and the feed's clear() can interleave: the key row is read, the
+    # revocation commits and clears the cache, and only then would the read's answer be
+    # cached, accepting the revoked key for cache_seconds (30 s here).
+    admin = TenantAdmin(store, None, None)
+    admin.add_tenant("tests", "acme", None, None)
+    key = admin.issue_key("tests", "acme", "k").key
+    read = store._load
+
+    def racing(digest: str) -> Any:
+        loaded = read(digest)
+        store.invalidate_cache()  # a change lands while this answer is on its way back
+        return loaded
+
+    monkeypatch.setattr(store, "_load", racing)
+    assert store.authenticate(key).tenant_id == "acme"  # this request was admitted
+    assert store.cached(key) is None  # but its answer was not kept past the change
+    with pytest.raises(AuthenticationError):
+        store.authenticate("cg-issued-meanwhile")
+    monkeypatch.setattr(store, "_load", read)
+    assert not store.auth_cache.known_invalid(hash_key("cg-issued-meanwhile"))
+    assert store.authenticate(key).tenant_id == "acme"
+    assert store.cached(key) is not None  # control: an undisturbed read is kept

@@ -268,14 +268,22 @@ class SemanticCache:
             logger.warning("semantic: could not record hit on entry %s: %s", entry_id, exc)
 
     def _forget(self, key: str, vanished: list[int], expired: list[int], now: datetime) -> None:
-        """Drop vanished rows from the index and delete expired ones everywhere."""
+        """Drop vanished rows from the index and delete expired ones everywhere.
+
+        Skipped while another writer holds the lock: a rebuild can hold it for minutes,
+        and lookups must not queue behind it for a cleanup. Such rows are never served
+        meanwhile, and a later lookup (or the rebuild) drops them."""
         if not vanished and not expired:
             return
-        with self._write_lock:
+        if not self._write_lock.acquire(blocking=False):
+            return
+        try:
             gone = list(vanished)
             if expired:
                 gone += [i for i, _ in self.entries.delete(expired, expired_at=now)]
             self.index.remove(key, gone)
+        finally:
+            self._write_lock.release()
 
     # -- store -------------------------------------------------------------------
     def store(

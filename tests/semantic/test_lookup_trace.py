@@ -6,6 +6,8 @@ that follows it."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -171,3 +173,34 @@ def test_the_carried_partition_key_is_the_query_partition_key(cache: SemanticCac
     assert cache.lookup(other).partition_key == cache.partition_key(other) != hit.partition_key
     guarded = cache.lookup(chat("What is the latest version?"), GUARDED)
     assert guarded.partition_key == cache.partition_key(chat("What is the latest version?"))
+
+
+def test_a_lookup_meeting_a_vanished_row_does_not_wait_for_a_writer(
+    cache: SemanticCache,
+) -> None:
+    # A rebuild holds the write lock for its whole read of the table (minutes at a
+    # million rows) while lookups keep searching the old partitions: dropping a vanished
+    # row is a cleanup, and a lookup must not queue behind the rebuild for it.
+    entry_id = cache.store(chat(STORED), reply()).entry_id
+    assert entry_id is not None
+    cache.entries.delete([entry_id])
+    held, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with cache.write_lock:
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        assert held.wait(5)
+        started = time.monotonic()
+        assert not cache.lookup(chat(PARAPHRASE)).hit  # never the vanished row
+        assert time.monotonic() - started < 5  # before: blocked until the writer let go
+        assert rows(cache) == (0, 1)  # the cleanup was left for later
+    finally:
+        release.set()
+        thread.join(10)
+    assert cache.lookup(chat(PARAPHRASE)).reason == "empty"
+    assert rows(cache) == (0, 0)  # control: with the lock free, the lookup drops it

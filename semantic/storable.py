@@ -13,6 +13,7 @@ store gives.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from semantic.cacheability import uncacheable_reason
@@ -35,7 +36,10 @@ def store_skip_reason(
     """
     skip = uncacheable_reason(response, query.endpoint)
     if skip is None and cache.validator is not None and policy.guards:
-        skip = cache.validator.guard(query.question, policy.guards) or None
+        # through the lookup's memo: the backfill and the store ask this in turn
+        guard = partial(cache.validator.guard, query.question, policy.guards)
+        guards = (str(id(cache.validator)), *policy.guards)
+        skip = cache.vectors.guarded(memo_scope(query), query.question, guards, guard)
     if skip is None and not cache.is_supported(query.question, memo_scope(query)):
         skip = UNSUPPORTED_TEXT
     return skip

@@ -543,7 +543,9 @@ class HttpUpstream:
 def _refuses_salt(err: UpstreamRefusal, client_body: Mapping[str, Any]) -> bool:
     """Whether a 4xx refuses the ``cache_salt`` the gateway added (a strict server
     naming the field it does not know), not something of the client's own."""
-    if "cache_salt" in client_body or err.status not in (400, 422):
+    if err.status not in (400, 422) or "cache_salt" in json.dumps(client_body, default=str):
+        # the client's own text naming the field, echoed in the error, must not turn
+        # off every tenant's salt
         return False
     said = json.dumps(err.body()) if err.payload is not None else f"{err.message} {err.param}"
     return "cache_salt" in said

@@ -11,6 +11,7 @@ from then on: working clients keep working either way.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ class Engine:
     url: str = ""
     listing: bool = False  # False: /v1/models answers 500
     strict: bool = False  # True: a 400 naming any field it does not know (OpenAI's words)
+    echo: bool = False  # True: a temperature above 2 is a 400 quoting the messages back
     bodies: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
 
@@ -61,6 +63,10 @@ class Engine:
             body = await request.json()
             self.bodies.append(body)
             self.headers.append(dict(request.headers))
+            if self.echo and body.get("temperature", 0) > 2:
+                quoted = f"temperature too high for input {json.dumps(body['messages'])}"
+                error = {"message": quoted, "type": "BadRequestError", "param": None}
+                return JSONResponse({"error": error}, status_code=400)
             if self.strict and set(body) - {"model", "messages"}:
                 unknown = sorted(set(body) - {"model", "messages"})[0]
                 refusal = f"Unrecognized request argument supplied: {unknown}"
@@ -151,3 +157,17 @@ def test_a_request_learns_the_dialect_as_soon_as_the_list_answers(
         [replica] = gw.state.upstream.replicas  # type: ignore[attr-defined]
         assert replica.upstream.detected.name == "cachegate"
     assert engine.headers[1].get(NAMESPACE_HEADER)
+
+
+def test_a_clients_text_echoed_in_an_error_does_not_turn_the_salt_off(
+    engine: Engine, embedder: Embedder, tmp_path: Path
+) -> None:
+    # A server that takes the salt but quotes a client's input in a 400 must not be
+    # read as refusing the salt because that input names it: every tenant would lose it.
+    engine.echo = True
+    with gateway(engine, tmp_path, embedder) as gw, gw.http(gw.tenant("f")[1]) as http:
+        bad = http.post(CHAT, json=ask("What is cache_salt?") | {"temperature": 5})
+        after = http.post(CHAT, json=ask("Who are you?"))
+    assert bad.status_code == 400 and after.status_code == 200, (bad.text, after.text)
+    assert len(engine.bodies) == 2  # the bad request was not sent again without the salt
+    assert all("cache_salt" in b for b in engine.bodies)  # before: generic from then on

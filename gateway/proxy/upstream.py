@@ -106,8 +106,9 @@ def encodable(payload: Any) -> bool:
     return True
 
 
-class UpstreamRefusal(BadRequestError):
-    """A 4xx of the client's making (too long, bad parameter), with the upstream's body."""
+class _UpstreamBody(GatewayError):
+    """An error answered with the upstream's status and, when it sent one in the OpenAI
+    shape, its own body (``payload``); else the gateway's body for the message."""
 
     def __init__(
         self, status: int, message: str, payload: dict[str, Any] | None, **kw: Any
@@ -120,20 +121,14 @@ class UpstreamRefusal(BadRequestError):
         return self.payload if self.payload is not None else super().body()
 
 
-class UpstreamStatusError(UpstreamError):
+class UpstreamRefusal(_UpstreamBody, BadRequestError):
+    """A 4xx of the client's making (too long, bad parameter), with the upstream's body."""
+
+
+class UpstreamStatusError(_UpstreamBody, UpstreamError):
     """An upstream failure relayed as it came: a 429 or 503 with its status, body and
     Retry-After, or a stream's error event before the first byte (502 unless its
     ``code`` is a 4xx) with the upstream's error object."""
-
-    def __init__(
-        self, status: int, message: str, payload: dict[str, Any] | None, **kw: Any
-    ) -> None:
-        super().__init__(message, **kw)
-        self.status = status
-        self.payload = payload
-
-    def body(self) -> dict[str, Any]:
-        return self.payload if self.payload is not None else super().body()
 
 
 class UpstreamStreamError(UpstreamError):

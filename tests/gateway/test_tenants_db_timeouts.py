@@ -11,7 +11,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -23,6 +22,7 @@ from gateway.errors import AuthenticationError, ServiceUnavailableError
 from gateway.tenants import AUTH_STATEMENT_TIMEOUT_MS, TenantStore
 from migrations.runner import upgrade_database
 from semantic.store_db import LOCK_TIMEOUT_MS, postgres_connect_args
+from tests.blocking import timed
 from tests.gateway.conftest import (
     PG_DSN,
     PG_SERVER_URL,
@@ -43,25 +43,6 @@ def tenant_with_key(store: TenantStore) -> str:
     tenant = "t" + uuid.uuid4().hex[:8]
     admin.add_tenant("test", tenant, None)
     return admin.issue_key("test", tenant, "k").key
-
-
-def timed(fn: Callable[[], Any], limit: float = 30.0) -> tuple[Any, float]:
-    """(result or the exception raised, seconds); fails if still blocked after ``limit``."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        started = time.monotonic()
-        try:
-            out["result"] = fn()
-        except Exception as exc:
-            out["result"] = exc
-        out["took"] = time.monotonic() - started
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(limit)
-    assert not worker.is_alive(), f"still blocked after {limit} s"
-    return out["result"], out["took"]
 
 
 # ---- the pool has no free connection ---------------------------------------------------

@@ -7,7 +7,6 @@ Real PostgreSQL, with a positive control: the same lock holds a plain engine."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ from semantic.embedder import Embedder
 from semantic.errors import StoreUnavailableError
 from semantic.store import EntryStore
 from semantic.store_db import KEEPALIVES, LOCK_TIMEOUT_MS, make_engine, postgres_connect_args
+from tests.blocking import timed
 from tests.semantic.helpers import PARAPHRASE, STORED, ManualClock, chat, reply
 
 PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
@@ -102,25 +102,6 @@ def locker(pg_url: str) -> Iterator[Callable[[], None]]:
     finally:
         conn.rollback()
         conn.close()
-
-
-def timed(fn: Callable[[], Any], limit: float = 30.0) -> tuple[Any, float]:
-    """(result or the exception raised, seconds); fails if still blocked after ``limit``."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        started = time.monotonic()
-        try:
-            out["result"] = fn()
-        except Exception as exc:
-            out["result"] = exc
-        out["took"] = time.monotonic() - started
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(limit)
-    assert not worker.is_alive(), f"still blocked after {limit} s"
-    return out["result"], out["took"]
 
 
 @pytest.mark.postgres

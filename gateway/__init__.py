@@ -24,6 +24,7 @@ the pair verifier on hits      ``verification.py`` (load, batching), ``verifier_
   lookup → upstream → backfill ``proxy/pipeline.py``
   per-request cache controls   ``proxy/controls.py``
   upstreams and dialects       ``proxy/upstream.py``, ``proxy/dialects.py``,
+                               ``proxy/http_upstream.py``, ``proxy/relay.py``,
                                ``proxy/passthrough.py``, ``proxy/inprocess.py``
   engine replicas              ``proxy/engine_pool.py``, ``proxy/hash_ring.py``
   judge band, rate limits      ``proxy/judge.py``, ``proxy/ratelimit.py``

@@ -58,14 +58,8 @@ from typing import Any
 from gateway.errors import BadRequestError, GatewayError, UpstreamError, UpstreamTimeoutError
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.hash_ring import HashRing
-from gateway.proxy.upstream import (
-    RELAYED_STATUSES,
-    Done,
-    Event,
-    HttpUpstream,
-    Upstream,
-    UpstreamRequest,
-)
+from gateway.proxy.http_upstream import HttpUpstream
+from gateway.proxy.upstream import RELAYED_STATUSES, Done, Event, Upstream, UpstreamRequest
 from gateway.settings import Settings
 
 CHARS_PER_TOKEN = 4  # rough, for token-id prompts: 256 characters ≈ 64 tokens

@@ -12,7 +12,7 @@ are echoed and forwarded upstream (``gateway/proxy/controls.py``). A miss is
 answered by ``gateway/proxy/miss.py``; over HTTP the upstream's answer is passed
 through unchanged, with its allowlisted headers (``x-ratelimit-*``,
 ``retry-after``, ``openai-processing-ms``, ``openai-version``, its own request id
-as ``x-upstream-request-id``; ``passed_headers`` in ``upstream.py``), streamed or
+as ``x-upstream-request-id``; ``passed_headers`` in ``relay.py``), streamed or
 not; a 429 or 503 from the upstream keeps its status, body and headers.
 """
 

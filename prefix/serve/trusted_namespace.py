@@ -4,7 +4,7 @@ The namespace comes only from the trusted header ``x-cachegate-namespace``, and
 only when the same request carries ``x-cachegate-engine-key`` equal to the
 server's key (constant-time comparison). Otherwise the header is ignored and
 the request runs in the shared ``"default"`` namespace; this never fails the
-request. The gateway sends both headers (``gateway/proxy/upstream.py``).
+request. The gateway sends both headers (``gateway/proxy/http_upstream.py``).
 """
 
 from __future__ import annotations

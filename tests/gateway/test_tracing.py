@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from gateway.app import Components
-from gateway.proxy.upstream import HttpUpstream
+from gateway.proxy.http_upstream import HttpUpstream
 from prefix.model.loader import LoadedModel
 from prefix.serve.server import create_engine_app
 from semantic import Embedder

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from gateway.app import Components
-from gateway.proxy.upstream import HttpUpstream
+from gateway.proxy.http_upstream import HttpUpstream
 from prefix.model.loader import LoadedModel
 from prefix.serve.server import create_engine_app
 from semantic import Embedder

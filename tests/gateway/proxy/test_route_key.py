@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.proxy.engine_pool import build_upstream, prompt_prefix, route_key
-from gateway.proxy.upstream import HttpUpstream
+from gateway.proxy.http_upstream import HttpUpstream
 from tests.gateway.conftest import gateway_settings
 from tests.gateway.pool_peers import MODEL, chat, words
 

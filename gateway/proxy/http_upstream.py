@@ -1,0 +1,249 @@
+"""An OpenAI-compatible server over HTTP as the gateway's upstream.
+
+The gateway is a faithful proxy here: a streamed request is streamed upstream and
+every chunk travels as ``Delta.raw`` to be forwarded as it came (tool-call deltas,
+logprobs, reasoning content, the upstream's id); a request that is not streamed is
+not streamed upstream either, and ``Done.body`` is the upstream's response body,
+returned unchanged (``gateway/proxy/relay.py`` reads the answers). What the gateway
+adds for itself (``cache_salt``, a usage chunk) depends on the upstream's dialect
+(``gateway/proxy/dialects.py``) and is removed again before the client sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+
+from gateway.errors import UpstreamError, UpstreamTimeoutError
+from gateway.proxy.dialects import GENERIC, UNKNOWN, Dialect, detect, dialect, forward_body
+from gateway.proxy.relay import passed_headers, stream_events, upstream_error, whole_response
+from gateway.proxy.upstream import Event, UpstreamRefusal, UpstreamRequest, tenant_cache_salt
+from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
+
+log = logging.getLogger("cachegate.gateway.upstream")
+LIST_RETRY_SECONDS = 5.0  # a model list that failed is asked for again after this
+
+
+class HttpUpstream:
+    """An OpenAI-compatible server (our ``cachegate engine``, vLLM, SGLang, a cloud API…).
+
+    Models come from its ``/v1/models``, cached for ``models_refresh_seconds``; the
+    dialect (what it may be sent) is configured or, with ``auto``, read from the
+    same listing. Connection failures are retried before the first byte only: once a
+    token has been sent to the client a retry could duplicate text.
+    """
+
+    name = "http"
+    engine = None
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        engine_key: str | None = None,
+        connect_timeout: float = 2.0,
+        read_timeout: float = 60.0,
+        retries: int = 2,
+        transport: httpx.AsyncBaseTransport | None = None,
+        salt: str = "",
+        dialect_name: str = "auto",
+        models_refresh_seconds: float = 60.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.salt = salt
+        self.model = model  # used until the upstream's own list is known
+        self.engine_key = engine_key
+        self.retries = retries
+        self.configured = dialect(dialect_name)  # None: auto
+        self.detected: Dialect | None = None
+        self.models_refresh_seconds = models_refresh_seconds
+        self._cards: list[dict[str, Any]] = []
+        self._fetched_at: float | None = None
+        self._retry_at = 0.0
+        self._probe: asyncio.Future[None] | None = None  # the model-list read in flight
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self.client = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=self._headers,
+            timeout=self._timeout,
+            transport=transport,
+        )
+
+    def engine_metrics(self) -> bytes:
+        return b""  # a remote engine serves its own /metrics
+
+    @property
+    def dialect(self) -> Dialect:
+        return self.configured or self.detected or GENERIC
+
+    def models(self) -> list[str]:
+        ids = [str(c["id"]) for c in self._cards if isinstance(c.get("id"), str)]
+        return ids or [self.model or "default"]
+
+    async def list_models(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        fresh = (
+            self._fetched_at is not None and now - self._fetched_at < self.models_refresh_seconds
+        )
+        if not fresh and now >= self._retry_at:
+            # A failed listing is retried after a pause, not on every request.
+            self._retry_at = now + min(LIST_RETRY_SECONDS, self.models_refresh_seconds)
+            await self._read_models()
+        return self._cards or [{"id": self.models()[0], "object": "model", "owned_by": "upstream"}]
+
+    async def _read_models(self) -> None:
+        try:
+            r = await self.client.get("/v1/models", timeout=min(self._timeout.read or 5, 5))
+        except httpx.HTTPError as exc:
+            log.warning("could not list the upstream's models: %r", exc)
+        else:
+            self._learn(r.status_code, r.content)
+
+    async def _request_dialect(self) -> Dialect | None:
+        """The dialect for one request; None while ``auto`` still does not know it.
+
+        Unknown is not generic: a cachegate engine sent the generic dialect would run
+        every tenant in its shared namespace. So each request that finds the dialect
+        unknown reads the model list once more itself, past the listing's retry
+        pause; concurrent requests share one read in flight.
+        """
+        if self.configured is not None or self.detected is not None:
+            return self.dialect
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._read_models())
+        await asyncio.shield(self._probe)
+        return self.detected
+
+    def prime(self) -> None:
+        """Read the model list once, synchronously (at startup, so the first request and
+        the judge already know the models and the dialect). Failing is not fatal."""
+        try:
+            r = httpx.get(
+                f"{self.base_url}/v1/models", headers=self._headers, timeout=self._timeout
+            )
+        except httpx.HTTPError as exc:
+            log.warning("the upstream at %s did not list its models: %r", self.base_url, exc)
+            return
+        self._learn(r.status_code, r.content)
+
+    def _learn(self, status: int, raw: bytes) -> None:
+        if status != 200:
+            log.warning("the upstream's /v1/models answered %s", status)
+            if 400 <= status < 500 and status not in (408, 429) and self.detected is None:
+                # Our engine always lists its models without auth: a server that
+                # refuses the listing outright is some other (generic) server.
+                self.detected = GENERIC
+            return
+        try:
+            data = json.loads(raw).get("data")
+        except (ValueError, AttributeError):
+            data = None
+        if not isinstance(data, list):
+            log.warning("the upstream's /v1/models is not a model list")
+            return
+        self._cards = [c for c in data if isinstance(c, dict) and isinstance(c.get("id"), str)]
+        self._fetched_at = time.monotonic()
+        self.detected = detect(self._cards)
+
+    async def is_ready(self) -> bool:
+        try:
+            r = await self.client.get("/v1/models", timeout=2.0)
+        except httpx.HTTPError:
+            return False
+        self._learn(r.status_code, r.content)
+        return r.status_code == 200
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def stream(self, req: UpstreamRequest) -> AsyncIterator[Event]:
+        path = "/v1/chat/completions" if req.kind == "chat" else "/v1/completions"
+        known = await self._request_dialect()
+        # Still unknown: fail closed, as the dialect that isolates tenants everywhere it
+        # can (dialects.UNKNOWN), never as the generic one.
+        d = known or UNKNOWN
+        # Every tenant's prefix reuse is narrowed by a salt only the gateway can compute,
+        # so isolation holds on any upstream that honours `cache_salt` (ours, vLLM) even
+        # without the engine key; a client's own salt is folded in and can only narrow.
+        salt = tenant_cache_salt(self.salt, req.namespace, req.body.get("cache_salt"))
+        body, added_usage = forward_body(req.body, d, salt)
+        headers = {"x-request-id": req.request_id} | dict(req.forward_headers)
+        # Unknown with an engine key: the namespace headers go too (a generic server
+        # ignores headers it does not know; the key goes only to the URL it was
+        # configured for), so a cachegate engine isolates every tenant.
+        if self.engine_key and d.trusted_namespace:
+            headers |= {NAMESPACE_HEADER: req.namespace, KEY_HEADER: self.engine_key}
+        try:
+            response = await self._open(path, body, headers)
+        except UpstreamRefusal as err:
+            if known is not None or not _refuses_salt(err, req.body):
+                raise
+            # Only a server that honours no salt refuses the field (ours and vLLM take
+            # it): generic from now on, and this request is sent again without it.
+            log.info("the upstream refused cache_salt: generic dialect")
+            self.detected = GENERIC
+            body, added_usage = forward_body(req.body, GENERIC, salt)
+            response = await self._open(path, body, headers)
+        passed = passed_headers(response, req.request_id)
+        try:
+            if body.get("stream") is True:
+                async for event in stream_events(response, req.kind, added_usage, passed):
+                    yield event
+            else:
+                yield await whole_response(response, req.kind, passed)
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeoutError("the upstream stopped answering mid-stream") from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamError("the upstream stream broke") from exc
+        finally:
+            await response.aclose()
+
+    async def _open(
+        self, path: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> httpx.Response:
+        for attempt in range(self.retries + 1):
+            try:
+                request = self.client.build_request("POST", path, json=body, headers=headers)
+                response = await self.client.send(request, stream=True)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                if attempt == self.retries:
+                    # The address and the cause go to the log and the exception chain,
+                    # never into the client's error body.
+                    raise UpstreamError(
+                        "the upstream is unreachable", code="upstream_unreachable"
+                    ) from exc
+                await asyncio.sleep(0.05 * 2**attempt)
+                continue
+            except httpx.TimeoutException as exc:
+                raise UpstreamTimeoutError("the upstream did not answer in time") from exc
+            except httpx.TransportError as exc:
+                # E.g. it closed the connection without a response: nothing reached the
+                # client yet, so this is retried like a refused connection.
+                if attempt == self.retries:
+                    raise UpstreamError("the upstream failed before answering") from exc
+                await asyncio.sleep(0.05 * 2**attempt)
+                continue
+            if response.status_code >= 400:
+                raise await upstream_error(response, headers.get("x-request-id", ""))
+            return response
+        raise AssertionError("unreachable")
+
+
+def _refuses_salt(err: UpstreamRefusal, client_body: Mapping[str, Any]) -> bool:
+    """Whether a 4xx refuses the ``cache_salt`` the gateway added (a strict server
+    naming the field it does not know), not something of the client's own."""
+    if err.status not in (400, 422) or "cache_salt" in json.dumps(client_body, default=str):
+        # the client's own text naming the field, echoed in the error, must not turn
+        # off every tenant's salt
+        return False
+    said = json.dumps(err.body()) if err.payload is not None else f"{err.message} {err.param}"
+    return "cache_salt" in said

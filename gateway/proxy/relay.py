@@ -1,0 +1,198 @@
+"""Reading an upstream's HTTP answer: its error, its whole body, its SSE stream.
+
+What the client gets back is the upstream's own, as far as the gateway can keep it:
+a 429 or 503 keeps its status, its error body and its ``Retry-After`` (a client's
+back-off depends on them); an allowlist of response headers (:func:`passed_headers`)
+travels with every answer; an error event in a stream keeps the upstream's error
+object. Bytes the gateway does not need to change are forwarded as bytes
+(``Done.raw``, ``Delta.line``), so a body that Python's strict JSON encoder would
+refuse (``NaN``, a lone surrogate escape) still reaches the client as it was sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+
+from gateway.errors import GatewayError, UpstreamError
+from gateway.proxy.upstream import (
+    RELAYED_STATUSES,
+    Delta,
+    Done,
+    Event,
+    UpstreamRefusal,
+    UpstreamStatusError,
+    UpstreamStreamError,
+    encodable,
+    usage_counts,
+)
+
+# Upstream response headers the client gets: what an OpenAI client reads to pace
+# itself (rate limits, back-off) or to report a problem (timing, version, the
+# upstream's request id). Everything else the upstream says about itself (server,
+# cookies, its addresses) stays behind the gateway.
+PASSED_HEADERS = frozenset({"retry-after", "openai-processing-ms", "openai-version"})
+PASSED_PREFIXES = ("x-ratelimit-",)
+# The gateway's own X-Request-Id is the one the client sees; an upstream id that is
+# not just ours echoed back travels under this name instead (for support tickets).
+UPSTREAM_REQUEST_ID = "x-upstream-request-id"
+MAX_PASSED_HEADERS = 16
+MAX_PASSED_VALUE = 256
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def passed_headers(response: httpx.Response, request_id: str) -> dict[str, str]:
+    """The allowlisted headers of an upstream response, safe to put on the client's.
+
+    Values must be short printable ASCII: anything else (a value that would not
+    encode as Latin-1, or text long enough to be content) is dropped, not mended.
+    """
+    out: dict[str, str] = {}
+    for raw_name, raw_value in response.headers.raw:
+        name = raw_name.decode("latin-1").lower()
+        if not set(name) <= _NAME_CHARS:
+            continue
+        if name == "x-request-id":
+            name = UPSTREAM_REQUEST_ID
+        elif name not in PASSED_HEADERS and not name.startswith(PASSED_PREFIXES):
+            continue
+        try:
+            value = raw_value.decode("ascii").strip()
+        except UnicodeDecodeError:
+            continue
+        if not value or len(value) > MAX_PASSED_VALUE or not value.isprintable():
+            continue
+        if name == UPSTREAM_REQUEST_ID and value == request_id:
+            continue  # our own id echoed back: the client has it already
+        if name not in out and len(out) < MAX_PASSED_HEADERS:
+            out[name] = value
+    return out
+
+
+async def upstream_error(response: httpx.Response, request_id: str) -> GatewayError:
+    status = response.status_code
+    passed = passed_headers(response, request_id)
+    try:
+        raw = await response.aread()
+    except httpx.HTTPError:
+        raw = b""  # the status line is enough; a body that never comes is not
+    finally:
+        await response.aclose()
+    payload: dict[str, Any] | None = None
+    try:
+        parsed = json.loads(raw)
+        err = parsed["error"]
+        message = str(err.get("message", raw[:200]))
+        # The upstream's own OpenAI-shaped body goes back as it came, when the
+        # strict encoder of the error response can write it.
+        payload = parsed if encodable(parsed) else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        err, message = {}, raw[:200].decode("utf-8", "replace")
+    param = err.get("param") if isinstance(err.get("param"), str) else None
+    code = err.get("code") if isinstance(err.get("code"), str) else None
+    if status in RELAYED_STATUSES:
+        # A rate limit or an overloaded server is not a broken upstream: the client
+        # must see it as such, with the back-off the upstream asked for.
+        return UpstreamStatusError(
+            status, f"the upstream answered {status}: {message}", payload,
+            param=param, code=code, headers=passed,
+        )  # fmt: skip
+    if 400 <= status < 500:
+        # The client's request is at fault (too long, bad parameter): say so as a 4xx.
+        return UpstreamRefusal(status, message, payload, param=param, code=code, headers=passed)
+    return UpstreamError(f"the upstream answered {status}: {message}")
+
+
+async def whole_response(response: httpx.Response, kind: str, passed: Mapping[str, str]) -> Done:
+    """A response that was not streamed: its body, kept whole for the client."""
+    raw = await response.aread()
+    try:
+        payload = json.loads(raw)
+    except ValueError as exc:
+        raise UpstreamError("the upstream sent a response that is not JSON") from exc
+    if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
+        raise UpstreamError("the upstream's response has no choices")
+    choices = [c for c in payload["choices"] if isinstance(c, dict)]
+    first = choices[0] if choices else {}
+    return Done(
+        finish_reason=str(first.get("finish_reason") or "unknown"),
+        **usage_counts(payload.get("usage")),
+        body=payload,
+        raw=raw,
+        headers=passed,
+    )
+
+
+async def stream_events(
+    response: httpx.Response, kind: str, added_usage: bool, passed: Mapping[str, str]
+) -> AsyncIterator[Event]:
+    finish_reason: str | None = None
+    usage: dict[str, Any] = {}
+    sent = False  # whether a chunk went out: after that, errors cannot change the status
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            # Not quoted: a chunk may carry the answer's (or the prompt's) text.
+            raise UpstreamError("the upstream sent a chunk that is not JSON") from exc
+        if not isinstance(chunk, dict):
+            raise UpstreamError("the upstream sent a chunk that is not an object")
+        if "error" in chunk:
+            if sent:
+                raise UpstreamStreamError("the upstream failed mid-stream", data)
+            raise stream_error(chunk["error"], passed)
+        usage = chunk.get("usage") or usage
+        choices = chunk.get("choices") or []
+        verbatim: str | None = data
+        if added_usage and "usage" in chunk:
+            # The client did not ask for usage: what the gateway asked for goes away.
+            chunk.pop("usage")
+            verbatim = None
+            if not choices:
+                continue
+        text = ""
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            if choice.get("index", 0) == 0:
+                piece = (
+                    (choice.get("delta") or {}).get("content")
+                    if kind == "chat"
+                    else choice.get("text")
+                )
+                text = piece if isinstance(piece, str) else ""
+            finish_reason = choice.get("finish_reason") or finish_reason
+        yield Delta(text, raw=chunk, line=verbatim, headers={} if sent else passed)
+        sent = True
+    if finish_reason is None:
+        # A stream cut short is not an answer: it must never be backfilled.
+        raise UpstreamError("the upstream stream ended without a finish reason")
+    yield Done(finish_reason=finish_reason, **usage_counts(usage))
+
+
+def stream_error(err: Any, passed: Mapping[str, str]) -> GatewayError:
+    """An error event before any chunk went out: its own status (its ``code`` when that
+    is a 4xx number, else 502), the upstream's error object unchanged as the body."""
+    err = err if isinstance(err, dict) else {"message": str(err)[:200]}
+    code = err.get("code")
+    status = code if isinstance(code, int) and 400 <= code < 500 else 502
+    payload = {"error": err} if encodable({"error": err}) else None
+    message = str(err.get("message") or "the upstream failed")[:200]
+    param = err.get("param") if isinstance(err.get("param"), str) else None
+    code_name = code if isinstance(code, str) else None
+    if 400 <= status < 500 and status != 429:
+        return UpstreamRefusal(
+            status, message, payload, param=param, code=code_name, headers=dict(passed)
+        )
+    return UpstreamStatusError(
+        status, f"the upstream failed: {message}", payload, param=param, code=code_name,
+        headers=dict(passed),
+    )  # fmt: skip

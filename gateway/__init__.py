@@ -22,7 +22,7 @@ the pair verifier on hits      ``verification.py`` (load, batching), ``verifier_
 **proxy/**                     the request path
   routes                       ``proxy/routes.py`` (``/v1/*``), ``proxy/miss.py``
   lookup → upstream → backfill ``proxy/pipeline.py``
-  per-request cache controls   ``proxy/controls.py``
+  per-request cache controls   ``proxy/controls.py``, ``proxy/cacheable.py``
   upstreams and dialects       ``proxy/upstream.py``, ``proxy/dialects.py``,
                                ``proxy/http_upstream.py``, ``proxy/relay.py``,
                                ``proxy/passthrough.py``, ``proxy/inprocess.py``

@@ -24,7 +24,8 @@ from typing import Any, Literal
 from gateway.admin.cache import require_tenant, store_errors
 from gateway.admin.schemas import ExplainCandidate, ExplainRequest, ExplainResponse, ExplainStep
 from gateway.errors import BadRequestError
-from gateway.proxy.pipeline import CacheControl, Pipeline
+from gateway.proxy.controls import CacheControl
+from gateway.proxy.pipeline import Pipeline
 from gateway.tenants import TenantContext, TenantStore
 from protocol.errors import ApiError
 from protocol.openai import parse_request

@@ -7,6 +7,9 @@
   anything else sees it: it is neither part of the partition key (two requests that
   differ only in their cache controls ask the same question) nor forwarded (an
   upstream that rejects unknown fields would refuse it).
+* What the controls make of the tenant's policy for one request: the partition's
+  namespace (:func:`semantic_namespace`, only ever narrowed) and the policy
+  (:func:`request_policy`, a TTL only ever shortened).
 * The end user's identity for a ``user``-scoped tenant: the configured header if the
   operator named one and the request carries it, else the body's ``user`` field.
 * ``X-Request-Id`` and W3C ``traceparent``/``tracestate``: kept when well formed,
@@ -17,13 +20,50 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gateway.proxy.pipeline import CacheControl
+from gateway.tenants import TenantContext
 from protocol.errors import ApiError
+from protocol.http import header_int
+from semantic import SemanticPolicy
+
+
+@dataclass(frozen=True)
+class CacheControl:
+    """One request's cache controls (``Cache-Control`` header and the body's ``cache``
+    object, merged by ``gateway/proxy/controls.py``).
+
+    ``no_cache`` skips the lookup, ``no_store`` the backfill; ``max_age`` accepts only
+    entries younger than that many seconds; ``ttl`` shortens the stored entry's life
+    (never beyond the tenant's TTL); ``namespace`` narrows the lookup and the store to
+    a sub-partition of the caller's own tenant (it can never reach another tenant).
+    """
+
+    no_cache: bool = False
+    no_store: bool = False
+    max_age: int | None = None
+    ttl: int | None = None
+    namespace: str | None = None
+
+    @classmethod
+    def parse(cls, header: str | None) -> CacheControl:
+        no_cache = no_store = False
+        max_age: int | None = None
+        for raw in (header or "").split(","):
+            name, _, value = raw.strip().lower().partition("=")
+            no_cache |= name == "no-cache" and not value
+            no_store |= name == "no-store" and not value
+            # ASCII digits only (header_int): "max-age=²" is no age, and never a 500.
+            age = header_int(value.strip('"')) if name in ("max-age", "s-maxage") else None
+            if age is not None:
+                # Several age bounds: the strictest wins, as for any shared cache.
+                max_age = age if max_age is None else min(max_age, age)
+        return cls(no_cache=no_cache, no_store=no_store, max_age=max_age)
+
 
 #: Keys of the body's ``cache`` object and the type each must have.
 CACHE_KEYS: dict[str, type] = {
@@ -94,6 +134,33 @@ def end_user(headers: Mapping[str, str], body: Mapping[str, Any], header: str | 
             400, f"the user identity is longer than {MAX_USER_CHARS} characters", param="user"
         )
     return value
+
+
+def semantic_namespace(ctx: TenantContext, cc: CacheControl, user: str | None) -> str:
+    """The partition's namespace: always the caller's own tenant, narrowed (never
+    widened) by the tenant's user scope and the client's ``cache.namespace``.
+
+    A JSON list keeps the parts unambiguous whatever characters a client sends.
+    """
+    parts: list[str] = [ctx.semantic_namespace]
+    if ctx.policy.semantic_scope == "user":
+        parts += ["user", user or ""]
+    if cc.namespace is not None:
+        parts += ["client", cc.namespace]
+    return parts[0] if len(parts) == 1 else json.dumps(parts, ensure_ascii=False)
+
+
+def request_policy(ctx: TenantContext, cc: CacheControl, *, lookup: bool = False) -> SemanticPolicy:
+    """The tenant's policy with this request's controls: ``max-age`` bounds what may be
+    served, ``ttl`` can only shorten how long the answer is kept. For a ``lookup`` the
+    TTL stays the tenant's: it also bounds the age of what is served (a TTL lowered
+    after an entry was stored applies to it), and the client's ``ttl`` speaks only of
+    its own answer."""
+    sem = ctx.policy.semantic_policy()
+    ttl = sem.ttl_seconds
+    if cc.ttl is not None and not lookup:
+        ttl = cc.ttl if ttl is None else min(ttl, cc.ttl)
+    return replace(sem, ttl_seconds=ttl, max_age_seconds=cc.max_age)
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ import anyio
 from fastapi.responses import JSONResponse, Response
 
 from gateway.errors import GatewayError
+from gateway.proxy.controls import CacheControl
 from gateway.proxy.passthrough import StreamAssembly
-from gateway.proxy.pipeline import CacheControl, SemanticDecision
+from gateway.proxy.pipeline import SemanticDecision
 from gateway.proxy.upstream import Delta, Done, Event, UpstreamStreamError, encodable
 from gateway.reports.recorder import RequestRecord
 from gateway.request_log import note_request

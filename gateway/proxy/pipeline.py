@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
-import math
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -24,11 +22,12 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
 from gateway.metrics import GatewayMetrics
+from gateway.proxy.cacheable import request_temperature, unreplayable_request
+from gateway.proxy.controls import CacheControl, request_policy, semantic_namespace
 from gateway.proxy.judge import UpstreamJudge
 from gateway.proxy.semantic_limits import make_room
 from gateway.tenants import TenantContext
 from gateway.verification import Verification
-from protocol.http import header_int
 from semantic import SemanticCache, SemanticPolicy, SemanticQuery
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
 from semantic.results import LookupResult
@@ -36,39 +35,6 @@ from semantic.storable import store_skip_reason
 from semantic.trace import NO_TRACE, LookupTrace
 
 log = logging.getLogger("cachegate.gateway")
-
-
-@dataclass(frozen=True)
-class CacheControl:
-    """One request's cache controls (``Cache-Control`` header and the body's ``cache``
-    object, merged by ``gateway/proxy/controls.py``).
-
-    ``no_cache`` skips the lookup, ``no_store`` the backfill; ``max_age`` accepts only
-    entries younger than that many seconds; ``ttl`` shortens the stored entry's life
-    (never beyond the tenant's TTL); ``namespace`` narrows the lookup and the store to
-    a sub-partition of the caller's own tenant (it can never reach another tenant).
-    """
-
-    no_cache: bool = False
-    no_store: bool = False
-    max_age: int | None = None
-    ttl: int | None = None
-    namespace: str | None = None
-
-    @classmethod
-    def parse(cls, header: str | None) -> CacheControl:
-        no_cache = no_store = False
-        max_age: int | None = None
-        for raw in (header or "").split(","):
-            name, _, value = raw.strip().lower().partition("=")
-            no_cache |= name == "no-cache" and not value
-            no_store |= name == "no-store" and not value
-            # ASCII digits only (header_int): "max-age=²" is no age, and never a 500.
-            age = header_int(value.strip('"')) if name in ("max-age", "s-maxage") else None
-            if age is not None:
-                # Several age bounds: the strictest wins, as for any shared cache.
-                max_age = age if max_age is None else min(max_age, age)
-        return cls(no_cache=no_cache, no_store=no_store, max_age=max_age)
 
 
 @dataclass
@@ -265,7 +231,7 @@ class Pipeline:
             return "policy"
         if cc.no_cache:
             return "no-cache"
-        if _temperature(body.get("temperature")) > ctx.policy.max_temperature:
+        if request_temperature(body.get("temperature")) > ctx.policy.max_temperature:
             return "temperature"
         return None
 
@@ -374,75 +340,6 @@ def _unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecisio
     log.error("semantic layer skipped a request: %s while %s", type(exc).__name__, during)
     tr.step("cacheable", False, f"unexpected {type(exc).__name__}")
     return SemanticDecision("skipped", "uncacheable:internal", trace=tr.result)
-
-
-def _temperature(value: Any) -> float:
-    """The request's temperature for the policy's bound: 1.0 when absent, as for the API.
-    One that is no finite number (a huge integer overflows ``float``) counts as above
-    any bound, so the request skips the cache instead of failing."""
-    if value is None:
-        return 1.0
-    try:
-        temperature = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return math.inf
-    return temperature if math.isfinite(temperature) else math.inf
-
-
-def semantic_namespace(ctx: TenantContext, cc: CacheControl, user: str | None) -> str:
-    """The partition's namespace: always the caller's own tenant, narrowed (never
-    widened) by the tenant's user scope and the client's ``cache.namespace``.
-
-    A JSON list keeps the parts unambiguous whatever characters a client sends.
-    """
-    parts: list[str] = [ctx.semantic_namespace]
-    if ctx.policy.semantic_scope == "user":
-        parts += ["user", user or ""]
-    if cc.namespace is not None:
-        parts += ["client", cc.namespace]
-    return parts[0] if len(parts) == 1 else json.dumps(parts, ensure_ascii=False)
-
-
-def request_policy(ctx: TenantContext, cc: CacheControl, *, lookup: bool = False) -> SemanticPolicy:
-    """The tenant's policy with this request's controls: ``max-age`` bounds what may be
-    served, ``ttl`` can only shorten how long the answer is kept. For a ``lookup`` the
-    TTL stays the tenant's: it also bounds the age of what is served (a TTL lowered
-    after an entry was stored applies to it), and the client's ``ttl`` speaks only of
-    its own answer."""
-    sem = ctx.policy.semantic_policy()
-    ttl = sem.ttl_seconds
-    if cc.ttl is not None and not lookup:
-        ttl = cc.ttl if ttl is None else min(ttl, cc.ttl)
-    return replace(sem, ttl_seconds=ttl, max_age_seconds=cc.max_age)
-
-
-#: Parts of a message that a text answer cannot stand in for.
-_MEDIA_PARTS = {"image_url": "images", "input_image": "images", "input_audio": "audio"}
-
-
-def unreplayable_request(body: dict[str, Any]) -> str | None:
-    """Why a cached text answer could not replay this request's answer faithfully:
-    it asks for tool calls, log probabilities, several choices, its prompt echoed, audio,
-    or shows images.
-    Such requests skip the lookup, and their answers are not stored."""
-    if body.get("tools") or body.get("functions"):
-        return "tools"
-    if body.get("logprobs") or body.get("top_logprobs"):
-        return "logprobs"
-    if (body.get("n") or 1) != 1:
-        return "n"
-    if body.get("echo"):  # a completion that repeats its prompt: a paraphrase's would not
-        return "echo"
-    modalities = body.get("modalities")
-    if body.get("audio") or (isinstance(modalities, list) and "audio" in modalities):
-        return "audio"
-    for message in body.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
-        for part in content if isinstance(content, list) else []:
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind in _MEDIA_PARTS:
-                return _MEDIA_PARTS[kind]
-    return None
 
 
 def _ping(cache: SemanticCache) -> None:

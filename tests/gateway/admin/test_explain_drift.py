@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.proxy.pipeline import CacheControl
+from gateway.proxy.controls import CacheControl
 from gateway.tenants import TenantContext
 from protocol.responses import response_body, usage
 from semantic import SemanticPolicy

@@ -16,13 +16,9 @@ from pydantic import ValidationError
 
 from gateway.metrics import GatewayMetrics
 from gateway.policy import TenantPolicy
-from gateway.proxy.pipeline import (
-    CacheControl,
-    Pipeline,
-    SemanticDecision,
-    request_policy,
-    unreplayable_request,
-)
+from gateway.proxy.cacheable import unreplayable_request
+from gateway.proxy.controls import CacheControl, request_policy
+from gateway.proxy.pipeline import Pipeline, SemanticDecision
 from gateway.settings import Settings
 from gateway.tenants import TenantContext
 from migrations.runner import upgrade_database

@@ -28,7 +28,8 @@ import pytest
 from gateway.app import Components
 from gateway.metrics import GatewayMetrics
 from gateway.policy import TenantPolicy
-from gateway.proxy.pipeline import CacheControl, Pipeline, SemanticDecision
+from gateway.proxy.controls import CacheControl
+from gateway.proxy.pipeline import Pipeline, SemanticDecision
 from gateway.tenants import TenantContext
 from migrations.runner import upgrade_database
 from protocol.http import HEADER_INT_CAP

@@ -1,0 +1,54 @@
+"""Whether a cached text answer can stand in for a request's answer at all.
+
+Asked before any lookup and again before any store: a request that asks for tool
+calls, log probabilities, several choices, its prompt echoed, audio, or that shows
+images cannot be replayed from a stored text answer; nor can one sampled hotter
+than the tenant allows (a bound its policy sets).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def request_temperature(value: Any) -> float:
+    """The request's temperature for the policy's bound: 1.0 when absent, as for the API.
+    One that is no finite number (a huge integer overflows ``float``) counts as above
+    any bound, so the request skips the cache instead of failing."""
+    if value is None:
+        return 1.0
+    try:
+        temperature = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.inf
+    return temperature if math.isfinite(temperature) else math.inf
+
+
+#: Parts of a message that a text answer cannot stand in for.
+_MEDIA_PARTS = {"image_url": "images", "input_image": "images", "input_audio": "audio"}
+
+
+def unreplayable_request(body: dict[str, Any]) -> str | None:
+    """Why a cached text answer could not replay this request's answer faithfully:
+    it asks for tool calls, log probabilities, several choices, its prompt echoed, audio,
+    or shows images.
+    Such requests skip the lookup, and their answers are not stored."""
+    if body.get("tools") or body.get("functions"):
+        return "tools"
+    if body.get("logprobs") or body.get("top_logprobs"):
+        return "logprobs"
+    if (body.get("n") or 1) != 1:
+        return "n"
+    if body.get("echo"):  # a completion that repeats its prompt: a paraphrase's would not
+        return "echo"
+    modalities = body.get("modalities")
+    if body.get("audio") or (isinstance(modalities, list) and "audio" in modalities):
+        return "audio"
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in _MEDIA_PARTS:
+                return _MEDIA_PARTS[kind]
+    return None

@@ -12,6 +12,8 @@ Hierarchy::
     ├── NoFreeBlocksError                      transient: not enough reclaimable KV blocks now
     ├── QueueFullError                         transient: the waiting queue is full (a 429)
     ├── KernelUnavailableError                 a native kernel cannot be built or run here
+    ├── EngineDeadError (also RuntimeError)    the engine could not serve the request (a 5xx)
+    │   └── StepFailedError                    the step computing it failed; the engine lives on
     └── TierError                              an L3 block store failed (never reaches a client)
         ├── TierUnavailableError               the store is down or slower than its timeout
         └── CorruptBlockError                  a stored block failed its checks (a miss)
@@ -21,7 +23,8 @@ raised while building ``SamplingParams``, before a request reaches the engine: i
 in ``protocol.errors`` and is re-exported here.
 
 Every error carries a human-readable message; the gateway maps ``RequestError``
-to HTTP 400 and ``NoFreeBlocksError`` to 503 in the OpenAI error shape.
+to HTTP 400, ``NoFreeBlocksError`` to 503 and ``EngineDeadError`` (with its
+``StepFailedError``) to a 5xx in the OpenAI error shape.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = [
     "CorruptBlockError",
     "EmptyPromptError",
     "EngineConfigError",
+    "EngineDeadError",
     "InvalidSamplingParamsError",
     "KVBudgetExceededError",
     "KernelUnavailableError",
@@ -41,6 +45,7 @@ __all__ = [
     "PromptTooLongError",
     "QueueFullError",
     "RequestError",
+    "StepFailedError",
     "TierError",
     "TierUnavailableError",
 ]
@@ -99,3 +104,17 @@ class CorruptBlockError(TierError):
 class KernelUnavailableError(PrefixError):
     """A native kernel cannot be built or run here (no compiler, a CPU without the
     instructions it needs, an unsupported shape); ``auto`` falls back to SDPA."""
+
+
+class EngineDeadError(PrefixError, RuntimeError):
+    """The engine thread stopped (a bug or a device failure); requests cannot proceed."""
+
+
+class StepFailedError(EngineDeadError):
+    """The engine step computing this request raised; the request was ended, its KV
+    blocks freed, and the engine carries on with other requests (a retry may succeed).
+
+    A subclass of ``EngineDeadError`` so that every caller that already turns an engine
+    failure into a 5xx (the gateway's in-process upstream, the engine server) does so
+    for this one too; ``openai_adapter.engine_error`` gives it its own code.
+    """

@@ -6,6 +6,9 @@ loop never blocks) and queues it; it returns an :class:`OutputStream` of
 ``submit()``, before any response starts. Scheduling and the model run in the
 engine thread. Closing the stream early (the client went away) aborts the request
 and frees its blocks at once. ``generate()`` is the same as one async generator.
+A step that fails ends the requests in it: their streams raise ``StepFailedError``
+(prefix/serve/recovery.py); only failures that persist stop the engine thread, and
+then every stream raises ``EngineDeadError``.
 """
 
 from __future__ import annotations
@@ -21,22 +24,23 @@ import torch
 
 from prefix.core.request import EngineRequest
 from prefix.core.sequence import Sequence
-from prefix.errors import QueueFullError
+from prefix.errors import EngineDeadError, QueueFullError, StepFailedError
 from prefix.serve.engine import PrefixEngine, RequestOutput
 from prefix.serve.threads import engine_thread_count
 from protocol.sampling import SamplingParams
 
+__all__ = ["AsyncEngine", "EngineDeadError", "OutputStream", "StepFailedError"]
+
 log = logging.getLogger("cachegate.prefix")
 
 
-class EngineDeadError(RuntimeError):
-    """The engine thread stopped (a bug or a device failure); requests cannot proceed."""
+_Item = RequestOutput | BaseException  # an output, or the error that ends the stream
 
 
 @dataclass
 class _Stream:
     loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[RequestOutput | BaseException]
+    queue: asyncio.Queue[_Item]
 
 
 class AsyncEngine:
@@ -189,12 +193,12 @@ class AsyncEngine:
                     self.on_output(out)
                 except Exception:  # metrics must never take the engine down
                     log.exception("on_output hook failed")
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Stream, RequestOutput]]] = {}
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Stream, _Item]]] = {}
         with self._streams_lock:
             for out in outputs:
                 stream = self._streams.get(out.request_id)
                 if stream is not None:
-                    by_loop.setdefault(stream.loop, []).append((stream, out))
+                    by_loop.setdefault(stream.loop, []).append((stream, _item(out)))
         for loop, items in by_loop.items():
             try:
                 loop.call_soon_threadsafe(_deliver, items)
@@ -202,7 +206,15 @@ class AsyncEngine:
                 log.debug("event loop closed; %d outputs dropped", len(items))
 
 
-def _deliver(items: list[tuple[_Stream, RequestOutput]]) -> None:
+def _item(out: RequestOutput) -> _Item:
+    """What the stream gets: the output, or for a request its failed step ended
+    (prefix/serve/recovery.py) the error its reader raises instead."""
+    if out.finish_reason == "error":
+        return StepFailedError("the engine step computing this request failed; retry it")
+    return out
+
+
+def _deliver(items: list[tuple[_Stream, _Item]]) -> None:
     """Runs in the streams' event loop."""
     for stream, out in items:
         stream.queue.put_nowait(out)
@@ -230,6 +242,9 @@ class OutputStream:
         if self._finished or self._closed:
             raise StopAsyncIteration
         item = await self._stream.queue.get()
+        if isinstance(item, StepFailedError):
+            self._finished = True  # the engine already ended it: nothing to abort
+            raise item
         if isinstance(item, BaseException):
             raise EngineDeadError("the engine failed while serving this request") from item
         self._finished = item.finished

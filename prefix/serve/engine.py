@@ -27,9 +27,14 @@ from prefix.core.block_manager import BlockManager
 from prefix.core.block_pool import BlockPool
 from prefix.core.hashing import Extra, ModelFingerprint, chain_root, short
 from prefix.core.request import EngineRequest
-from prefix.core.scheduler import Scheduler
+from prefix.core.scheduler import Scheduler, SchedulerOutput
 from prefix.core.sequence import Sequence
-from prefix.errors import EmptyPromptError, KVBudgetExceededError, PromptTooLongError
+from prefix.errors import (
+    EmptyPromptError,
+    KVBudgetExceededError,
+    PromptTooLongError,
+    StepFailedError,
+)
 from prefix.kernels.flash_attention import install
 from prefix.model.dtype import DTYPES, cpu_flags
 from prefix.model.kv_cache import PagedKVCache
@@ -38,6 +43,7 @@ from prefix.model.runner import ModelRunner
 from prefix.model.sampling import Sampler
 from prefix.model.tokenize import Detokenizer, Prompt, PromptEncoder
 from prefix.serve.outputs import GenerationResult, RequestOutput
+from prefix.serve.recovery import StepFailures
 from prefix.tiers.host import HostTier
 from prefix.tiers.setup import build_tier_chain
 from protocol.headers import DEFAULT_NAMESPACE
@@ -116,6 +122,7 @@ class PrefixEngine:
         self.encoder = PromptEncoder(loaded.tokenizer, loaded.config.vocab_size)
         self._requests: dict[str, _Request] = {}
         self._lock = threading.RLock()
+        self.step_failures = StepFailures()
 
     # ---- identity -------------------------------------------------------------------
     def chain_root(self, namespace: str, cache_salt: str | None = None) -> bytes:
@@ -208,11 +215,7 @@ class PrefixEngine:
 
     def abort(self, request_id: str) -> RequestOutput | None:
         """Cancel a request (client gone); its blocks are released at once."""
-        with self._lock:
-            req = self._requests.get(request_id)
-            if req is None or self.scheduler.abort(request_id) is None:
-                return None
-            return self._finish(req, "abort")
+        return self.end_request(request_id, "abort")
 
     def has_unfinished(self) -> bool:
         with self._lock:
@@ -228,38 +231,58 @@ class PrefixEngine:
 
     # ---- one engine step ------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
+        """One scheduler step. When its model work raises, its unfinished requests end
+        with finish reason "error" and the engine goes on (prefix/serve/recovery.py)."""
         with self._lock:
             plan = self.scheduler.schedule()
-            now = time.perf_counter()
-            for chunk in plan.prefill:  # the end of the request's queue time
-                req = self._requests[chunk.seq.request_id]
-                req.scheduled_at = req.scheduled_at or now
-            outputs = [self._finish(self._requests[s.request_id], "length") for s in plan.finished]
-            # (sequence, its logits row, the row's argmax): greedy requests take the argmax,
-            # computed for the whole batch in one op instead of one call per sequence
-            sampled: list[tuple[Sequence, torch.Tensor, int]] = []
-            if plan.decode:
-                logits = self.runner.decode(plan.decode)
-                best = logits.argmax(dim=-1).tolist()
-                for i, seq in enumerate(plan.decode):
-                    seq.num_computed_tokens = seq.num_tokens
-                    sampled.append((seq, logits[i], best[i]))
-            if plan.prefill:
-                chunks = [(c.seq, c.start, c.end) for c in plan.prefill]
-                logits = self.runner.prefill(chunks)
-                best = logits.argmax(dim=-1).tolist()
-                for i, c in enumerate(plan.prefill):
-                    c.seq.num_computed_tokens = c.end
-                    if c.reaches_end:
-                        sampled.append((c.seq, logits[i], best[i]))
-                    else:
-                        self.blocks.commit_full_blocks(c.seq)
-            for seq, row, argmax in sampled:
-                self.blocks.commit_full_blocks(seq)
-                req = self._requests[seq.request_id]
-                token = argmax if req.params.is_greedy else req.sampler.sample(row)
-                outputs.append(self._append_token(req, token))
+            outputs: list[RequestOutput] = []  # filled as it goes: a failure keeps them
+            try:
+                self._run(plan, outputs)
+            except Exception as exc:
+                return outputs + self.step_failures.fail_step(self, plan, exc)
+            self.step_failures.succeeded(plan)
             return outputs
+
+    def _run(self, plan: SchedulerOutput, outputs: list[RequestOutput]) -> None:
+        now = time.perf_counter()
+        for chunk in plan.prefill:  # the end of the request's queue time
+            req = self._requests[chunk.seq.request_id]
+            req.scheduled_at = req.scheduled_at or now
+        outputs += [self._finish(self._requests[s.request_id], "length") for s in plan.finished]
+        # (sequence, its logits row, the row's argmax): greedy requests take the argmax,
+        # computed for the whole batch in one op instead of one call per sequence
+        sampled: list[tuple[Sequence, torch.Tensor, int]] = []
+        if plan.decode:
+            logits = self.runner.decode(plan.decode)
+            best = logits.argmax(dim=-1).tolist()
+            for i, seq in enumerate(plan.decode):
+                seq.num_computed_tokens = seq.num_tokens
+                sampled.append((seq, logits[i], best[i]))
+        if plan.prefill:
+            chunks = [(c.seq, c.start, c.end) for c in plan.prefill]
+            logits = self.runner.prefill(chunks)
+            best = logits.argmax(dim=-1).tolist()
+            # Only now, the forward done, may its blocks be committed (given keys).
+            for i, c in enumerate(plan.prefill):
+                c.seq.num_computed_tokens = c.end
+                if c.reaches_end:
+                    sampled.append((c.seq, logits[i], best[i]))
+                else:
+                    self.blocks.commit_full_blocks(c.seq)
+        for seq, row, argmax in sampled:
+            self.blocks.commit_full_blocks(seq)
+            req = self._requests[seq.request_id]
+            token = argmax if req.params.is_greedy else req.sampler.sample(row)
+            outputs.append(self._append_token(req, token))
+
+    def end_request(self, request_id: str, reason: str) -> RequestOutput | None:
+        """End a request wherever it is, releasing its blocks; None if it is not active."""
+        with self._lock:
+            req = self._requests.get(request_id)
+            if req is None or self.scheduler.abort(request_id) is None:
+                return None
+            req.seq.finish_reason = reason  # scheduler.abort says "abort"
+            return self._finish(req, reason)
 
     def _append_token(self, req: _Request, token: int) -> RequestOutput:
         seq, params = req.seq, req.params
@@ -348,6 +371,8 @@ class PrefixEngine:
                     continue
                 tokens.extend(out.new_token_ids)
                 text.append(out.delta)
+                if out.finish_reason == "error":
+                    raise StepFailedError("the engine step computing this request failed")
                 if out.finished:
                     return GenerationResult(
                         text="".join(text),

@@ -7,16 +7,17 @@ hook, called in the engine thread):
   looked up vs prompt tokens reused, in *tokens*, counted once per request when
   it finishes (a request aborted before its first token never queried the cache
   in a way that completed, so it is not counted);
-- ``prefix_requests_total{finish_reason}``, ``prefix_prompt_tokens_total``,
-  ``prefix_generation_tokens_total``;
+- ``prefix_requests_total{finish_reason}`` (``error``: its engine step failed),
+  ``prefix_prompt_tokens_total``, ``prefix_generation_tokens_total``;
 - histograms ``prefix_time_to_first_token_seconds`` (engine arrival → first
   token) and ``prefix_time_per_output_token_seconds`` (per request: time from
   the first to the last token over the tokens after the first).
 
 Read from the engine at scrape time (a custom collector, no lock taken):
 ``prefix_cache_blocks_{free,cached,used}``, ``prefix_num_requests_{running,waiting}``,
-``prefix_cache_evictions_total``, ``prefix_preemptions_total`` and the block-level
-``prefix_cache_block_{queries,hits}_total``.
+``prefix_cache_evictions_total``, ``prefix_preemptions_total``, the block-level
+``prefix_cache_block_{queries,hits}_total`` and ``prefix_engine_step_failures_total``
+(steps that raised; prefix/serve/recovery.py).
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ class _EngineCollector(Collector):
             ),
             ("prefix_cache_block_queries", "Prefix lookups, in blocks", pool.num_queries),
             ("prefix_cache_block_hits", "Prefix lookups that hit, in blocks", pool.num_hit_blocks),
+            (
+                "prefix_engine_step_failures",
+                "Engine steps that raised (their requests ended with finish_reason error)",
+                engine.step_failures.total,
+            ),
         ):
             yield CounterMetricFamily(name, doc, value=float(total))
         tiers = engine.tiers.stats() if engine.tiers is not None else {}
@@ -175,8 +181,8 @@ class EngineMetrics:
             return
         reason = out.finish_reason or "unknown"
         self.requests.labels(finish_reason=reason).inc()
-        if reason == "abort" and out.ttft_s is None:
-            return  # cancelled before its prefill completed
+        if reason in ("abort", "error") and out.ttft_s is None:
+            return  # cancelled (or its step failed) before its prefill completed
         self.cache_queries.inc(out.prompt_tokens)
         self.cache_hits.inc(out.cached_tokens)
         self.prompt_tokens.inc(out.prompt_tokens)

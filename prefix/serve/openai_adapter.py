@@ -14,15 +14,16 @@ from jinja2 import TemplateError
 
 from prefix.core.request import EngineRequest
 from prefix.errors import (
+    EngineDeadError,
     InvalidSamplingParamsError,
     KVBudgetExceededError,
     NoFreeBlocksError,
     PromptTooLongError,
     QueueFullError,
     RequestError,
+    StepFailedError,
 )
 from prefix.model.tokenize import Prompt
-from prefix.serve.async_engine import EngineDeadError
 from prefix.serve.engine import PrefixEngine
 from protocol.errors import ApiError
 from protocol.openai import ChatCompletionRequest, CompletionRequest
@@ -122,6 +123,9 @@ def engine_error(exc: BaseException, prompt_param: str = "messages") -> ApiError
         )
     if isinstance(exc, NoFreeBlocksError):
         return ApiError(503, str(exc), type="server_error", code="overloaded")
+    if isinstance(exc, StepFailedError):
+        # The engine lives on and a retry may well succeed; OpenAI clients retry 500s.
+        return ApiError(500, str(exc), type="server_error", code="engine_step_failed")
     if isinstance(exc, EngineDeadError):
         return ApiError(503, str(exc), type="server_error", code="engine_dead")
     raise exc

@@ -13,7 +13,9 @@ class RequestOutput:
     new_token_ids: list[int]
     delta: str
     finished: bool
-    finish_reason: str | None  # "stop", "length" or "abort" once finished
+    # once finished: "stop", "length", "abort", or "error" (its step failed; streams
+    # raise StepFailedError instead of handing this output out)
+    finish_reason: str | None
     prompt_tokens: int
     cached_tokens: int  # prompt tokens whose K/V was reused, not computed
     completion_tokens: int

@@ -28,7 +28,8 @@ key, the trusted-namespace headers (a server ignores headers it does not know).
 A strict server that refuses ``cache_salt`` with a 4xx naming it is neither of
 the salted kinds: the request is sent again without it, and the upstream is
 generic from then on (``HttpUpstream.stream``). A listing refused with a 4xx is
-decisive too: our engine always lists its models, so that server is generic.
+not decisive: a proxy in front of our engine can refuse it for a while (a deploy),
+so the dialect stays unknown, and only the salt's refusal makes it generic.
 """
 
 from __future__ import annotations

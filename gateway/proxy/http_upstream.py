@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -68,6 +69,7 @@ class HttpUpstream:
         self._cards: list[dict[str, Any]] = []
         self._fetched_at: float | None = None
         self._retry_at = 0.0
+        self._refused_at = -math.inf  # when the listing last answered a 4xx
         self._probe: asyncio.Future[None] | None = None  # the model-list read in flight
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
@@ -118,6 +120,8 @@ class HttpUpstream:
         """
         if self.configured is not None or self.detected is not None:
             return self.dialect
+        if time.monotonic() - self._refused_at < LIST_RETRY_SECONDS:
+            return None  # refused a moment ago: asking again per request is wasted
         if self._probe is None or self._probe.done():
             self._probe = asyncio.ensure_future(self._read_models())
         await asyncio.shield(self._probe)
@@ -138,10 +142,13 @@ class HttpUpstream:
     def _learn(self, status: int, raw: bytes) -> None:
         if status != 200:
             log.warning("the upstream's /v1/models answered %s", status)
-            if 400 <= status < 500 and status not in (408, 429) and self.detected is None:
-                # Our engine always lists its models without auth: a server that
-                # refuses the listing outright is some other (generic) server.
-                self.detected = GENERIC
+            if 400 <= status < 500 and status not in (408, 429):
+                # Not decisive: a proxy in front of our engine can 403 or 404 during a
+                # deploy, and generic would run every tenant in the engine's shared
+                # namespace. The dialect stays unknown (fail closed); a strict server
+                # shows itself by refusing the salt. Requests stop re-reading a
+                # refused listing for a pause.
+                self._refused_at = time.monotonic()
             return
         try:
             data = json.loads(raw).get("data")

@@ -42,7 +42,8 @@ class Engine:
     """A cachegate-like engine whose model list can be made to fail."""
 
     url: str = ""
-    listing: bool = False  # False: /v1/models answers 500
+    listing: bool = False  # False: /v1/models answers ``refusal``
+    refusal: int = 500
     strict: bool = False  # True: a 400 naming any field it does not know (OpenAI's words)
     echo: bool = False  # True: a temperature above 2 is a 400 quoting the messages back
     bodies: list[dict[str, Any]] = field(default_factory=list)
@@ -54,7 +55,8 @@ class Engine:
         @app.get("/v1/models")
         async def models() -> Response:
             if not self.listing:
-                return JSONResponse({"error": {"message": "starting"}}, status_code=500)
+                error = {"error": {"message": "starting"}}
+                return JSONResponse(error, status_code=self.refusal)
             card = {"id": MODEL, "object": "model", "owned_by": "cachegate"}
             return JSONResponse({"object": "list", "data": [card]})
 
@@ -157,6 +159,36 @@ def test_a_request_learns_the_dialect_as_soon_as_the_list_answers(
         [replica] = gw.state.upstream.replicas  # type: ignore[attr-defined]
         assert replica.upstream.detected.name == "cachegate"
     assert engine.headers[1].get(NAMESPACE_HEADER)
+
+
+def test_a_listing_refused_with_a_4xx_leaves_the_dialect_unknown(
+    engine: Engine, embedder: Embedder, tmp_path: Path
+) -> None:
+    # A proxy in front of our engine that 403s the listing for a while (a deploy) must
+    # not make it generic: every tenant would then share the engine's namespace.
+    engine.refusal = 403
+    with gateway(engine, tmp_path, embedder, engine_key=ENGINE_KEY) as gw:
+        for tenant in ("g", "h"):
+            with gw.http(gw.tenant(tenant)[1]) as http:
+                r = http.post(CHAT, json=ask("Who are you?") | {"cache": {"no-cache": True}})
+            assert r.status_code == 200, r.text
+        [replica] = gw.state.upstream.replicas  # type: ignore[attr-defined]
+        assert replica.upstream.detected is None
+    namespaces = [h.get(NAMESPACE_HEADER) for h in engine.headers]
+    assert all(namespaces) and namespaces[0] != namespaces[1]
+    salts = [b.get("cache_salt") for b in engine.bodies]
+    assert all(salts) and salts[0] != salts[1]
+
+
+def test_a_strict_server_refusing_its_listing_is_generic_once_it_refuses_the_salt(
+    engine: Engine, embedder: Embedder, tmp_path: Path
+) -> None:
+    engine.refusal, engine.strict = 404, True
+    with gateway(engine, tmp_path, embedder) as gw, gw.http(gw.tenant("i")[1]) as http:
+        first = http.post(CHAT, json=ask("First question?"))
+        second = http.post(CHAT, json=ask("Second question?"))
+    assert first.status_code == 200 and second.status_code == 200, (first.text, second.text)
+    assert ["cache_salt" in b for b in engine.bodies] == [True, False, False]
 
 
 def test_a_clients_text_echoed_in_an_error_does_not_turn_the_salt_off(

@@ -29,12 +29,7 @@ from prefix.core.hashing import Extra, ModelFingerprint, chain_root, short
 from prefix.core.request import EngineRequest
 from prefix.core.scheduler import Scheduler, SchedulerOutput
 from prefix.core.sequence import Sequence
-from prefix.errors import (
-    EmptyPromptError,
-    KVBudgetExceededError,
-    PromptTooLongError,
-    StepFailedError,
-)
+from prefix.errors import NoFreeBlocksError, StepFailedError
 from prefix.kernels.flash_attention import install
 from prefix.model.dtype import DTYPES, cpu_flags
 from prefix.model.kv_cache import PagedKVCache
@@ -44,6 +39,7 @@ from prefix.model.sampling import Sampler
 from prefix.model.tokenize import Detokenizer, Prompt, PromptEncoder
 from prefix.serve.outputs import GenerationResult, RequestOutput
 from prefix.serve.recovery import StepFailures
+from prefix.serve.validate import check_request
 from prefix.tiers.host import HostTier
 from prefix.tiers.setup import build_tier_chain
 from protocol.headers import DEFAULT_NAMESPACE
@@ -156,29 +152,13 @@ class PrefixEngine:
     def new_sequence(self, req: EngineRequest) -> Sequence:
         """Validate against the model and the pool; raises a RequestError for requests
         that can never run. The chain root is derived here, once per request."""
-        n, params = req.num_prompt_tokens, req.params
-        if n == 0:
-            raise EmptyPromptError("the prompt is empty (0 tokens after tokenization)")
-        if n + params.max_tokens > self.max_model_len:
-            raise PromptTooLongError(
-                f"this model's maximum context length is {self.max_model_len} tokens; the "
-                f"request asks for {n + params.max_tokens} ({n} in the prompt, "
-                f"{params.max_tokens} to generate)"
-            )
-        needed = -(-(n + 1) // self.block_size)
-        if needed > self.pool.num_blocks:
-            raise KVBudgetExceededError(
-                f"the prompt needs {needed} KV blocks of {self.block_size} tokens but the pool "
-                f"has only {self.pool.num_blocks} ({self.pool.num_blocks * self.block_size} tokens)"
-            )
-        quota = req.kv_block_quota
-        if quota is not None:
-            total = -(-(n + params.max_tokens) // self.block_size)
-            if total > quota:
-                raise KVBudgetExceededError(
-                    f"the request needs up to {total} KV blocks ({n} prompt + "
-                    f"{params.max_tokens} new tokens) but its KV block quota is {quota}"
-                )
+        check_request(
+            req,
+            max_model_len=self.max_model_len,
+            block_size=self.block_size,
+            pool_blocks=self.pool.num_blocks,
+        )
+        params, quota = req.params, req.kv_block_quota
         seq = Sequence(
             prompt_token_ids=list(req.token_ids),
             root=self.chain_root(req.namespace, req.cache_salt),
@@ -391,8 +371,6 @@ class PrefixEngine:
 
         For tests, the lab and benchmarks: the logits a request would sample from.
         """
-        from prefix.errors import NoFreeBlocksError
-
         req = self.request(
             prompt, SamplingParams(max_tokens=1), namespace=namespace, cache_salt=cache_salt
         )

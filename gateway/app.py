@@ -178,7 +178,10 @@ def create_app(settings: Settings | None = None, components: Components | None =
             # A tenant deleted (or its policy changed) on any replica: its cut is recomputed
             # (every cut after a rebuild, when the feed names no tenant).
             feed.on_tenant_change(lambda changed: calibrator.invalidate(*changed))
-        metrics = GatewayMetrics(settings.metrics_tenant_labels)
+        # Tenant labels are keyed by a secret every replica shares: stable on dashboards,
+        # not a hash anyone can compute from a guessed tenant id.
+        label_key = await asyncio.to_thread(tenants.server_secret, "metrics_label")
+        metrics = GatewayMetrics(settings.metrics_tenant_labels, label_key)
         if isinstance(upstream, EnginePool):
             upstream.bind_metrics(metrics)
         app.state.gateway = GatewayState(

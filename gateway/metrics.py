@@ -3,16 +3,20 @@
 ``/metrics`` renders this registry and, when the engine runs in-process, the
 engine's own (``prefix_*``) beside it.
 
-The ``tenant`` label is, by default, a stable digest of the tenant id
-(:func:`tenant_label`): whoever can read ``/metrics`` learns how busy each
-tenant is, not who the tenants are. An operator who wants the ids (and keeps
-``/metrics`` private) sets ``CACHEGATE_METRICS_TENANT_LABELS=id``. The series
-names and label names stay the same either way (dashboards and alerts use them).
+The ``tenant`` label is, by default, a stable keyed digest of the tenant id
+(:func:`tenant_label`, an HMAC under a server secret all replicas share): whoever
+can read ``/metrics`` learns how busy each tenant is, not who the tenants are, and
+cannot confirm a guessed id (tenant ids are often readable slugs) by hashing it.
+An operator finds a tenant's label in its admin stats (``metrics_label``); one who
+wants the ids (and keeps ``/metrics`` private) sets
+``CACHEGATE_METRICS_TENANT_LABELS=id``. The series names and label names stay the
+same either way (dashboards and alerts use them).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,33 +29,38 @@ if TYPE_CHECKING:
 TenantLabels = Literal["digest", "id"]
 
 
-def tenant_label(tenant_id: str, mode: TenantLabels = "digest") -> str:
-    """The ``tenant`` label value: ``t-`` and 12 hex digits of SHA-256 of the id (stable
-    across replicas and restarts, so a dashboard follows one tenant), or the id itself."""
+def tenant_label(tenant_id: str, mode: TenantLabels = "digest", key: str = "") -> str:
+    """The ``tenant`` label value: ``t-`` and 12 hex digits of HMAC-SHA-256 of the id
+    under ``key`` (the app's shared server secret, so the label is stable across
+    replicas and restarts and a dashboard follows one tenant), or the id itself. With
+    no key (a bare registry in a unit test) the digest is unkeyed."""
     if mode == "id":
         return tenant_id
-    return "t-" + hashlib.sha256(tenant_id.encode("utf-8")).hexdigest()[:12]
+    data = tenant_id.encode("utf-8")
+    mac = hmac.new(key.encode(), data, hashlib.sha256) if key else hashlib.sha256(data)
+    return "t-" + mac.hexdigest()[:12]
 
 
 class _TenantLabelled:
     """A labelled metric whose first label (``tenant``) goes through :func:`tenant_label`,
     so no caller can put a raw tenant id on a series by forgetting to."""
 
-    def __init__(self, metric: Any, mode: TenantLabels) -> None:
-        self._metric, self._mode = metric, mode
+    def __init__(self, metric: Any, mode: TenantLabels, key: str) -> None:
+        self._metric, self._mode, self._key = metric, mode, key
 
     def labels(self, tenant: str, *rest: str) -> Any:
-        return self._metric.labels(tenant_label(tenant, self._mode), *rest)
+        return self._metric.labels(tenant_label(tenant, self._mode, self._key), *rest)
 
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
 class GatewayMetrics:
-    def __init__(self, tenant_labels: TenantLabels = "id") -> None:
-        # The app passes the setting (default "digest"); a bare instance (unit tests)
-        # labels series with what it is given.
+    def __init__(self, tenant_labels: TenantLabels = "id", label_key: str = "") -> None:
+        # The app passes the setting (default "digest") and the shared label key; a bare
+        # instance (unit tests) labels series with what it is given.
         self.tenant_labels = tenant_labels
+        self.label_key = label_key
         self.registry = r = CollectorRegistry()
         self.requests = Counter(
             "cachegate_requests",
@@ -172,7 +181,7 @@ class GatewayMetrics:
             "latency",
             "backfills",
         ):
-            setattr(self, name, _TenantLabelled(getattr(self, name), tenant_labels))
+            setattr(self, name, _TenantLabelled(getattr(self, name), tenant_labels, label_key))
 
     def watch_feed(self, feed: ChangeFeed) -> None:
         """Export ``cachegate_replica_sync_lag_seconds`` for ``feed``, read at scrape time so
@@ -205,7 +214,11 @@ class GatewayMetrics:
 
     def label(self, tenant_id: str) -> str:
         """The ``tenant`` label this registry gives ``tenant_id``."""
-        return tenant_label(tenant_id, self.tenant_labels)
+        return tenant_label(tenant_id, self.tenant_labels, self.label_key)
+
+    def digest(self, tenant_id: str) -> str:
+        """The tenant's keyed digest whatever the label mode (the access line's)."""
+        return tenant_label(tenant_id, "digest", self.label_key)
 
     def semantic_miss(self, tenant: str, reason: str) -> None:
         kind = reason.split(":", 1)

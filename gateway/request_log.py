@@ -2,8 +2,8 @@
 
 Logger ``cachegate.gateway.access``, at INFO, with every value also as a structured
 ``extra`` field (the JSON formatter of ``gateway/logging_setup.py`` writes them as
-one object): ``request_id``, ``tenant`` (a stable digest of the tenant id,
-``gateway/metrics.py`` ``tenant_label``; the id itself only with
+one object): ``request_id``, ``tenant`` (the tenant's keyed digest, the same as its
+``/metrics`` label, ``gateway/metrics.py`` ``tenant_label``; the id itself only with
 ``CACHEGATE_LOG_TENANT_IDS=true``), ``endpoint``, ``outcome`` (semantic-hit |
 prefix-hit | miss | bypass | error), ``semantic`` (what the semantic layer did, with
 its reason), ``score``, ``prompt_tokens``, ``cached_tokens`` (prompt tokens reused
@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -56,6 +56,7 @@ class Observation:
     status: int | None = None
     request_id: str | None = None
     tenant_id: str | None = None
+    tenant_digest: str | None = None  # keyed (gateway/metrics.py): no guessable hash of an id
     method: str = "POST"
     record: RequestRecord | None = None
     body: Mapping[str, Any] | None = None  # read for its text only when content is logged
@@ -69,9 +70,7 @@ class Observation:
 
     def fields(self, *, content: bool, tenant_ids: bool) -> dict[str, Any]:
         row = self.record
-        tenant = None
-        if self.tenant_id is not None:
-            tenant = tenant_label(self.tenant_id, "id" if tenant_ids else "digest")
+        tenant = self.tenant_id if tenant_ids else self.tenant_digest
         out: dict[str, Any] = {
             "request_id": self.request_id,
             "tenant": tenant,
@@ -110,13 +109,16 @@ def note_request(
     obs.record, obs.body, obs.answer = row, body, answer
 
 
-async def authenticated(auth: Awaitable[TenantContext]) -> TenantContext:
-    """``await auth`` inside the ``auth`` span; remembers the tenant for the access line."""
+async def authenticated(
+    auth: Awaitable[TenantContext], digest: Callable[[str], str] = tenant_label
+) -> TenantContext:
+    """``await auth`` inside the ``auth`` span; remembers the tenant (and its ``digest``,
+    the metrics registry's keyed one) for the access line."""
     obs = _current.get()
     with span(obs.tracer if obs else None, "auth"):
         ctx = await auth
     if obs is not None:
-        obs.tenant_id = ctx.tenant_id
+        obs.tenant_id, obs.tenant_digest = ctx.tenant_id, digest(ctx.tenant_id)
     return ctx
 
 

@@ -194,6 +194,7 @@ class CacheAdmin:
             tenant_id=tenant_id,
             scope="this replica, since it started (entries and partitions: the database)",
             prefix_namespace=prefix_namespace,
+            metrics_label=self.metrics.label(tenant_id),
             requests_by_cache=c.get("cachegate_requests_total", {}),
             rate_limited=self.limiter.refused(tenant_id) if self.limiter is not None else 0,
             semantic=SemanticStats(

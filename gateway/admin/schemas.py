@@ -131,6 +131,7 @@ class CacheStats(BaseModel):
     tenant_id: str
     scope: str = Field(description="Counters count since this replica started")
     prefix_namespace: str
+    metrics_label: str = Field(description="The tenant's `tenant` label on /metrics")
     requests_by_cache: dict[str, float]
     rate_limited: int
     semantic: SemanticStats

@@ -94,7 +94,8 @@ async def completions(request: Request) -> Response:
 async def _handle(request: Request, kind: Kind) -> Response:
     started = time.perf_counter()
     gw = state(request)
-    ctx = await authenticated(authenticate(request))  # the `auth` span; the access line's tenant
+    # The `auth` span; the access line's tenant (its digest keyed as the metrics' label).
+    ctx = await authenticated(authenticate(request), gw.metrics.digest)
     limiter = request.app.state.rate_limiter  # 429 + Retry-After (gateway/proxy/ratelimit.py)
     if ctx.policy.rate_limit_rpm is None:
         limiter.check(ctx)  # nothing to count: no store is asked

@@ -73,13 +73,18 @@ def records(buf: io.StringIO, logger: str) -> list[dict[str, Any]]:
     return [r for r in parsed if r["logger"] == logger]
 
 
+DIGESTS: dict[str, str] = {}
+
+
 def hit_and_miss(
     tmp_path: Path, loaded: LoadedModel, embedder: Embedder, **settings: Any
 ) -> tuple[str, list[httpx.Response]]:
-    """A miss (stored), the same question again streamed (a semantic hit), a bad key."""
+    """A miss (stored), the same question again streamed (a semantic hit), a bad key;
+    the tenant id and (in ``DIGESTS``) its metrics label."""
     parts = Components(engine=smol_engine(loaded), embedder=embedder)
     with running_gateway(gateway_settings(tmp_path, **settings), parts) as gw:
         tenant, key = gw.tenant("logs")
+        DIGESTS[tenant] = gw.state.metrics.digest(tenant)
         with gw.http(key) as http:
             miss = http.post(CHAT, json=chat_body(gw.model, QUESTION))
             hit = http.post(CHAT, json=chat_body(gw.model, QUESTION, stream=True))
@@ -103,7 +108,8 @@ def test_one_json_line_per_request_without_text(
         assert "prompt" not in line and "answer" not in line
     first, second, third = lines
     assert first["request_id"] == miss.headers["x-request-id"]
-    assert first["tenant"] == tenant_label(tenant) != tenant
+    # The metrics' keyed digest: not the plain hash a guessed id would give.
+    assert first["tenant"] == DIGESTS[tenant] not in (tenant, tenant_label(tenant))
     assert first["outcome"] == "miss" and first["status"] == 200 and first["stream"] is False
     assert first["semantic"].startswith("miss:") and first["score"] is None
     assert first["prompt_tokens"] == miss.json()["usage"]["prompt_tokens"]

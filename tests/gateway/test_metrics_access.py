@@ -12,6 +12,7 @@ import pytest
 from gateway.app import Components
 from gateway.metrics import GatewayMetrics, tenant_label
 from prefix.model.loader import LoadedModel
+from tests.gateway.admin_support import ADMIN_TOKEN, admin
 from tests.gateway.conftest import (
     Gateway,
     assert_openai_error,
@@ -35,6 +36,7 @@ def gw(smol_loaded: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> It
         semantic_enabled=False,
         metrics_token=TOKEN,
         metrics_tenant_labels="digest",  # the production default
+        admin_token=ADMIN_TOKEN,
     )
     parts = Components(engine=smol_engine(smol_loaded, num_blocks=32))
     with running_gateway(settings, parts) as gateway:
@@ -51,7 +53,7 @@ def test_metrics_need_the_token(gw: Gateway) -> None:
     assert ok.status_code == 200 and "cachegate_requests_total" in ok.text
 
 
-def test_tenant_labels_are_digests_by_default(gw: Gateway) -> None:
+def test_tenant_labels_are_keyed_digests_by_default(gw: Gateway) -> None:
     tenant, key = gw.tenant("secret-customer")
     with gw.http(key) as c:
         r = c.post("/v1/chat/completions", json=chat_body(gw.model, "Hi", max_tokens=1))
@@ -60,9 +62,17 @@ def test_tenant_labels_are_digests_by_default(gw: Gateway) -> None:
         f"{gw.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
     ).text
     assert tenant not in text and "secret-customer" not in text
-    label = tenant_label(tenant)
+    with admin(gw) as client:
+        stats = client.get(f"/tenants/{tenant}/cache/stats")
+    assert stats.status_code == 200, stats.text
+    label = stats.json()["metrics_label"]  # how an operator finds a tenant's series
     assert label.startswith("t-") and len(label) == 14
     assert metric(text, "cachegate_requests_total", tenant=label) == 1  # the series is there
+    # Keyed: a guessed tenant id hashed by anyone who reads /metrics is not the label;
+    # the key is the database's shared secret, so every replica (and restart) agrees.
+    assert label != tenant_label(tenant)
+    shared_key = gw.tenants.server_secret("metrics_label")
+    assert label == tenant_label(tenant, "digest", shared_key)
 
 
 def test_digest_is_stable_and_id_mode_shows_ids() -> None:

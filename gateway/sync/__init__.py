@@ -7,7 +7,8 @@ authentication cache); the change log carries what changed to each of them.
 concept                     file
 ==========================  ========================================================
 the feed (poll, wake-ups,   :mod:`gateway.sync.feed` (:class:`ChangeFeed`)
-position, catch-up, prune)
+catch-up, prune)
+position and gaps           :mod:`gateway.sync.position`
 LISTEN connection           :mod:`gateway.sync.listener`
 reading the log; the        :mod:`gateway.sync.log`
 gateway's ``tenant`` rows

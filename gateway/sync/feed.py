@@ -27,11 +27,14 @@ the log, not the message, is what is replayed.
 
 Ordering. Sequence numbers are handed out at insert, but transactions commit in
 any order, so "seq > last applied" alone can miss a row with a smaller seq that
-commits later. Each poll therefore also re-reads the rows at or below its
-position written within ``window_seconds`` of the previous poll (by the
-database's clock) and skips the seqs it already applied (a bounded dict of the
-window's seqs). A row is missed only if its transaction stays open longer than
-the window after logging it; the log is written last, just before the commit.
+commits later. A row at or below the position is still replayed if it was written
+within ``window_seconds`` before the previous poll (by the database's clock): it
+is missed only if its transaction stays open longer than the window after logging
+it (the log is written last, just before the commit). Each poll reads only the
+rows past its position and those of the seqs it found missing below it, while
+they can still pass that rule (:mod:`gateway.sync.position`); only for about one
+window after a start, a resume or a rebuild, when what is missing below the
+position is not known, does it re-read every row of the window there.
 
 Retention. A feed prunes rows older than ``retention_seconds`` now and then. A
 feed that has not polled successfully for about that long may have lost rows to
@@ -56,7 +59,8 @@ from typing import Any
 from sqlalchemy import Engine
 
 from gateway.sync.listener import Listener
-from gateway.sync.log import changed_tenants, db_now, last_seq, prune, read_after, read_late
+from gateway.sync.log import changed_tenants, db_now, last_seq, prune, read_after, read_missed
+from gateway.sync.position import Position
 from semantic.cache import SemanticCache
 from semantic.changes import Change
 from semantic.replay import replay
@@ -100,12 +104,11 @@ class ChangeFeed:
         postgres = self._engine.dialect.name == "postgresql"
         self._listener = Listener(self._engine, connect_timeout) if listen and postgres else None
         self._callbacks: list[TenantCallback] = []
-        self._applied: dict[int, datetime] = {}  # seqs applied within the window
-        self._seq = 0  # every row up to here is applied, or inside the window
-        self._ref: datetime | None = None  # the database clock at the last good poll
+        self._pos = Position()  # its ``ref``: the database clock at the last good poll
         self._last_ok: float | None = None  # monotonic start of the last good poll
         self._last_prune = 0.0
-        self._counts = {"applied": 0, "errors": 0, "polls": 0, "rebuilds": 0, "pruned": 0}
+        counters = ("applied", "read", "errors", "polls", "rebuilds", "pruned")
+        self._counts = dict.fromkeys(counters, 0)
         self._poll_lock = threading.Lock()
         self._progress = threading.Condition()
         self._wake = threading.Event()
@@ -123,7 +126,8 @@ class ChangeFeed:
         database is down then, the first good poll rebuilds instead."""
         with self._poll_lock, self._engine.connect() as conn:
             now, seq = db_now(conn), last_seq(conn)
-        self._seq, self._ref, self._last_ok = seq, now, time.monotonic()
+        self._pos.reset(seq, now)
+        self._last_ok = time.monotonic()
 
     def resume(self, seq: int, at: datetime) -> None:
         """Start from a saved position instead (an index snapshot's): the first poll
@@ -131,7 +135,7 @@ class ChangeFeed:
         ``at``; a position older than the retention makes it rebuild instead."""
         with self._poll_lock, self._engine.connect() as conn:
             age = (db_now(conn) - at).total_seconds()
-        self._seq, self._ref, self._applied = seq, at, {}
+        self._pos.reset(seq, at)
         self._last_ok = time.monotonic() - max(0.0, age)
 
     def head(self) -> int:
@@ -144,12 +148,12 @@ class ChangeFeed:
         """Hold replays off; yields the position, which holds while paused (what an
         index snapshot taken meanwhile reflects)."""
         with self._poll_lock:
-            yield self._seq, self._ref
+            yield self._pos.seq, self._pos.ref
 
     def start(self) -> None:
         if self._thread is not None:
             raise RuntimeError("the feed is already started")
-        if self._ref is None:
+        if self._pos.ref is None:
             try:
                 self.mark()
             except Exception as exc:  # the loop retries; its first good poll rebuilds
@@ -178,13 +182,15 @@ class ChangeFeed:
             )
 
     def stats(self) -> dict[str, Any]:
-        """Counters since start: ``applied`` (rows replayed), ``errors``, ``polls``,
-        ``rebuilds``, ``pruned``; ``last_seq`` (the position), ``lag`` (seconds since
-        the last good poll began) and ``listening`` (a LISTEN connection is up)."""
+        """Counters since start: ``applied`` (rows replayed), ``read`` (rows the polls
+        read from the log), ``errors``, ``polls``, ``rebuilds``, ``pruned``; ``last_seq``
+        (the position), ``gaps`` (seqs below it that may still commit), ``lag`` (seconds
+        since the last good poll began) and ``listening`` (a LISTEN connection is up)."""
         with self._progress:
             lag = None if self._last_ok is None else time.monotonic() - self._last_ok
             listening = self._listener is not None and self._listener.connected
-            return self._counts | {"last_seq": self._seq, "lag": lag, "listening": listening}
+            where = {"last_seq": self._pos.seq, "gaps": self._pos.open_gaps}
+            return self._counts | where | {"lag": lag, "listening": listening}
 
     # -- the loop --------------------------------------------------------------------
     def _run(self) -> None:
@@ -199,7 +205,7 @@ class ChangeFeed:
                 self._stop.wait(backoff)
                 continue
             if backoff:
-                log.warning("replica sync: recovered, caught up to seq %d", self._seq)
+                log.warning("replica sync: recovered, caught up to seq %d", self._pos.seq)
                 backoff = 0.0
             if self._listener is not None and not self._listener.connected:
                 try:
@@ -236,15 +242,17 @@ class ChangeFeed:
             started = time.monotonic()
             if self._last_ok is None or started - self._last_ok > self._rebuild_after():
                 self._rebuild()
-            assert self._ref is not None
             with self._engine.connect() as conn:
                 now = db_now(conn)
-                late = read_late(conn, self._seq, self._ref - self.window)
-                fresh = read_after(conn, self._seq, self.batch_size)
-            todo = [c for c in late if c.seq not in self._applied] + fresh
+                plan = self._pos.plan(now, self.window)
+                late = read_missed(conn, plan.floor, plan.gaps, plan.since)
+                fresh = read_after(conn, self._pos.seq, self.batch_size)
+            read = len(late) + len(fresh)
+            late = self._pos.unapplied(late)
+            todo = late + fresh
             if self.cache is not None:
                 replay(self.cache, todo)
-            self._advance(todo, fresh, now, started)
+            self._advance(late, fresh, now, started, read)
             tenants = changed_tenants(todo)
             if tenants:
                 self._notify_tenants(tenants)
@@ -261,22 +269,20 @@ class ChangeFeed:
             now, seq = db_now(conn), last_seq(conn)
         if self.cache is not None:
             self.cache.rebuild(progress=False)
-        self._seq, self._ref, self._applied = seq, now, {}
+        self._pos.reset(seq, now)
         with self._progress:
             self._counts["rebuilds"] += 1
         log.warning("replica sync: index rebuilt from the database (fell behind the log)")
         self._notify_tenants(frozenset())
 
-    def _advance(self, todo: list[Change], fresh: list[Change], now: datetime, t: float) -> None:
-        for change in todo:
-            self._applied[change.seq] = change.at
-        horizon = now - 2 * self.window  # older seqs can never be read as "late" again
-        self._applied = {s: at for s, at in self._applied.items() if at >= horizon}
+    def _advance(
+        self, late: list[Change], fresh: list[Change], now: datetime, t: float, read: int
+    ) -> None:
         with self._progress:
-            if fresh:
-                self._seq = fresh[-1].seq
-            self._ref, self._last_ok = now, t
-            self._counts["applied"] += len(todo)
+            self._pos.advance(late, fresh, now)
+            self._last_ok = t
+            self._counts["applied"] += len(late) + len(fresh)
+            self._counts["read"] += read
             self._counts["polls"] += 1
             self._progress.notify_all()
 

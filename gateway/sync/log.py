@@ -5,12 +5,12 @@ transaction of each semantic change; the gateway adds ``tenant`` rows in the
 transaction of each tenant, key or policy write (:func:`log_tenant_change`).
 Reading is the feed's business only (:mod:`gateway.sync.feed`): the position
 (:func:`last_seq`), what is new (:func:`read_after`), what may have committed
-late (:func:`read_late`), the shared clock (:func:`db_now`) and pruning.
+late (:func:`read_missed`), the shared clock (:func:`db_now`) and pruning.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,10 +59,26 @@ def read_after(conn: Connection, seq: int, limit: int) -> list[Change]:
     return _changes(conn, CacheChange.seq > seq, limit=limit)
 
 
-def read_late(conn: Connection, seq: int, since: datetime) -> list[Change]:
-    """Rows at or below ``seq`` written since ``since``: the ones that may have
-    committed after a reader had already passed their sequence number."""
-    return _changes(conn, CacheChange.seq <= seq, CacheChange.at >= since)
+#: Up to this many seqs go into one ``IN`` list (SQLite before 3.32 takes 999 bound
+#: parameters); more are read as the range they span, filtered here.
+IN_LIST_MAX = 500
+
+
+def read_missed(
+    conn: Connection, floor: int | None, gaps: Sequence[int], since: datetime
+) -> list[Change]:
+    """Rows that may have committed after a reader passed their sequence number,
+    written since ``since``, oldest first: every row at or below ``floor`` (when the
+    reader does not know which it has), and those of ``gaps`` (sorted, above it)."""
+    recent = CacheChange.at >= since
+    below = [] if floor is None else _changes(conn, CacheChange.seq <= floor, recent)
+    if not gaps:
+        return below
+    if len(gaps) <= IN_LIST_MAX:
+        return below + _changes(conn, CacheChange.seq.in_(gaps), recent)
+    wanted = set(gaps)
+    spanned = _changes(conn, CacheChange.seq.between(gaps[0], gaps[-1]), recent)
+    return below + [c for c in spanned if c.seq in wanted]
 
 
 def last_seq(conn: Connection) -> int:

@@ -10,11 +10,14 @@ refuses the hit: the question then goes to the model as a miss
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Literal
 
 from gateway.errors import BadRequestError, GatewayError
 from gateway.proxy.upstream import Delta, Upstream, UpstreamRequest
 from protocol.openai import new_id
 from validators.judge import JudgeVerdict, LocalModelJudge, parse_yes_no
+
+Kind = Literal["chat", "completion"]
 
 
 class UpstreamJudge:
@@ -25,19 +28,34 @@ class UpstreamJudge:
         # Only its prompt builder is used; the model is asked through the upstream.
         self._prompts = LocalModelJudge(lambda _prompt: "")
 
-    async def same_answer(self, q1: str, q2: str, namespace: str) -> JudgeVerdict:
+    async def same_answer(
+        self,
+        q1: str,
+        q2: str,
+        namespace: str,
+        *,
+        tenant_id: str | None = None,
+        kv_block_quota: int | None = None,
+    ) -> JudgeVerdict:
+        """The model's verdict, asked in the tenant's own namespace and under its KV
+        quota: a judge call takes blocks from the same pool as the tenant's requests."""
         prompt = self._prompts.prompt(q1, q2)
+
+        def request(kind: Kind, body: dict[str, Any]) -> UpstreamRequest:
+            return UpstreamRequest(
+                kind, body, namespace, new_id("judge"),
+                tenant_id=tenant_id, kv_block_quota=kv_block_quota,
+            )  # fmt: skip
+
         params = {"model": self.model, "max_tokens": 3, "temperature": 0}
         chat = params | {"messages": [{"role": "user", "content": prompt}]}
         try:
             try:
-                text = await self._ask(UpstreamRequest("chat", chat, namespace, new_id("judge")))
+                text = await self._ask(request("chat", chat))
             except BadRequestError:
                 # A base model without a chat template: ask the same prompt as plain text.
                 plain = params | {"prompt": prompt}
-                text = await self._ask(
-                    UpstreamRequest("completion", plain, namespace, new_id("judge"))
-                )
+                text = await self._ask(request("completion", plain))
         except (TimeoutError, GatewayError) as exc:
             return JudgeVerdict(False, f"judge_error:{type(exc).__name__}")
         answer = parse_yes_no(text)

@@ -212,7 +212,11 @@ class Pipeline:
         if not band.low <= result.score <= band.high:
             return False
         verdict = await self.judge.same_answer(
-            query.question, result.cached_question or "", ctx.prefix_namespace
+            query.question,
+            result.cached_question or "",
+            ctx.prefix_namespace,
+            tenant_id=ctx.tenant_id,
+            kv_block_quota=ctx.policy.kv_block_quota,
         )
         tr.step("judge", verdict.same, verdict.reason)
         if not verdict.same:

@@ -146,6 +146,7 @@ class _Hit:
     sampling: dict[str, Any]
     verifier_score: float | None = None
     verifier_model: str | None = None
+    kv_block_quota: int | None = None  # the tenant's: its shadow request takes its blocks
 
 
 class MisfireSampler:
@@ -246,6 +247,7 @@ class MisfireSampler:
             threshold=float(threshold),
             verifier_score=result.verifier_score,
             verifier_model=None if result.verifier_score is None else self.verifier_model,
+            kv_block_quota=policy.kv_block_quota,
             entity_kinds=policy.entity_kinds,
             sampling={
                 "rate": policy.sample_rate,
@@ -321,7 +323,14 @@ class MisfireSampler:
         self.verdicts.labels(result.verdict).inc()
 
     async def _fresh_answer(self, hit: _Hit) -> str:
-        request = UpstreamRequest(hit.kind, hit.body, hit.namespace, new_id("shadow")[:64])
+        request = UpstreamRequest(
+            hit.kind,
+            hit.body,
+            hit.namespace,
+            new_id("shadow")[:64],
+            tenant_id=hit.tenant_id,
+            kv_block_quota=hit.kv_block_quota,
+        )
         parts: list[str] = []
         events = self.upstream.stream(request)
         try:

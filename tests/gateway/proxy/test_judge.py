@@ -66,3 +66,21 @@ def test_hits_inside_the_judge_band_need_the_models_yes(
         gw.metrics(), "cachegate_semantic_misses_total", tenant=inside_id, reason="judge_refused"
     )
     assert after == before + 1
+
+
+def test_the_judge_asks_under_the_tenants_kv_quota(
+    gw: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A judge call takes KV blocks from the tenant's share of the pool: with a quota of
+    # one block its prompt is refused by the engine (a judge error, the hit refused),
+    # where without the quota the model would have answered (judge_unparseable above).
+    guards_off: dict[str, list[str]] = {"guards": [], "entity_kinds": []}
+    tenant, key = gw.tenant(
+        "judge-quota",
+        TenantPolicy(**guards_off, judge_band=JudgeBand(low=0.0, high=1.0), kv_block_quota=1),
+    )
+    seed(gw, tenant, completion(gw.model, QUESTION), answer="canned")
+    with caplog.at_level("INFO", logger="cachegate.gateway"):
+        assert ask(gw, key)[1] == "miss:judge_refused"
+    refusals = [r.getMessage() for r in caplog.records if "judge refused" in r.getMessage()]
+    assert refusals and all(m.endswith(": judge_error") for m in refusals), refusals

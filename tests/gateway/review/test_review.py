@@ -303,6 +303,27 @@ def test_shadow_agrees_when_the_model_gives_the_same_answer(gw: Gateway) -> None
     assert metric(gw.metrics(), "cachegate_shadow_verdicts_total", verdict="agree") >= 1
 
 
+def test_the_shadow_request_runs_under_the_tenants_kv_quota(gw: Gateway) -> None:
+    # The shadow request takes KV blocks from the tenant's share of the pool: with a
+    # quota of one block the engine refuses its prompt (a shadow error), where the same
+    # hit without a quota is verified (the test above).
+    before = metric(gw.metrics(), "cachegate_shadow_verdicts_total", verdict="error")
+    tenant, key = gw.tenant("quota", TenantPolicy(sample_rate=1.0, kv_block_quota=1))
+    body = chat_body(gw.model, "What is the capital of Italy?")
+    store(gw, tenant, body, "Rome is the capital of Italy.")
+    with gw.http(key) as http:
+        hit = http.post(CHAT, json=body)
+    assert hit.headers["x-cachegate-cache"] == "semantic-hit"
+    assert wait_until(
+        lambda: (
+            metric(gw.metrics(), "cachegate_shadow_verdicts_total", verdict="error") == before + 1
+        ),
+        timeout=60,
+    )
+    [row] = rows(gw, tenant)
+    assert row.shadow_verdict is None  # no verdict from a request that never ran
+
+
 def test_shadow_disagrees_with_a_wrong_cached_answer(gw: Gateway) -> None:
     tenant, key = gw.tenant("wrong", ALWAYS)
     body = chat_body(gw.model, "What color is the sky on a clear day?")

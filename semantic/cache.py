@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -101,6 +101,19 @@ class SemanticCache:
         """Held across every database+index mutation; replaying another replica's
         changes (:mod:`semantic.replay`) takes it too, for the same reason."""
         return self._write_lock
+
+    @contextmanager
+    def writing(self, wait: float | None = None) -> Iterator[bool]:
+        """Hold the write lock, waiting at most ``wait`` seconds (None: as long as it
+        takes); yields whether it was taken. A backfill passes a bound: a rebuild or a
+        snapshot holds the lock for seconds to minutes, and an answer the model already
+        gave must not wait for them (it is skipped as ``busy`` instead)."""
+        taken = self._write_lock.acquire(timeout=-1 if wait is None else max(wait, 0.0))
+        try:
+            yield taken
+        finally:
+            if taken:
+                self._write_lock.release()
 
     @property
     def embedder_id(self) -> str:
@@ -294,6 +307,7 @@ class SemanticCache:
         *,
         embedding: ArrayLike | None = None,
         partition_key: str | None = None,
+        wait: float | None = None,
     ) -> StoreResult:
         """Backfill ``response`` (an OpenAI response body) for ``query``.
 
@@ -303,7 +317,8 @@ class SemanticCache:
         ``embedding`` and ``partition_key`` may come from the preceding lookup's
         result (same query): the question is then neither embedded nor its
         partition hashed a second time. Everything is validated before the
-        database is touched.
+        database is touched. With ``wait``, a write lock held longer than that (a
+        rebuild) skips the store with reason ``busy``.
         """
         key = partition_key if partition_key is not None else self.partition_key(query)
         skip = store_skip_reason(self, query, response, policy)  # the backfill's check too
@@ -333,7 +348,9 @@ class SemanticCache:
             expires_at=now + timedelta(seconds=ttl) if ttl else None,
             ttl_seconds=ttl,
         )
-        with self._write_lock:
+        with self.writing(wait) as taken:
+            if not taken:
+                return StoreResult(False, key, reason="busy")
             entry, created = self.entries.upsert(new, now=now)
             self.index.add(key, [entry.id], vector.reshape(1, -1))
         return StoreResult(True, key, entry_id=entry.id, created=created)

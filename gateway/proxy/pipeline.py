@@ -55,6 +55,11 @@ class SemanticDecision:
         return self.status if self.reason is None else f"{self.status}:{self.reason}"
 
 
+#: Seconds a backfill waits for the cache's write lock: a rebuild or an index snapshot
+#: holds it for seconds to minutes, and the answer is then skipped (``busy``) rather
+#: than kept from the client (a non-streamed miss waits for its backfill's header).
+BACKFILL_LOCK_WAIT = 1.0
+
 #: Threads that run semantic lookups (``CACHEGATE_LOOKUP_THREADS``).
 DEFAULT_LOOKUP_THREADS = 2
 
@@ -279,6 +284,7 @@ class Pipeline:
                 sem,
                 embedding=looked.embedding if looked is not None else None,
                 partition_key=key,
+                wait=BACKFILL_LOCK_WAIT,
             )
         except StoreUnavailableError as exc:
             self._store_down(exc)
@@ -332,9 +338,12 @@ def _room_for(
     """Why the answer will not be stored, or None once the tenant's bounds have room for
     it. Whether the store would keep it is asked first: a truncated or refused answer,
     or a guarded question, must not evict the oldest good entries to make room."""
-    return store_skip_reason(cache, query, response, sem) or make_room(
-        cache, ctx.tenant_id, key, ctx.policy
-    )
+    skip = store_skip_reason(cache, query, response, sem)
+    if skip is not None:
+        return skip
+    # Evicting takes the write lock: bounded as for the store itself.
+    with cache.writing(BACKFILL_LOCK_WAIT) as taken:
+        return make_room(cache, ctx.tenant_id, key, ctx.policy) if taken else "busy"
 
 
 def _unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecision:

@@ -7,6 +7,7 @@ import asyncio
 import contextvars
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -361,3 +362,33 @@ def test_answers_of_replaced_weights_are_never_served(cache: SemanticCache) -> N
     assert lookup(unversioned, ctx(), q).header == "miss:empty"
     other = Pipeline(cache, metrics, model_revisions={"another-model": "weights-b"})
     assert lookup(other, ctx(), q).header == "miss:empty"  # MODEL has no revision here
+
+
+def test_a_backfill_does_not_wait_for_a_rebuild(cache: SemanticCache) -> None:
+    # A rebuild (or an index snapshot) holds the write lock for seconds to minutes; the
+    # answer the model already gave is skipped as busy instead of waiting for it.
+    pipe, q = Pipeline(cache, GatewayMetrics()), body("What is the capital of Peru?")
+    miss = lookup(pipe, ctx(), q)
+    holding, release = threading.Event(), threading.Event()
+
+    def rebuild() -> None:
+        with cache.write_lock:
+            holding.set()
+            release.wait(30)
+
+    rebuilder = threading.Thread(target=rebuild)
+    rebuilder.start()
+    try:
+        assert holding.wait(10)
+        started = time.monotonic()
+        assert backfill(pipe, ctx(), miss, answer("Lima.")) == "skipped:busy"
+        assert time.monotonic() - started < 10  # bounded: about BACKFILL_LOCK_WAIT
+        assert miss.query is not None  # the store's own bound, past the room check
+        stored = cache.store(miss.query, answer("Lima."), wait=0.05)
+        assert not stored.stored and stored.reason == "busy"
+    finally:
+        release.set()
+        rebuilder.join()
+    # Positive control: once the lock is free the same answer is stored (and served).
+    assert backfill(pipe, ctx(), miss, answer("Lima.")) == "stored"
+    assert lookup(pipe, ctx(), q).status == "hit"

@@ -35,7 +35,7 @@ from semantic.errors import EntryNotFoundError, WouldBlockError
 from semantic.hit_counter import PendingHits
 from semantic.models import SemanticEntry
 from semantic.question import normalize_question, question_digest
-from semantic.store_db import make_engine, unavailable_on_db_errors
+from semantic.store_db import HIT_READ_TIMEOUT_MS, make_engine, unavailable_on_db_errors
 
 __all__ = ["DEFAULT_URL", "EntryStore", "NewEntry", "StoredEntry"]
 
@@ -117,6 +117,13 @@ class EntryStore:
     ) -> None:
         self.url = make_url(url).render_as_string(hide_password=True)
         self.engine = make_engine(url, connect_timeout=connect_timeout)
+        # The hit path's reads (get_many) are bounded on PostgreSQL (HIT_READ_TIMEOUT_MS)
+        # through a pool of their own; SQLite has no server to be stuck.
+        self.read_engine = self.engine
+        if self.engine.dialect.name == "postgresql":
+            self.read_engine = make_engine(
+                url, connect_timeout=connect_timeout, statement_timeout_ms=HIT_READ_TIMEOUT_MS
+            )
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         # Rows the hit path read recently (semantic/entry_memo.py); every write here
         # forgets what it touched after its commit. size 0: every read goes to the database.
@@ -130,6 +137,8 @@ class EntryStore:
 
     def close(self) -> None:
         self.engine.dispose()
+        if self.read_engine is not self.engine:
+            self.read_engine.dispose()
 
     def ping(self) -> None:
         """Raise :class:`StoreUnavailableError` unless the table can be queried."""
@@ -331,7 +340,7 @@ class EntryStore:
         if local_only:
             raise WouldBlockError("rows must be read from the database", reason="store")
         read: dict[int, StoredEntry] = {}
-        with unavailable_on_db_errors(self.url), self.engine.connect() as conn:
+        with unavailable_on_db_errors(self.url), self.read_engine.connect() as conn:
             for start in range(0, len(id_list), _CHUNK):
                 rows = conn.execute(_GET_MANY, {"ids": id_list[start : start + _CHUNK]})
                 read.update((row.id, _row_to_entry(row._mapping)) for row in rows)

@@ -65,6 +65,11 @@ KEEPALIVES: dict[str, int] = {
 #: answer or answers 503), instead of holding a worker thread for as long as the lock.
 LOCK_TIMEOUT_MS = 3_000
 
+#: ``statement_timeout`` of the hit path's reads (milliseconds): a lookup reads a few
+#: rows by primary key, so a read slower than this is an overloaded or stuck server,
+#: and the lookup misses (fails open) instead of holding one of the few lookup threads.
+HIT_READ_TIMEOUT_MS = 3_000
+
 #: Drivers that hand their keyword arguments to libpq (which knows the settings above).
 _LIBPQ_DRIVERS = frozenset({"psycopg", "psycopg2", "psycopg2cffi"})
 
@@ -103,12 +108,17 @@ def postgres_connect_args(
 
 
 def make_engine(
-    url: str, *, connect_timeout: float = 5.0, lock_timeout_ms: int | None = LOCK_TIMEOUT_MS
+    url: str,
+    *,
+    connect_timeout: float = 5.0,
+    lock_timeout_ms: int | None = LOCK_TIMEOUT_MS,
+    statement_timeout_ms: int | None = None,
 ) -> Engine:
     """An engine with the settings the cache relies on (WAL for SQLite; on PostgreSQL
     the connect timeout, TCP keepalives and ``lock_timeout`` of
-    :func:`postgres_connect_args`, but no ``statement_timeout``: the index rebuild reads
-    the whole table through it and an invalidation may delete many rows)."""
+    :func:`postgres_connect_args`, and by default no ``statement_timeout``: the index
+    rebuild reads the whole table through the store's engine and an invalidation may
+    delete many rows; the hit path's reads get their own engine with one)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         memory = parsed.database in (None, "", ":memory:")
@@ -132,7 +142,10 @@ def make_engine(
     connect_args: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
         connect_args = postgres_connect_args(
-            parsed, connect_timeout=connect_timeout, lock_timeout_ms=lock_timeout_ms
+            parsed,
+            connect_timeout=connect_timeout,
+            lock_timeout_ms=lock_timeout_ms,
+            statement_timeout_ms=statement_timeout_ms,
         )
     return create_engine(
         parsed, connect_args=connect_args, pool_pre_ping=True, hide_parameters=HIDE_PARAMETERS

@@ -77,6 +77,21 @@ def test_the_connection_has_the_settings(pg_url: str) -> None:
 
 
 @pytest.mark.postgres
+def test_the_hit_paths_reads_have_a_statement_timeout(pg_url: str) -> None:
+    # A lookup reads a few rows by key: a stuck server must not hold a lookup thread.
+    # The store's own engine has none (a rebuild reads the whole table through it).
+    store = EntryStore(pg_url)
+    try:
+        with store.read_engine.connect() as conn:
+            assert conn.execute(text("SHOW statement_timeout")).scalar() == "3s"
+            assert conn.execute(text("SHOW lock_timeout")).scalar() == "3s"
+        with store.engine.connect() as conn:
+            assert conn.execute(text("SHOW statement_timeout")).scalar() == "0"
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
 def test_a_url_given_lock_timeout_wins(pg_url: str) -> None:
     engine = make_engine(f"{pg_url}%20-clock_timeout%3D250")
     try:

@@ -22,6 +22,7 @@ from sqlalchemy import exc as sa_exc
 
 from gateway.proxy.ratelimit import BucketStore, LocalBuckets
 from gateway.settings import Settings
+from semantic.store_db import postgres_connect_args
 
 log = logging.getLogger("cachegate.gateway.ratelimit")
 
@@ -118,15 +119,20 @@ class PostgresBuckets(_FailOpen):
     def __init__(self, url: str, timeout: float = 1.0) -> None:
         super().__init__()
         parsed = make_url(url)
-        # Keep the URL's own options (a search_path, say) beside the statement timeout.
+        # Keep the URL's own options (a search_path, say) beside the statement timeout,
+        # which comes last so that it wins: it bounds the request path (lock waits too).
         given = parsed.query.get("options")
         own = [given] if isinstance(given, str) else list(given or ())
         options = " ".join([*own, f"-c statement_timeout={int(timeout * 1000)}"])
+        # The store's TCP keepalives and tcp_user_timeout: the statement timeout is the
+        # server's, so without them a host that stops answering holds each call (and
+        # the pool's pre-ping) for the operating system's TCP timeout, minutes.
+        args = postgres_connect_args(parsed, connect_timeout=timeout, lock_timeout_ms=None)
         self.engine = create_engine(
             parsed.difference_update_query(["options"]),
             pool_pre_ping=True,
             pool_timeout=timeout,
-            connect_args={"connect_timeout": max(1, round(timeout)), "options": options},
+            connect_args=args | {"options": options},
             hide_parameters=True,  # bound values never in an error's text (tenant ids)
         )
 

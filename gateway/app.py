@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -212,6 +213,9 @@ def create_app(settings: Settings | None = None, components: Components | None =
             instrument(app.state.gateway, tracer)  # spans around each step (gateway/tracing.py)
         app.state.db = db
         ops = start_operations(settings, app.state.gateway, db)  # stats, snapshots, sampling
+        # A tenant deleted on any replica: its recent prompts (anti-pattern report) go.
+        prompts = ops.stats.prompts
+        feed.on_tenant_change(partial(prompts.forget_deleted, namespace_id=tenants.namespace_id))
         try:
             yield
         finally:

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -122,6 +122,15 @@ class PromptBuffer:
         """Drop a tenant's prompts (call when the tenant is deleted)."""
         with self._lock:
             self._data.pop(tenant_id, None)
+
+    def forget_deleted(self, changed: Collection[str], namespace_id: Callable[[str], str]) -> None:
+        """Drop the prompts of the tenants among ``changed`` (every tenant held, when it
+        is empty: the change feed lost track and names none) that no longer exist
+        (``namespace_id`` gives ""). The change feed calls it, so a tenant deleted
+        through another replica leaves no prompts behind on this one either."""
+        for tenant_id in self.tenants():
+            if (not changed or tenant_id in changed) and not namespace_id(tenant_id):
+                self.forget(tenant_id)
 
 
 class StatsRecorder:

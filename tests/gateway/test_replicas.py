@@ -182,3 +182,21 @@ def test_a_revoked_key_is_refused_by_the_other_replica(pair: tuple[Gateway, Gate
             print(f"\nkey revoked on replica 1 -> 401 on replica 2 after {delay * 1000:.0f} ms")
             assert_openai_error(a.get("/v1/models"), 401)
             assert b.get("/v1/models").status_code == 200  # the tenant's other key still works
+
+
+def test_a_tenant_deleted_through_one_replica_leaves_no_prompts_on_the_other(
+    pair: tuple[Gateway, Gateway],
+) -> None:
+    gw1, gw2 = pair
+    with admin(gw1) as client:
+        gone, kept = new_tenant(client, "del-x"), new_tenant(client, "del-y")
+        for key in (gone, kept):
+            with gw2.http(key) as http:
+                assert post(http, chat_body(gw2.model, CAPITAL)).status_code == 200
+        prompts = gw2.state.stats
+        assert prompts is not None
+        assert {"del-x", "del-y"} <= set(prompts.prompts.tenants())
+        assert client.delete("/tenants/del-x").status_code == 200
+        delay = wait_for(lambda: "del-x" not in prompts.prompts.tenants(), timeout=5.0)
+    assert delay is not None and delay < BOUND, delay
+    assert "del-y" in prompts.prompts.tenants()  # positive control: the other tenant's stay

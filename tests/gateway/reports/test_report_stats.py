@@ -15,9 +15,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
+from gateway.admin.service import TenantAdmin
 from gateway.app import Components
 from gateway.models import EngineSnapshot, RequestStat
+from gateway.policy import TenantPolicy
 from gateway.reports.recorder import PromptBuffer, RequestRecord, StatsRecorder, prompt_text
+from gateway.tenants import TenantStore
+from migrations.runner import upgrade_database
 from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel
 from prefix.serve.engine import PrefixEngine
@@ -172,3 +176,23 @@ def test_prompt_buffer_is_bounded_per_tenant_and_in_tenants() -> None:
     assert prompt_text(chat) == "S\nQ1"
     assert prompt_text({"prompt": "P"}) == "P"
     assert prompt_text({"prompt": [1, 2]}) is None and prompt_text({"messages": []}) is None
+
+
+def test_prompts_of_a_tenant_deleted_elsewhere_are_forgotten(tmp_path: Path) -> None:
+    # The change feed names the tenants that changed on any replica; only those that no
+    # longer exist lose their prompts (a policy change keeps them).
+    url = f"sqlite:///{tmp_path / 'tenants.db'}"
+    upgrade_database(url)
+    tenants = TenantStore(create_engine(url))
+    admin = TenantAdmin(tenants, None, None)
+    for tid in ("gone", "kept", "idle"):
+        admin.add_tenant("test", tid, None, TenantPolicy())
+    buffer = PromptBuffer()
+    for tid in ("gone", "kept", "idle"):
+        buffer.add(tid, f"{tid} prompt")
+    admin.delete("test", "gone")
+    buffer.forget_deleted({"gone", "kept"}, tenants.namespace_id)
+    assert buffer.tenants() == ["kept", "idle"]  # positive control: existing ones stay
+    admin.delete("test", "idle")
+    buffer.forget_deleted(set(), tenants.namespace_id)  # a rebuild names no tenant
+    assert buffer.tenants() == ["kept"] and buffer.recent("kept") == ["kept prompt"]

@@ -173,10 +173,11 @@ class SemanticCache:
         tr.partition(key)
         refusal = None
         if self.validator is not None and policy.guards:
-            guard = partial(self.validator.guard, query.question, policy.guards)
+            scope = memo_scope(query)
+            guard = partial(self.validator.guard, query.question, policy.guards, scope=scope)
             # keyed by the validator too: one swapped in (tests, a reload) has its own rules
             guards = (str(id(self.validator)), *policy.guards)
-            refusal = self.vectors.guarded(memo_scope(query), query.question, guards, guard)
+            refusal = self.vectors.guarded(scope, query.question, guards, guard)
         tr.step("guards", refusal is None, refusal)
         if refusal is not None:
             return LookupResult(False, key, reason=refusal, trace=tr.result)
@@ -334,7 +335,8 @@ class SemanticCache:
         answer = json_copy(dict(response), "response body")
         entities = None
         if self.validator is not None:
-            entities = json_copy(self.validator.extract(query.question), "entities")
+            extracted = self.validator.extract(query.question, scope=memo_scope(query))
+            entities = json_copy(extracted, "entities")
         now = self._now()
         ttl = policy.ttl_seconds
         new = NewEntry(

@@ -27,6 +27,7 @@ from semantic.hit_validator import HitValidator
 from semantic.partition import SemanticQuery
 from semantic.policy import SemanticPolicy
 from semantic.question import normalize_question
+from semantic.question_vectors import memo_scope
 from semantic.results import BELOW_THRESHOLD, EMPTY, EXPIRED, LookupResult
 from semantic.store import StoredEntry
 from semantic.trace import VANISHED, LookupTrace, TraceCandidate
@@ -91,8 +92,9 @@ def verdict(
     # The guards already passed on this question before the search: only entities
     # (and the validator's judge, if any) are left to check against each candidate.
     refusal = validator.check(
-        query.question, entry.question, entry.entities, score, policy.entity_kinds, ()
-    )
+        query.question, entry.question, entry.entities, score, policy.entity_kinds, (),
+        scope=memo_scope(query),
+    )  # fmt: skip
     return refusal or None
 
 

@@ -24,12 +24,16 @@ from typing import Any, Protocol, runtime_checkable
 class HitValidator(Protocol):
     """Decides whether a cached answer may be served for a new question."""
 
-    def extract(self, text: str) -> dict[str, Any]:
+    def extract(self, text: str, *, scope: str = "") -> dict[str, Any]:
         """Entities of a question, stored with the entry. Must be JSON-serializable
-        (it comes back from the database through JSON: tuples become lists)."""
+        (it comes back from the database through JSON: tuples become lists).
+
+        ``scope`` (here and below): the partition's namespace (``memo_scope``); what the
+        validator caches for one scope it must not reuse for another, or its speed
+        would tell one tenant what another asked."""
         ...
 
-    def guard(self, question: str, guards: Collection[str]) -> str | None:
+    def guard(self, question: str, guards: Collection[str], *, scope: str = "") -> str | None:
         """``guarded:<scenario>`` when one of the named guards forbids caching this
         question (checked before lookup and before store), else ``None``."""
         ...
@@ -42,6 +46,8 @@ class HitValidator(Protocol):
         score: float,
         kinds: Collection[str] | None,
         guards: Collection[str],
+        *,
+        scope: str = "",
     ) -> str | None:
         """``None`` to allow serving ``cached_question``'s answer for ``question``, or
         the refusal reason. ``kinds`` limits the entity kinds compared (``None``: all)."""

@@ -37,9 +37,10 @@ def store_skip_reason(
     skip = uncacheable_reason(response, query.endpoint)
     if skip is None and cache.validator is not None and policy.guards:
         # through the lookup's memo: the backfill and the store ask this in turn
-        guard = partial(cache.validator.guard, query.question, policy.guards)
+        scope = memo_scope(query)
+        guard = partial(cache.validator.guard, query.question, policy.guards, scope=scope)
         guards = (str(id(cache.validator)), *policy.guards)
-        skip = cache.vectors.guarded(memo_scope(query), query.question, guards, guard)
+        skip = cache.vectors.guarded(scope, query.question, guards, guard)
     if skip is None and not cache.is_supported(query.question, memo_scope(query)):
         skip = UNSUPPORTED_TEXT
     return skip

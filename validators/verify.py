@@ -21,7 +21,7 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from validators.entities import Entities, compare_entities, extract_entities
+from validators.entities import Entities, compare_entities, entity_scope, extract_entities
 from validators.errors import InvalidEntitiesError, InvalidJudgeBandError, InvalidScoreError
 from validators.guards import first_guard
 from validators.judge import Judge, JudgeBand
@@ -50,13 +50,18 @@ class Validator:
         """The same validator and judge with another band (None: no judging)."""
         return Validator(judge=self.judge, judge_band=band)
 
-    def extract(self, text: object) -> dict[str, Any]:
-        """Entities of ``text`` to store with a cache entry (``Entities.to_dict``)."""
-        return extract_entities(text).to_dict()
+    def extract(self, text: object, *, scope: str = "") -> dict[str, Any]:
+        """Entities of ``text`` to store with a cache entry (``Entities.to_dict``).
 
-    def guard(self, question: object, guards: Collection[str]) -> str | None:
+        ``scope`` (here and on ``guard`` and ``check``): the caller's partition; the
+        analyses cached for it are never reused by calls of another scope."""
+        with entity_scope(scope):
+            return extract_entities(text).to_dict()
+
+    def guard(self, question: object, guards: Collection[str], *, scope: str = "") -> str | None:
         """``"guarded:<scenario>"`` when one of ``guards`` fires on the question."""
-        match = first_guard(question, guards)
+        with entity_scope(scope):
+            match = first_guard(question, guards)
         return None if match is None else match.reason
 
     def check(
@@ -67,6 +72,8 @@ class Validator:
         score: float,
         kinds: Collection[str] | None = None,
         guards: Collection[str] = (),
+        *,
+        scope: str = "",
     ) -> str | None:
         """None when the cached answer may be served for ``question``.
 
@@ -82,11 +89,12 @@ class Validator:
             or not math.isfinite(score)
         ):
             raise InvalidScoreError(f"score must be a finite number, got {score!r}")
-        reason = self.guard(question, guards)
+        reason = self.guard(question, guards, scope=scope)
         if reason is not None:
             return reason
-        new = extract_entities(question)
-        old = self._cached(cached_question, cached_entities)
+        with entity_scope(scope):
+            new = extract_entities(question)
+            old = self._cached(cached_question, cached_entities)
         comparison = compare_entities(new, old, kinds)
         if comparison.mismatch_kind is not None:
             return f"entity_mismatch:{comparison.mismatch_kind}"

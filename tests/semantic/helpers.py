@@ -71,10 +71,10 @@ class DigitValidator:
     """A real, deliberately tiny HitValidator: digit runs must match exactly, and
     questions asking for the latest/current state are time-sensitive."""
 
-    def extract(self, text: str) -> dict[str, Any]:
+    def extract(self, text: str, *, scope: str = "") -> dict[str, Any]:
         return {"number": re.findall(r"\d+", text)}
 
-    def guard(self, question: str, guards: Collection[str]) -> str | None:
+    def guard(self, question: str, guards: Collection[str], *, scope: str = "") -> str | None:
         if "time_sensitive" in guards and re.search(r"\b(latest|now|current)\b", question, re.I):
             return "guarded:time_sensitive"
         return None
@@ -87,6 +87,8 @@ class DigitValidator:
         score: float,
         kinds: Collection[str] | None,
         guards: Collection[str],
+        *,
+        scope: str = "",
     ) -> str | None:
         if kinds is not None and "number" not in kinds:
             return None

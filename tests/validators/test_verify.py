@@ -141,3 +141,20 @@ def test_judge_band_is_bound_per_tenant() -> None:
         Validator(judge_band=JudgeBand(0.8, 0.9))
     with pytest.raises(InvalidJudgeBandError):
         Validator(judge=judge, judge_band=(0.8, 0.9))  # type: ignore[arg-type]
+
+
+def test_cached_analyses_are_never_shared_between_scopes() -> None:
+    # One tenant must not learn from the speed of an analysis (~1 ms, or µs when
+    # cached) that another tenant's partition asked the same text a moment ago.
+    from validators.entities import _analyse_cached
+
+    validator, text = Validator(), "Can I transfer $250 to account 4411 on 3 May?"
+    validator.extract(text, scope="tenant:a")
+    before = _analyse_cached.cache_info()
+    validator.check(text, "Send $250 to 4411 on May 3?", None, 0.95, scope="tenant:b")
+    validator.guard(text, ["personalized"], scope="tenant:c")
+    after = _analyse_cached.cache_info()
+    assert after.hits == before.hits  # another scope: analysed afresh, never a hit
+    # Positive control: the same scope reuses its own analyses.
+    validator.check(text, "Send $250 to 4411 on May 3?", None, 0.95, scope="tenant:a")
+    assert _analyse_cached.cache_info().hits > after.hits

@@ -184,9 +184,10 @@ class GatewayMetrics:
             setattr(self, name, _TenantLabelled(getattr(self, name), tenant_labels, label_key))
 
     def watch_feed(self, feed: ChangeFeed) -> None:
-        """Export ``cachegate_replica_sync_lag_seconds`` for ``feed``, read at scrape time so
-        it keeps growing while the feed is stuck (a value set by the feed itself would
-        freeze exactly when the feed stops). Registered only here: no feed, no series."""
+        """Export ``cachegate_replica_sync_lag_seconds`` (and ``_gaps``) for ``feed``, read
+        at scrape time so the lag keeps growing while the feed is stuck (a value set by
+        the feed itself would freeze exactly when the feed stops). Registered only here:
+        no feed, no series."""
         watched = time.monotonic()
 
         def lag() -> float:
@@ -200,6 +201,13 @@ class GatewayMetrics:
             registry=self.registry,
         )
         gauge.set_function(lag)
+        gaps = Gauge(
+            "cachegate_replica_sync_gaps",
+            "Change-log seqs below the feed's position still awaited (transactions that "
+            "took a seq and have not committed yet, or rolled back)",
+            registry=self.registry,
+        )
+        gaps.set_function(lambda: float(feed.stats()["gaps"]))
 
     def watch_calibrator(self, calibrator: Calibrator) -> None:
         """Export ``cachegate_verifier_calibration_database_away`` (1 while tenants' verifier

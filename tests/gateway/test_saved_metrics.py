@@ -157,6 +157,7 @@ def test_sync_lag_is_exported_and_grows_once_the_feed_stops(gw: Gateway) -> None
     assert f"# TYPE {name} gauge" in gw.metrics()
     lag = metric(gw.metrics(), name)
     assert 0 <= lag <= POLL + 1.0, lag  # healthy: about one poll interval at most
+    assert metric(gw.metrics(), "cachegate_replica_sync_gaps") == gw.app.state.sync.stats()["gaps"]
     gw.app.state.sync.stop()  # the lifespan's stop at shutdown is then a no-op
     before = metric(gw.metrics(), name)
     time.sleep(1.5)

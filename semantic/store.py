@@ -33,7 +33,7 @@ from semantic.changes import CLEAR_PARTITION, DELETE, UPSERT, NewChange, log_cha
 from semantic.entry_memo import DEFAULT_MEMO_SECONDS, DEFAULT_MEMO_SIZE, EntryMemo
 from semantic.errors import EntryNotFoundError, WouldBlockError
 from semantic.hit_counter import PendingHits
-from semantic.models import SemanticEntry
+from semantic.models import SemanticEntry, UTCDateTime
 from semantic.question import normalize_question, question_digest
 from semantic.store_db import HIT_READ_TIMEOUT_MS, make_engine, unavailable_on_db_errors
 
@@ -87,6 +87,9 @@ class StoredEntry:
 _TABLE = cast(Table, SemanticEntry.__table__)
 #: StoredEntry's fields read from a row as they are (the embedding is decoded).
 _ROW_FIELDS = tuple(f.name for f in fields(StoredEntry) if f.name != "embedding")
+#: When an entry was last used: its last hit, else its last write. The bounds evict the
+#: least recently used first (an LRU, as GPTCache's default eviction).
+_LAST_USED = func.coalesce(SemanticEntry.last_hit_at, SemanticEntry.updated_at, type_=UTCDateTime())
 _GET_MANY = select(*_TABLE.columns).where(_TABLE.c.id.in_(bindparam("ids", expanding=True)))
 
 
@@ -367,12 +370,13 @@ class EntryStore:
             return int(session.scalar(statement) or 0)
 
     def partition_sizes(self, tenant: str) -> dict[str, tuple[int, datetime]]:
-        """The tenant's partitions: key → (entries, oldest entry's creation time)."""
+        """The tenant's partitions: key → (entries, when the partition was last used:
+        its latest entry write or hit)."""
         statement = (
             select(
                 SemanticEntry.partition_key,
                 func.count(),
-                func.min(SemanticEntry.created_at),
+                func.max(_LAST_USED, type_=UTCDateTime()),
             )
             .where(SemanticEntry.tenant == tenant)
             .group_by(SemanticEntry.partition_key)
@@ -381,11 +385,13 @@ class EntryStore:
             return {key: (int(n), oldest) for key, n, oldest in session.execute(statement)}
 
     def oldest_ids(self, tenant: str, limit: int) -> list[int]:
-        """Ids of the tenant's ``limit`` oldest entries, oldest first."""
+        """Ids of the tenant's ``limit`` least recently used entries (last written or
+        hit), those first: an answer served every minute outlives one never asked again,
+        whenever each was first stored."""
         statement = (
             select(SemanticEntry.id)
             .where(SemanticEntry.tenant == tenant)
-            .order_by(SemanticEntry.created_at, SemanticEntry.id)
+            .order_by(_LAST_USED, SemanticEntry.id)
             .limit(limit)
         )
         with unavailable_on_db_errors(self.url), self._session() as session:

@@ -30,7 +30,7 @@ from gateway.tenants import TenantContext
 from gateway.verification import Verification
 from semantic import SemanticCache, SemanticPolicy, SemanticQuery
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
-from semantic.results import LookupResult
+from semantic.results import LookupResult, StoreResult
 from semantic.storable import store_skip_reason
 from semantic.trace import NO_TRACE, LookupTrace
 
@@ -265,26 +265,15 @@ class Pipeline:
         key = looked.partition_key if looked is not None else None
         sem = request_policy(ctx, cc)
         try:
-            skip = await asyncio.to_thread(
-                _room_for,
+            result = await asyncio.to_thread(
+                _store_within_bounds,
                 cache,
                 ctx,
                 decision.query,
                 key or cache.partition_key(decision.query),
                 response,
                 sem,
-            )
-            if skip is not None:
-                self.metrics.backfills.labels(ctx.tenant_id, "skipped").inc()
-                return f"skipped:{skip}"
-            result = await asyncio.to_thread(
-                cache.store,
-                decision.query,
-                response,
-                sem,
-                embedding=looked.embedding if looked is not None else None,
-                partition_key=key,
-                wait=BACKFILL_LOCK_WAIT,
+                looked.embedding if looked is not None else None,
             )
         except StoreUnavailableError as exc:
             self._store_down(exc)
@@ -327,23 +316,33 @@ class Pipeline:
         self.metrics.store_unavailable.inc()
 
 
-def _room_for(
+def _store_within_bounds(
     cache: SemanticCache,
     ctx: TenantContext,
     query: SemanticQuery,
     key: str,
     response: dict[str, Any],
     sem: SemanticPolicy,
-) -> str | None:
-    """Why the answer will not be stored, or None once the tenant's bounds have room for
-    it. Whether the store would keep it is asked first: a truncated or refused answer,
-    or a guarded question, must not evict the oldest good entries to make room."""
+    embedding: Any,
+) -> StoreResult:
+    """Store the answer once the tenant's bounds have room for it, or say why not.
+
+    Whether the store would keep it is asked first: a truncated or refused answer, or a
+    guarded question, must not evict the oldest good entries to make room. The room is
+    made and the answer stored under one hold of the write lock, so two backfills of a
+    tenant at its bound cannot both find the last free place; the hold is bounded (a
+    rebuild or snapshot holds the lock for long) and the answer is skipped as busy."""
     skip = store_skip_reason(cache, query, response, sem)
     if skip is not None:
-        return skip
-    # Evicting takes the write lock: bounded as for the store itself.
+        return StoreResult(False, key, reason=skip)
     with cache.writing(BACKFILL_LOCK_WAIT) as taken:
-        return make_room(cache, ctx.tenant_id, key, ctx.policy) if taken else "busy"
+        if not taken:
+            return StoreResult(False, key, reason="busy")
+        skip = make_room(cache, ctx.tenant_id, key, ctx.policy)
+        if skip is not None:
+            return StoreResult(False, key, reason=skip)
+        # the lock is reentrant: the store takes it again inside without waiting
+        return cache.store(query, response, sem, embedding=embedding, partition_key=key)
 
 
 def _unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecision:

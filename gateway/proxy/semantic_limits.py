@@ -5,16 +5,23 @@ without bound (every distinct answer-changing parameter set is a partition, so a
 client sending odd body fields would otherwise mint partitions forever). What
 happens at a bound is the tenant's policy (``semantic_limit_action``):
 
-* ``evict_oldest`` (default): the oldest partitions (by their oldest entry) and then
-  the oldest entries make room, and the new answer is stored;
+* ``evict_oldest`` (default): the least recently used partitions (by their latest
+  write or hit) and then the least recently used entries make room, and the new
+  answer is stored;
 * ``skip``: the new answer is not stored (``skipped:entry_limit`` /
   ``skipped:partition_limit``). Never a 4xx: the model has already answered.
 
-Bounds are read from the database on each backfill (two small queries), so they hold
-across gateway replicas up to the backfills that race each other.
+Expired entries do not count: at a bound they are purged first (nothing else removes
+them while serving but a lookup that meets one), so a tenant whose entries all expired
+is never stuck at ``skipped:entry_limit``, and an expired entry never outlives a live
+one. Bounds are read from the database on each backfill (two small queries), and the
+caller holds the cache's write lock from here through the store, so within one
+gateway the bounds hold exactly; across replicas, up to the backfills that race.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from gateway.policy import TenantPolicy
 from semantic import SemanticCache
@@ -28,6 +35,8 @@ def make_room(
 ) -> str | None:
     """Make room for one entry in ``partition_key``; the reason to skip it, or None."""
     sizes = cache.entries.partition_sizes(tenant)
+    if _at_a_bound(sizes, partition_key, policy) and cache.purge_expired():
+        sizes = cache.entries.partition_sizes(tenant)  # what is left counts
     evict = policy.semantic_limit_action == "evict_oldest"
     if partition_key not in sizes and len(sizes) >= policy.max_semantic_partitions:
         if not evict:
@@ -43,3 +52,12 @@ def make_room(
         for entry_id in cache.entries.oldest_ids(tenant, entries - policy.max_semantic_entries + 1):
             cache.invalidate(entry_id=entry_id)
     return None
+
+
+def _at_a_bound(
+    sizes: dict[str, tuple[int, datetime]], partition_key: str, policy: TenantPolicy
+) -> bool:
+    new_partition = partition_key not in sizes
+    return (new_partition and len(sizes) >= policy.max_semantic_partitions) or sum(
+        n for n, _ in sizes.values()
+    ) >= policy.max_semantic_entries

@@ -3,6 +3,7 @@ not stored — and another tenant is never touched (real embedder, real SQLite).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -77,3 +78,68 @@ def test_one_tenants_bound_never_evicts_another_tenant(cache: SemanticCache) -> 
         assert put(cache, q, "a", policy) is None
     assert questions(cache, "a") == [QS[2]]
     assert questions(cache, "b") == [QS[0]]
+
+
+def test_expired_entries_do_not_count(cache: SemanticCache) -> None:
+    # A tenant whose entries all expired is not stuck at its bound: they are purged.
+    skip = TenantPolicy(max_semantic_entries=2, semantic_limit_action="skip", ttl_seconds=60)
+    sem = skip.semantic_policy()
+    for q in QS[:2]:
+        query = chat(q, tenant="a")
+        assert make_room(cache, "a", cache.partition_key(query), skip) is None
+        assert cache.store(query, reply(q), sem).stored
+    third = chat(QS[2], tenant="a")
+    assert make_room(cache, "a", cache.partition_key(third), skip) == ENTRY_LIMIT  # control
+    CLOCK.advance(3600)
+    assert make_room(cache, "a", cache.partition_key(third), skip) is None
+    assert questions(cache, "a") == []  # the expired ones went, index and all
+    assert len(cache.index) == 0
+
+
+def test_the_least_recently_used_entry_makes_room(embedder: Embedder, tmp_path: object) -> None:
+    url = f"sqlite:///{tmp_path}/lru.db"
+    upgrade_database(url)
+    clock = ManualClock()
+    lru = SemanticCache(embedder, EntryStore(url), clock=clock, hit_flush_seconds=None)
+    policy = TenantPolicy(max_semantic_entries=2)
+    for q in QS[:2]:
+        assert put(lru, q, "a", policy) is None
+        clock.advance(10)
+    # The first (oldest) entry is the one still asked: it outlives the one never hit.
+    assert lru.lookup(chat("How can I reset my password?", tenant="a")).hit
+    clock.advance(10)
+    assert put(lru, QS[2], "a", policy) is None
+    assert questions(lru, "a") == sorted([QS[0], QS[2]])
+
+
+def test_concurrent_backfills_never_pass_the_bound(cache: SemanticCache) -> None:
+    # Room is made and the answer stored under one hold of the write lock: ten backfills
+    # of one tenant at once, bound three, never store a fourth.
+    from gateway.proxy.pipeline import _store_within_bounds
+    from gateway.tenants import TenantContext
+
+    policy = TenantPolicy(max_semantic_entries=3, semantic_limit_action="skip", ttl_seconds=None)
+    ctx = TenantContext("a", "a", policy, 1)
+    qs = [f"What is the capital city of country number {i}?" for i in range(10)]
+    vectors = cache.embedder.embed(qs)
+    barrier = threading.Barrier(len(qs))
+    results: list[Any] = []
+
+    def backfill(question: str, vector: Any) -> None:
+        query = chat(question, tenant="a")
+        key = cache.partition_key(query)
+        barrier.wait()
+        results.append(
+            _store_within_bounds(
+                cache, ctx, query, key, reply(question), policy.semantic_policy(), vector
+            )
+        )
+
+    pairs = zip(qs, vectors, strict=True)
+    threads = [threading.Thread(target=backfill, args=pair) for pair in pairs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert cache.entries.count(tenant="a") == 3
+    assert sorted(r.reason or "stored" for r in results) == ["entry_limit"] * 7 + ["stored"] * 3

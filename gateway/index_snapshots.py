@@ -6,10 +6,13 @@ log forward from the position it records, through the replica-sync feed
 (:meth:`ChangeFeed.resume`, then polls until caught up, before serving): entries
 stored or deleted since, by any replica, are found or gone as if it had been
 rebuilt. It is rebuilt from the database instead, and a new snapshot written,
-when the snapshot is missing, written with another embedder, snapshot format or
-database schema, damaged, ahead of the database's log (another database), older
-than the log's retention (the feed rebuilds), or when after the replay the index
-and the database disagree on the entry count.
+when the snapshot is missing, written with another embedder, snapshot format,
+database schema or faiss version, damaged (including partition bytes that faiss
+cannot read), ahead of the database's log (another database), older than the
+log's retention (the feed rebuilds), or when after the replay the index and the
+database disagree on the entry count. A snapshot is only ever a faster start:
+none of this, nor a snapshot that cannot be written after the rebuild (a full
+disk, a read-only directory), stops the gateway from starting.
 
 :class:`SnapshotWriter` writes a snapshot every ``every_seconds`` when the log
 position moved, and once more at shutdown, so the next start replays little.
@@ -56,7 +59,10 @@ def start_index(cache: SemanticCache, feed: ChangeFeed, directory: Path | None, 
     log.warning("semantic index snapshot not used (%s): rebuilding from the database", reason)
     feed.mark()
     cache.rebuild(progress=True)
-    SnapshotWriter(cache, feed, directory, schema).save()
+    # The rebuilt index serves either way: a snapshot that cannot be written (full
+    # disk, read-only directory) only means the next start rebuilds again.
+    if not SnapshotWriter(cache, feed, directory, schema).save_logged():
+        return f"rebuilt ({reason}); the snapshot could not be written"
     return f"rebuilt ({reason})"
 
 
@@ -65,11 +71,16 @@ def _resume(cache: SemanticCache, feed: ChangeFeed, loaded: Loaded) -> str:
     assert loaded.position is not None
     if loaded.position.seq > feed.head():
         return f"snapshot seq {loaded.position.seq} is ahead of the database's change log"
-    try:
-        with cache.write_lock:
+    with cache.write_lock:
+        try:
             restore_index(cache.index, loaded)
-    except ValueError as exc:
-        return f"corrupt: {exc}"
+        except Exception as exc:
+            # Not only ValueError: bytes the CRC accepts but faiss cannot read (another
+            # faiss build, a truncated image) raise RuntimeError from faiss, and a
+            # hand-edited manifest AttributeError or TypeError. All mean a rebuild; the
+            # index is emptied first so that nothing of the snapshot outlives it.
+            cache.index.clear()
+            return f"corrupt: {type(exc).__name__}: {str(exc)[:200]}"
     feed.resume(loaded.position.seq, loaded.position.at)
     for _attempt in range(2):  # a second pass when another replica wrote meanwhile
         while feed.sync_once():
@@ -128,14 +139,17 @@ class SnapshotWriter:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self._save_logged()
+        self.save_logged()
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_seconds):
-            self._save_logged()
+            self.save_logged()
 
-    def _save_logged(self) -> None:
+    def save_logged(self) -> bool:
+        """:meth:`save`, with a failure logged instead of raised; False when it failed."""
         try:
             self.save()
         except Exception:  # a failed snapshot only makes the next start slower
-            log.exception("semantic index snapshot failed")
+            log.exception("semantic index snapshot failed (the index in memory serves on)")
+            return False
+        return True

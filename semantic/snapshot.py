@@ -15,12 +15,14 @@ removed after the switch.
 The manifest records the change-log position the snapshot reflects
 (:class:`Position`: every ``cache_changes`` row up to ``seq`` is in it, or was
 written within the replay window after ``at``), the embedder id, the vector
-dimension, the snapshot format and a schema tag of the caller's choosing. Loading
-checks all of them and reports why a snapshot cannot be used (:class:`Loaded`
-``reason``) instead of raising: a missing, foreign or damaged snapshot means a
-rebuild from the database, never a failed start. Partition files are ``.npz``
-archives, whose per-member CRC32 ``numpy`` checks while reading, so a truncated
-or bit-flipped file is detected, as is a manifest that does not match its files.
+dimension, the snapshot format, the faiss version that serialized the partitions
+and a schema tag of the caller's choosing. Loading checks all of them and reports
+why a snapshot cannot be used (:class:`Loaded` ``reason``) instead of raising: a
+missing, foreign or damaged snapshot means a rebuild from the database, never a
+failed start. Partition files are ``.npz`` archives, whose per-member CRC32
+``numpy`` checks while reading, so a truncated or bit-flipped file is detected, as
+is a manifest that does not match its files. Bytes that pass the CRC but that faiss
+cannot read only fail at :func:`restore_index`, which the caller treats the same.
 
 What comes after the snapshot (replaying the log forward from its position,
 comparing the result with the database) is the application's part: it owns the
@@ -40,6 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import faiss
 import numpy as np
 
 from semantic.index import IndexImage
@@ -50,6 +53,10 @@ logger = logging.getLogger(__name__)
 #: Bumped whenever the files' layout changes: an older snapshot is then rebuilt.
 SNAPSHOT_FORMAT = 1
 CURRENT = "CURRENT"
+#: The partitions are faiss's own serialization, whose layout faiss does not promise
+#: to keep across versions: a snapshot written by another faiss is rebuilt rather
+#: than handed to a reader that may fail on it, or misread it.
+FAISS_VERSION = str(faiss.__version__)
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,7 @@ def save_snapshot(
             "embedder_id": embedder_id,
             "dim": dim,
             "schema": schema,
+            "faiss": FAISS_VERSION,
             "seq": position.seq,
             "at": position.at.isoformat(),
             "partitions": parts,
@@ -160,6 +168,11 @@ def _mismatch(manifest: dict[str, Any], *, embedder_id: str, dim: int, schema: s
         return f"dimension {manifest.get('dim')!r} is not {dim}"
     if manifest.get("schema") != schema:
         return f"schema {manifest.get('schema')!r} is not {schema!r}"
+    if manifest.get("faiss") != FAISS_VERSION:
+        # Absent in snapshots from before the version was recorded: rebuilt once.
+        written = manifest.get("faiss")
+        by = f"faiss {written}" if written else "an unrecorded faiss version"
+        return f"written with {by}, this is faiss {FAISS_VERSION}"
     return ""
 
 
@@ -176,8 +189,9 @@ def _read_part(path: Path, part: dict[str, Any]) -> IndexImage:
 
 
 def restore_index(index: PartitionedIndex, loaded: Loaded) -> None:
-    """Put a loaded snapshot's partitions into ``index`` (raises ``ValueError`` when an
-    image does not fit: the caller rebuilds)."""
+    """Put a loaded snapshot's partitions into ``index``, all or none of them. Raises
+    ``ValueError`` when an image does not fit, and whatever faiss raises (``RuntimeError``)
+    for bytes it cannot read: the caller rebuilds."""
     if loaded.images is None:
         raise ValueError(f"no usable snapshot: {loaded.reason}")
     index.replace_all(loaded.images)

@@ -1,14 +1,20 @@
 """Start-up of the semantic index from a snapshot (gateway/index_snapshots.py), on a
 real SQLite file, the real embedder and the real change feed: a snapshot older than
-the latest writes is replayed forward, and unusable snapshots are rebuilt."""
+the latest writes is replayed forward, unusable snapshots are rebuilt, and a snapshot
+that cannot be read by faiss or cannot be written never stops the start."""
 
 from __future__ import annotations
 
+import errno
+import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import gateway.index_snapshots as index_snapshots
 from gateway.index_snapshots import SnapshotWriter, start_index
 from gateway.sync.feed import ChangeFeed
 from migrations.runner import upgrade_database
@@ -99,12 +105,18 @@ def test_snapshot_is_replayed_forward_to_the_database(
     assert reference is not None and index.ids() == reference.ids()
 
 
-def _snapshot_of(url: str, embedder: Embedder, snaps: Path, replicas: list[Replica]) -> Replica:
+def _stored(url: str, embedder: Embedder, replicas: list[Replica]) -> Replica:
+    """A replica that stored the first 20 questions (in the database and its index)."""
     first = Replica(url, embedder)
     replicas.append(first)
     vectors = embedder.embed(QUESTIONS[:20])
     for q, v in zip(QUESTIONS[:20], vectors, strict=True):
         first.cache.store(ask(q), answer(q), embedding=v)
+    return first
+
+
+def _snapshot_of(url: str, embedder: Embedder, snaps: Path, replicas: list[Replica]) -> Replica:
+    first = _stored(url, embedder, replicas)
     first.feed.mark()
     assert SnapshotWriter(first.cache, first.feed, snaps, "s1").save() is not None
     return first
@@ -144,3 +156,94 @@ def test_another_embedders_or_schemas_snapshot_is_rebuilt(
     how = start_index(other.cache, other.feed, snaps, "s2")
     assert how == "rebuilt (written with another embedder)"
     assert len(other.cache.index) == 0  # the stored vectors belong to the other embedder id
+
+
+def _truncate_faiss_bytes(snaps: Path) -> None:
+    """Half of the faiss image, re-zipped: every CRC is right, faiss cannot read it."""
+    part = next(snaps.glob("snap-*/part-*.npz"))
+    with np.load(part) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays["faiss"] = arrays["faiss"][: len(arrays["faiss"]) // 2]
+    with part.open("wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def _edit_manifest_kind(snaps: Path) -> None:
+    """A hand-edited manifest: the flat partition called HNSW (from_image then reaches
+    for an ``hnsw`` attribute the flat faiss index does not have)."""
+    manifest = next(snaps.glob("snap-*/manifest.json"))
+    data = json.loads(manifest.read_text())
+    for part in data["partitions"]:
+        part["kind"] = "hnsw"
+    manifest.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    ("damage", "error"),
+    [(_truncate_faiss_bytes, "RuntimeError"), (_edit_manifest_kind, "AttributeError")],
+    ids=["faiss-unreadable", "manifest-kind-edited"],
+)
+def test_a_snapshot_faiss_cannot_restore_is_rebuilt_not_a_crash(
+    url: str,
+    embedder: Embedder,
+    tmp_path: Path,
+    replicas: list[Replica],
+    caplog: pytest.LogCaptureFixture,
+    damage: object,
+    error: str,
+) -> None:
+    snaps = tmp_path / "snapshots"
+    _snapshot_of(url, embedder, snaps, replicas)
+    assert callable(damage)
+    damage(snaps)
+    second = Replica(url, embedder)
+    replicas.append(second)
+    with caplog.at_level(logging.WARNING, logger="cachegate.index"):
+        how = start_index(second.cache, second.feed, snaps, "s1")
+    assert how.startswith(f"rebuilt (corrupt: {error}"), how
+    assert any("snapshot not used (corrupt" in r.getMessage() for r in caplog.records)
+    assert len(second.cache.index) == 20 and second.found(QUESTIONS[7]) is not None
+    # Positive control: the rebuild wrote a good snapshot, and the next start restores it.
+    third = Replica(url, embedder)
+    replicas.append(third)
+    assert start_index(third.cache, third.feed, snaps, "s1").startswith("snapshot: 20 entries")
+    assert third.found(QUESTIONS[7]) is not None
+
+
+def test_a_snapshot_that_cannot_be_written_does_not_stop_the_start(
+    url: str,
+    embedder: Embedder,
+    tmp_path: Path,
+    replicas: list[Replica],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _stored(url, embedder, replicas)
+
+    def disk_full(*args: object, **kwargs: object) -> Path:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    full = Replica(url, embedder)
+    replicas.append(full)
+    with monkeypatch.context() as patched, caplog.at_level(logging.WARNING, "cachegate.index"):
+        patched.setattr(index_snapshots, "save_snapshot", disk_full)
+        how = start_index(full.cache, full.feed, tmp_path / "full", "s1")
+    assert how == "rebuilt (missing); the snapshot could not be written", how
+    assert any("snapshot failed" in r.getMessage() for r in caplog.records)
+    assert len(full.cache.index) == 20 and full.found(QUESTIONS[7]) is not None
+
+    # A directory that cannot be made, without any patching (root may write anywhere
+    # chmod forbids, so not a read-only directory): its "parent" is a file.
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    blocked = Replica(url, embedder)
+    replicas.append(blocked)
+    how = start_index(blocked.cache, blocked.feed, blocker / "snapshots", "s1")
+    assert how.startswith("rebuilt (unreadable") and how.endswith("could not be written"), how
+    assert len(blocked.cache.index) == 20 and blocked.found(QUESTIONS[7]) is not None
+
+    # Positive control: with room again, the same start writes its snapshot.
+    ok = Replica(url, embedder)
+    replicas.append(ok)
+    assert start_index(ok.cache, ok.feed, tmp_path / "full", "s1") == "rebuilt (missing)"
+    assert (tmp_path / "full" / "CURRENT").exists()

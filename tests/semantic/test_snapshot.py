@@ -3,6 +3,7 @@ kind of unusable snapshot reported with its reason instead of raising."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,7 +11,14 @@ import numpy as np
 import pytest
 
 from semantic.partitioned_index import PartitionedIndex
-from semantic.snapshot import CURRENT, Position, load_snapshot, restore_index, save_snapshot
+from semantic.snapshot import (
+    CURRENT,
+    FAISS_VERSION,
+    Position,
+    load_snapshot,
+    restore_index,
+    save_snapshot,
+)
 from tests.semantic.helpers import unit_vectors
 
 DIM = 32
@@ -148,3 +156,47 @@ def test_foreign_snapshots_are_refused_with_the_reason(
     assert (other.ok, other.reason) == (False, "written with another embedder")
     assert not schema.ok and "schema" in schema.reason
     assert not dim.ok and "dimension" in dim.reason
+
+
+def test_another_faiss_versions_snapshot_is_refused(
+    tmp_path: Path, filled: tuple[PartitionedIndex, np.ndarray]
+) -> None:
+    """faiss does not promise its serialization across versions: such a snapshot is
+    rebuilt, with both versions in the reason (also one from before they were recorded)."""
+    snap = _saved(tmp_path, filled[0])
+    manifest = json.loads((snap / "manifest.json").read_text())
+    assert manifest["faiss"] == FAISS_VERSION
+    assert load_snapshot(tmp_path, embedder_id=EMBEDDER, dim=DIM, schema="rev1").ok
+    manifest["faiss"] = "1.7.4"
+    (snap / "manifest.json").write_text(json.dumps(manifest))
+    loaded = load_snapshot(tmp_path, embedder_id=EMBEDDER, dim=DIM, schema="rev1")
+    assert (loaded.ok, loaded.reason) == (
+        False,
+        f"written with faiss 1.7.4, this is faiss {FAISS_VERSION}",
+    )
+    del manifest["faiss"]
+    (snap / "manifest.json").write_text(json.dumps(manifest))
+    loaded = load_snapshot(tmp_path, embedder_id=EMBEDDER, dim=DIM, schema="rev1")
+    assert not loaded.ok and "unrecorded" in loaded.reason
+
+
+def test_a_restore_that_fails_leaves_the_index_as_it_was(
+    tmp_path: Path, filled: tuple[PartitionedIndex, np.ndarray]
+) -> None:
+    """One unreadable partition among good ones: nothing of the snapshot is taken."""
+    _saved(tmp_path, filled[0])
+    loaded = load_snapshot(tmp_path, embedder_id=EMBEDDER, dim=DIM, schema="rev1")
+    assert loaded.images is not None
+    bad = loaded.images["small"]
+    loaded.images["small"] = type(bad)(
+        bad.kind,
+        bad.faiss_bytes[: len(bad.faiss_bytes) // 2],
+        bad.pos_ids,
+        bad.live,
+        bad.trained_on,
+    )
+    index = PartitionedIndex(DIM)
+    index.add("kept", [1], unit(np.random.default_rng(5), 1))
+    with pytest.raises(RuntimeError):
+        restore_index(index, loaded)
+    assert index.partitions() == ["kept"] and len(index) == 1

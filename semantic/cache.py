@@ -39,7 +39,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from semantic.candidates import choose, decided_result, hit_result, trace_candidates
+from semantic.candidates import (
+    choose,
+    decided_result,
+    hit_result,
+    served_expiry,
+    slid_expiry,
+    trace_candidates,
+)
 from semantic.embedder import TextEmbedder
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
@@ -223,16 +230,17 @@ class SemanticCache:
         )
         if trace:
             trace_candidates(tr, self.validator, query, key, found, rows, choice, policy, now)
-            return decided_result(tr, key, choice, best_score, vector, size - len(choice.vanished))
+            remaining = size - len(choice.vanished)
+            return decided_result(tr, key, choice, best_score, vector, remaining, policy)
         if choice.served is not None:
-            if local_only and self._writes_hit_at_once(choice.served[0], policy):
+            if local_only and self._writes_hit_at_once(choice.served[0], policy, now):
                 raise WouldBlockError("the hit is written at once", reason="store")
             return self._hit(key, *choice.served, vector, policy, now, choice.verifier_score)
         if local_only and (choice.vanished or choice.expired):
             raise WouldBlockError("vanished or expired rows must be forgotten", reason="store")
         self._forget(key, choice.vanished, choice.expired, now)
         remaining = self.index.size(key, blocking=not local_only)
-        return decided_result(tr, key, choice, best_score, vector, remaining)
+        return decided_result(tr, key, choice, best_score, vector, remaining, policy)
 
     def _vector(self, query: SemanticQuery, local_only: bool) -> NDArray[np.float32]:
         if not local_only:
@@ -252,27 +260,25 @@ class SemanticCache:
         now: datetime,
         verifier_score: float | None = None,
     ) -> LookupResult:
-        expires_at = entry.expires_at
-        if policy.sliding_ttl and entry.ttl_seconds:
-            # by the TTL in force now, if it was lowered since the entry was stored
-            ttl = min(entry.ttl_seconds, policy.ttl_seconds or entry.ttl_seconds)
-            expires_at = now + timedelta(seconds=ttl)
-        slid = expires_at if policy.sliding_ttl else None
+        slid = slid_expiry(entry, policy, now)
         if self.hits is not None and slid is None:
             self.hits.record(entry.id, at=now)
         else:
             # A slid expiry is written at once: the next lookup (here or on another
-            # replica) must not find the entry expired by its old expiry.
+            # replica) must not find the entry expired by its old expiry, nor by the
+            # policy's sliding TTL counted from its old last hit.
             self._record_hit_now(entry.id, now, slid)
+        expires_at = slid if slid is not None else served_expiry(entry, policy)
         return hit_result(
             key, entry, score, vector, expires_at=expires_at, verifier_score=verifier_score
         )
 
-    def _writes_hit_at_once(self, entry: StoredEntry, policy: SemanticPolicy) -> bool:
+    def _writes_hit_at_once(
+        self, entry: StoredEntry, policy: SemanticPolicy, now: datetime
+    ) -> bool:
         """Whether :meth:`_hit` writes to the database (no hit counter, or an expiry to
         slide) rather than counting the hit in memory."""
-        slides = policy.sliding_ttl and (bool(entry.ttl_seconds) or entry.expires_at is not None)
-        return self.hits is None or slides
+        return self.hits is None or slid_expiry(entry, policy, now) is not None
 
     def _record_hit_now(self, entry_id: int, now: datetime, slid: datetime | None) -> None:
         try:

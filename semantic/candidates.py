@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 from numpy.typing import NDArray
@@ -57,15 +57,47 @@ class Choice:
         return None if self.refused is None else self.verifier_scores.get(self.refused[1])
 
 
-def is_past_policy_ttl(entry: StoredEntry, policy: SemanticPolicy, now: datetime) -> bool:
-    """Whether the entry's answer is older than the policy's TTL: a TTL lowered after the
-    entry was stored (its own expiry was set with the old one) applies to it at once.
-    Not with a sliding TTL, where age is not the bound: each hit extends the expiry (by
-    at most the policy's TTL, :meth:`SemanticCache._hit`)."""
+def policy_expiry(entry: StoredEntry, policy: SemanticPolicy) -> datetime | None:
+    """When the policy's TTL ends the entry's answer (None: the policy sets no TTL).
+
+    A TTL lowered, or turned on, after the entry was stored applies to it at once: its
+    own expiry was set with the old TTL (or none). An absolute TTL counts from when the
+    answer was written; a sliding one from the entry's last use, its write or its latest
+    hit, since each hit slides it (:meth:`SemanticCache._hit`). A sliding hit writes
+    ``last_hit_at`` at once and the store forgets its memo row, so the value read here
+    is current; hits counted in batches (not sliding) can only make it look older, a
+    miss rather than a stale answer."""
     ttl = policy.ttl_seconds
-    if not ttl or policy.sliding_ttl:
-        return False
-    return (now - entry.updated_at).total_seconds() > ttl
+    if not ttl:
+        return None
+    since = entry.updated_at
+    if policy.sliding_ttl and entry.last_hit_at is not None:
+        since = max(since, entry.last_hit_at)
+    return since + timedelta(seconds=ttl)
+
+
+def is_past_policy_ttl(entry: StoredEntry, policy: SemanticPolicy, now: datetime) -> bool:
+    """Whether the policy's TTL, absolute or sliding, has ended the entry's answer."""
+    bound = policy_expiry(entry, policy)
+    return bound is not None and bound < now
+
+
+def served_expiry(entry: StoredEntry, policy: SemanticPolicy) -> datetime | None:
+    """The entry's expiry as the policy sees it before any slide: the earlier of its
+    own and the policy TTL's, so a lowered TTL reports the earlier one."""
+    bounds = [t for t in (entry.expires_at, policy_expiry(entry, policy)) if t is not None]
+    return min(bounds, default=None)
+
+
+def slid_expiry(entry: StoredEntry, policy: SemanticPolicy, now: datetime) -> datetime | None:
+    """The expiry a hit slides the entry to (None: nothing slides): now plus the TTL in
+    force, the policy's when it is lower than the entry's own (lowered since the entry
+    was stored) or when the entry was stored without one (the entry starts sliding, or
+    it would never expire under a policy that means it to)."""
+    if not policy.sliding_ttl:
+        return None
+    ttls = [t for t in (entry.ttl_seconds, policy.ttl_seconds) if t]
+    return now + timedelta(seconds=min(ttls)) if ttls else None
 
 
 def verdict(
@@ -255,6 +287,7 @@ def decided_result(
     best_score: float,
     vector: NDArray[np.float32],
     remaining: int,
+    policy: SemanticPolicy,
 ) -> LookupResult:
     """The result of a dry run, or of a serving miss: nothing is written here."""
     if choice.served is not None:  # only a dry run gets here with an entry to serve
@@ -266,7 +299,7 @@ def decided_result(
             entry,
             score,
             vector,
-            expires_at=entry.expires_at,
+            expires_at=served_expiry(entry, policy),  # a dry run slides nothing
             verifier_score=choice.verifier_score,
             trace=tr.result,
         )

@@ -18,7 +18,8 @@ class SemanticPolicy:
     threshold      minimum cosine similarity for a candidate (0 < threshold <= 1)
     ttl_seconds    lifetime of a stored entry; ``None`` = no expiry; on lookup, an
                    entry whose answer is older is not served either (a TTL lowered
-                   since it was stored), unless the TTL slides
+                   or turned on since it was stored): counted from its last write,
+                   or with a sliding TTL from its last write or hit
     sliding_ttl    opt-in: a hit pushes the entry's expiry to now + its ttl
                    (absolute expiry by default, so a popular answer cannot
                    live forever without being refreshed from the model)

@@ -61,7 +61,11 @@ class BlockManager:
         # The pool matched under the same state we probed, so the hit counts agree.
         assert len(allocation.hit_block_ids) == num_hits
         seq.block_table = list(allocation.block_table)
-        num_hits += self._load_from_lower_tier(seq, reusable, num_hits)
+        try:
+            num_hits += self._load_from_lower_tier(seq, reusable, num_hits)
+        except BaseException:  # all-or-nothing holds when a lower tier raises too
+            self.release(seq)
+            raise
         if seq.num_preemptions == 0:  # usage reports the reuse of the first admission
             seq.num_cached_tokens = num_hits * self.block_size
         seq.num_computed_tokens = num_hits * self.block_size

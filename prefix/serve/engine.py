@@ -29,7 +29,7 @@ from prefix.core.hashing import Extra, ModelFingerprint, chain_root, short
 from prefix.core.request import EngineRequest
 from prefix.core.scheduler import Scheduler, SchedulerOutput
 from prefix.core.sequence import Sequence
-from prefix.errors import NoFreeBlocksError, StepFailedError
+from prefix.errors import EngineConfigError, NoFreeBlocksError, StepFailedError
 from prefix.kernels.flash_attention import install
 from prefix.model.dtype import DTYPES, cpu_flags
 from prefix.model.kv_cache import PagedKVCache
@@ -69,16 +69,16 @@ class PrefixEngine:
             device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
             path = config.model_path or default_model_path()
             loaded = load_model(path, device=device, dtype=DTYPES[config.dtype])
-        if config.pack_linears and loaded.model.pack():
-            # in place: a model handed in by the caller is packed too (idempotent)
+        elif loaded.dtype != DTYPES[config.dtype]:  # KV fingerprinted as config.dtype: refuse
+            raise EngineConfigError(f"dtype {config.dtype!r}: the model computes in {loaded.dtype}")
+        if config.pack_linears and loaded.model.pack():  # in place, a handed-in model too
             log.info("linear layers prepacked for oneDNN (q/k/v and gate/up fused)")
         self.loaded = loaded
         self.device = torch.device(loaded.device)
         # in place, as pack(): a model handed in by the caller gets the kernels too
         log.info("kernels: %s", install(loaded.model, config.kernels, self.device, cpu_flags()))
-        mc = loaded.config
+        mc, window = loaded.config, loaded.context_window
         self.block_size = config.block_size
-        window = loaded.context_window
         self.max_model_len = min(config.max_model_len or window, window)
         self.fingerprint = ModelFingerprint(
             model_id=loaded.model_id,
@@ -376,9 +376,9 @@ class PrefixEngine:
         )
         seq = self.new_sequence(req)
         with self._lock:
-            if not self.blocks.admit(seq):
-                raise NoFreeBlocksError("not enough reclaimable KV blocks for this prompt")
-            try:
+            try:  # admit inside: whatever raises after it must not leave blocks pinned
+                if not self.blocks.admit(seq):
+                    raise NoFreeBlocksError("not enough reclaimable KV blocks for this prompt")
                 chunk = self.config.prefill_chunk_size
                 logits = None
                 while seq.num_computed_tokens < seq.num_tokens:

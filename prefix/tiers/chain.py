@@ -26,6 +26,8 @@ from prefix.tiers.host import HostTier
 from prefix.tiers.l3 import READ_BATCH, L3Tier
 
 if TYPE_CHECKING:
+    import torch
+
     from prefix.core.block_pool import BlockPool
     from prefix.model.kv_cache import PagedKVCache
 
@@ -81,10 +83,13 @@ class TierChain:
         # Records fetched ahead from each L3 store: key -> record (None: the store lacks it).
         fetched: list[dict[bytes, bytes | None]] = [{} for _ in self.l3]
         deadline = time.monotonic() + self.read_budget_s
-        for i, block_id in enumerate(block_ids):
-            if not self._load_one(keys, i, block_id, fetched, deadline):
-                return i
-        return len(block_ids)
+        i = 0
+        try:
+            while i < len(block_ids) and self._load_one(keys, i, block_ids[i], fetched, deadline):
+                i += 1
+        except Exception:  # a level's bug is a miss from here on, never a dead engine
+            log.exception("kv tiers: loading block %d of the chain failed", i)
+        return i
 
     def _load_one(
         self,
@@ -106,15 +111,45 @@ class TierChain:
             return True
         for tier, ahead in zip(self.l3, fetched, strict=True):
             if key not in ahead:
-                if time.monotonic() > deadline:
+                remaining = deadline - time.monotonic()
+                batch = list(keys[i : i + READ_BATCH])
+                records = self._fetch(tier, batch, remaining) if remaining > 0 else None
+                if records is None:
                     self.num_budget_exhausted += 1
                     tier.count_error()  # shows as prefix_tier_errors_total
                     return False  # out of read time: recompute from here
-                batch = list(keys[i : i + READ_BATCH])
-                ahead.update(zip(batch, tier.fetch(batch), strict=True))
-            if tier.load(key, ahead.pop(key), kv.kv[:, :, block_id]):
+                ahead.update(zip(batch, records, strict=True))
+            if self._load(tier, key, ahead.pop(key), kv.kv[:, :, block_id]):
                 return True
         return False
+
+    # Redis is an optimization, never a dependency: whatever a store does (a reply of
+    # the wrong shape, a client bug, MemoryError), the block is a miss and is
+    # recomputed. An exception escaping here would escape BlockManager.admit inside
+    # the scheduler, outside the engine step's recovery, and end the engine.
+    @staticmethod
+    def _fetch(tier: L3Tier, batch: list[bytes], timeout: float) -> list[bytes | None] | None:
+        """``batch``'s records, all None when the store failed; None when out of time."""
+        try:
+            records = tier.fetch(batch, timeout)
+            if isinstance(records, list) and len(records) == len(batch):
+                return records
+            raise TypeError(f"{len(records)} records for {len(batch)} keys")
+        except TimeoutError:
+            return None
+        except Exception:
+            log.exception("kv tier %s: read failed, treated as a miss", tier.name)
+            tier.count_error()
+            return [None] * len(batch)
+
+    @staticmethod
+    def _load(tier: L3Tier, key: bytes, record: bytes | None, dst: torch.Tensor) -> bool:
+        try:
+            return tier.load(key, record, dst)
+        except Exception:  # dst may be half written: a miss recomputes or overwrites it
+            log.exception("kv tier %s: loading a block failed, treated as a miss", tier.name)
+            tier.count_error()
+            return False
 
     # ---- maintenance -------------------------------------------------------------
     def flush(self, timeout: float = 30.0) -> bool:

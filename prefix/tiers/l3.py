@@ -11,8 +11,12 @@ Writes never delay a request: the engine thread only copies the block to host
 memory (the GPU block may be reused by the next step) and enqueues it; a writer
 thread encodes and stores it. When the queue is full the block is dropped and
 counted; a later computation of the same prefix writes it again. Reads run on
-the engine thread, batched (one round trip per ``READ_BATCH`` keys) and bounded
-by the store's timeout; a store that fails or times out counts as a miss.
+the engine thread's behalf, batched (one round trip per ``READ_BATCH`` keys) and
+bounded by what is left of the admission's read budget: a store's own timeout is
+per socket operation, so a server that answers slowly but steadily would outlast
+it, and the engine thread holds the engine lock while it waits. The read runs on
+a reader thread the engine stops waiting for at the deadline (the store is then
+interrupted); a store that fails or times out counts as a miss.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import queue
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 
 import torch
 
@@ -35,6 +40,44 @@ log = logging.getLogger("cachegate.prefix")
 __all__ = ["L3Tier"]
 
 READ_BATCH = 16  # keys fetched per round trip; the chain usually stops well before
+
+Records = list[bytes | None]
+
+
+class _Reader:
+    """One daemon thread running a store's reads, so that the engine can stop waiting.
+
+    A daemon thread, not an executor: a read stuck on a dead disk must not hold up
+    interpreter exit. One read at a time; while an abandoned one still runs, later
+    reads time out at once instead of queueing behind it.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Records], Future[Records]] | None]
+        self._jobs = queue.SimpleQueue()
+        self._last: Future[Records] | None = None
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, fn: Callable[[], Records], timeout: float) -> Records:
+        """``fn()``'s result or exception; TimeoutError past ``timeout`` seconds."""
+        if self._last is not None and not self._last.done():
+            raise TimeoutError("the previous read is still running")
+        future: Future[Records] = Future()
+        self._last = future
+        self._jobs.put((fn, future))
+        return future.result(timeout)  # concurrent.futures.TimeoutError is TimeoutError
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+    def _loop(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, future = job
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the waiting engine thread, if any
+                future.set_exception(exc)
 
 
 class L3Tier:
@@ -70,6 +113,7 @@ class L3Tier:
             target=self._write_loop, name=f"kv-{self.name}", daemon=True
         )
         self._writer.start()
+        self._reader = _Reader(f"kv-{self.name}-read")
 
     # ---- write (engine thread enqueues, writer thread stores) ----------------------
     def put_async(self, key: bytes, block: torch.Tensor) -> bool:
@@ -112,6 +156,7 @@ class L3Tier:
         with contextlib.suppress(queue.Full):
             self._queue.put(None, timeout=1.0)  # the writer's stop signal
         self._writer.join(timeout=5.0)
+        self._reader.stop()
         self.store.close()
 
     def _write_loop(self) -> None:
@@ -153,17 +198,33 @@ class L3Tier:
             self.write_seconds += time.perf_counter() - start
 
     # ---- read (engine thread) ------------------------------------------------------
-    def fetch(self, keys: Sequence[bytes]) -> list[bytes | None]:
-        """Raw records of ``keys`` in one round trip; all None when the store fails."""
+    def fetch(self, keys: Sequence[bytes], timeout: float | None = None) -> Records:
+        """Raw records of ``keys`` in one round trip; all None when the store fails.
+
+        With a ``timeout`` (what is left of the read budget) the read runs on the
+        reader thread; past it the store is interrupted and TimeoutError raised.
+        """
         start = time.perf_counter()
+        batch = list(keys)
         try:
-            records = self.store.get_many(list(keys))
+            if timeout is None:
+                records = self.store.get_many(batch)
+            else:
+                records = self._reader.run(lambda: self.store.get_many(batch), timeout)
         except TierError as exc:
             with self._stats_lock:
                 self.errors += 1
                 self.seconds += time.perf_counter() - start
             log.warning("kv tier %s: read failed, treated as a miss: %s", self.name, exc)
             return [None] * len(keys)
+        except TimeoutError:
+            interrupt = getattr(self.store, "interrupt", None)
+            if interrupt is not None:  # stop the abandoned read from holding a connection
+                with contextlib.suppress(Exception):
+                    interrupt()
+            with self._stats_lock:
+                self.seconds += time.perf_counter() - start
+            raise
         with self._stats_lock:
             self.seconds += time.perf_counter() - start
         return records

@@ -5,14 +5,16 @@ of the model fingerprint); a put is ``SET … EX ttl`` and a batch read is one
 ``MGET``, so an admission walk costs one round trip however many blocks it asks
 for. Redis is an optimization, never a dependency: construction does not
 connect, so the engine starts with Redis down, and every failure (refused,
-reset, timed out, error reply) becomes ``TierUnavailableError``, which the
-engine treats as a miss or a dropped write.
+reset, timed out, error reply, malformed reply) becomes ``TierUnavailableError``,
+which the engine treats as a miss or a dropped write.
 
 The client does no retries of its own and every socket operation is bounded by
 ``timeout_s``, so a dead or hung server costs one timeout, not a stall. After a
 failure a small circuit breaker fails calls at once for ``retry_after_s``
 without touching the network; the first call after that is a probe (others
-keep failing fast) and a success closes the breaker again.
+keep failing fast) and a success closes the breaker again. An error reply (a
+write refused under ``maxmemory`` noeviction, READONLY on a replica) does not
+open it: the server is answering, and reads it serves must not be skipped.
 
 How many blocks and bytes are ours is unknown (the server is shared and keys
 expire), so ``stats`` reports -1 for both.
@@ -80,6 +82,7 @@ class RedisBlockStore:
         self.hits = self.misses = self.puts = 0
         self.bytes_read = self.bytes_written = 0
         self.errors = self.skipped = 0
+        self.rejected = 0  # error replies: the server is up, the breaker stays closed
 
     def redis_key(self, key: bytes) -> str:
         if not isinstance(key, bytes) or not key:
@@ -100,16 +103,34 @@ class RedisBlockStore:
                 self._open_until = now + self.retry_after_s  # this call probes; others wait
         try:
             result = fn()
-        except (redis.exceptions.RedisError, OSError) as exc:
+        except Exception as exc:  # anything at all: Redis must never take the engine down
+            # An error reply (OOM under noeviction, READONLY on a replica) means the
+            # server is up and only refused this command: reads it would serve must not
+            # be skipped for it. Everything else (refused, reset, timed out, a reply we
+            # cannot use, a client bug) opens the breaker.
+            answered = isinstance(exc, redis.exceptions.ResponseError)
             with self._lock:
                 self.errors += 1
-                self._failures += 1
-                self._open_until = self._clock() + self.retry_after_s
+                if answered:
+                    self.rejected += 1
+                    if self._failures == generation:
+                        self._open_until = None
+                else:
+                    self._failures += 1
+                    self._open_until = self._clock() + self.retry_after_s
             raise TierUnavailableError(f"redis store {what}: {type(exc).__name__}: {exc}") from exc
         with self._lock:
             if self._failures == generation:
                 self._open_until = None
         return result
+
+    def interrupt(self) -> None:
+        """Abort every command in flight (the engine stopped waiting for a read): closing
+        the sockets wakes a reader the server keeps busy with a slow, steady reply."""
+        with self._lock:
+            self._failures += 1
+            self._open_until = self._clock() + self.retry_after_s
+        self.client.connection_pool.disconnect()
 
     # ---- store -------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
@@ -119,8 +140,7 @@ class RedisBlockStore:
         if not keys:
             return []
         names = [self.redis_key(key) for key in keys]
-        values: list[Any] = self._call("get", lambda: self.client.mget(names))
-        out: list[bytes | None] = [v if v is None else bytes(v) for v in values]
+        out = self._call("get", lambda: self._mget(names))
         hit_names = [name for name, v in zip(names, out, strict=True) if v is not None]
         if hit_names:  # a hot prefix must not expire while it is being read
             with contextlib.suppress(TierUnavailableError):  # the records are read already
@@ -131,6 +151,18 @@ class RedisBlockStore:
             self.misses += len(out) - len(found)
             self.bytes_read += sum(found)
         return out
+
+    def _mget(self, names: list[str]) -> list[bytes | None]:
+        values: Any = self.client.mget(names)
+        # A proxy or a server that only looks like Redis may answer with another shape;
+        # trusting it would misalign records with keys or allocate what an integer says.
+        if not isinstance(values, list) or len(values) != len(names):
+            got = len(values) if isinstance(values, list) else type(values).__name__
+            raise redis.exceptions.InvalidResponse(f"MGET of {len(names)} keys answered {got}")
+        for v in values:
+            if v is not None and not isinstance(v, bytes):
+                raise redis.exceptions.InvalidResponse(f"MGET answered a {type(v).__name__}")
+        return values
 
     def _touch(self, names: list[str]) -> None:
         pipe = self.client.pipeline(transaction=False)
@@ -168,6 +200,7 @@ class RedisBlockStore:
                 "bytes_written": self.bytes_written,
                 "errors": self.errors,
                 "skipped": self.skipped,
+                "rejected": self.rejected,
                 "breaker_open": int(self._open_until is not None),
             }
 

@@ -42,7 +42,7 @@ from gateway.saved_metrics import SavedCounter
 from gateway.settings import Settings, get_settings
 from gateway.state import GatewayState
 from gateway.sync.feed import ChangeFeed
-from gateway.tenants import TenantStore
+from gateway.tenants import TenantStore, enforce_foreign_keys
 from gateway.tracing import gateway_tracer, instrument
 from gateway.verification import GatewayVerifier, Verification, load_verifier
 from migrations.runner import upgrade_database
@@ -131,6 +131,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
             connect_args=postgres_connect_args(url, connect_timeout=5) if postgres else {},
             hide_parameters=True,  # bound values (prompts, answers) never in an error's text
         )
+        enforce_foreign_keys(db)  # SQLite: the tenant tables' ON DELETE CASCADE
         tenants = TenantStore(db)
         salt = (
             settings.server_salt.get_secret_value()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -17,6 +17,15 @@ DEFAULT_GUARDS = (
     "high_risk",
     "code_generation",
 )
+
+# Upper bounds of the integer knobs. Each value ends up in a float (the rate limiter's
+# bucket), a timedelta (a TTL added to a datetime), or an INTEGER column (the stored
+# entry's ttl_seconds is 32-bit on PostgreSQL); an unbounded value was accepted by the
+# admin API and then failed every request or every backfill of the tenant.
+MAX_INT32 = 2**31 - 1
+MAX_TTL_SECONDS = MAX_INT32  # about 68 years; None means no expiry
+MAX_RATE_LIMIT_RPM = 10**9
+MAX_COUNT = MAX_INT32  # kv_block_quota, max_semantic_entries, max_semantic_partitions
 
 
 class JudgeBand(BaseModel):
@@ -55,7 +64,7 @@ class TenantPolicy(BaseModel):
     # default for the embedder in use). `threshold` applies while the verifier is off.
     target_misfire_rate: float = Field(0.01, gt=0.0, lt=1.0)
     retrieval_threshold: float | None = Field(None, gt=0.0, le=1.0)
-    ttl_seconds: int | None = Field(86_400, gt=0)
+    ttl_seconds: int | None = Field(86_400, gt=0, le=MAX_TTL_SECONDS)
     sliding_ttl: bool = False
     entity_kinds: list[str] | None = None  # None: every kind the validators know
     guards: list[str] = Field(default_factory=lambda: list(DEFAULT_GUARDS))
@@ -64,28 +73,38 @@ class TenantPolicy(BaseModel):
     store_enabled: bool = True
     sample_rate: float = Field(0.05, ge=0.0, le=1.0)
     prefix_namespace: str | None = Field(None, min_length=1, max_length=128)  # sharing group
-    kv_block_quota: int | None = Field(None, gt=0)
-    rate_limit_rpm: int | None = Field(None, gt=0)
+    kv_block_quota: int | None = Field(None, gt=0, le=MAX_COUNT)
+    rate_limit_rpm: int | None = Field(None, gt=0, le=MAX_RATE_LIMIT_RPM)
     # Bounds on the tenant's semantic cache (gateway/proxy/semantic_limits.py).
-    max_semantic_entries: int = Field(100_000, gt=0)
-    max_semantic_partitions: int = Field(10_000, gt=0)
+    max_semantic_entries: int = Field(100_000, gt=0, le=MAX_COUNT)
+    max_semantic_partitions: int = Field(10_000, gt=0, le=MAX_COUNT)
     semantic_limit_action: Literal["evict_oldest", "skip"] = "evict_oldest"
+
+    @classmethod
+    def from_stored(cls, stored: dict[str, Any]) -> TenantPolicy:
+        """A stored policy version. One written before the upper bounds above existed
+        may hold a larger value: it is read as the bound, which means the same in
+        practice, instead of failing every request of the tenant."""
+        data = dict(stored)
+        for name in _BOUNDED:
+            value = data.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                data[name] = min(value, _BOUNDED[name])
+        return cls.model_validate(data)
 
     @field_validator("entity_kinds")
     @classmethod
     def _known_kinds(cls, v: list[str] | None) -> list[str] | None:
-        if v is not None:
-            unknown = sorted(set(v) - set(ENTITY_KINDS))
-            if unknown:
-                raise ValueError(f"unknown entity kind(s) {unknown}; known: {list(ENTITY_KINDS)}")
+        # The known names, never the unknown ones: an error message does not echo input.
+        if v is not None and set(v) - set(ENTITY_KINDS):
+            raise ValueError(f"unknown entity kind; known: {list(ENTITY_KINDS)}")
         return v
 
     @field_validator("guards")
     @classmethod
     def _known_guards(cls, v: list[str]) -> list[str]:
-        unknown = sorted(set(v) - set(GUARDS))
-        if unknown:
-            raise ValueError(f"unknown guard(s) {unknown}; known: {list(GUARDS)}")
+        if set(v) - set(GUARDS):
+            raise ValueError(f"unknown guard; known: {list(GUARDS)}")
         return v
 
     @field_validator("allowlist_topics")
@@ -108,3 +127,12 @@ class TenantPolicy(BaseModel):
     def is_allowlisted(self, question: str) -> bool:
         q = question.lower()
         return any(topic in q for topic in self.allowlist_topics)
+
+
+_BOUNDED: dict[str, int] = {
+    "ttl_seconds": MAX_TTL_SECONDS,
+    "kv_block_quota": MAX_COUNT,
+    "rate_limit_rpm": MAX_RATE_LIMIT_RPM,
+    "max_semantic_entries": MAX_COUNT,
+    "max_semantic_partitions": MAX_COUNT,
+}

@@ -28,8 +28,9 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, event, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -107,6 +108,26 @@ DB_UNAVAILABLE: tuple[type[Exception], ...] = (
 #: A bearer token longer than this is refused without a database query (our keys are
 #: 46 characters; a fixed development key is whatever the operator chose, within reason).
 MAX_KEY_CHARS = 256
+
+
+def enforce_foreign_keys(engine: Engine) -> None:
+    """Turn SQLite's foreign keys on for every connection of ``engine`` (a no-op on
+    other databases, which always enforce them).
+
+    SQLite leaves them off per connection unless asked, which made the tenant tables'
+    ``ON DELETE CASCADE`` inert: a key or policy version written for a tenant being
+    deleted outlived it, and a tenant re-created under the id inherited it. The admin
+    writers lock the tenant row against that (:func:`gateway.admin.service.require_row`);
+    this makes any other path an error instead of an orphan. Only the gateway's own
+    tables have foreign keys (the semantic store's have none)."""
+    if engine.dialect.name != "sqlite":
+        return
+
+    @event.listens_for(engine, "connect")
+    def _foreign_keys(dbapi_conn: Any, _record: Any) -> None:
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
 
 
 class TenantStore:
@@ -210,7 +231,7 @@ class TenantStore:
         row = latest_policy(s, tenant_id)
         if row is None:
             return TenantPolicy(), 0
-        return TenantPolicy.model_validate(row.policy), row.version
+        return TenantPolicy.from_stored(row.policy), row.version
 
     # ---- server secrets ---------------------------------------------------------------
     def server_secret(self, name: str) -> str:

@@ -26,6 +26,7 @@ from gateway.admin.schemas import (
     InvalidateResult,
     PrefixStats,
     SemanticStats,
+    named,
 )
 from gateway.errors import NotFoundError, ServiceUnavailableError
 from gateway.metrics import GatewayMetrics
@@ -55,7 +56,9 @@ def store_errors() -> Iterator[None]:
 def require_tenant(store: TenantStore, tenant_id: str) -> Tenant:
     tenant = store.get_tenant(tenant_id)
     if tenant is None:
-        raise NotFoundError(f"no tenant {tenant_id!r}", param="tenant_id", code="tenant_not_found")
+        raise NotFoundError(
+            f"no such tenant: {named(tenant_id)}", param="tenant_id", code="tenant_not_found"
+        )
     return tenant
 
 
@@ -119,7 +122,7 @@ class CacheAdmin:
                 entry = None
             if entry is None or entry.tenant != tenant_id:  # never another tenant's entry
                 raise NotFoundError(
-                    f"tenant {tenant_id!r} has no semantic cache entry {entry_id}",
+                    f"{named(tenant_id)} has no semantic cache entry {entry_id}",
                     param="entry_id",
                     code="entry_not_found",
                 )

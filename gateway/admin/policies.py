@@ -38,7 +38,7 @@ def _policy_out(tenant_id: str, row: PolicyVersion | None) -> PolicyOut:
     return PolicyOut(
         tenant_id=tenant_id,
         version=row.version,
-        policy=TenantPolicy.model_validate(row.policy),
+        policy=TenantPolicy.from_stored(row.policy),
         created_at=row.created_at,
         created_by=row.created_by,
     )
@@ -91,12 +91,12 @@ class PolicyAdmin:
         for attempt in range(_WRITE_ATTEMPTS):
             try:
                 with self.sessions.begin() as s:
-                    require_row(s, tenant_id)
+                    require_row(s, tenant_id, lock=True)
                     latest = latest_policy(s, tenant_id)
                     current = (
                         TenantPolicy()
                         if latest is None
-                        else TenantPolicy.model_validate(latest.policy)
+                        else TenantPolicy.from_stored(latest.policy)
                     )
                     old = current.model_dump(mode="json")
                     policy: TenantPolicy = build(old)

@@ -19,6 +19,7 @@ from gateway.admin.cache import CacheAdmin
 from gateway.admin.explain import Explainer
 from gateway.admin.policies import PolicyAdmin
 from gateway.admin.schemas import (
+    NO_NUL,
     AuditList,
     AuditOut,
     CacheEntryList,
@@ -84,7 +85,9 @@ router = APIRouter(
 )
 
 Actor = Annotated[str, Depends(require_admin)]
-TenantId = Annotated[str, Path(description="The tenant's id")]
+# NO_NUL: PostgreSQL text cannot hold NUL, so such a value is a 400 here instead of a
+# database error; no stored id is longer than 64 characters.
+TenantId = Annotated[str, Path(max_length=64, pattern=NO_NUL, description="The tenant's id")]
 
 
 def limiter(request: Request) -> RateLimiter | None:
@@ -229,7 +232,7 @@ async def policy_history(
 async def list_entries(
     request: Request,
     tenant_id: TenantId,
-    partition_key: Annotated[str | None, Query(max_length=64)] = None,
+    partition_key: Annotated[str | None, Query(max_length=64, pattern=NO_NUL)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> CacheEntryList:
     rows = await asyncio.to_thread(caches(request).entries, tenant_id, partition_key, limit)
@@ -251,7 +254,7 @@ async def invalidate_partition(
     request: Request,
     actor: Actor,
     tenant_id: TenantId,
-    partition_key: Annotated[str, Path(max_length=64)],
+    partition_key: Annotated[str, Path(max_length=64, pattern=NO_NUL)],
 ) -> InvalidateResult:
     """Removes the tenant's entries in one partition (another tenant's: nothing)."""
     return await asyncio.to_thread(
@@ -294,8 +297,8 @@ async def explain(request: Request, tenant_id: TenantId, body: ExplainRequest) -
 @router.get("/audit", response_model=AuditList)
 async def audit_log(
     request: Request,
-    tenant: Annotated[str | None, Query(max_length=64)] = None,
-    action: Annotated[str | None, Query(max_length=64)] = None,
+    tenant: Annotated[str | None, Query(max_length=64, pattern=NO_NUL)] = None,
+    action: Annotated[str | None, Query(max_length=64, pattern=NO_NUL)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     before_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> AuditList:

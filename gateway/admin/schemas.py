@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -11,6 +12,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gateway.policy import TenantPolicy
 
 TENANT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+#: Free text bound for the database: PostgreSQL text cannot hold NUL (a 400 here, not a
+#: database error).
+NO_NUL = r"^[^\x00]*$"
+
+
+def named(tenant_id: str) -> str:
+    """How an error message names a tenant from a path: by its id when that is a valid
+    slug (letters, digits, ``_.-``, at most 64), else generically, so that a message
+    never echoes arbitrary input (markup, control characters) back."""
+    return f"tenant {tenant_id!r}" if re.fullmatch(TENANT_ID_PATTERN, tenant_id) else "the tenant"
 
 
 class _In(BaseModel):
@@ -20,12 +31,12 @@ class _In(BaseModel):
 # ---- tenants ---------------------------------------------------------------------------
 class TenantCreate(_In):
     id: str = Field(pattern=TENANT_ID_PATTERN, description="A slug: letters, digits, _.-")
-    name: str | None = Field(None, min_length=1, max_length=255)
+    name: str | None = Field(None, min_length=1, max_length=255, pattern=NO_NUL)
     policy: TenantPolicy | None = Field(None, description="Initial policy (version 1)")
 
 
 class TenantUpdate(_In):
-    name: str = Field(min_length=1, max_length=255)
+    name: str = Field(min_length=1, max_length=255, pattern=NO_NUL)
 
 
 class TenantOut(BaseModel):
@@ -53,7 +64,7 @@ class TenantDeleted(BaseModel):
 
 # ---- API keys --------------------------------------------------------------------------
 class KeyCreate(_In):
-    name: str = Field("", max_length=255)
+    name: str = Field("", max_length=255, pattern=NO_NUL)
 
 
 class KeyOut(BaseModel):
@@ -225,6 +236,7 @@ class AuditList(BaseModel):
 
 # ---- validation errors -----------------------------------------------------------------
 _SOURCES = {"body", "query", "path", "header", "cookie"}
+_SAFE_PART = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def validation_message(errors: Sequence[Any]) -> tuple[str, str | None]:
@@ -238,7 +250,9 @@ def validation_message(errors: Sequence[Any]) -> tuple[str, str | None]:
         return f"the body is not valid JSON: {err.get('ctx', {}).get('error', '')}".strip(), None
     if loc and loc[0] in _SOURCES:
         loc = loc[1:]
-    path = ".".join(loc)
+    # A location part may be the client's own key (an unknown field, a dict key): named
+    # only when it looks like a field name, so that the message never echoes markup.
+    path = ".".join(p if _SAFE_PART.fullmatch(p) else "?" for p in loc)
     msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     if err.get("type") == "missing":

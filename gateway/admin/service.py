@@ -18,12 +18,12 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from gateway.admin import audit
-from gateway.admin.schemas import KeyIssued, KeyOut, TenantCreate, TenantOut
+from gateway.admin.schemas import KeyIssued, KeyOut, TenantCreate, TenantOut, named
 from gateway.errors import GatewayError, NotFoundError, ServiceUnavailableError
 from gateway.models import ApiKey, MisfireSample, PolicyVersion, RequestStat, Tenant
 from gateway.policy import TenantPolicy
@@ -40,6 +40,13 @@ DEV_ACTOR = "system:dev-tenant"
 
 def new_api_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def key_prefix(raw: str) -> str:
+    """What listings and the audit log show of a key: its first 10 characters, and of a
+    short key (a fixed development key, say ``sk-local``) at most a quarter of it, so
+    that what is shown never is, or nearly is, the key itself."""
+    return raw[: min(10, len(raw) // 4)]
 
 
 class ConflictError(GatewayError):
@@ -97,10 +104,25 @@ def _key_out(key: ApiKey) -> KeyOut:
     )
 
 
-def require_row(s: Session, tenant_id: str) -> Tenant:
-    tenant = s.get(Tenant, tenant_id)
+def require_row(s: Session, tenant_id: str, *, lock: bool = False) -> Tenant:
+    """The tenant, or :class:`NotFoundError`.
+
+    ``lock`` (every write that names the tenant, and its delete): the row stays the
+    tenant's until the transaction ends. A write racing a delete otherwise read the row,
+    lost it to the delete, and then wrote a key or policy version for no tenant (an
+    orphan a tenant later re-created under the id inherited, or a foreign-key 500) or
+    updated nothing (a stale-data 500). Locked, the delete waits for the write (and
+    removes what it wrote), or the write waits for the delete and finds no row: a 404.
+    Must come first in the transaction (SQLite's BEGIN cannot follow a write)."""
+    if lock and s.get_bind().dialect.name == "sqlite":
+        # No row locks on SQLite: take its one write lock now, not at the first write
+        # (pysqlite begins lazily), so the read below is still true when we write.
+        s.execute(text("BEGIN IMMEDIATE"))
+    tenant = s.get(Tenant, tenant_id, with_for_update=lock)  # PostgreSQL: FOR UPDATE
     if tenant is None:
-        raise NotFoundError(f"no tenant {tenant_id!r}", param="tenant_id", code="tenant_not_found")
+        raise NotFoundError(
+            f"no such tenant: {named(tenant_id)}", param="tenant_id", code="tenant_not_found"
+        )
     return tenant
 
 
@@ -170,7 +192,7 @@ class TenantAdmin:
 
     def rename(self, actor: str, tenant_id: str, name: str) -> TenantOut:
         with self.sessions.begin() as s:
-            tenant = require_row(s, tenant_id)
+            tenant = require_row(s, tenant_id, lock=True)
             old, tenant.name, tenant.updated_at = tenant.name, name, utc_now()
             audit.add_event(
                 s, actor, audit.TENANT_UPDATE, tenant_id, tenant_id, {"name": [old, name]}
@@ -183,7 +205,7 @@ class TenantAdmin:
 
     def set_disabled(self, actor: str, tenant_id: str, disabled: bool) -> TenantOut:
         with self.sessions.begin() as s:
-            tenant = require_row(s, tenant_id)
+            tenant = require_row(s, tenant_id, lock=True)
             changed = tenant.disabled != disabled
             tenant.disabled, tenant.updated_at = disabled, utc_now()
             action = audit.TENANT_DISABLE if disabled else audit.TENANT_ENABLE
@@ -201,7 +223,7 @@ class TenantAdmin:
             require_row(s, tenant_id)
         entries = self._drop_entries(tenant_id)
         with self.sessions.begin() as s:
-            require_row(s, tenant_id)
+            require_row(s, tenant_id, lock=True)  # a write in flight finishes first
             keys = len(
                 s.execute(
                     delete(ApiKey).where(ApiKey.tenant_id == tenant_id).returning(ApiKey.id)
@@ -244,11 +266,11 @@ class TenantAdmin:
         (the development key); a key stored already raises ``IntegrityError``."""
         raw = raw_key or new_api_key()
         with self.sessions.begin() as s:
-            require_row(s, tenant_id)
+            require_row(s, tenant_id, lock=True)
             key = ApiKey(
                 tenant_id=tenant_id,
                 name=name,
-                key_prefix=raw[:10],
+                key_prefix=key_prefix(raw),
                 key_hash=hash_key(raw),
                 created_at=utc_now(),
             )
@@ -276,11 +298,11 @@ class TenantAdmin:
 
     def revoke_key(self, actor: str, tenant_id: str, key_id: int) -> KeyOut:
         with self.sessions.begin() as s:
-            require_row(s, tenant_id)
+            require_row(s, tenant_id, lock=True)
             key = s.get(ApiKey, key_id)
             if key is None or key.tenant_id != tenant_id:
                 raise NotFoundError(
-                    f"tenant {tenant_id!r} has no API key {key_id}",
+                    f"{named(tenant_id)} has no API key {key_id}",
                     param="key_id",
                     code="key_not_found",
                 )

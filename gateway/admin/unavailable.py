@@ -8,6 +8,11 @@ the route class here turns the error into the gateway's
 message. The database's own message names its URL and may quote a statement, so it
 stays in the exception chain (logs), never in the response body.
 
+A value the database refuses (``DataError``: on PostgreSQL a NUL in text, a number out
+of its column's range) is a 400 with a fixed message: the routes validate their input
+so that this does not happen, and this is the backstop for a field they missed. The
+value itself is never quoted back.
+
 One place for every admin route, whatever service it calls and whatever that service
 catches itself: ``APIRouter(route_class=DatabaseErrorsRoute)``.
 """
@@ -18,10 +23,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi.routing import APIRoute
+from sqlalchemy import exc as sa_exc
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.errors import ServiceUnavailableError
+from gateway.errors import BadRequestError, ServiceUnavailableError
 from gateway.tenants import DB_UNAVAILABLE
 from semantic.errors import StoreUnavailableError
 
@@ -29,6 +35,7 @@ _CAUGHT: tuple[type[Exception], ...] = (*DB_UNAVAILABLE, StoreUnavailableError)
 
 DATABASE_UNAVAILABLE = "the database is unavailable; try again shortly"
 STORE_UNAVAILABLE = "the semantic store is unavailable"
+REFUSED_VALUE = "a value of the request cannot be stored (a NUL character, a number out of range)"
 
 
 def unavailable(exc: Exception) -> ServiceUnavailableError:
@@ -49,5 +56,7 @@ class DatabaseErrorsRoute(APIRoute):
                 return await handler(request)
             except _CAUGHT as exc:
                 raise unavailable(exc) from exc
+            except sa_exc.DataError as exc:
+                raise BadRequestError(REFUSED_VALUE, code="invalid_value") from exc
 
         return handle

@@ -100,7 +100,9 @@ class SampleList(BaseModel):
 class LabelIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    label: str = Field(description="correct or misfire")
+    # Checked in label_sample for its own error code (bad_label); bounded here so that
+    # what reaches it is short and free of NUL.
+    label: str = Field(max_length=16, pattern=NO_NUL, description="correct or misfire")
     note: str | None = Field(None, max_length=4000, pattern=NO_NUL)
 
 
@@ -147,7 +149,7 @@ def label_sample(
 ) -> SampleOut:
     if label not in LABELS:
         raise BadRequestError(
-            f"label must be one of {list(LABELS)}, not {label!r}", param="label", code="bad_label"
+            f"label must be one of {list(LABELS)}", param="label", code="bad_label"
         )
     with sessions.begin() as s:
         row = s.get(MisfireSample, sample_id)

@@ -11,6 +11,11 @@ import pytest
 from gateway.app import Components
 from prefix.model.loader import LoadedModel
 from semantic import Embedder
+from tests.gateway.admin.checks import (
+    check_nul_inputs,
+    check_policy_maxima,
+    check_writes_racing_delete,
+)
 from tests.gateway.admin_support import (
     ADMIN_TOKEN,
     CAPITAL,
@@ -32,7 +37,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 
 def test_tenant_lifecycle_on_postgres(
-    pg_schema: str, tiny_llama: LoadedModel, embedder: Embedder, tmp_path: Path
+    pg_schema: str,
+    tiny_llama: LoadedModel,
+    embedder: Embedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
     settings = gateway_settings(tmp_path, url, admin_token=ADMIN_TOKEN)
@@ -90,6 +99,14 @@ def test_tenant_lifecycle_on_postgres(
             e["action"] for e in client.get("/audit", params={"tenant": "pg-a"}).json()["data"]
         ]
         assert actions[0] == "tenant.delete" and actions[-1] == "tenant.create"
+
+        # What PostgreSQL cannot hold is a 400 (NUL in text: a DataError 500 before; a
+        # TTL past the INTEGER column), and writes racing a delete are 404, not a
+        # foreign-key or stale-data 500.
+        new_tenant(client, "pg-nul")
+        check_nul_inputs(client, "pg-nul")
+        check_policy_maxima(gw, client, "pg-max")
+        check_writes_racing_delete(gw, client, monkeypatch, "pg-race")
 
 
 def test_replicas_creating_the_dev_tenant_at_once(pg_schema: str) -> None:

@@ -12,9 +12,16 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.tenants import hash_key
+from gateway.models import PolicyVersion
+from gateway.policy import MAX_RATE_LIMIT_RPM, MAX_TTL_SECONDS
+from gateway.tenants import hash_key, utc_now
 from prefix.model.loader import LoadedModel
 from semantic import Embedder
+from tests.gateway.admin.checks import (
+    check_nul_inputs,
+    check_policy_maxima,
+    check_writes_racing_delete,
+)
 from tests.gateway.admin_support import (
     CAPITAL,
     admin,
@@ -315,6 +322,16 @@ def test_policy_versions_and_history(client: httpx.Client) -> None:
         ({"prefix_namespace": ""}, "prefix_namespace"),
         ({"kv_block_quota": 0}, "kv_block_quota"),
         ({"rate_limit_rpm": -5}, "rate_limit_rpm"),
+        # Past the upper bounds: each was accepted, then failed every request of the
+        # tenant (the rate limiter's float) or every backfill (a timedelta, or the
+        # stored entry's INTEGER ttl_seconds on PostgreSQL).
+        ({"rate_limit_rpm": 10**400}, "rate_limit_rpm"),
+        ({"rate_limit_rpm": MAX_RATE_LIMIT_RPM + 1}, "rate_limit_rpm"),
+        ({"ttl_seconds": 10**30}, "ttl_seconds"),
+        ({"ttl_seconds": MAX_TTL_SECONDS + 1}, "ttl_seconds"),
+        ({"kv_block_quota": 2**31}, "kv_block_quota"),
+        ({"max_semantic_entries": 2**31}, "max_semantic_entries"),
+        ({"max_semantic_partitions": 2**31}, "max_semantic_partitions"),
         ({"no_such_knob": True}, "no_such_knob"),
     ],
 )
@@ -344,3 +361,70 @@ def test_policy_bodies_of_the_wrong_shape(client: httpx.Client) -> None:
         assert_openai_error(r, 400)
     assert client.get("/tenants/pol-shape/policy").json()["version"] == 0
     assert client.patch("/tenants/pol-shape/policy", json={}).json()["version"] == 1  # no-op ok
+
+
+def test_policy_maxima_serve_and_store(gw: Gateway, client: httpx.Client) -> None:
+    check_policy_maxima(gw, client, "pol-max")
+
+
+def test_a_stored_policy_past_the_bounds_still_serves(gw: Gateway, client: httpx.Client) -> None:
+    """A version written before the bounds existed is read as the bound, instead of a
+    500 on every request of the tenant."""
+    key = new_tenant(client, "pol-old")
+    with gw.tenants.sessions.begin() as s:
+        stored = {"rate_limit_rpm": 10**400, "ttl_seconds": 10**30}
+        s.add(
+            PolicyVersion(
+                tenant_id="pol-old",
+                version=1,
+                policy=stored,
+                created_at=utc_now(),
+                created_by="old",
+            )
+        )
+    gw.tenants.invalidate_cache()
+    with gw.http(key) as http:  # through the rate limiter
+        r = http.post("/v1/completions", json=completion(gw.model, "t5 t6 t7"))
+        assert r.status_code == 200, r.text
+    policy = client.get("/tenants/pol-old/policy").json()["policy"]
+    bounds = (MAX_RATE_LIMIT_RPM, MAX_TTL_SECONDS)
+    assert (policy["rate_limit_rpm"], policy["ttl_seconds"]) == bounds
+    r = client.patch("/tenants/pol-old/policy", json={"sample_rate": 0.5})  # builds on it
+    assert r.status_code == 200 and r.json()["version"] == 2, r.text
+
+
+def test_nul_in_admin_input_is_refused(client: httpx.Client) -> None:
+    client.post("/tenants", json={"id": "nul-t"})
+    check_nul_inputs(client, "nul-t")
+
+
+def test_error_messages_do_not_echo_input(client: httpx.Client) -> None:
+    """Messages name the field and never quote back arbitrary input (markup)."""
+    client.post("/tenants", json={"id": "echo"})
+    refused = [
+        client.get("/tenants/<b>x</b>"),
+        client.delete("/tenants/<b>x</b>/keys/1"),
+        client.post("/tenants", json={"id": "echo-2", "<b>x</b>": 1}),
+        client.patch("/tenants/echo/policy", json={"<b>x</b>": 1}),
+        client.patch("/tenants/echo/policy", json={"guards": ["<b>x</b>"]}),
+        client.patch("/tenants/echo/policy", json={"entity_kinds": ["<b>x</b>"]}),
+        client.post("/tenants/echo/cache/explain", json={"body": {"<b>x</b>": 1}, "x<b>": 2}),
+    ]
+    for r in refused:
+        err = assert_openai_error(r, r.status_code)
+        assert r.status_code in (400, 404) and "<b>" not in err["message"], err
+    # A valid id is still named, and so is a field that looks like one.
+    assert "'no-such'" in assert_openai_error(client.get("/tenants/no-such"), 404)["message"]
+    err = assert_openai_error(client.patch("/tenants/echo/policy", json={"thresold": 1}), 400)
+    assert "thresold" in err["message"], err
+
+
+def test_sqlite_enforces_the_tenant_foreign_keys(gw: Gateway) -> None:
+    with gw.app.state.db.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_writes_racing_a_delete_answer_404_and_leave_no_orphan(
+    gw: Gateway, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    check_writes_racing_delete(gw, client, monkeypatch, "race")

@@ -39,3 +39,20 @@ def test_dev_tenant_is_made_once_audited_and_logged(tmp_path: Path) -> None:
         ]
         logged = s.scalars(select(CacheChange.op).where(CacheChange.tenant == "dev")).all()
         assert logged == [TENANT] * 3  # other replicas drop their auth caches
+
+
+def test_a_short_fixed_key_is_never_shown_whole(tmp_path: Path) -> None:
+    """Listings and the audit log show a few leading characters of a short fixed
+    development key (a quarter at most), never the key itself; a generated key its
+    first 10."""
+    url = f"sqlite:///{tmp_path / 'dev.db'}"
+    upgrade_database(url)
+    store = TenantStore(create_engine(url))
+    admin = TenantAdmin(store, None, None)
+    generated = admin.ensure_dev_tenant("dev", None)
+    assert generated is not None
+    assert admin.ensure_dev_tenant("dev", "sk-local") == "sk-local"
+    assert [k.prefix for k in admin.list_keys("dev")] == [generated[:10], "sk"]
+    with store.sessions() as s:
+        details = s.scalars(select(AuditEvent.details).where(AuditEvent.action == "key.issue"))
+        assert [d["prefix"] for d in details] == [generated[:10], "sk"]

@@ -204,8 +204,12 @@ def test_labelling_api(gw: Gateway) -> None:
             {"label": None},
             {},
             {"label": "correct", "x": 1},
+            {"label": "<b>wrong</b>"},
+            {"label": "<b>" * 2000},
+            {"label": "a\x00b"},
         ):
-            assert_openai_error(http.post(url, json=bad), 400)
+            err = assert_openai_error(http.post(url, json=bad), 400)
+            assert "wrong" not in err["message"] and "<b>" not in err["message"], err
         assert_openai_error(http.post(url, content=b"not json"), 400)
         assert_openai_error(http.post(f"{SAMPLES}/999999/label", json={"label": "correct"}), 404)
         assert_openai_error(http.get(f"{SAMPLES}/999999"), 404)

@@ -8,7 +8,12 @@ engine thread. Closing the stream early (the client went away) aborts the reques
 and frees its blocks at once. ``generate()`` is the same as one async generator.
 A step that fails ends the requests in it: their streams raise ``StepFailedError``
 (prefix/serve/recovery.py); only failures that persist stop the engine thread, and
-then every stream raises ``EngineDeadError``.
+then every stream raises ``EngineDeadError``, as does every later ``submit()``.
+
+``max_num_waiting`` bounds the requests not yet admitted (queued here for the engine
+thread, or waiting in its scheduler); beyond it ``submit()`` raises ``QueueFullError``
+(a 429 ``queue_full`` with ``Retry-After``). A finished request whose reader has not
+drained its stream yet (a slow client) is not waiting and does not count.
 """
 
 from __future__ import annotations
@@ -24,7 +29,13 @@ import torch
 
 from prefix.core.request import EngineRequest
 from prefix.core.sequence import Sequence
-from prefix.errors import EngineDeadError, QueueFullError, StepFailedError
+from prefix.errors import (
+    EngineDeadError,
+    PrefixError,
+    QueueFullError,
+    RequestError,
+    StepFailedError,
+)
 from prefix.serve.engine import PrefixEngine, RequestOutput
 from prefix.serve.threads import engine_thread_count
 from protocol.sampling import SamplingParams
@@ -34,7 +45,16 @@ __all__ = ["AsyncEngine", "EngineDeadError", "OutputStream", "StepFailedError"]
 log = logging.getLogger("cachegate.prefix")
 
 
-_Item = RequestOutput | BaseException  # an output, or the error that ends the stream
+@dataclass
+class _Failed:
+    """This request alone failed (its step, or queueing it); the engine lives on, so the
+    reader raises ``error`` itself and not ``EngineDeadError``."""
+
+    error: PrefixError
+
+
+# An output, a per-request error, or the error that stopped the engine thread.
+_Item = RequestOutput | _Failed | BaseException
 
 
 @dataclass
@@ -60,6 +80,12 @@ class AsyncEngine:
         self.error: BaseException | None = None
         self.steps = 0
         self._submitting = 0  # submit() calls between the queue check and registration
+        # Under _streams_lock: adds put in the inbox that the engine thread has not yet
+        # handed to the scheduler (they are waiting too, but engine.num_waiting misses them).
+        self._queued_adds = 0
+        # Under _streams_lock: set by the dying engine thread as it fans its error out
+        # to the streams; a stream registered after that would never hear of it.
+        self._dead = False
 
     # ---- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -85,9 +111,12 @@ class AsyncEngine:
         """Validate and queue one request; raises its RequestError before anything starts."""
         if not self.is_alive:
             raise EngineDeadError(f"the engine is not running: {self.error!r}")
-        # Streams that are not running are waiting (queued here or in the scheduler);
-        # submissions still being validated count too, or a burst would all get in.
-        waiting = len(self._streams) + self._submitting - self.engine.num_running
+        # Waiting means not yet admitted: in the scheduler's queue, or still in the inbox;
+        # submissions being validated count too, or a burst would all get in. Registered
+        # streams are no measure: one stays until its reader closes it, long after its
+        # request finished when the client reads slowly. (_queued_adds is read without
+        # the lock: one int, and a stale value errs by the add being drained right now.)
+        waiting = self.engine.num_waiting + self._queued_adds + self._submitting
         if waiting >= self.engine.config.max_num_waiting:
             raise QueueFullError(
                 f"{waiting} requests are waiting for the engine (the limit is "
@@ -100,10 +129,15 @@ class AsyncEngine:
             self._submitting -= 1
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
         with self._streams_lock:
+            # The thread may have died while new_sequence ran; checked under the lock its
+            # error fan-out takes, so either that fan-out sees this stream or we see _dead.
+            if self._dead:
+                raise EngineDeadError(f"the engine is not running: {self.error!r}")
             if seq.request_id in self._streams:
                 raise ValueError(f"duplicate request id {seq.request_id!r}")
             self._streams[seq.request_id] = stream
-        self._inbox.put(("add", (seq, req.params)))
+            self._queued_adds += 1
+            self._inbox.put(("add", (seq, req.params)))
         self._wake.set()
         return OutputStream(self, seq.request_id, seq.root, stream)
 
@@ -144,9 +178,13 @@ class AsyncEngine:
             self.error = exc
             log.exception("engine thread died")
             with self._streams_lock:
+                self._dead = True  # no stream registers after this: submit() checks it
                 streams = list(self._streams.values())
             for s in streams:
-                s.loop.call_soon_threadsafe(s.queue.put_nowait, exc)
+                try:
+                    s.loop.call_soon_threadsafe(s.queue.put_nowait, exc)
+                except RuntimeError:  # that loop closed: no reader left, tell the others
+                    log.debug("event loop closed; the engine's error not delivered there")
 
     def _drain_inbox(self) -> None:
         while True:
@@ -162,17 +200,25 @@ class AsyncEngine:
                     self.engine.add_sequence(seq, params)
                 except Exception as exc:  # one bad request must not stop the engine
                     log.exception("could not add request %s", seq.request_id)
-                    self._fail(seq.request_id, exc)
+                    self._fail(seq.request_id, _request_failed(exc))
+                finally:
+                    # After add_sequence: for a moment it counts twice (in the scheduler
+                    # and here), never zero times, so the bound is never overshot.
+                    with self._streams_lock:
+                        self._queued_adds -= 1
             elif kind == "abort":
                 out = self.engine.abort(str(payload))
                 if out is not None:
                     self._dispatch_all([out])
 
-    def _fail(self, request_id: str, exc: BaseException) -> None:
+    def _fail(self, request_id: str, item: _Failed) -> None:
         with self._streams_lock:
             stream = self._streams.get(request_id)
         if stream is not None:
-            stream.loop.call_soon_threadsafe(stream.queue.put_nowait, exc)
+            try:
+                stream.loop.call_soon_threadsafe(stream.queue.put_nowait, item)
+            except RuntimeError:  # that loop closed (its server shut down): no reader left
+                log.debug("event loop closed; the error for %s dropped", request_id)
 
     def _dispatch_all(self, outputs: list[RequestOutput]) -> None:
         """Hand a step's outputs to their streams: one wake-up per event loop per step.
@@ -210,8 +256,19 @@ def _item(out: RequestOutput) -> _Item:
     """What the stream gets: the output, or for a request its failed step ended
     (prefix/serve/recovery.py) the error its reader raises instead."""
     if out.finish_reason == "error":
-        return StepFailedError("the engine step computing this request failed; retry it")
+        return _Failed(StepFailedError("the engine step computing this request failed; retry it"))
     return out
+
+
+def _request_failed(exc: Exception) -> _Failed:
+    """The error for a request the engine thread could not queue: the request's own
+    RequestError (a 400), else a StepFailedError (a 500 a retry may get past), never
+    EngineDeadError: the engine goes on serving the others."""
+    if isinstance(exc, RequestError):
+        return _Failed(exc)
+    err = StepFailedError(f"the engine could not queue this request ({exc!r}); retry it")
+    err.__cause__ = exc
+    return _Failed(err)
 
 
 def _deliver(items: list[tuple[_Stream, _Item]]) -> None:
@@ -242,9 +299,9 @@ class OutputStream:
         if self._finished or self._closed:
             raise StopAsyncIteration
         item = await self._stream.queue.get()
-        if isinstance(item, StepFailedError):
+        if isinstance(item, _Failed):
             self._finished = True  # the engine already ended it: nothing to abort
-            raise item
+            raise item.error
         if isinstance(item, BaseException):
             raise EngineDeadError("the engine failed while serving this request") from item
         self._finished = item.finished

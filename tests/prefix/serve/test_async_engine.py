@@ -1,0 +1,202 @@
+"""AsyncEngine's bookkeeping between the event loop and the engine thread.
+
+The waiting bound (``max_num_waiting``, a 429 ``queue_full``) counts requests not yet
+admitted, never finished ones whose reader is slow; a submit racing the engine
+thread's death raises instead of leaving a reader waiting forever; a request the
+engine thread cannot queue fails alone, not as a dead engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+
+from prefix.config import EngineConfig
+from prefix.core.request import EngineRequest
+from prefix.core.sequence import Sequence
+from prefix.errors import EngineDeadError, QueueFullError, RequestError, StepFailedError
+from prefix.model.loader import LoadedModel
+from prefix.model.sampling import SamplingParams
+from prefix.serve.async_engine import AsyncEngine, OutputStream
+from prefix.serve.engine import PrefixEngine, RequestOutput
+from prefix.serve.openai_adapter import engine_error
+
+T = TypeVar("T")
+TIMEOUT = 10.0  # no test here takes a second; a hang fails instead of stalling the run
+
+
+def make(loaded: LoadedModel, **kw: Any) -> PrefixEngine:
+    return PrefixEngine(EngineConfig(**({"block_size": 4, "num_blocks": 64} | kw)), loaded=loaded)
+
+
+def req(engine: PrefixEngine, i: int, max_tokens: int = 2) -> EngineRequest:
+    params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+    return engine.request([3 + i + k for k in range(8)], params, request_id=f"r{i}")
+
+
+async def drain(stream: OutputStream) -> None:
+    try:
+        async for _ in stream:
+            pass
+    finally:
+        await stream.aclose()
+
+
+def run(
+    engine: PrefixEngine,
+    body: Callable[[AsyncEngine], Awaitable[T]],
+    on_output: Callable[[RequestOutput], None] | None = None,
+) -> T:
+    async def main() -> T:
+        ae = AsyncEngine(engine, on_output)
+        ae.start()
+        try:
+            return await asyncio.wait_for(body(ae), TIMEOUT)
+        finally:
+            await asyncio.to_thread(ae.shutdown)
+
+    return asyncio.run(main())
+
+
+async def until(pred: Callable[[], bool]) -> None:
+    while not pred():
+        await asyncio.sleep(0.005)
+
+
+def test_finished_streams_left_unread_do_not_fill_the_waiting_queue(
+    tiny_llama: LoadedModel,
+) -> None:
+    engine = make(tiny_llama, max_num_waiting=2)
+    finished: list[str] = []  # appended in the engine thread as requests finish
+
+    def on_output(out: RequestOutput) -> None:
+        if out.finished:
+            finished.append(out.request_id)
+
+    async def body(ae: AsyncEngine) -> None:
+        # Two readers that have not read yet (slow SSE clients): their requests finish.
+        unread = [await ae.submit(req(engine, i)) for i in range(2)]
+        await until(lambda: len(finished) == 2)
+        assert not engine.has_unfinished()
+        third = await ae.submit(req(engine, 2))  # the engine is idle: nothing waits
+        await drain(third)
+        for stream in unread:
+            await drain(stream)
+
+    run(engine, body, on_output)
+    assert engine.pool.num_used_blocks == 0
+
+
+def test_requests_really_waiting_still_fill_the_queue(tiny_llama: LoadedModel) -> None:
+    """The control: queued in the inbox, then in the scheduler, two requests are waiting."""
+    engine = make(tiny_llama, max_num_waiting=2, max_num_seqs=1)
+    entered, allowed = threading.Semaphore(0), threading.Semaphore(0)
+    gated = True
+    real_step = engine.step
+
+    def step() -> Any:  # after each step the engine thread waits for the test
+        outputs = real_step()
+        if gated:
+            entered.release()
+            allowed.acquire()
+        return outputs
+
+    engine.step = step  # type: ignore[method-assign]
+
+    async def body(ae: AsyncEngine) -> tuple[QueueFullError, QueueFullError, int]:
+        nonlocal gated
+        running = await ae.submit(req(engine, 0, max_tokens=8))
+        try:
+            await asyncio.to_thread(entered.acquire)  # admitted; the thread holds
+            queued = [await ae.submit(req(engine, i)) for i in (1, 2)]
+            with pytest.raises(QueueFullError) as in_inbox:  # both still in the inbox
+                await ae.submit(req(engine, 3))
+            allowed.release()  # the inbox goes to the scheduler, which has no room
+            await asyncio.to_thread(entered.acquire)
+            waiting = engine.num_waiting
+            with pytest.raises(QueueFullError) as in_scheduler:
+                await ae.submit(req(engine, 4))
+        finally:
+            gated = False
+            allowed.release()
+        for stream in [running, *queued]:
+            await drain(stream)
+        return in_inbox.value, in_scheduler.value, waiting
+
+    in_inbox, in_scheduler, waiting = run(engine, body)
+    assert waiting == 2
+    for err in (in_inbox, in_scheduler):
+        api = engine_error(err)
+        assert (api.status, api.code) == (429, "queue_full")
+        assert api.headers == {"Retry-After": "1"}
+    assert engine.pool.num_used_blocks == 0
+
+
+def test_submit_racing_the_engine_thread_death_raises_instead_of_hanging(
+    tiny_llama: LoadedModel,
+) -> None:
+    engine = make(tiny_llama)
+    real_new_sequence = engine.new_sequence
+
+    async def body(ae: AsyncEngine) -> EngineDeadError:
+        def boom() -> bool:
+            raise RuntimeError("device lost")
+
+        def new_sequence(r: EngineRequest) -> Sequence:
+            # submit() checked is_alive before this; the thread dies while it validates
+            seq = real_new_sequence(r)
+            engine.has_unfinished = boom  # type: ignore[method-assign]
+            ae._wake.set()
+            assert ae._thread is not None
+            ae._thread.join(TIMEOUT)
+            return seq
+
+        engine.new_sequence = new_sequence  # type: ignore[method-assign, assignment]
+        with pytest.raises(EngineDeadError) as dead:
+            # a stream registered after the thread's error fan-out would wait forever
+            async with asyncio.timeout(3):
+                await drain(await ae.submit(req(engine, 0)))
+        return dead.value
+
+    err = run(engine, body)
+    assert not isinstance(err, StepFailedError)  # the engine really is dead
+    assert engine_error(err).code == "engine_dead"
+
+
+@pytest.mark.parametrize(
+    ("raised", "expected", "status"),
+    [
+        (RuntimeError("a bug queueing it"), StepFailedError, 500),
+        (RequestError("this request cannot run"), RequestError, 400),
+    ],
+)
+def test_a_request_the_engine_thread_cannot_queue_fails_alone(
+    tiny_llama: LoadedModel, raised: Exception, expected: type[Exception], status: int
+) -> None:
+    engine = make(tiny_llama)
+    real_add = engine.add_sequence
+    failures = [raised]
+
+    def add_sequence(seq: Sequence, params: SamplingParams) -> None:
+        if failures:
+            raise failures.pop()
+        real_add(seq, params)
+
+    engine.add_sequence = add_sequence  # type: ignore[method-assign]
+
+    async def body(ae: AsyncEngine) -> tuple[Exception, bool]:
+        with pytest.raises(Exception) as failed:
+            await drain(await ae.submit(req(engine, 0)))
+        alive = ae.is_alive
+        await drain(await ae.submit(req(engine, 1)))  # the engine serves on
+        return failed.value, alive
+
+    err, alive = run(engine, body)
+    assert type(err) is expected  # not EngineDeadError: a 503 engine_dead would be a lie
+    assert engine_error(err).status == status
+    assert alive
+    assert engine.pool.num_used_blocks == 0 and not engine.has_unfinished()

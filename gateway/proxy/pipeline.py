@@ -148,7 +148,10 @@ class Pipeline:
                 return SemanticDecision("skipped", "not_allowlisted", trace=tr.result)
         sem = request_policy(ctx, cc, lookup=True)
         if self.verification is not None:
-            sem, cut = await self.verification.apply(ctx.tenant_id, policy, sem)
+            try:
+                sem, cut = await self.verification.apply(ctx.tenant_id, policy, sem)
+            except Exception as exc:  # no cut known to be safe: nothing is served
+                return _unforeseen(exc, "choosing the verifier cut", tr)
             tr.step(
                 "verifier_cut",
                 True,

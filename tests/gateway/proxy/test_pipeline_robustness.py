@@ -269,3 +269,20 @@ def test_odd_cache_control_and_null_text_parts_are_proxied(gw: Gateway) -> None:
         r = http.post("/v1/chat/completions", json={"model": rec.MODEL, "messages": [null_part]})
         assert r.status_code == 200, r.text
         assert r.headers["x-cachegate-semantic"] == "skipped:uncacheable:not_text"
+
+
+class _CutFails:
+    """A verification whose cut cannot be chosen (a bad stored score, a bug)."""
+
+    async def apply(self, *_args: Any) -> Any:
+        raise ValueError("the cut is not a probability")
+
+
+def test_a_verifier_cut_that_cannot_be_chosen_serves_nothing(cache: SemanticCache) -> None:
+    q = body("What is the capital of France?")
+    plain = Pipeline(cache, GatewayMetrics())
+    assert backfill(plain, ctx(), lookup(plain, ctx(), q), answer("Paris.")) == "stored"
+    assert lookup(plain, ctx(), q).status == "hit"  # positive control
+    broken = Pipeline(cache, GatewayMetrics(), verification=_CutFails())  # type: ignore[arg-type]
+    decision = lookup(broken, ctx(), q)
+    assert decision.header == "skipped:uncacheable:internal" and decision.result is None

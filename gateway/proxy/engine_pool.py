@@ -244,12 +244,15 @@ class EnginePool:
             try:
                 async for event in events:
                     if isinstance(event, Done):
+                        # It answered: up again, even inside a cooldown. Marked before the
+                        # yield: a streamed answer's consumer closes this generator once it
+                        # has the Done (gateway/proxy/miss.py), so nothing after it runs.
+                        replica.down_until = 0.0
                         # the URL for logs; the ordinal for the client (no topology leak)
                         where = {"replica": replica.url, "replica_index": self._index[replica.url]}
                         event = replace(event, extra=event.extra | where)
                     started = True
                     yield event
-                replica.down_until = 0.0  # it answered: up again, even inside a cooldown
                 return
             except BadRequestError:
                 raise  # the client's fault: every replica would refuse it

@@ -112,6 +112,15 @@ class GatewayMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        # Clients that left before their response ended (the access line's
+        # outcome=client_disconnected, gateway/request_log.py): what still ran for them
+        # upstream was aborted; not upstream errors, and not in cachegate_requests.
+        self.client_disconnects = Counter(
+            "cachegate_client_disconnects",
+            "Requests whose client disconnected before the response ended",
+            ["tenant"],
+            registry=r,
+        )
         self.upstream_errors = Counter(
             "cachegate_upstream_errors", "Upstream failures by kind", ["kind"], registry=r
         )
@@ -180,6 +189,7 @@ class GatewayMetrics:
             "ttft",
             "latency",
             "backfills",
+            "client_disconnects",
         ):
             setattr(self, name, _TenantLabelled(getattr(self, name), tenant_labels, label_key))
 

@@ -5,11 +5,11 @@ Logger ``cachegate.gateway.access``, at INFO, with every value also as a structu
 one object): ``request_id``, ``tenant`` (the tenant's keyed digest, the same as its
 ``/metrics`` label, ``gateway/metrics.py`` ``tenant_label``; the id itself only with
 ``CACHEGATE_LOG_TENANT_IDS=true``), ``endpoint``, ``outcome`` (semantic-hit |
-prefix-hit | miss | bypass | error), ``semantic`` (what the semantic layer did, with
-its reason), ``score``, ``prompt_tokens``, ``cached_tokens`` (prompt tokens reused
-from a cache), ``completion_tokens``, ``ttft_ms``, ``duration_ms``, ``status`` and
-``stream``. Prompt and answer text (``prompt``, ``answer``) only with
-``CACHEGATE_LOG_CONTENT=true``.
+prefix-hit | miss | bypass | error | client_disconnected), ``semantic`` (what the
+semantic layer did, with its reason), ``score``, ``prompt_tokens``, ``cached_tokens``
+(prompt tokens reused from a cache), ``completion_tokens``, ``ttft_ms``,
+``duration_ms``, ``status`` and ``stream``. Prompt and answer text (``prompt``,
+``answer``) only with ``CACHEGATE_LOG_CONTENT=true``.
 
 :class:`RequestObserver` is an ASGI middleware: it opens the request's
 :class:`Observation` (a context variable, so the route and the streaming body that
@@ -19,6 +19,13 @@ whatever ended it. The routes report what they know with :func:`note_request`
 next to each ``RequestRecord`` they build and :func:`authenticated` for the tenant;
 a request that never reaches that point (an error, a broken stream) logs
 ``outcome=error``.
+
+A client that disconnects before its response has ended (while the route works,
+``gateway/proxy/disconnect.py``, or mid-stream) logs ``outcome=client_disconnected``
+and ``status=499`` (nginx's "client closed request"), whatever status was sent, and
+counts in ``cachegate_client_disconnects_total`` for its tenant. The middleware sees
+it as the ``http.disconnect`` that the route or Starlette's streaming response read
+from ``receive()`` before the last body message went out.
 """
 
 from __future__ import annotations
@@ -38,9 +45,13 @@ from gateway.reports.recorder import RequestRecord, prompt_text
 from gateway.tracing import server_span, span
 
 if TYPE_CHECKING:
+    from gateway.metrics import GatewayMetrics
     from gateway.tenants import TenantContext
 
 access_log = logging.getLogger("cachegate.gateway.access")
+
+#: The access line's status for a client that left first (nginx's "client closed request").
+CLIENT_CLOSED_REQUEST = 499
 
 #: The request paths that get an access line (and a root span).
 LOGGED_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
@@ -61,9 +72,14 @@ class Observation:
     record: RequestRecord | None = None
     body: Mapping[str, Any] | None = None  # read for its text only when content is logged
     answer: str | Mapping[str, Any] | None = None
+    metrics: GatewayMetrics | None = None  # counts a disconnect for the tenant
+    ended: bool = False  # the response's last body message went out
+    client_left: bool = False  # http.disconnect came before that
 
     @property
     def outcome(self) -> str:
+        if self.client_left:
+            return "client_disconnected"
         if self.record is None or self.status is None or self.status >= 400:
             return "error"
         return self.record.cache
@@ -83,7 +99,7 @@ class Observation:
             "completion_tokens": row.completion_tokens if row else None,
             "ttft_ms": None if row is None or row.ttft_ms is None else round(row.ttft_ms, 2),
             "duration_ms": round((time.perf_counter() - self.started) * 1000, 2),
-            "status": self.status,
+            "status": CLIENT_CLOSED_REQUEST if self.client_left else self.status,
             "stream": row.stream if row else None,
         }
         if content:
@@ -110,15 +126,18 @@ def note_request(
 
 
 async def authenticated(
-    auth: Awaitable[TenantContext], digest: Callable[[str], str] = tenant_label
+    auth: Awaitable[TenantContext], metrics: GatewayMetrics | None = None
 ) -> TenantContext:
-    """``await auth`` inside the ``auth`` span; remembers the tenant (and its ``digest``,
-    the metrics registry's keyed one) for the access line."""
+    """``await auth`` inside the ``auth`` span; remembers the tenant (and its digest,
+    keyed as ``metrics`` keys it) for the access line, and ``metrics`` to count a
+    disconnect in."""
     obs = _current.get()
     with span(obs.tracer if obs else None, "auth"):
         ctx = await auth
     if obs is not None:
+        digest: Callable[[str], str] = metrics.digest if metrics is not None else tenant_label
         obs.tenant_id, obs.tenant_digest = ctx.tenant_id, digest(ctx.tenant_id)
+        obs.metrics = metrics
     return ctx
 
 
@@ -137,18 +156,28 @@ class RequestObserver:
         obs = Observation(scope["path"], self.tracer, method=scope.get("method", "POST"))
         token = _current.set(obs)
 
+        async def observed_receive() -> Message:
+            message = await receive()
+            # uvicorn also answers http.disconnect once the response has ended: not a
+            # client that left, so the end is marked before the last message goes out.
+            if message["type"] == "http.disconnect" and not obs.ended:
+                obs.client_left = True
+            return message
+
         async def observed_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 obs.status = int(message["status"])
                 for name, value in message.get("headers", []):
                     if name.lower() == b"x-request-id":
                         obs.request_id = value.decode("latin-1")
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                obs.ended = True
             await send(message)
 
         try:
             with server_span(self.tracer, scope) as root:
                 try:
-                    await self.app(scope, receive, observed_send)
+                    await self.app(scope, observed_receive, observed_send)
                 except BaseException:
                     obs.status = obs.status or 500  # handled by the outermost error middleware
                     raise
@@ -158,6 +187,9 @@ class RequestObserver:
         finally:
             _current.reset(token)
             self._log(obs)
+            if obs.client_left and obs.metrics is not None and obs.tenant_id is not None:
+                with contextlib.suppress(Exception):  # like the line: never fails a request
+                    obs.metrics.client_disconnects.labels(obs.tenant_id).inc()
 
     def _log(self, obs: Observation) -> None:
         with contextlib.suppress(Exception):  # a log line must never fail a request

@@ -18,6 +18,7 @@ out with the gateway's own, which win on a clash.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -94,7 +95,14 @@ class UpstreamAnswer:
         assert done is not None
         # An HTTP upstream's body goes back unchanged; the engine's is built here.
         payload = done.body if done.body is not None else self._built(done)
-        await self._finish(done, payload)
+        # The answer is whole: a client that leaves now (gateway/proxy/disconnect.py) has
+        # cost all it will, so it is stored and counted all the same, never cut halfway.
+        finish = asyncio.ensure_future(self._finish(done, payload))
+        try:
+            await asyncio.shield(finish)
+        except asyncio.CancelledError:
+            await asyncio.wait((finish,))
+            raise
         headers = (
             dict(done.headers)
             | headers

@@ -27,7 +27,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.errors import BadRequestError, GatewayError, NotFoundError
-from gateway.proxy.controls import Tracing, end_user, take_cache_controls
+from gateway.proxy.controls import CacheControl, Tracing, end_user, take_cache_controls
+from gateway.proxy.disconnect import unless_disconnected
 from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
 from gateway.proxy.pipeline import SemanticDecision
 from gateway.proxy.upstream import Delta, Done, UpstreamRequest, usage_counts
@@ -38,7 +39,7 @@ from gateway.tenants import TenantContext
 from protocol.errors import ApiError
 from protocol.headers import safe_headers
 from protocol.http import EventStream, read_json
-from protocol.openai import new_id, parse_request
+from protocol.openai import ChatCompletionRequest, CompletionRequest, new_id, parse_request
 from protocol.responses import (
     ChunkWriter,
     Kind,
@@ -95,7 +96,7 @@ async def _handle(request: Request, kind: Kind) -> Response:
     started = time.perf_counter()
     gw = state(request)
     # The `auth` span; the access line's tenant (its digest keyed as the metrics' label).
-    ctx = await authenticated(authenticate(request), gw.metrics.digest)
+    ctx = await authenticated(authenticate(request), gw.metrics)
     limiter = request.app.state.rate_limiter  # 429 + Retry-After (gateway/proxy/ratelimit.py)
     if ctx.policy.rate_limit_rpm is None:
         limiter.check(ctx)  # nothing to count: no store is asked
@@ -109,6 +110,23 @@ async def _handle(request: Request, kind: Kind) -> Response:
         user = end_user(request.headers, body, request.app.state.settings.user_header)
     except ApiError as err:
         raise _bad_request(err) from None
+    # The body is read: a client that leaves from here until the response starts cancels
+    # the lookup or the upstream request (gateway/proxy/disconnect.py).
+    answer = _answer(request, gw, ctx, kind, body, cc, parsed, user, started)
+    return await unless_disconnected(request.receive, answer)
+
+
+async def _answer(
+    request: Request,
+    gw: GatewayState,
+    ctx: TenantContext,
+    kind: Kind,
+    body: dict[str, Any],
+    cc: CacheControl,
+    parsed: ChatCompletionRequest | CompletionRequest,
+    user: str | None,
+    started: float,
+) -> Response:
     models = [str(card.get("id")) for card in await gw.upstream.list_models()]
     if body.get("model") not in models:
         raise NotFoundError(

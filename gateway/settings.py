@@ -71,6 +71,11 @@ class Settings(BaseSettings):
     upstream_connect_timeout: float = Field(2.0, gt=0)
     upstream_read_timeout: float = Field(60.0, gt=0)
     upstream_retries: int = Field(2, ge=0, le=10)
+    # What one HTTP upstream answer may hold in memory: a body not streamed, one SSE event
+    # of a stream. Past either, reading stops and the client gets an upstream error (a 502,
+    # or an error event mid-stream). Far above any real completion, logprobs included.
+    upstream_max_body_bytes: int = Field(32 * 2**20, ge=1024)
+    upstream_max_event_bytes: int = Field(8 * 2**20, ge=1024)
     route_prefix_chars: int = Field(256, ge=1)  # prompt characters that pick the replica
     replica_cooldown_seconds: float = Field(5.0, ge=0)  # a failed replica is skipped this long
 

@@ -321,6 +321,8 @@ def build_upstream(settings: Settings, salt: str) -> EnginePool:
         connect_timeout=settings.upstream_connect_timeout,
         read_timeout=settings.upstream_read_timeout,
         retries=settings.upstream_retries,
+        max_body_bytes=settings.upstream_max_body_bytes,
+        max_event_bytes=settings.upstream_max_event_bytes,
     )
     pool.prime()
     return pool

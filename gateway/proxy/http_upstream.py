@@ -25,6 +25,7 @@ from gateway.errors import UpstreamError, UpstreamTimeoutError
 from gateway.proxy.dialects import GENERIC, UNKNOWN, Dialect, detect, dialect, forward_body
 from gateway.proxy.relay import passed_headers, stream_events, upstream_error, whole_response
 from gateway.proxy.upstream import Event, UpstreamRefusal, UpstreamRequest, tenant_cache_salt
+from gateway.proxy.upstream_read import MAX_BODY_BYTES, MAX_EVENT_BYTES, parse_json
 from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
 
 log = logging.getLogger("cachegate.gateway.upstream")
@@ -57,12 +58,17 @@ class HttpUpstream:
         salt: str = "",
         dialect_name: str = "auto",
         models_refresh_seconds: float = 60.0,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.salt = salt
         self.model = model  # used until the upstream's own list is known
         self.engine_key = engine_key
         self.retries = retries
+        # What one answer may hold in memory: a whole body, one SSE event (relay.py).
+        self.max_body_bytes = max_body_bytes
+        self.max_event_bytes = max_event_bytes
         self.configured = dialect(dialect_name)  # None: auto
         self.detected: Dialect | None = None
         self.models_refresh_seconds = models_refresh_seconds
@@ -151,7 +157,7 @@ class HttpUpstream:
                 self._refused_at = time.monotonic()
             return
         try:
-            data = json.loads(raw).get("data")
+            data = parse_json(raw).get("data")
         except (ValueError, AttributeError):
             data = None
         if not isinstance(data, list):
@@ -203,10 +209,13 @@ class HttpUpstream:
         passed = passed_headers(response, req.request_id)
         try:
             if body.get("stream") is True:
-                async for event in stream_events(response, req.kind, added_usage, passed):
+                events = stream_events(
+                    response, req.kind, added_usage, passed, self.max_event_bytes
+                )
+                async for event in events:
                     yield event
             else:
-                yield await whole_response(response, req.kind, passed)
+                yield await whole_response(response, req.kind, passed, self.max_body_bytes)
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("the upstream stopped answering mid-stream") from exc
         except httpx.HTTPError as exc:

@@ -7,6 +7,8 @@ travels with every answer; an error event in a stream keeps the upstream's error
 object. Bytes the gateway does not need to change are forwarded as bytes
 (``Done.raw``, ``Delta.line``), so a body that Python's strict JSON encoder would
 refuse (``NaN``, a lone surrogate escape) still reaches the client as it was sent.
+
+What it holds of the answer is bounded (``gateway/proxy/upstream_read.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ from gateway.proxy.upstream import (
     UpstreamStreamError,
     encodable,
     usage_counts,
+)
+from gateway.proxy.upstream_read import (
+    MAX_BODY_BYTES,
+    MAX_ERROR_BYTES,
+    MAX_EVENT_BYTES,
+    parse_json,
+    read_capped,
+    sse_data,
+    too_large,
 )
 
 # Upstream response headers the client gets: what an OpenAI client reads to pace
@@ -76,14 +87,16 @@ async def upstream_error(response: httpx.Response, request_id: str) -> GatewayEr
     status = response.status_code
     passed = passed_headers(response, request_id)
     try:
-        raw = await response.aread()
+        raw, whole = await read_capped(response, MAX_ERROR_BYTES)
     except httpx.HTTPError:
-        raw = b""  # the status line is enough; a body that never comes is not
+        raw, whole = b"", True  # the status line is enough; a body that never comes is not
     finally:
         await response.aclose()
     payload: dict[str, Any] | None = None
     try:
-        parsed = json.loads(raw)
+        if not whole:
+            raise ValueError("cut short: not an error object")
+        parsed = parse_json(raw)
         err = parsed["error"]
         message = str(err.get("message", raw[:200]))
         # The upstream's own OpenAI-shaped body goes back as it came, when the
@@ -106,11 +119,18 @@ async def upstream_error(response: httpx.Response, request_id: str) -> GatewayEr
     return UpstreamError(f"the upstream answered {status}: {message}")
 
 
-async def whole_response(response: httpx.Response, kind: str, passed: Mapping[str, str]) -> Done:
+async def whole_response(
+    response: httpx.Response, kind: str, passed: Mapping[str, str], max_body: int = MAX_BODY_BYTES
+) -> Done:
     """A response that was not streamed: its body, kept whole for the client."""
-    raw = await response.aread()
+    length = response.headers.get("content-length", "")
+    if length.isdigit() and int(length) > max_body:
+        raise too_large()  # said up front: nothing needs to be read
+    raw, whole = await read_capped(response, max_body)
+    if not whole:
+        raise too_large()
     try:
-        payload = json.loads(raw)
+        payload = parse_json(raw)
     except ValueError as exc:
         raise UpstreamError("the upstream sent a response that is not JSON") from exc
     if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
@@ -127,31 +147,35 @@ async def whole_response(response: httpx.Response, kind: str, passed: Mapping[st
 
 
 async def stream_events(
-    response: httpx.Response, kind: str, added_usage: bool, passed: Mapping[str, str]
+    response: httpx.Response,
+    kind: str,
+    added_usage: bool,
+    passed: Mapping[str, str],
+    max_event: int = MAX_EVENT_BYTES,
 ) -> AsyncIterator[Event]:
     finish_reason: str | None = None
     usage: dict[str, Any] = {}
     sent = False  # whether a chunk went out: after that, errors cannot change the status
-    async for line in response.aiter_lines():
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
+    async for data, one_line in sse_data(response, max_event):
+        if data.strip() == "[DONE]":
             break
         try:
-            chunk = json.loads(data)
+            chunk = parse_json(data)
         except ValueError as exc:
             # Not quoted: a chunk may carry the answer's (or the prompt's) text.
             raise UpstreamError("the upstream sent a chunk that is not JSON") from exc
         if not isinstance(chunk, dict):
             raise UpstreamError("the upstream sent a chunk that is not an object")
+        # An event of several data: lines is re-encoded: its payload as one SSE line
+        # would carry a line end.
+        verbatim: str | None = data if one_line else None
         if "error" in chunk:
             if sent:
-                raise UpstreamStreamError("the upstream failed mid-stream", data)
+                event = verbatim or json.dumps(chunk, separators=(",", ":"))
+                raise UpstreamStreamError("the upstream failed mid-stream", event)
             raise stream_error(chunk["error"], passed)
         usage = chunk.get("usage") or usage
         choices = chunk.get("choices") or []
-        verbatim: str | None = data
         if added_usage and "usage" in chunk:
             # The client did not ask for usage: what the gateway asked for goes away.
             chunk.pop("usage")

@@ -1,0 +1,134 @@
+"""Reading an HTTP upstream's bytes within bounds: bodies, SSE lines and events, JSON.
+
+An upstream is trusted with its answers, not with the gateway's memory: a body is
+read up to a cap and one SSE event up to another (the settings
+``upstream_max_body_bytes`` and ``upstream_max_event_bytes``); past either the
+reading stops and the caller gets an ``UpstreamError`` (``TOO_LARGE``, none of the
+upstream's text). SSE lines end only at CR, LF or CRLF, as the SSE spec says: JSON
+may carry U+2028, U+2029 or U+0085 unescaped (vLLM and our engine do), and a
+``str.splitlines`` reader (httpx's ``aiter_lines``) would cut a chunk there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from gateway.errors import UpstreamError
+
+# Far above any real completion (logprobs included): a bound on what a broken or
+# hostile upstream can make the gateway hold, not a limit on answers.
+MAX_BODY_BYTES = 32 * 2**20
+MAX_EVENT_BYTES = 8 * 2**20
+# An error's body: any error object fits; more is not an error object, so not JSON.
+MAX_ERROR_BYTES = 64 * 2**10
+TOO_LARGE = "the upstream's response is too large"  # never any of the upstream's text
+# Real answers nest a few levels; the parser takes ~1000 at the top of the stack, and
+# what parsed there would break the encoders (error body, backfill) that run deeper.
+MAX_JSON_DEPTH = 128
+_EOL = re.compile(rb"\r\n|\r|\n")  # the SSE spec's line ends, and no others
+
+
+async def read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]:
+    """The body's first ``cap`` bytes, and whether that is all of it. Reading stops
+    there (the caller closes the response): the rest is never held."""
+    parts: list[bytes] = []
+    size = 0
+    async for piece in response.aiter_bytes():
+        if size + len(piece) > cap:
+            parts.append(piece[: cap - size])
+            return b"".join(parts), False
+        parts.append(piece)
+        size += len(piece)
+    return b"".join(parts), True
+
+
+def parse_json(raw: bytes | str) -> Any:
+    """``json.loads``, with nesting deeper than ``MAX_JSON_DEPTH`` refused like any other
+    bad JSON (a ``ValueError``): an upstream's odd body is its error, never a 500."""
+    try:
+        value = json.loads(raw)
+    except RecursionError as exc:  # deeper than the parser goes
+        raise ValueError("JSON nested too deeply") from exc
+    opened = (
+        raw.count(b"[") + raw.count(b"{")
+        if isinstance(raw, bytes)
+        else raw.count("[") + raw.count("{")
+    )
+    if opened > MAX_JSON_DEPTH and _too_deep(value):  # the count: a cheap bound first
+        raise ValueError("JSON nested too deeply")
+    return value
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether containers nest past ``MAX_JSON_DEPTH``: level by level, each container
+    visited once (a big logprobs body costs a fraction of its parse)."""
+    level = [value] if type(value) is dict or type(value) is list else []
+    for _ in range(MAX_JSON_DEPTH):
+        deeper = []
+        for item in level:
+            for child in item.values() if type(item) is dict else item:
+                if type(child) is dict or type(child) is list:
+                    deeper.append(child)
+        if not deeper:
+            return False
+        level = deeper
+    return True
+
+
+def too_large() -> UpstreamError:
+    return UpstreamError(TOO_LARGE, code="upstream_response_too_large")
+
+
+async def sse_lines(chunks: AsyncIterator[bytes], cap: int) -> AsyncIterator[bytes]:
+    """The lines of an SSE body, without their ends; none longer than ``cap`` bytes."""
+    pending = bytearray()  # a line's start, from the pieces before (grown in place)
+    after_cr = False  # a CR ended the last piece: a LF opening the next belongs to it
+    async for piece in chunks:
+        if after_cr and piece[:1] == b"\n":
+            piece = piece[1:]
+        if not piece:
+            continue
+        after_cr = piece[-1:] == b"\r"
+        start = 0
+        for end in _EOL.finditer(piece):
+            line = piece[start : end.start()]
+            if pending:
+                line = bytes(pending + line)
+                pending.clear()
+            if len(line) > cap:
+                raise too_large()
+            yield line
+            start = end.end()
+        pending += piece[start:]
+        if len(pending) > cap:
+            raise too_large()
+    if pending:
+        yield bytes(pending)
+
+
+async def sse_data(response: httpx.Response, cap: int) -> AsyncIterator[tuple[str, bool]]:
+    """Each event's data (its ``data:`` lines joined with LF, as the SSE spec does), and
+    whether it was one line (then it is the upstream's payload exactly). Comments and
+    the other fields are skipped; an event's data past ``cap`` bytes is refused."""
+    lines: list[str] = []
+    size = 0
+    async for raw in sse_lines(response.aiter_bytes(), cap):
+        if not raw:  # a blank line ends the event
+            if lines:
+                yield "\n".join(lines), len(lines) == 1
+            lines, size = [], 0
+            continue
+        name, _, value = raw.removeprefix(b"\xef\xbb\xbf").partition(b":")
+        if name != b"data":
+            continue  # ": comment", event:, id:, retry:
+        size += len(value) + 1
+        if size > cap:
+            raise too_large()
+        lines.append(value.removeprefix(b" ").decode("utf-8", "replace"))
+    if lines:  # a last event without its blank line: the stream's end closes it
+        yield "\n".join(lines), len(lines) == 1

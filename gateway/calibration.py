@@ -41,21 +41,27 @@ The cut is kept per tenant, and kept through a database outage, by
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from statistics import NormalDist
 from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from gateway.models import MisfireSample
-from gateway.reports.stats import weighted_wilson
+from gateway.reports.stats import Z95, weighted_wilson
 
 #: Scored, labelled samples a tenant needs before its own cut replaces the shipped one.
 MIN_LABELS = 30
 #: The most recent labelled samples read per tenant.
 MAX_SAMPLES = 20_000
+#: Labelled samples per score band checked on its own before a cut may serve it
+#: (:func:`_lowest_cut_not_disproved`): enough for a Wilson bound to say something
+#: (a band of 30 with 3 misfires is disproved at 1%), few enough to find a bad range.
+BAND = 30
 
 
 @dataclass(frozen=True)
@@ -129,8 +135,29 @@ class _Suffix:
 
 
 def _first_above(ordered: Sequence[Label], cut: float) -> int:
-    """Position of the first label a cut serves (score above it)."""
-    return next((j for j, x in enumerate(ordered) if x.score > cut), len(ordered))
+    """Position of the first label a cut serves (score above it); ``ordered`` is sorted."""
+    return bisect.bisect_right([x.score for x in ordered], cut)
+
+
+def usable(labels: Sequence[tuple[float, bool] | tuple[float, bool, float]]) -> list[Label]:
+    """The labels whose score is a verifier probability (finite, in [0, 1]) and whose
+    weight is finite and positive. A NaN score never compared equal to itself and hung
+    the scan over the scores; one above 1 (or inf) raised the cut above 1, which no
+    lookup accepts: every request of the tenant failed."""
+    out = [Label(*x) for x in labels]
+    return [
+        x
+        for x in out
+        if math.isfinite(x.score)
+        and 0.0 <= x.score <= 1.0
+        and math.isfinite(x.weight)
+        and x.weight > 0.0
+    ]
+
+
+def _clamped(cut: float) -> float:
+    """``cut`` within [0, 1]; NaN is 1.0 (nothing served: never a guess)."""
+    return 1.0 if math.isnan(cut) else min(1.0, max(0.0, cut))
 
 
 def tenant_cut(
@@ -142,21 +169,26 @@ def tenant_cut(
     refine: bool = True,
 ) -> CutInForce:
     """The cut in force for ``labels`` (verifier score, is a misfire[, weight]) and
-    ``target``; ``refine=False`` keeps ``shipped_cut`` whatever the labels say."""
-    ordered = weighted(labels)
+    ``target``; ``refine=False`` keeps ``shipped_cut`` whatever the labels say.
+    Never below ``shipped_cut``, always within [0, 1]."""
+    ordered = weighted(usable(labels))
     sums = _Suffix(ordered)
+    shipped_cut = _clamped(shipped_cut)
     cut = shipped_cut
     source: Literal["shipped", "tenant", "raised"] = "shipped"
-    if refine and len(ordered) >= min_labels:
-        found = _lowest_proven_cut(ordered, sums, target, min_labels)
-        if found is not None:
-            cut, source = found, "tenant"
-        else:
-            raised = _lowest_cut_not_disproved(ordered, sums, target, shipped_cut)
-            if raised > shipped_cut:
-                cut, source = raised, "raised"
+    refining = refine and len(ordered) >= min_labels
+    if refining:
+        cut = _lowest_cut_not_disproved(ordered, target, shipped_cut)
+        if cut > shipped_cut:
+            source = "raised"
     served = _first_above(ordered, cut)
     interval = sums.interval(served)
+    # A description only: the labels confirm the shipped cut. It never lowers the cut
+    # (tried at every labelled score and on every refresh, such a "proof" was no 95%
+    # bound, and it re-served ranges its labels had disproved).
+    confirmed = interval is not None and interval[2] <= target
+    if refining and source == "shipped" and sums.n[served] >= min_labels and confirmed:
+        source = "tenant"
     return CutInForce(
         target=target,
         cut=cut,
@@ -171,36 +203,105 @@ def tenant_cut(
     )
 
 
-def _lowest_proven_cut(
-    ordered: Sequence[Label], sums: _Suffix, target: float, min_labels: int
-) -> float | None:
-    """Lowest cut (just below a labelled score) whose served samples' (weighted) Wilson
-    upper bound is at most ``target``; ``ordered`` is sorted by score."""
-    i, total = 0, len(ordered)
-    while i < total and sums.n[i] >= min_labels:
-        score = ordered[i].score
-        interval = sums.interval(i)
-        if interval is not None and interval[2] <= target:
-            # Serving is "score > cut": the next float below serves this score and
-            # nothing below it (a fixed margin would serve samples never counted).
-            return max(0.0, math.nextafter(score, -math.inf))
-        while i < total and ordered[i].score == score:
-            i += 1
-    return None
+def _disproved(labels: Sequence[Label], target: float, z: float = Z95) -> bool:
+    """Whether the (weighted) Wilson lower bound of the misfire rate, at ``z``, is above
+    ``target``."""
+    if not labels:
+        return False
+    w = math.fsum(x.weight for x in labels)
+    wm = math.fsum(x.weight for x in labels if x.misfire)
+    w2 = math.fsum(x.weight * x.weight for x in labels)
+    interval = weighted_wilson(wm, w, w2, z)
+    return interval is not None and interval[1] > target
 
 
-def _lowest_cut_not_disproved(
-    ordered: Sequence[Label], sums: _Suffix, target: float, shipped_cut: float
-) -> float:
-    """``shipped_cut`` when its served samples' (weighted) Wilson lower bound is at most
-    ``target``, else the lowest labelled score above it, as a cut, that is so (at
-    worst the highest score: nothing labelled is served above it)."""
+def _band_z(bands: int) -> float:
+    """The Wilson z of one band's check among ``bands``: Bonferroni over them, so that
+    labels within the target disprove some band with at most the 2.5% chance one check
+    at 95% has (at z 1.96 one of 100 bands of a tenant at half its target was
+    disproved in most draws, and its cut raised for nothing)."""
+    return NormalDist().inv_cdf(1.0 - 0.025 / max(1, bands))
+
+
+def _bands(ordered: Sequence[Label], start: int) -> list[tuple[int, int]]:
+    """``ordered[start:]`` cut into [lo, hi) bands from the top score down, each of at
+    least :data:`BAND` labels (equal scores kept together: a cut cannot split them);
+    a remainder of fewer at the bottom joins the band above it. From the top, so the
+    bands above a candidate cut are the same whatever the candidate."""
+    bands: list[tuple[int, int]] = []
+    hi = len(ordered)
+    while hi > start:
+        lo = max(start, hi - BAND)
+        while lo > start and ordered[lo - 1].score == ordered[lo].score:
+            lo -= 1
+        bands.append((lo, hi))
+        hi = lo
+    if len(bands) > 1 and bands[-1][1] - bands[-1][0] < BAND:
+        lo, _ = bands.pop()
+        bands[-1] = (lo, bands[-1][1])
+    return bands
+
+
+def _tie_groups(ordered: Sequence[Label], start: int) -> list[tuple[int, int]]:
+    """[lo, hi) runs of at least :data:`BAND` equal scores in ``ordered[start:]``."""
+    out: list[tuple[int, int]] = []
+    lo = start
+    while lo < len(ordered):
+        hi = lo
+        while hi < len(ordered) and ordered[hi].score == ordered[lo].score:
+            hi += 1
+        if hi - lo >= BAND:
+            out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def _lowest_cut_not_disproved(ordered: Sequence[Label], target: float, shipped_cut: float) -> float:
+    """``shipped_cut`` unless the labels disprove what it serves, else the lowest labelled
+    score above it, as a cut, whose served labels they do not disprove (at worst the
+    highest score: nothing labelled is served above it). Served labels are disproved
+    when, together or in any band of :func:`_bands` (the lowest band of the candidate's
+    own served labels, from the top), their Wilson lower bound is above ``target``.
+
+    The bands are why: pooled, clean labels above an old bad range outvote it. A range
+    disproved and then cut off gets no new samples while those above it keep arriving,
+    so pooled it came back within the target and was served again (20% misfires at
+    0.982 re-served after 3,000 clean labels at 0.995)."""
     total = len(ordered)
-    i = _first_above(ordered, shipped_cut)
-    cut = shipped_cut
+    start = _first_above(ordered, shipped_cut)
+    bands = _bands(ordered, start)  # top down
+    # bad_through[j]: one of bands[0..j] (the top j + 1) is disproved
+    # A group of BAND or more equal scores is also checked alone: a band reaching down
+    # into it (to keep it whole) would dilute it with the labels above.
+    groups = _tie_groups(ordered, start)
+    z = _band_z(len(bands) + len(groups))
+    bad_tie_lo = max((lo for lo, hi in groups if _disproved(ordered[lo:hi], target, z)), default=-1)
+    bad_through: list[bool] = []
+    for lo, hi in bands:
+        bad = _disproved(ordered[lo:hi], target, z)
+        bad_through.append(bad or (bool(bad_through) and bad_through[-1]))
+    cut, i, j = shipped_cut, start, len(bands)
     while i < total:
-        interval = sums.interval(i)
-        if interval is None or interval[1] <= target:
+        # The bands wholly at or above position i are bands[0..m-1]; the labels from i
+        # up to the lowest of them form the candidate's own lowest band (a short piece
+        # joins the band above it, as in _bands).
+        while j > 0 and bands[j - 1][0] < i:
+            j -= 1
+        m = j
+        piece_hi = bands[m - 1][0] if m > 0 else total
+        if piece_hi - i >= BAND or m == 0:
+            lowest = (i, piece_hi)
+            clean_above = m == 0 or not bad_through[m - 1]
+        else:
+            lowest = (i, bands[m - 1][1])
+            clean_above = m == 1 or not bad_through[m - 2]
+        refused = (
+            not clean_above
+            or bad_tie_lo >= i
+            or _disproved(ordered[lowest[0] : lowest[1]], target, z)
+            or _disproved(ordered[i:], target)
+        )
+        if not refused:
             return cut
         cut = ordered[i].score  # serve only what scored above this sample
         while i < total and ordered[i].score == cut:
@@ -227,7 +328,8 @@ def load_labels(db: Engine, tenant_id: str, verifier_model: str | None = None) -
         rows = [
             (float(score), label == "misfire", _weight(comparison))
             for score, label, comparison in s.execute(statement)
-            if score is not None
+            # PostgreSQL keeps NaN and inf: only a verifier probability moves a cut
+            if score is not None and math.isfinite(score) and 0.0 <= score <= 1.0
         ]
     plain = any(w is None for _, _, w in rows)
     return [Label(score, misfire, 1.0 if plain or w is None else w) for score, misfire, w in rows]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -60,6 +61,15 @@ log = logging.getLogger("cachegate.gateway.review")
 BOOST_BAND = 0.03
 BOOST_FACTOR = 3.0
 DEFAULT_MIN_SIMILARITY = 0.80
+
+
+def stored_score(score: float | None) -> float | None:
+    """A verifier score as stored with a sample: None unless it is finite and in [0, 1].
+    A NaN once stored hung the calibrator (gateway/calibration.py); one above 1 made a
+    tenant's cut unusable; such a sample is still reviewable, it just moves no cut."""
+    if score is None or not math.isfinite(score) or not 0.0 <= score <= 1.0:
+        return None
+    return float(score)
 
 
 def sample_probability(
@@ -231,6 +241,7 @@ class MisfireSampler:
             self.samples.labels("dropped").inc()
             log.warning("misfire sample dropped: %d samples already pending", len(self._tasks))
             return False
+        verifier_score = stored_score(result.verifier_score)
         hit = _Hit(
             tenant_id=ctx.tenant_id,
             namespace_id=ctx.namespace_id,
@@ -245,8 +256,8 @@ class MisfireSampler:
             served_answer=answer_text(kind, result.answer)[0],
             score=float(result.score),
             threshold=float(threshold),
-            verifier_score=result.verifier_score,
-            verifier_model=None if result.verifier_score is None else self.verifier_model,
+            verifier_score=verifier_score,
+            verifier_model=None if verifier_score is None else self.verifier_model,
             kv_block_quota=policy.kv_block_quota,
             entity_kinds=policy.entity_kinds,
             sampling={

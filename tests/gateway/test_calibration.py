@@ -1,6 +1,6 @@
 """A tenant's target misfire rate turned into the verifier cut (gateway/calibration.py):
-the shipped cut until enough labels, then the lowest cut whose Wilson upper bound
-meets the target; labels read from a real migrated SQLite database."""
+the shipped cut until enough labels, then raised above any range the labels disprove,
+never lowered below the shipped cut; labels read from a real migrated SQLite database."""
 
 from __future__ import annotations
 
@@ -32,11 +32,13 @@ def test_too_few_labels_keep_the_shipped_cut() -> None:
     assert cut.labelled == MIN_LABELS - 1
 
 
-def test_enough_clean_labels_lower_the_cut_to_what_they_prove() -> None:
-    # 400 correct hits scored 0.6..1.0, no misfire: Wilson upper bound 0.95% <= 1%.
-    data = labels(400, 0, 0.6, 1.0)
+def test_enough_clean_labels_confirm_the_shipped_cut_and_never_lower_it() -> None:
+    # 400 correct hits above the shipped cut, no misfire: Wilson upper bound 0.95% <=
+    # 1%, the shipped cut is confirmed ("tenant"). 400 more below it (a looser period)
+    # do not lower it: until session 21 they "proved" a cut below 0.61.
+    data = labels(400, 0, 0.9, 1.0) + labels(400, 0, 0.6, 0.9, seed=2)
     cut = tenant_cut(data, 0.01, shipped_cut=0.9)
-    assert cut.source == "tenant" and cut.cut < 0.61
+    assert (cut.source, cut.cut) == ("tenant", 0.9)
     assert cut.served == 400 and cut.misfires == 0
     assert cut.high is not None and cut.high <= 0.01
     # Positive control: the same labels cannot prove a stricter target: shipped stays.
@@ -46,11 +48,10 @@ def test_enough_clean_labels_lower_the_cut_to_what_they_prove() -> None:
 def test_misfires_low_in_the_scores_push_the_cut_above_them() -> None:
     # Misfires all scored below 0.7, correct hits spread over 0.6..1.0.
     data = labels(600, 0, 0.6, 1.0) + labels(0, 40, 0.6, 0.7, seed=2)
-    cut = tenant_cut(data, 0.01, shipped_cut=0.95)
-    assert cut.source == "tenant" and 0.69 < cut.cut < 0.75
-    assert cut.misfires == 0 and cut.high is not None and cut.high <= 0.01
+    cut = tenant_cut(data, 0.01, shipped_cut=0.6)
+    assert cut.source == "raised" and 0.6 < cut.cut < 0.7
     # The estimate and its interval are those of the samples the cut serves.
-    assert (cut.low, cut.high) == pytest.approx(wilson(0, cut.served))
+    assert (cut.low, cut.high) == pytest.approx(wilson(cut.misfires, cut.served))
 
 
 def test_the_estimate_at_the_shipped_cut_counts_what_it_serves() -> None:
@@ -83,12 +84,12 @@ def test_labels_that_disprove_the_shipped_cut_raise_it() -> None:
     assert tenant_cut(few, 0.01, shipped_cut=0.98).source == "shipped"
 
 
-def test_a_tenant_cut_serves_exactly_the_samples_it_counted() -> None:
-    # 40 correct at 0.95 prove a 10% target (upper bound 8.8%); one misfire just
-    # below them (5e-10 lower) must not be served by the cut they prove.
-    data = [(0.95, False)] * 40 + [(0.95 - 5e-10, True)]
-    cut = tenant_cut(data, 0.1, shipped_cut=0.99)
-    assert cut.source == "tenant" and cut.cut < 0.95
+def test_a_raised_cut_serves_exactly_the_samples_it_counted() -> None:
+    # 30 misfires just below 40 correct at 0.95 (5e-10 lower) disprove a 10% target:
+    # the cut rises onto them and serves the 40 (upper bound 8.8%), not one misfire.
+    data = [(0.95, False)] * 40 + [(0.95 - 5e-10, True)] * 30
+    cut = tenant_cut(data, 0.1, shipped_cut=0.9)
+    assert cut.source == "raised" and cut.cut < 0.95
     assert (cut.served, cut.misfires) == (40, 0)
     assert cut.high is not None and cut.high <= 0.1
 
@@ -106,14 +107,14 @@ def test_calibrator_reads_labelled_scored_samples_of_the_tenant(tmp_path: Path) 
 
     def shipped(target: float) -> float:
         calls.append(target)
-        return 0.9
+        return 0.5
 
     cal = Calibrator(db, shipped, ttl=60.0)
     a = cal.refresh("a", 0.01)
-    assert (a.source, a.labelled, a.misfires) == ("tenant", 400, 0) and a.cut < 0.601
+    assert (a.source, a.labelled, a.misfires, a.cut) == ("tenant", 400, 0, 0.5)
     assert cal.current("a", 0.01) == a and cal.current("a", 0.02) is None
     b = cal.refresh("b", 0.01)
-    assert (b.source, b.cut, b.labelled, b.misfires) == ("shipped", 0.9, 1, 1)
+    assert (b.source, b.cut, b.labelled, b.misfires) == ("shipped", 0.5, 1, 1)
     cal.invalidate("a")
     assert cal.current("a", 0.01) is None and cal.current("b", 0.01) == b
     cal.refresh("a", 0.01)
@@ -134,12 +135,12 @@ def test_only_the_labels_of_the_verifier_in_force_refine_the_cut(tmp_path: Path)
             s.add(sample("t", 0.6 + 0.001 * i, "correct", now, model=None))
         for _ in range(10):
             s.add(sample("t", 0.99, "misfire", now, model="new"))
-    old = Calibrator(db, lambda target: 0.9, verifier_model="old").refresh("t", 0.01)
-    assert (old.source, old.labelled) == ("tenant", 400) and old.cut < 0.61  # positive control
-    new = Calibrator(db, lambda target: 0.9, verifier_model="new").refresh("t", 0.01)
-    assert (new.labelled, new.misfires) == (10, 10) and new.cut == 0.9  # too few to move it
-    fresh = Calibrator(db, lambda target: 0.9, verifier_model="newer").refresh("t", 0.01)
-    assert (fresh.source, fresh.cut, fresh.labelled) == ("shipped", 0.9, 0)
+    old = Calibrator(db, lambda target: 0.5, verifier_model="old").refresh("t", 0.01)
+    assert (old.source, old.labelled) == ("tenant", 400)  # positive control: confirmed
+    new = Calibrator(db, lambda target: 0.5, verifier_model="new").refresh("t", 0.01)
+    assert (new.labelled, new.misfires) == (10, 10) and new.cut == 0.5  # too few to move it
+    fresh = Calibrator(db, lambda target: 0.5, verifier_model="newer").refresh("t", 0.01)
+    assert (fresh.source, fresh.cut, fresh.labelled) == ("shipped", 0.5, 0)
     db.dispose()
 
 
@@ -148,14 +149,14 @@ def test_a_broken_shipped_curve_serves_nothing(tmp_path: Path) -> None:
         raise ValueError("empty calibration")
 
     assert Calibrator(None, broken).refresh("t", 0.01).cut == 1.0
-    # Nor do a tenant's clean labels lower it: they would prove a cut relative to a
-    # curve that is not there (positive control: with the curve they do lower it).
+    # Nor do a tenant's labels move it: they are judged against a curve that is not
+    # there (positive control: with the curve they confirm it).
     db = migrated(tmp_path)
     with Session(db) as s, s.begin():
         for i in range(400):
             s.add(sample("t", 0.6 + 0.001 * i, "correct", utc_now()))
     assert Calibrator(db, broken).refresh("t", 0.01).cut == 1.0
-    assert Calibrator(db, lambda target: 0.9).refresh("t", 0.01).cut < 0.61
+    assert Calibrator(db, lambda target: 0.5).refresh("t", 0.01).source == "tenant"
     db.dispose()
 
 

@@ -6,25 +6,27 @@ curve (``validators/verifier_model/calibration.json``: for a target, the lowest
 cut at which at most that fraction of held-out negative pairs score above it);
 that *shipped* cut applies until the tenant has labelled enough of its own hits.
 
-Refinement per tenant, as vCache does per entry, from the review queue
-(``misfire_samples``: sampled hits, each stored with its verifier score and
-labelled ``correct`` or ``misfire`` by a reviewer; only the samples scored by the
-verifier in force, ``verifier_model``, since a retrained model's scores are on
-another scale): with at least
-:data:`MIN_LABELS` scored labels, the cut is the lowest one at which the upper
-95% Wilson bound of the misfire rate among the labelled samples the cut would
-serve (score above it, at least :data:`MIN_LABELS` of them) is at most the
-target; when no cut proves the target, the shipped cut stays, unless the
-labels *disprove* it (the Wilson lower bound of the misfire rate among the
-samples it serves is above the target): then the cut is raised to the lowest one
-the labels do not disprove (``source="raised"``), so a tenant whose reviewers find
-its hits wrong stops being served them before it has the hundreds of clean labels
-a proof needs (381 at 1%). Every sample was served under some earlier cut, so a
-tenant's cut never goes below the scores it has evidence for. A cut chosen at a
-labelled score is the next float below it: it serves exactly the samples the
-check counted, no sample just below. Shadow verification verdicts are shown in the report but
-do not move the cut: an answer sampled again at a temperature differs from the
-first for reasons that are not misfires.
+What each number bounds. The *shipped* cut bounds the share of NEGATIVE pairs of the
+calibration split scoring above it (a point estimate: 0.96% of English, 0.95% of Chinese
+negatives at the 1% cut), not the share of served hits that are wrong: on that split the
+1% cut serves 2.3% (English) / 5.6% (Chinese) wrong pairs, since positives are few
+there. The tenant's labels, and the report, measure the share of its SERVED hits that
+are wrong.
+
+Refinement per tenant from the review queue (``misfire_samples``, labelled, scored by
+the verifier in force, ``verifier_model``): with at least :data:`MIN_LABELS` labels
+whose score is a probability (finite, in [0, 1]; others never count), the cut only ever
+RISES above the shipped one (``source="raised"``): to the lowest labelled score above
+which the labels disprove nothing, i.e. neither all the samples it serves (Wilson lower
+bound above the target at 95%) nor any band of :data:`BAND` of them counted from the
+top score down, nor any group of :data:`BAND` or more equal scores (lower bound above
+the target at a Bonferroni-corrected level over those bands). A range once disproved
+stays cut off however many clean labels arrive above it. ``source="tenant"`` only says
+the labels confirm the shipped cut (Wilson upper bound within the target among at
+least :data:`MIN_LABELS` it serves); labels never lower the cut below the shipped one
+(until session 21 they did: that "proof" tried every labelled score on every refresh,
+no 95% bound, and re-served ranges its own labels had disproved). The cut is within
+[0, 1]. Shadow verification verdicts are shown in the report but do not move the cut.
 
 Samples are weighted by 1 / the probability they were sampled with: near-threshold
 hits are sampled 3× (gateway/review/sampling.py), and counted plainly they would

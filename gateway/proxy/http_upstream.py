@@ -25,11 +25,12 @@ from gateway.errors import UpstreamError, UpstreamTimeoutError
 from gateway.proxy.dialects import GENERIC, UNKNOWN, Dialect, detect, dialect, forward_body
 from gateway.proxy.relay import passed_headers, stream_events, upstream_error, whole_response
 from gateway.proxy.upstream import Event, UpstreamRefusal, UpstreamRequest, tenant_cache_salt
-from gateway.proxy.upstream_read import MAX_BODY_BYTES, MAX_EVENT_BYTES, parse_json
+from gateway.proxy.upstream_read import MAX_BODY_BYTES, MAX_EVENT_BYTES, parse_json, read_capped
 from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
 
 log = logging.getLogger("cachegate.gateway.upstream")
 LIST_RETRY_SECONDS = 5.0  # a model list that failed is asked for again after this
+MAX_LIST_BYTES = 4 * 2**20  # a model list is a few KiB; thousands of cards still fit
 
 
 class HttpUpstream:
@@ -110,11 +111,19 @@ class HttpUpstream:
 
     async def _read_models(self) -> None:
         try:
-            r = await self.client.get("/v1/models", timeout=min(self._timeout.read or 5, 5))
+            status, raw = await self._get_models(min(self._timeout.read or 5, 5))
         except httpx.HTTPError as exc:
             log.warning("could not list the upstream's models: %r", exc)
         else:
-            self._learn(r.status_code, r.content)
+            self._learn(status, raw)
+
+    async def _get_models(self, timeout: float) -> tuple[int, bytes]:
+        """``/v1/models``' status and body, the body read up to ``MAX_LIST_BYTES`` (a
+        longer one reads as no model list: the listing is trusted with ids, not with
+        the gateway's memory)."""
+        async with self.client.stream("GET", "/v1/models", timeout=timeout) as r:
+            raw, whole = await read_capped(r, MAX_LIST_BYTES)
+        return r.status_code, raw if whole else b""
 
     async def _request_dialect(self) -> Dialect | None:
         """The dialect for one request; None while ``auto`` still does not know it.
@@ -136,14 +145,21 @@ class HttpUpstream:
     def prime(self) -> None:
         """Read the model list once, synchronously (at startup, so the first request and
         the judge already know the models and the dialect). Failing is not fatal."""
+        url = f"{self.base_url}/v1/models"
         try:
-            r = httpx.get(
-                f"{self.base_url}/v1/models", headers=self._headers, timeout=self._timeout
-            )
+            with httpx.stream("GET", url, headers=self._headers, timeout=self._timeout) as r:
+                parts: list[bytes] = []
+                size = 0
+                for piece in r.iter_bytes():
+                    size += len(piece)
+                    if size > MAX_LIST_BYTES:
+                        parts = []  # as in _get_models: too long is no model list
+                        break
+                    parts.append(piece)
         except httpx.HTTPError as exc:
             log.warning("the upstream at %s did not list its models: %r", self.base_url, exc)
             return
-        self._learn(r.status_code, r.content)
+        self._learn(r.status_code, b"".join(parts))
 
     def _learn(self, status: int, raw: bytes) -> None:
         if status != 200:
@@ -169,11 +185,11 @@ class HttpUpstream:
 
     async def is_ready(self) -> bool:
         try:
-            r = await self.client.get("/v1/models", timeout=2.0)
+            status, raw = await self._get_models(2.0)
         except httpx.HTTPError:
             return False
-        self._learn(r.status_code, r.content)
-        return r.status_code == 200
+        self._learn(status, raw)
+        return status == 200
 
     async def aclose(self) -> None:
         await self.client.aclose()

@@ -11,6 +11,7 @@ from then on: working clients keep working either way.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -23,6 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.app import Components
+from gateway.proxy.http_upstream import MAX_LIST_BYTES, HttpUpstream
 from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
 from semantic import Embedder
 from tests.gateway.conftest import (
@@ -44,6 +46,7 @@ class Engine:
     url: str = ""
     listing: bool = False  # False: /v1/models answers ``refusal``
     refusal: int = 500
+    filler: int = 0  # more model cards after ours (a listing too long to hold)
     strict: bool = False  # True: a 400 naming any field it does not know (OpenAI's words)
     echo: bool = False  # True: a temperature above 2 is a 400 quoting the messages back
     bodies: list[dict[str, Any]] = field(default_factory=list)
@@ -58,7 +61,8 @@ class Engine:
                 error = {"error": {"message": "starting"}}
                 return JSONResponse(error, status_code=self.refusal)
             card = {"id": MODEL, "object": "model", "owned_by": "cachegate"}
-            return JSONResponse({"object": "list", "data": [card]})
+            filler = [{"id": f"m{i:07d}", "object": "model"} for i in range(self.filler)]
+            return JSONResponse({"object": "list", "data": [card, *filler]})
 
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> Response:
@@ -203,3 +207,17 @@ def test_a_clients_text_echoed_in_an_error_does_not_turn_the_salt_off(
     assert bad.status_code == 400 and after.status_code == 200, (bad.text, after.text)
     assert len(engine.bodies) == 2  # the bad request was not sent again without the salt
     assert all("cache_salt" in b for b in engine.bodies)  # before: generic from then on
+
+
+def test_a_model_list_too_long_to_hold_is_no_model_list(engine: Engine) -> None:
+    # A listing is trusted with model ids, not with the gateway's memory: past
+    # MAX_LIST_BYTES it is not read on (and the dialect stays unknown: fail closed).
+    engine.listing = True
+    upstream = HttpUpstream(engine.url)
+    assert asyncio.run(upstream.is_ready())  # positive control: a listing of one card
+    assert upstream.detected is not None and upstream.detected.name == "cachegate"
+    engine.filler = MAX_LIST_BYTES // 20  # ~37 bytes a card: about twice the cap
+    huge = HttpUpstream(engine.url)
+    asyncio.run(huge.is_ready())
+    huge.prime()
+    assert huge.detected is None and huge.models() == ["default"]

@@ -177,14 +177,20 @@ class AsyncEngine:
         except BaseException as exc:
             self.error = exc
             log.exception("engine thread died")
-            with self._streams_lock:
-                self._dead = True  # no stream registers after this: submit() checks it
-                streams = list(self._streams.values())
-            for s in streams:
-                try:
-                    s.loop.call_soon_threadsafe(s.queue.put_nowait, exc)
-                except RuntimeError:  # that loop closed: no reader left, tell the others
-                    log.debug("event loop closed; the engine's error not delivered there")
+            self._end_streams(exc)
+        else:  # shut down: a reader still waiting (or a submit under way) must not hang
+            self._end_streams(EngineDeadError("the engine was shut down"))
+
+    def _end_streams(self, exc: BaseException) -> None:
+        """Send ``exc`` to every open stream; none registers afterwards."""
+        with self._streams_lock:
+            self._dead = True  # no stream registers after this: submit() checks it
+            streams = list(self._streams.values())
+        for s in streams:
+            try:
+                s.loop.call_soon_threadsafe(s.queue.put_nowait, exc)
+            except RuntimeError:  # that loop closed: no reader left, tell the others
+                log.debug("event loop closed; the engine's error not delivered there")
 
     def _drain_inbox(self) -> None:
         while True:

@@ -200,3 +200,31 @@ def test_a_request_the_engine_thread_cannot_queue_fails_alone(
     assert engine_error(err).status == status
     assert alive
     assert engine.pool.num_used_blocks == 0 and not engine.has_unfinished()
+
+
+def test_a_shutdown_ends_the_streams_still_open(tiny_llama: LoadedModel) -> None:
+    # A reader waiting when the engine is shut down (or a submit under way then) gets
+    # EngineDeadError instead of waiting forever.
+    engine = make(tiny_llama)
+    real_new_sequence = engine.new_sequence
+
+    async def body(ae: AsyncEngine) -> None:
+        waiting = await ae.submit(req(engine, 0, max_tokens=1))
+        await drain(waiting)  # positive control: served while the engine runs
+        gate = threading.Event()
+
+        def new_sequence(r: EngineRequest) -> Sequence:
+            seq = real_new_sequence(r)
+            gate.wait(TIMEOUT)  # the engine is shut down meanwhile
+            return seq
+
+        engine.new_sequence = new_sequence  # type: ignore[method-assign, assignment]
+        late = asyncio.ensure_future(ae.submit(req(engine, 1)))
+        await asyncio.sleep(0.1)
+        await asyncio.to_thread(ae.shutdown, TIMEOUT)
+        gate.set()
+        with pytest.raises(EngineDeadError):
+            async with asyncio.timeout(3):
+                await drain(await late)
+
+    run(engine, body)

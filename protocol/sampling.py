@@ -54,9 +54,7 @@ class SamplingParams:
         if any(not isinstance(s, str) or s == "" for s in self.stop):
             raise InvalidSamplingParamsError("stop strings must be non-empty strings")
         if len(self.stop) > MAX_STOP_SEQUENCES:
-            raise InvalidSamplingParamsError(
-                f"stop may hold at most {MAX_STOP_SEQUENCES} strings"
-            )
+            raise InvalidSamplingParamsError(f"stop may hold at most {MAX_STOP_SEQUENCES} strings")
         if any(len(s) > MAX_STOP_CHARS for s in self.stop):
             raise InvalidSamplingParamsError(
                 f"stop strings may be at most {MAX_STOP_CHARS} characters each"

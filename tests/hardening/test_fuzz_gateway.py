@@ -111,8 +111,7 @@ def test_admin_routes(target: Target) -> None:
         path = path.replace("{t}", quote(seg.encode("utf-8", "surrogatepass"), safe=""))
         # Values past what a client library will put in a URL are not the server's problem.
         params = {
-            k: v[:200].encode("utf-8", "surrogatepass").decode("latin-1")
-            for k, v in params.items()
+            k: v[:200].encode("utf-8", "surrogatepass").decode("latin-1") for k, v in params.items()
         }
         with admin_client(target.gw) as c:
             if method in ("GET", "DELETE"):

@@ -196,6 +196,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
                 lookup_threads=settings.lookup_threads,
                 inline=settings.lookup_inline,
                 model_revisions=_model_revisions(settings, upstream),
+                minted_id=tenants.namespace_id,
             ),
             upstream=upstream,
             metrics=metrics,

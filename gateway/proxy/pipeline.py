@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -75,6 +75,7 @@ class Pipeline:
         lookup_threads: int = DEFAULT_LOOKUP_THREADS,
         inline: bool = True,
         model_revisions: Mapping[str, str] | None = None,
+        minted_id: Callable[[str], str] | None = None,
     ) -> None:
         if lookup_threads < 1:
             raise ValueError("lookup_threads must be >= 1")
@@ -94,6 +95,10 @@ class Pipeline:
         # model name -> its weights' revision, part of the partition: answers of weights
         # replaced under the same name are never served (seed 003: 缓存键要含模型版本).
         self.model_revisions = dict(model_revisions or {})
+        # tenant id -> the id minted at its creation ("" once deleted): a backfill of a
+        # request authenticated before its tenant was deleted is not stored (the store
+        # reads it under the write lock the delete's entry drops take, so it is exact).
+        self.minted_id = minted_id
 
     def revised(self, query: SemanticQuery) -> SemanticQuery:
         """``query`` with its model's weights revision, as lookups and backfills key it."""
@@ -277,6 +282,7 @@ class Pipeline:
                 response,
                 sem,
                 looked.embedding if looked is not None else None,
+                self.minted_id,
             )
         except StoreUnavailableError as exc:
             self._store_down(exc)
@@ -327,6 +333,7 @@ def _store_within_bounds(
     response: dict[str, Any],
     sem: SemanticPolicy,
     embedding: Any,
+    minted_id: Callable[[str], str] | None = None,
 ) -> StoreResult:
     """Store the answer once the tenant's bounds have room for it, or say why not.
 
@@ -341,11 +348,25 @@ def _store_within_bounds(
     with cache.writing(BACKFILL_LOCK_WAIT) as taken:
         if not taken:
             return StoreResult(False, key, reason="busy")
+        if minted_id is not None and not _still_minted(minted_id, ctx):
+            # Deleted (and maybe re-created) since the request was authenticated: its
+            # entry would be listed, and counted, as the new tenant's.
+            return StoreResult(False, key, reason="tenant_deleted")
         skip = make_room(cache, ctx.tenant_id, key, ctx.policy)
         if skip is not None:
             return StoreResult(False, key, reason=skip)
         # the lock is reentrant: the store takes it again inside without waiting
         return cache.store(query, response, sem, embedding=embedding, partition_key=key)
+
+
+def _still_minted(minted_id: Callable[[str], str], ctx: TenantContext) -> bool:
+    """Whether the tenant is still the one the request authenticated as; a database
+    that cannot say counts as no (the answer is then not stored: never a wrong owner)."""
+    try:
+        return minted_id(ctx.tenant_id) == ctx.namespace_id
+    except Exception as exc:  # the tenant database is away: its outage is handled elsewhere
+        log.warning("backfill skipped: the tenant could not be checked (%s)", type(exc).__name__)
+        return False
 
 
 def _unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecision:

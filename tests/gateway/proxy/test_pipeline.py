@@ -14,14 +14,16 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from sqlalchemy import create_engine
 
+from gateway.admin.service import TenantAdmin
 from gateway.metrics import GatewayMetrics
 from gateway.policy import TenantPolicy
 from gateway.proxy.cacheable import unreplayable_request
 from gateway.proxy.controls import CacheControl, request_policy
 from gateway.proxy.pipeline import Pipeline, SemanticDecision
 from gateway.settings import Settings
-from gateway.tenants import TenantContext
+from gateway.tenants import TenantContext, TenantStore
 from migrations.runner import upgrade_database
 from protocol.responses import response_body, usage
 from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
@@ -392,3 +394,23 @@ def test_a_backfill_does_not_wait_for_a_rebuild(cache: SemanticCache) -> None:
     # Positive control: once the lock is free the same answer is stored (and served).
     assert backfill(pipe, ctx(), miss, answer("Lima.")) == "stored"
     assert lookup(pipe, ctx(), q).status == "hit"
+
+
+def test_a_backfill_for_a_tenant_deleted_meanwhile_is_not_stored(
+    cache: SemanticCache, db_file: Path
+) -> None:
+    # A request authenticated before its tenant was deleted (and maybe re-created under
+    # the same id) must not leave its answer to be listed and counted as the new one's.
+    tenants = TenantStore(create_engine(f"sqlite:///{db_file}"))
+    admin = TenantAdmin(tenants, None, None)
+    admin.add_tenant("test", "gone", None, TenantPolicy())
+    pipe = Pipeline(cache, GatewayMetrics(), minted_id=tenants.namespace_id)
+    minted = TenantContext("gone", "gone", TenantPolicy(), 1, tenants.namespace_id("gone"))
+    q1, q2 = body("What is the capital of Chile?"), body("What is the capital of Peru?")
+    assert backfill(pipe, minted, lookup(pipe, minted, q1), answer("Santiago.")) == "stored"
+    decision = lookup(pipe, minted, q2)
+    admin.delete("test", "gone")
+    admin.add_tenant("test", "gone", None, TenantPolicy())  # re-created: a new minted id
+    assert backfill(pipe, minted, decision, answer("Lima.")) == "skipped:tenant_deleted"
+    # (this admin has no cache to drop entries from: the first answer is still there)
+    assert [e.question for e in cache.entries.iter_entries()] == ["What is the capital of Chile?"]

@@ -360,13 +360,13 @@ def _store_within_bounds(
 
 
 def _still_minted(minted_id: Callable[[str], str], ctx: TenantContext) -> bool:
-    """Whether the tenant is still the one the request authenticated as; a database
-    that cannot say counts as no (the answer is then not stored: never a wrong owner)."""
+    """Whether the tenant is still the one the request authenticated as. A database that
+    cannot say is the store being away (the answer is then not stored: never a wrong
+    owner), reported as such so the backfill counts and shows the outage."""
     try:
         return minted_id(ctx.tenant_id) == ctx.namespace_id
-    except Exception as exc:  # the tenant database is away: its outage is handled elsewhere
-        log.warning("backfill skipped: the tenant could not be checked (%s)", type(exc).__name__)
-        return False
+    except sa_exc.SQLAlchemyError as exc:
+        raise StoreUnavailableError("the tenant database did not answer") from exc
 
 
 def _unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecision:

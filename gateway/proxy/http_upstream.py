@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -210,7 +211,10 @@ class HttpUpstream:
         # ignores headers it does not know; the key goes only to the URL it was
         # configured for), so a cachegate engine isolates every tenant.
         if self.engine_key and d.trusted_namespace:
-            headers |= {NAMESPACE_HEADER: req.namespace, KEY_HEADER: self.engine_key}
+            headers |= {
+                NAMESPACE_HEADER: header_namespace(req.namespace),
+                KEY_HEADER: self.engine_key,
+            }
         try:
             response = await self._open(path, body, headers)
         except UpstreamRefusal as err:
@@ -268,6 +272,18 @@ class HttpUpstream:
                 raise await upstream_error(response, headers.get("x-request-id", ""))
             return response
         raise AssertionError("unreachable")
+
+
+def header_namespace(namespace: str) -> str:
+    """The namespace as a header value: a sharing group an admin named in any script
+    (``group:团队``) cannot go in a header as it is (httpx refused it: every request of
+    the group failed), so what is not printable ASCII is percent-encoded, ``%`` too
+    (two groups never share one value). Tenant ids are slugs: their namespaces go
+    unchanged, and the KV the engine keyed by them stays reachable."""
+    return quote(namespace, safe=_NAMESPACE_SAFE)
+
+
+_NAMESPACE_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 
 
 def _refuses_salt(err: UpstreamRefusal, client_body: Mapping[str, Any]) -> bool:

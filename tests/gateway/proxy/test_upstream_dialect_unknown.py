@@ -24,6 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.app import Components
+from gateway.policy import TenantPolicy
 from gateway.proxy.http_upstream import MAX_LIST_BYTES, HttpUpstream
 from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
 from semantic import Embedder
@@ -221,3 +222,20 @@ def test_a_model_list_too_long_to_hold_is_no_model_list(engine: Engine) -> None:
     asyncio.run(huge.is_ready())
     huge.prime()
     assert huge.detected is None and huge.models() == ["default"]
+
+
+def test_a_sharing_group_named_in_any_script_reaches_the_engine(
+    engine: Engine, embedder: Embedder, tmp_path: Path
+) -> None:
+    # The group's namespace travels in a header: one an admin named "团队" made every
+    # request of the group fail (httpx refuses non-ASCII header values).
+    engine.listing = True
+    with gateway(engine, tmp_path, embedder, engine_key=ENGINE_KEY) as gw:
+        groups = ("团队", "équipe a", "ascii-team")
+        for i, group in enumerate(groups):
+            key = gw.tenant(f"g{i}", TenantPolicy(prefix_namespace=group))[1]
+            with gw.http(key) as http:
+                r = http.post(CHAT, json=ask("Who are you?") | {"cache": {"no-cache": True}})
+            assert r.status_code == 200, r.text
+    sent = [h[NAMESPACE_HEADER] for h in engine.headers]
+    assert sent == ["group:%E5%9B%A2%E9%98%9F", "group:%C3%A9quipe%20a", "group:ascii-team"]

@@ -147,6 +147,16 @@ class EntryStore:
         """Raise :class:`StoreUnavailableError` unless the table can be queried."""
         self.count()
 
+    def has_question(self, partition_key: str, question: str) -> bool:
+        """Whether the partition holds this question (normalized): storing it again is an
+        update, which needs no room under the tenant's bounds."""
+        digest = question_digest(normalize_question(question))
+        statement = select(SemanticEntry.id).where(
+            SemanticEntry.partition_key == partition_key, SemanticEntry.question_digest == digest
+        )
+        with unavailable_on_db_errors(self.url), self._session() as session:
+            return session.scalar(statement.limit(1)) is not None
+
     # -- writes ------------------------------------------------------------------
     def upsert(self, entry: NewEntry, *, now: datetime) -> tuple[StoredEntry, bool]:
         """Insert, or update the row with the same (partition, normalized question).

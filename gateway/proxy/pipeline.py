@@ -352,7 +352,7 @@ def _store_within_bounds(
             # Deleted (and maybe re-created) since the request was authenticated: its
             # entry would be listed, and counted, as the new tenant's.
             return StoreResult(False, key, reason="tenant_deleted")
-        skip = make_room(cache, ctx.tenant_id, key, ctx.policy)
+        skip = make_room(cache, ctx.tenant_id, key, ctx.policy, query.question)
         if skip is not None:
             return StoreResult(False, key, reason=skip)
         # the lock is reentrant: the store takes it again inside without waiting

@@ -31,11 +31,20 @@ PARTITION_LIMIT = "partition_limit"
 
 
 def make_room(
-    cache: SemanticCache, tenant: str, partition_key: str, policy: TenantPolicy
+    cache: SemanticCache,
+    tenant: str,
+    partition_key: str,
+    policy: TenantPolicy,
+    question: str | None = None,
 ) -> str | None:
-    """Make room for one entry in ``partition_key``; the reason to skip it, or None."""
+    """Make room for one entry in ``partition_key``; the reason to skip it, or None.
+    A ``question`` the partition already holds needs none: storing it is an update."""
     sizes = cache.entries.partition_sizes(tenant)
-    if _at_a_bound(sizes, partition_key, policy) and cache.purge_expired():
+    if not _at_a_bound(sizes, partition_key, policy):
+        return None
+    if question is not None and cache.entries.has_question(partition_key, question):
+        return None
+    if cache.purge_expired():
         sizes = cache.entries.partition_sizes(tenant)  # what is left counts
     evict = policy.semantic_limit_action == "evict_oldest"
     if partition_key not in sizes and len(sizes) >= policy.max_semantic_partitions:

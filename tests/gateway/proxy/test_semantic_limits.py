@@ -143,3 +143,18 @@ def test_concurrent_backfills_never_pass_the_bound(cache: SemanticCache) -> None
         t.join()
     assert cache.entries.count(tenant="a") == 3
     assert sorted(r.reason or "stored" for r in results) == ["entry_limit"] * 7 + ["stored"] * 3
+
+
+def test_storing_a_question_held_already_is_an_update_that_needs_no_room(
+    cache: SemanticCache,
+) -> None:
+    skip = TenantPolicy(max_semantic_entries=2, semantic_limit_action="skip")
+    evict = TenantPolicy(max_semantic_entries=2)
+    for q in QS[:2]:
+        assert put(cache, q, "a", skip) is None
+    held = chat(QS[0], tenant="a")
+    assert make_room(cache, "a", cache.partition_key(held), skip, held.question) is None
+    assert make_room(cache, "a", cache.partition_key(held), evict, held.question) is None
+    assert questions(cache, "a") == sorted(QS[:2])  # nothing was evicted for it
+    new = chat(QS[2], tenant="a")  # positive control: a new question still meets the bound
+    assert make_room(cache, "a", cache.partition_key(new), skip, new.question) == ENTRY_LIMIT

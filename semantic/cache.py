@@ -386,10 +386,11 @@ class SemanticCache:
             self._remove_from_index(removed)
         return len(removed)
 
-    def purge_expired(self) -> int:
-        """Delete every expired entry now (lookups also do it lazily)."""
+    def purge_expired(self, tenant: str | None = None) -> int:
+        """Delete every expired entry (of one ``tenant``, or all) now (lookups also do it
+        lazily)."""
         with self._write_lock:
-            removed = self.entries.purge_expired(self._now())
+            removed = self.entries.purge_expired(self._now(), tenant)
             self._remove_from_index(removed)
         return len(removed)
 

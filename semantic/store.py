@@ -302,13 +302,17 @@ class EntryStore:
         self.memo.forget(i for i, _ in removed)
         return removed
 
-    def purge_expired(self, now: datetime) -> list[tuple[int, str]]:
-        """Delete entries whose expiry has passed; returns ``(id, partition_key)``."""
+    def purge_expired(self, now: datetime, tenant: str | None = None) -> list[tuple[int, str]]:
+        """Delete entries whose expiry has passed (of one ``tenant``, or all); returns
+        ``(id, partition_key)``."""
+        statement = delete(SemanticEntry).where(
+            SemanticEntry.expires_at.is_not(None), SemanticEntry.expires_at <= now
+        )
+        if tenant is not None:
+            statement = statement.where(SemanticEntry.tenant == tenant)
         with unavailable_on_db_errors(self.url), self._session() as session, session.begin():
             result = session.execute(
-                delete(SemanticEntry)
-                .where(SemanticEntry.expires_at.is_not(None), SemanticEntry.expires_at <= now)
-                .returning(SemanticEntry.id, SemanticEntry.partition_key)
+                statement.returning(SemanticEntry.id, SemanticEntry.partition_key)
             )
             removed = [(int(i), str(p)) for i, p in result]
             log_changes(session, _deletes(removed))

@@ -44,7 +44,7 @@ def make_room(
         return None
     if question is not None and cache.entries.has_question(partition_key, question):
         return None
-    if cache.purge_expired():
+    if cache.purge_expired(tenant):
         sizes = cache.entries.partition_sizes(tenant)  # what is left counts
     evict = policy.semantic_limit_action == "evict_oldest"
     if partition_key not in sizes and len(sizes) >= policy.max_semantic_partitions:

@@ -88,12 +88,14 @@ def test_expired_entries_do_not_count(cache: SemanticCache) -> None:
         query = chat(q, tenant="a")
         assert make_room(cache, "a", cache.partition_key(query), skip) is None
         assert cache.store(query, reply(q), sem).stored
+    other = chat(QS[0], tenant="b")  # another tenant's expired entry is its own business
+    assert cache.store(other, reply(QS[0]), sem).stored
     third = chat(QS[2], tenant="a")
     assert make_room(cache, "a", cache.partition_key(third), skip) == ENTRY_LIMIT  # control
     CLOCK.advance(3600)
     assert make_room(cache, "a", cache.partition_key(third), skip) is None
     assert questions(cache, "a") == []  # the expired ones went, index and all
-    assert len(cache.index) == 0
+    assert questions(cache, "b") == [QS[0]] and len(cache.index) == 1
 
 
 def test_the_least_recently_used_entry_makes_room(embedder: Embedder, tmp_path: object) -> None:

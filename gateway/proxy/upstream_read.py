@@ -117,10 +117,11 @@ async def sse_data(response: httpx.Response, cap: int) -> AsyncIterator[tuple[st
     the other fields are skipped; an event's data past ``cap`` bytes is refused."""
     lines: list[str] = []
     size = 0
-    async for raw in sse_lines(response.aiter_bytes(), cap):
+    # a line holds its field name too: "data: " and a BOM on top of the event's cap
+    async for raw in sse_lines(response.aiter_bytes(), cap + 16):
         if not raw:  # a blank line ends the event
-            if lines:
-                yield "\n".join(lines), len(lines) == 1
+            for event in _events(lines):
+                yield event
             lines, size = [], 0
             continue
         name, _, value = raw.removeprefix(b"\xef\xbb\xbf").partition(b":")
@@ -130,5 +131,28 @@ async def sse_data(response: httpx.Response, cap: int) -> AsyncIterator[tuple[st
         if size > cap:
             raise too_large()
         lines.append(value.removeprefix(b" ").decode("utf-8", "replace"))
-    if lines:  # a last event without its blank line: the stream's end closes it
-        yield "\n".join(lines), len(lines) == 1
+    for event in _events(lines):  # a last event without its blank line: the end closes it
+        yield event
+
+
+def _events(lines: list[str]) -> list[tuple[str, bool]]:
+    """One event's data lines as the events to handle. Joined, as the SSE spec says,
+    unless they are chunks some server separated by one line end instead of two (each
+    line JSON or ``[DONE]``, the whole none): those were each read on their own before
+    the gateway read SSE as the spec does, and a working upstream stays working."""
+    if len(lines) <= 1:
+        return [(line, True) for line in lines]
+    joined = "\n".join(lines)
+    if all(_is_chunk(line) for line in lines) and not _is_chunk(joined):
+        return [(line, True) for line in lines]
+    return [(joined, False)]
+
+
+def _is_chunk(data: str) -> bool:
+    if data.strip() == "[DONE]":
+        return True
+    try:
+        parse_json(data)
+    except ValueError:
+        return False
+    return True

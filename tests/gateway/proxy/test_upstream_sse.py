@@ -130,6 +130,19 @@ def test_crlf_cr_comments_and_multiline_data_are_read_as_sse(
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "Hello world"
 
 
+def test_chunks_separated_by_one_line_end_still_stream(gw: Gateway, up: Scripted, key: str) -> None:
+    # Against the SSE spec (an event ends at a blank line), some OpenAI-compatible
+    # servers and proxies end each chunk with one LF: it worked before the gateway read
+    # SSE as the spec says, and a working upstream must keep working.
+    single = [ROLE, event({"content": "Hello"}), event({"content": " there"}), STOP, DONE]
+    answers(up, *(part.replace(b"\n\n", b"\n") for part in single))
+    with gw.http(key) as http:
+        r = http.post(CHAT, json=ask("Do single line ends still stream?", stream=True))
+    assert r.status_code == 200, r.text
+    chunks = sse_payloads(r.text)
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "Hello there"
+
+
 def test_line_ends_split_across_reads() -> None:
     from gateway.proxy.upstream_read import sse_lines
 

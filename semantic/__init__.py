@@ -6,7 +6,8 @@ questions of the same *partition* (:mod:`semantic.partition`): same tenant
 namespace, model, embedder, answer-changing parameters and conversation
 context. The best candidate at or above the threshold that is fresh (TTL) and
 accepted by the entity validator (:mod:`semantic.hit_validator`) is served.
-Entries live in SQLite or PostgreSQL (:mod:`semantic.store`; the application
+Entries live in SQLite or PostgreSQL (:mod:`semantic.store`, the records it takes
+and returns in :mod:`semantic.entries`; the application
 creates the schema with its migrations); indexes are rebuilt from the database
 at start-up. A repeated question is decided from memory alone when its vector
 (:mod:`semantic.question_vectors`), its candidates' rows (:mod:`semantic.entry_memo`)

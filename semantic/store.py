@@ -18,18 +18,17 @@ transaction, so other replicas can replay it (:mod:`semantic.replay`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, cast
 
 import numpy as np
-from numpy.typing import NDArray
 from sqlalchemy import Table, bindparam, delete, func, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from semantic.changes import CLEAR_PARTITION, DELETE, UPSERT, NewChange, log_changes
+from semantic.entries import TABLE, NewEntry, StoredEntry, row_to_entry, to_entry
 from semantic.entry_memo import DEFAULT_MEMO_SECONDS, DEFAULT_MEMO_SIZE, EntryMemo
 from semantic.errors import EntryNotFoundError, WouldBlockError
 from semantic.hit_counter import PendingHits
@@ -45,62 +44,10 @@ DEFAULT_URL = "sqlite:///cachegate.db"
 _CHUNK = 500  # ids per IN (...) clause; SQLite allows 32k parameters, keep statements small
 
 
-@dataclass(frozen=True)
-class NewEntry:
-    """What the cache writes; the store derives the normalized question and its digest."""
-
-    partition_key: str
-    tenant: str
-    question: str
-    answer: dict[str, Any]
-    embedding: NDArray[np.float32]
-    embedder_id: str
-    entities: dict[str, Any] | None = None
-    expires_at: datetime | None = None
-    ttl_seconds: int | None = None
-
-
-@dataclass(frozen=True)
-class StoredEntry:
-    """One row of ``semantic_entries``, detached from any session."""
-
-    id: int
-    partition_key: str
-    tenant: str
-    question: str
-    normalized_question: str
-    answer: dict[str, Any]
-    embedding: NDArray[np.float32] = field(repr=False, compare=False)
-    embedder_id: str
-    entities: dict[str, Any] | None
-    created_at: datetime
-    updated_at: datetime
-    expires_at: datetime | None
-    ttl_seconds: int | None
-    hit_count: int
-    last_hit_at: datetime | None
-
-    def is_expired(self, now: datetime) -> bool:
-        return self.expires_at is not None and self.expires_at <= now
-
-
-_TABLE = cast(Table, SemanticEntry.__table__)
-#: StoredEntry's fields read from a row as they are (the embedding is decoded).
-_ROW_FIELDS = tuple(f.name for f in fields(StoredEntry) if f.name != "embedding")
 #: When an entry was last used: its last hit, else its last write. The bounds evict the
 #: least recently used first (an LRU, as GPTCache's default eviction).
 _LAST_USED = func.coalesce(SemanticEntry.last_hit_at, SemanticEntry.updated_at, type_=UTCDateTime())
-_GET_MANY = select(*_TABLE.columns).where(_TABLE.c.id.in_(bindparam("ids", expanding=True)))
-
-
-def _to_entry(row: SemanticEntry) -> StoredEntry:
-    return _row_to_entry({c.key: getattr(row, c.key) for c in _TABLE.columns})
-
-
-def _row_to_entry(row: Mapping[Any, Any]) -> StoredEntry:
-    """A Core row of ``semantic_entries`` (same column names as the ORM attributes)."""
-    embedding = np.frombuffer(row["embedding"], dtype="<f4").astype(np.float32)
-    return StoredEntry(**{name: row[name] for name in _ROW_FIELDS}, embedding=embedding)
+_GET_MANY = select(*TABLE.columns).where(TABLE.c.id.in_(bindparam("ids", expanding=True)))
 
 
 def _deletes(removed: Iterable[tuple[int, str]]) -> list[NewChange]:
@@ -203,7 +150,7 @@ class EntryStore:
                         session.flush()
                         change = NewChange(UPSERT, entry.partition_key, row.id, entry.tenant)
                         log_changes(session, [change])
-                        stored = _to_entry(row)
+                        stored = to_entry(row)
                     self.memo.forget([stored.id])  # after the commit: see EntryMemo.put
                     return stored, created
                 except sa_exc.IntegrityError:
@@ -360,7 +307,7 @@ class EntryStore:
         with unavailable_on_db_errors(self.url), self.read_engine.connect() as conn:
             for start in range(0, len(id_list), _CHUNK):
                 rows = conn.execute(_GET_MANY, {"ids": id_list[start : start + _CHUNK]})
-                read.update((row.id, _row_to_entry(row._mapping)) for row in rows)
+                read.update((row.id, row_to_entry(row._mapping)) for row in rows)
         if memo is not None:
             memo.put(read.values(), generation)
         out.update(read)
@@ -422,7 +369,7 @@ class EntryStore:
                 statement = statement.where(SemanticEntry.embedder_id == embedder_id)
             statement = statement.order_by(SemanticEntry.id).limit(batch_size)
             with unavailable_on_db_errors(self.url), self._session() as session:
-                batch = [_to_entry(row) for row in session.scalars(statement)]
+                batch = [to_entry(row) for row in session.scalars(statement)]
             if not batch:
                 return
             yield from batch

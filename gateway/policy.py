@@ -72,7 +72,10 @@ class TenantPolicy(BaseModel):
     max_temperature: float = Field(1.0, ge=0.0, le=2.0)
     store_enabled: bool = True
     sample_rate: float = Field(0.05, ge=0.0, le=1.0)
-    prefix_namespace: str | None = Field(None, min_length=1, max_length=128)  # sharing group
+    # NUL: PostgreSQL text cannot hold it, and a sharing group's name travels in a header.
+    prefix_namespace: str | None = Field(
+        None, min_length=1, max_length=128, pattern=r"^[^\x00]*$"
+    )  # sharing group
     kv_block_quota: int | None = Field(None, gt=0, le=MAX_COUNT)
     rate_limit_rpm: int | None = Field(None, gt=0, le=MAX_RATE_LIMIT_RPM)
     # Bounds on the tenant's semantic cache (gateway/proxy/semantic_limits.py).
@@ -86,6 +89,13 @@ class TenantPolicy(BaseModel):
         may hold a larger value: it is read as the bound, which means the same in
         practice, instead of failing every request of the tenant."""
         data = dict(stored)
+        # Likewise NUL, refused in these fields since: read without it, not as an error.
+        if isinstance(data.get("prefix_namespace"), str):
+            data["prefix_namespace"] = data["prefix_namespace"].replace("\x00", "") or None
+        if isinstance(data.get("allowlist_topics"), list):
+            data["allowlist_topics"] = [
+                t.replace("\x00", "") if isinstance(t, str) else t for t in data["allowlist_topics"]
+            ]
         for name in _BOUNDED:
             value = data.get(name)
             if isinstance(value, int) and not isinstance(value, bool):
@@ -113,6 +123,8 @@ class TenantPolicy(BaseModel):
         topics = [t.strip().lower() for t in v if t.strip()]
         if any(len(t) > 200 for t in topics):
             raise ValueError("allowlist topics are at most 200 characters")
+        if any("\x00" in t for t in topics):
+            raise ValueError("allowlist topics cannot hold a NUL character")
         return topics
 
     def semantic_policy(self) -> SemanticPolicy:

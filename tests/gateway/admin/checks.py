@@ -36,11 +36,15 @@ NUL_REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
     ("PATCH", "/tenants/{t}", {"json": {"name": "x\x00y"}}),
     ("POST", "/tenants", {"json": {"id": "nul-new", "name": "x\x00y"}}),
     ("POST", "/tenants/{t}/keys", {"json": {"name": "x\x00y"}}),
+    ("PATCH", "/tenants/{t}/policy", {"json": {"prefix_namespace": "x\x00y"}}),
+    ("PATCH", "/tenants/{t}/policy", {"json": {"allowlist_topics": ["x\x00y"]}}),
+    ("PUT", "/tenants/{t}/policy", {"json": {"allowlist_topics": ["ok", "\x00"]}}),
 ]
 
 
 def check_nul_inputs(client: httpx.Client, tenant: str) -> None:
     keys = client.get(f"/tenants/{tenant}/keys").json()["data"]
+    policy = client.get(f"/tenants/{tenant}/policy").json()
     for method, path, kwargs in NUL_REQUESTS:
         r = client.request(method, path.format(t=tenant), **kwargs)
         err = assert_openai_error(r, 400, "invalid_request_error")
@@ -48,6 +52,7 @@ def check_nul_inputs(client: httpx.Client, tenant: str) -> None:
     assert client.get("/tenants/nul-new").status_code == 404  # nothing was created
     assert client.get(f"/tenants/{tenant}/keys").json()["data"] == keys
     assert client.get(f"/tenants/{tenant}").json()["name"] == tenant
+    assert client.get(f"/tenants/{tenant}/policy").json() == policy  # no new version
 
 
 def check_policy_maxima(gw: Gateway, client: httpx.Client, tenant: str) -> None:

@@ -369,10 +369,15 @@ def test_policy_maxima_serve_and_store(gw: Gateway, client: httpx.Client) -> Non
 
 def test_a_stored_policy_past_the_bounds_still_serves(gw: Gateway, client: httpx.Client) -> None:
     """A version written before the bounds existed is read as the bound, instead of a
-    500 on every request of the tenant."""
+    500 on every request of the tenant; so is one holding a NUL refused since."""
     key = new_tenant(client, "pol-old")
     with gw.tenants.sessions.begin() as s:
-        stored = {"rate_limit_rpm": 10**400, "ttl_seconds": 10**30}
+        stored = {
+            "rate_limit_rpm": 10**400,
+            "ttl_seconds": 10**30,
+            "prefix_namespace": "grp\x00",
+            "allowlist_topics": ["a\x00b"],
+        }
         s.add(
             PolicyVersion(
                 tenant_id="pol-old",
@@ -389,6 +394,7 @@ def test_a_stored_policy_past_the_bounds_still_serves(gw: Gateway, client: httpx
     policy = client.get("/tenants/pol-old/policy").json()["policy"]
     bounds = (MAX_RATE_LIMIT_RPM, MAX_TTL_SECONDS)
     assert (policy["rate_limit_rpm"], policy["ttl_seconds"]) == bounds
+    assert (policy["prefix_namespace"], policy["allowlist_topics"]) == ("grp", ["ab"])
     r = client.patch("/tenants/pol-old/policy", json={"sample_rate": 0.5})  # builds on it
     assert r.status_code == 200 and r.json()["version"] == 2, r.text
 

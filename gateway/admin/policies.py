@@ -7,6 +7,10 @@ this replica is dropped, so the policy applies to the tenant's next request
 (other replicas: when their replica-sync feed replays the row,
 :mod:`gateway.sync.feed`). Two admins writing at once: the loser of the unique
 (tenant, version) race retries, and gets a 409 only after three tries.
+
+Read-modify-write without lost updates: ``GET`` answers the version as an ``ETag``
+(``"3"``); a ``PUT`` or ``PATCH`` sent with ``If-Match: "3"`` is written only if 3 is
+still the latest version, and is a 412 otherwise (RFC 9110 13.1.1; ``*`` matches any).
 """
 
 from __future__ import annotations
@@ -20,7 +24,12 @@ from sqlalchemy import select
 
 from gateway.admin import audit
 from gateway.admin.schemas import PolicyOut, validation_message
-from gateway.admin.service import ConflictError, policy_row, require_row
+from gateway.admin.service import (
+    ConflictError,
+    PreconditionFailedError,
+    policy_row,
+    require_row,
+)
 from gateway.errors import BadRequestError
 from gateway.models import PolicyVersion
 from gateway.policy import TenantPolicy
@@ -42,6 +51,19 @@ def _policy_out(tenant_id: str, row: PolicyVersion | None) -> PolicyOut:
         created_at=row.created_at,
         created_by=row.created_by,
     )
+
+
+def policy_etag(version: int) -> str:
+    return f'"{version}"'
+
+
+def matches(if_match: str | None, version: int) -> bool:
+    """Whether the ``If-Match`` header (absent: no condition) names ``version``; a weak
+    tag never matches (RFC 9110 uses strong comparison for If-Match)."""
+    if if_match is None:
+        return True
+    tags = [tag.strip() for tag in if_match.split(",")]
+    return "*" in tags or policy_etag(version) in tags
 
 
 def policy_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
@@ -70,10 +92,14 @@ class PolicyAdmin:
             )
             return [_policy_out(tenant_id, row) for row in rows]
 
-    def set_policy(self, actor: str, tenant_id: str, policy: TenantPolicy) -> PolicyOut:
-        return self._write_policy(actor, tenant_id, lambda _current: policy)
+    def set_policy(
+        self, actor: str, tenant_id: str, policy: TenantPolicy, if_match: str | None = None
+    ) -> PolicyOut:
+        return self._write_policy(actor, tenant_id, lambda _current: policy, if_match)
 
-    def patch_policy(self, actor: str, tenant_id: str, changes: dict[str, Any]) -> PolicyOut:
+    def patch_policy(
+        self, actor: str, tenant_id: str, changes: dict[str, Any], if_match: str | None = None
+    ) -> PolicyOut:
         """The current policy with ``changes`` applied, validated as a whole."""
 
         def merged(current: dict[str, Any]) -> TenantPolicy:
@@ -83,16 +109,28 @@ class PolicyAdmin:
                 message, param = validation_message(exc.errors(include_url=False))
                 raise BadRequestError(f"invalid policy: {message}", param=param) from None
 
-        return self._write_policy(actor, tenant_id, merged)
+        return self._write_policy(actor, tenant_id, merged, if_match)
 
     def _write_policy(
-        self, actor: str, tenant_id: str, build: Callable[[dict[str, Any]], TenantPolicy]
+        self,
+        actor: str,
+        tenant_id: str,
+        build: Callable[[dict[str, Any]], TenantPolicy],
+        if_match: str | None,
     ) -> PolicyOut:
         for attempt in range(_WRITE_ATTEMPTS):
             try:
                 with self.sessions.begin() as s:
                     require_row(s, tenant_id, lock=True)
                     latest = latest_policy(s, tenant_id)
+                    # Under the tenant row's lock: no version can land between this
+                    # check and the write.
+                    if not matches(if_match, latest.version if latest else 0):
+                        raise PreconditionFailedError(
+                            "the policy changed since the version in If-Match; "
+                            "read it again and retry",
+                            code="policy_version_mismatch",
+                        )
                     current = (
                         TenantPolicy()
                         if latest is None

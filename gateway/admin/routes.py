@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
 from pydantic import BaseModel
 
 from gateway.admin.audit import AuditLog
 from gateway.admin.auth import require_admin
 from gateway.admin.cache import CacheAdmin
 from gateway.admin.explain import Explainer
-from gateway.admin.policies import PolicyAdmin
+from gateway.admin.policies import PolicyAdmin, policy_etag
 from gateway.admin.schemas import (
     NO_NUL,
     AuditList,
@@ -71,6 +71,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (403, "A tenant API key, or the admin API is disabled (no CACHEGATE_ADMIN_TOKEN)"),
         (404, "Unknown tenant, key or entry"),
         (409, "Conflict: already exists, or changed concurrently"),
+        (412, "If-Match names a policy version that is no longer the latest"),
         (503, "The database is unavailable"),
     )
 }
@@ -193,30 +194,56 @@ async def revoke_key(
 
 
 # ---- policies --------------------------------------------------------------------------
+# The version as an ETag, and If-Match on writes: an operator's read-modify-write
+# never overwrites another's change unseen (gateway/admin/policies.py).
+IfMatch = Annotated[
+    str | None,
+    Header(
+        max_length=1024,
+        description='Write only if the latest version is this ETag (e.g. "3"); else 412',
+    ),
+]
+
+
 @router.get("/tenants/{tenant_id}/policy", response_model=PolicyOut)
-async def get_policy(request: Request, tenant_id: TenantId) -> PolicyOut:
-    return await asyncio.to_thread(policies(request).policy, tenant_id)
+async def get_policy(request: Request, response: Response, tenant_id: TenantId) -> PolicyOut:
+    out = await asyncio.to_thread(policies(request).policy, tenant_id)
+    response.headers["ETag"] = policy_etag(out.version)
+    return out
 
 
 @router.put("/tenants/{tenant_id}/policy", response_model=PolicyOut)
 async def put_policy(
-    request: Request, actor: Actor, tenant_id: TenantId, policy: TenantPolicy
+    request: Request,
+    response: Response,
+    actor: Actor,
+    tenant_id: TenantId,
+    policy: TenantPolicy,
+    if_match: IfMatch = None,
 ) -> PolicyOut:
     """Replaces the whole policy (omitted fields take their defaults) as a new version."""
-    return await asyncio.to_thread(policies(request).set_policy, actor, tenant_id, policy)
+    admin = policies(request)
+    out = await asyncio.to_thread(admin.set_policy, actor, tenant_id, policy, if_match)
+    response.headers["ETag"] = policy_etag(out.version)
+    return out
 
 
 @router.patch("/tenants/{tenant_id}/policy", response_model=PolicyOut)
 async def patch_policy(
     request: Request,
+    response: Response,
     actor: Actor,
     tenant_id: TenantId,
     changes: Annotated[
         dict[str, Any],
         Body(description="Fields of the policy to change; the result is validated whole"),
     ],
+    if_match: IfMatch = None,
 ) -> PolicyOut:
-    return await asyncio.to_thread(policies(request).patch_policy, actor, tenant_id, changes)
+    admin = policies(request)
+    out = await asyncio.to_thread(admin.patch_policy, actor, tenant_id, changes, if_match)
+    response.headers["ETag"] = policy_etag(out.version)
+    return out
 
 
 @router.get("/tenants/{tenant_id}/policy/history", response_model=PolicyHistory)

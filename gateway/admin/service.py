@@ -54,6 +54,13 @@ class ConflictError(GatewayError):
     type = "invalid_request_error"
 
 
+class PreconditionFailedError(GatewayError):
+    """An ``If-Match`` that no longer names the current version."""
+
+    status = 412
+    type = "invalid_request_error"
+
+
 def _tenant_outs(s: Session, tenants: Sequence[Tenant]) -> list[TenantOut]:
     """The tenants with their policy version and active key count (two grouped queries)."""
     ids = [t.id for t in tenants]

@@ -127,51 +127,6 @@ def test_hits_are_counted(cache: SemanticCache, clock: ManualClock) -> None:
         cache.get_entry(entry_id + 1000)
 
 
-# -- TTL ---------------------------------------------------------------------------
-def test_absolute_ttl_expires_and_is_removed(cache: SemanticCache, clock: ManualClock) -> None:
-    policy = SemanticPolicy(ttl_seconds=60)
-    cache.store(chat(STORED), reply(), policy)
-    clock.advance(59)
-    assert cache.lookup(chat(PARAPHRASE), policy).hit  # hits do not extend absolute expiry
-    clock.advance(1)
-    result = cache.lookup(chat(PARAPHRASE), policy)
-    assert (result.hit, result.reason) == (False, "expired")
-    assert rows(cache) == (0, 0)  # removed lazily from the store and the index
-    assert cache.lookup(chat(PARAPHRASE), policy).reason == "empty"
-
-
-def test_sliding_ttl_is_opt_in(cache: SemanticCache, clock: ManualClock) -> None:
-    sliding = SemanticPolicy(ttl_seconds=60, sliding_ttl=True)
-    cache.store(chat(STORED), reply(), sliding)
-    for _ in range(3):  # 150 s in all, never 60 s without a hit
-        clock.advance(50)
-        result = cache.lookup(chat(PARAPHRASE), sliding)
-        assert result.hit and result.expires_at == clock.now + np.timedelta64(60, "s")
-    clock.advance(61)
-    assert cache.lookup(chat(PARAPHRASE), sliding).reason == "expired"
-
-
-def test_a_lowered_ttl_applies_to_entries_stored_before(
-    cache: SemanticCache, clock: ManualClock
-) -> None:
-    # A tenant lowers its TTL from a day to a minute: an hour-old answer, stored with a
-    # day's expiry, must not be served under the new policy.
-    cache.store(chat(STORED), reply(), SemanticPolicy(ttl_seconds=86_400))
-    clock.advance(3600)
-    assert cache.lookup(chat(PARAPHRASE), SemanticPolicy(ttl_seconds=86_400)).hit  # control
-    result = cache.lookup(chat(PARAPHRASE), SemanticPolicy(ttl_seconds=60))
-    assert (result.hit, result.reason) == (False, "expired")
-
-
-def test_a_lowered_sliding_ttl_slides_by_the_new_one(
-    cache: SemanticCache, clock: ManualClock
-) -> None:
-    cache.store(chat(STORED), reply(), SemanticPolicy(ttl_seconds=3600, sliding_ttl=True))
-    clock.advance(30)
-    result = cache.lookup(chat(PARAPHRASE), SemanticPolicy(ttl_seconds=60, sliding_ttl=True))
-    assert result.hit and result.expires_at == clock.now + np.timedelta64(60, "s")
-
-
 def test_a_rebuild_keeps_serving_until_it_swaps_the_new_partitions_in(
     cache: SemanticCache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,14 +145,6 @@ def test_a_rebuild_keeps_serving_until_it_swaps_the_new_partitions_in(
     assert cache.rebuild(progress=False) == 1
     assert during == [True]
     assert cache.lookup(chat(PARAPHRASE)).hit  # and from the new partitions after
-
-
-def test_purge_expired(cache: SemanticCache, clock: ManualClock) -> None:
-    cache.store(chat(STORED), reply(), SemanticPolicy(ttl_seconds=10))
-    cache.store(chat("How do I close my account?"), reply("Settings."))
-    clock.advance(11)
-    assert cache.purge_expired() == 1
-    assert rows(cache) == (1, 1)
 
 
 # -- backfill ----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The policy's TTL applies at once to entries stored before it changed.
+"""TTLs: absolute and sliding expiry, purging, and the policy's TTL applied at once to
+entries stored before it changed.
 
 A tenant lowers its TTL, turns one on, or switches it to sliding: every entry stored
 under the old policy must follow the new one from the next lookup, not from its next
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 
+import numpy as np
 import pytest
 
 from semantic.cache import SemanticCache
@@ -129,3 +131,61 @@ def test_a_hit_reports_the_lowered_absolute_ttls_expiry(
     # Control: the entry's own expiry when it is the earlier one.
     week = SemanticPolicy(ttl_seconds=7 * 86_400)
     assert cache.lookup(chat(PARAPHRASE), week).expires_at == stored_at + timedelta(days=1)
+
+
+# -- expiry under one policy -------------------------------------------------------
+def rows(cache: SemanticCache) -> tuple[int, int]:
+    """(rows in the database, vectors in the index): both must agree after every call."""
+    return cache.entries.count(), len(cache.index)
+
+
+def test_absolute_ttl_expires_and_is_removed(cache: SemanticCache, clock: ManualClock) -> None:
+    policy = SemanticPolicy(ttl_seconds=60)
+    cache.store(chat(STORED), reply(), policy)
+    clock.advance(59)
+    assert cache.lookup(chat(PARAPHRASE), policy).hit  # hits do not extend absolute expiry
+    clock.advance(1)
+    result = cache.lookup(chat(PARAPHRASE), policy)
+    assert (result.hit, result.reason) == (False, "expired")
+    assert rows(cache) == (0, 0)  # removed lazily from the store and the index
+    assert cache.lookup(chat(PARAPHRASE), policy).reason == "empty"
+
+
+def test_sliding_ttl_is_opt_in(cache: SemanticCache, clock: ManualClock) -> None:
+    sliding = SemanticPolicy(ttl_seconds=60, sliding_ttl=True)
+    cache.store(chat(STORED), reply(), sliding)
+    for _ in range(3):  # 150 s in all, never 60 s without a hit
+        clock.advance(50)
+        result = cache.lookup(chat(PARAPHRASE), sliding)
+        assert result.hit and result.expires_at == clock.now + np.timedelta64(60, "s")
+    clock.advance(61)
+    assert cache.lookup(chat(PARAPHRASE), sliding).reason == "expired"
+
+
+def test_a_lowered_ttl_applies_to_entries_stored_before(
+    cache: SemanticCache, clock: ManualClock
+) -> None:
+    # A tenant lowers its TTL from a day to a minute: an hour-old answer, stored with a
+    # day's expiry, must not be served under the new policy.
+    cache.store(chat(STORED), reply(), SemanticPolicy(ttl_seconds=86_400))
+    clock.advance(3600)
+    assert cache.lookup(chat(PARAPHRASE), SemanticPolicy(ttl_seconds=86_400)).hit  # control
+    result = cache.lookup(chat(PARAPHRASE), SemanticPolicy(ttl_seconds=60))
+    assert (result.hit, result.reason) == (False, "expired")
+
+
+def test_a_lowered_sliding_ttl_slides_by_the_new_one(
+    cache: SemanticCache, clock: ManualClock
+) -> None:
+    cache.store(chat(STORED), reply(), SemanticPolicy(ttl_seconds=3600, sliding_ttl=True))
+    clock.advance(30)
+    result = cache.lookup(chat(PARAPHRASE), SemanticPolicy(ttl_seconds=60, sliding_ttl=True))
+    assert result.hit and result.expires_at == clock.now + np.timedelta64(60, "s")
+
+
+def test_purge_expired(cache: SemanticCache, clock: ManualClock) -> None:
+    cache.store(chat(STORED), reply(), SemanticPolicy(ttl_seconds=10))
+    cache.store(chat("How do I close my account?"), reply("Settings."))
+    clock.advance(11)
+    assert cache.purge_expired() == 1
+    assert rows(cache) == (1, 1)

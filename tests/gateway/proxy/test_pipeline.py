@@ -7,31 +7,30 @@ import asyncio
 import contextvars
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from sqlalchemy import create_engine
 
-from gateway.admin.service import TenantAdmin
 from gateway.metrics import GatewayMetrics
-from gateway.policy import TenantPolicy
 from gateway.proxy.cacheable import unreplayable_request
 from gateway.proxy.controls import CacheControl, request_policy
-from gateway.proxy.pipeline import Pipeline, SemanticDecision
+from gateway.proxy.pipeline import Pipeline
 from gateway.settings import Settings
-from gateway.tenants import TenantContext, TenantStore
-from migrations.runner import upgrade_database
-from protocol.responses import response_body, usage
-from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
+from semantic import Embedder, EntryStore, SemanticCache
 from semantic.models import SemanticEntry
+from tests.gateway.proxy.pipeline_support import (
+    MODEL,
+    answer,
+    backfill,
+    body,
+    ctx,
+    lookup,
+    real_cache,
+)
 from validators import Validator
-
-MODEL = "smollm2"
-NO_CC = CacheControl()
 
 
 @pytest.mark.parametrize(
@@ -63,46 +62,8 @@ def db_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cache(embedder: Embedder, db_file: Path) -> Iterator[SemanticCache]:
-    url = f"sqlite:///{db_file}"
-    upgrade_database(url)
-    store = EntryStore(url)
-    yield SemanticCache(embedder, store, PartitionedIndex(embedder.dim), validator=Validator())
-    store.close()
-
-
-def ctx(tenant: str = "acme", **policy: Any) -> TenantContext:
-    return TenantContext(tenant, tenant, TenantPolicy(**policy), 1)
-
-
-def body(question: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "model": MODEL,
-        "messages": [
-            {"role": "system", "content": "Answer in one short sentence."},
-            {"role": "user", "content": question},
-        ],
-        "max_tokens": 32,
-        "temperature": 0,
-    } | extra
-
-
-def answer(text: str, finish_reason: str = "stop") -> dict[str, Any]:
-    return response_body("chat", "chatcmpl-1", MODEL, text, finish_reason, usage(20, 6, 0))
-
-
-def lookup(pipe: Pipeline, context: TenantContext, req: dict[str, Any], cc: CacheControl = NO_CC
-           ) -> SemanticDecision:  # fmt: skip
-    return asyncio.run(pipe.lookup(context, "chat", req, cc))
-
-
-def backfill(
-    pipe: Pipeline,
-    context: TenantContext,
-    decision: SemanticDecision,
-    response: dict[str, Any],
-    cc: CacheControl = NO_CC,
-) -> str:
-    return asyncio.run(pipe.backfill(context, decision, cc, response))
+    with real_cache(embedder, db_file) as semantic:
+        yield semantic
 
 
 def sample(metrics: GatewayMetrics, name: str, **labels: str) -> float:
@@ -364,53 +325,3 @@ def test_answers_of_replaced_weights_are_never_served(cache: SemanticCache) -> N
     assert lookup(unversioned, ctx(), q).header == "miss:empty"
     other = Pipeline(cache, metrics, model_revisions={"another-model": "weights-b"})
     assert lookup(other, ctx(), q).header == "miss:empty"  # MODEL has no revision here
-
-
-def test_a_backfill_does_not_wait_for_a_rebuild(cache: SemanticCache) -> None:
-    # A rebuild (or an index snapshot) holds the write lock for seconds to minutes; the
-    # answer the model already gave is skipped as busy instead of waiting for it.
-    pipe, q = Pipeline(cache, GatewayMetrics()), body("What is the capital of Peru?")
-    miss = lookup(pipe, ctx(), q)
-    holding, release = threading.Event(), threading.Event()
-
-    def rebuild() -> None:
-        with cache.write_lock:
-            holding.set()
-            release.wait(30)
-
-    rebuilder = threading.Thread(target=rebuild)
-    rebuilder.start()
-    try:
-        assert holding.wait(10)
-        started = time.monotonic()
-        assert backfill(pipe, ctx(), miss, answer("Lima.")) == "skipped:busy"
-        assert time.monotonic() - started < 10  # bounded: about BACKFILL_LOCK_WAIT
-        assert miss.query is not None  # the store's own bound, past the room check
-        stored = cache.store(miss.query, answer("Lima."), wait=0.05)
-        assert not stored.stored and stored.reason == "busy"
-    finally:
-        release.set()
-        rebuilder.join()
-    # Positive control: once the lock is free the same answer is stored (and served).
-    assert backfill(pipe, ctx(), miss, answer("Lima.")) == "stored"
-    assert lookup(pipe, ctx(), q).status == "hit"
-
-
-def test_a_backfill_for_a_tenant_deleted_meanwhile_is_not_stored(
-    cache: SemanticCache, db_file: Path
-) -> None:
-    # A request authenticated before its tenant was deleted (and maybe re-created under
-    # the same id) must not leave its answer to be listed and counted as the new one's.
-    tenants = TenantStore(create_engine(f"sqlite:///{db_file}"))
-    admin = TenantAdmin(tenants, None, None)
-    admin.add_tenant("test", "gone", None, TenantPolicy())
-    pipe = Pipeline(cache, GatewayMetrics(), minted_id=tenants.namespace_id)
-    minted = TenantContext("gone", "gone", TenantPolicy(), 1, tenants.namespace_id("gone"))
-    q1, q2 = body("What is the capital of Chile?"), body("What is the capital of Peru?")
-    assert backfill(pipe, minted, lookup(pipe, minted, q1), answer("Santiago.")) == "stored"
-    decision = lookup(pipe, minted, q2)
-    admin.delete("test", "gone")
-    admin.add_tenant("test", "gone", None, TenantPolicy())  # re-created: a new minted id
-    assert backfill(pipe, minted, decision, answer("Lima.")) == "skipped:tenant_deleted"
-    # (this admin has no cache to drop entries from: the first answer is still there)
-    assert [e.question for e in cache.entries.iter_entries()] == ["What is the capital of Chile?"]

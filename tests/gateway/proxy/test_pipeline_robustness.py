@@ -16,7 +16,6 @@ Real embedder and validators, a real SQLite file.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Iterator
@@ -27,61 +26,32 @@ import pytest
 
 from gateway.app import Components
 from gateway.metrics import GatewayMetrics
-from gateway.policy import TenantPolicy
 from gateway.proxy.controls import CacheControl
-from gateway.proxy.pipeline import Pipeline, SemanticDecision
-from gateway.tenants import TenantContext
-from migrations.runner import upgrade_database
+from gateway.proxy.pipeline import Pipeline
 from protocol.http import HEADER_INT_CAP
-from protocol.responses import response_body, usage
-from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache, SemanticQuery
+from semantic import Embedder, SemanticCache, SemanticQuery
 from tests.gateway import vllm_recordings as rec
 from tests.gateway.conftest import Gateway, assert_openai_error, gateway_settings, running_gateway
+from tests.gateway.proxy.pipeline_support import (
+    answer,
+    backfill,
+    body,
+    ctx,
+    lookup,
+    questions,
+    real_cache,
+)
 from tests.gateway.scripted_upstream import Upstream, scripted_upstream
-from validators import Validator
 
 pytestmark = pytest.mark.slow
 
-MODEL = "smollm2"
-NO_CC = CacheControl()
 SECRET = "zebra"  # client text that must appear in no log line and no error message
 
 
 @pytest.fixture
 def cache(embedder: Embedder, tmp_path: Path) -> Iterator[SemanticCache]:
-    url = f"sqlite:///{tmp_path}/robust.db"
-    upgrade_database(url)
-    store = EntryStore(url)
-    yield SemanticCache(embedder, store, PartitionedIndex(embedder.dim), validator=Validator())
-    store.close()
-
-
-def ctx(tenant: str = "acme", **policy: Any) -> TenantContext:
-    return TenantContext(tenant, tenant, TenantPolicy(**policy), 1)
-
-
-def body(question: Any, system: str = "Answer in one short sentence.", **extra: Any
-         ) -> dict[str, Any]:  # fmt: skip
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
-    return {"model": MODEL, "messages": messages, "max_tokens": 32, "temperature": 0} | extra
-
-
-def answer(text: str, finish_reason: str = "stop") -> dict[str, Any]:
-    return response_body("chat", "chatcmpl-1", MODEL, text, finish_reason, usage(20, 6, 0))
-
-
-def lookup(pipe: Pipeline, context: TenantContext, req: dict[str, Any]) -> SemanticDecision:
-    return asyncio.run(pipe.lookup(context, "chat", req, NO_CC))
-
-
-def backfill(
-    pipe: Pipeline, context: TenantContext, decision: SemanticDecision, response: dict[str, Any]
-) -> str:
-    return asyncio.run(pipe.backfill(context, decision, NO_CC, response))
-
-
-def questions(cache: SemanticCache) -> list[str]:
-    return sorted(e.question for e in cache.entries.iter_entries())
+    with real_cache(embedder, tmp_path / "robust.db") as semantic:
+        yield semantic
 
 
 # ------------------------------------------------------------------ cache controls

@@ -1,0 +1,84 @@
+"""Backfills the pipeline must skip although the answer is good (gateway/proxy/
+pipeline.py): the index's write lock held by a rebuild or snapshot (``skipped:busy``,
+bounded wait), and a tenant deleted, maybe re-created, since the request was
+authenticated (``skipped:tenant_deleted``). Each with its positive control. Real
+embedder and validators, a real SQLite file."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine
+
+from gateway.admin.service import TenantAdmin
+from gateway.metrics import GatewayMetrics
+from gateway.policy import TenantPolicy
+from gateway.proxy.pipeline import Pipeline
+from gateway.tenants import TenantContext, TenantStore
+from semantic import Embedder, SemanticCache
+from tests.gateway.proxy.pipeline_support import answer, backfill, body, ctx, lookup, real_cache
+
+
+@pytest.fixture
+def db_file(tmp_path: Path) -> Path:
+    return tmp_path / "pipeline.db"
+
+
+@pytest.fixture
+def cache(embedder: Embedder, db_file: Path) -> Iterator[SemanticCache]:
+    with real_cache(embedder, db_file) as semantic:
+        yield semantic
+
+
+def test_a_backfill_does_not_wait_for_a_rebuild(cache: SemanticCache) -> None:
+    # A rebuild (or an index snapshot) holds the write lock for seconds to minutes; the
+    # answer the model already gave is skipped as busy instead of waiting for it.
+    pipe, q = Pipeline(cache, GatewayMetrics()), body("What is the capital of Peru?")
+    miss = lookup(pipe, ctx(), q)
+    holding, release = threading.Event(), threading.Event()
+
+    def rebuild() -> None:
+        with cache.write_lock:
+            holding.set()
+            release.wait(30)
+
+    rebuilder = threading.Thread(target=rebuild)
+    rebuilder.start()
+    try:
+        assert holding.wait(10)
+        started = time.monotonic()
+        assert backfill(pipe, ctx(), miss, answer("Lima.")) == "skipped:busy"
+        assert time.monotonic() - started < 10  # bounded: about BACKFILL_LOCK_WAIT
+        assert miss.query is not None  # the store's own bound, past the room check
+        stored = cache.store(miss.query, answer("Lima."), wait=0.05)
+        assert not stored.stored and stored.reason == "busy"
+    finally:
+        release.set()
+        rebuilder.join()
+    # Positive control: once the lock is free the same answer is stored (and served).
+    assert backfill(pipe, ctx(), miss, answer("Lima.")) == "stored"
+    assert lookup(pipe, ctx(), q).status == "hit"
+
+
+def test_a_backfill_for_a_tenant_deleted_meanwhile_is_not_stored(
+    cache: SemanticCache, db_file: Path
+) -> None:
+    # A request authenticated before its tenant was deleted (and maybe re-created under
+    # the same id) must not leave its answer to be listed and counted as the new one's.
+    tenants = TenantStore(create_engine(f"sqlite:///{db_file}"))
+    admin = TenantAdmin(tenants, None, None)
+    admin.add_tenant("test", "gone", None, TenantPolicy())
+    pipe = Pipeline(cache, GatewayMetrics(), minted_id=tenants.namespace_id)
+    minted = TenantContext("gone", "gone", TenantPolicy(), 1, tenants.namespace_id("gone"))
+    q1, q2 = body("What is the capital of Chile?"), body("What is the capital of Peru?")
+    assert backfill(pipe, minted, lookup(pipe, minted, q1), answer("Santiago.")) == "stored"
+    decision = lookup(pipe, minted, q2)
+    admin.delete("test", "gone")
+    admin.add_tenant("test", "gone", None, TenantPolicy())  # re-created: a new minted id
+    assert backfill(pipe, minted, decision, answer("Lima.")) == "skipped:tenant_deleted"
+    # (this admin has no cache to drop entries from: the first answer is still there)
+    assert [e.question for e in cache.entries.iter_entries()] == ["What is the capital of Chile?"]

@@ -204,7 +204,7 @@ class SemanticCache:
         if not candidates:
             return LookupResult(False, key, reason=EMPTY, embedding=vector, trace=tr.result)
         best_score = candidates[0][1]
-        eligible = [(i, s) for i, s in candidates if s >= policy.threshold]
+        eligible = [(i, s) for i, s in candidates if policy.reaches(s)]
         tr.searched(policy.threshold, best_score, policy.verifier_cut)
         tr.step(
             "threshold", bool(eligible), f"best score {best_score} vs threshold {policy.threshold}"

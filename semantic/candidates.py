@@ -233,7 +233,7 @@ def trace_candidates(
     not reach are judged by the same :func:`verdict`)."""
     for entry_id, score in found:
         entry = rows.get(entry_id)
-        above = score >= policy.threshold
+        above = policy.reaches(score)
         if entry_id in choice.verdicts:
             reason = choice.verdicts[entry_id]
         elif above:

@@ -58,5 +58,14 @@ class SemanticPolicy:
         if isinstance(self.guards, str) or isinstance(self.entity_kinds, str):
             raise TypeError("guards and entity_kinds are collections of names, not one str")
 
+    def reaches(self, score: float) -> bool:
+        """Whether a cosine ``score`` is at the threshold, within float32 rounding: an
+        inner product of two unit vectors comes out up to ~1e-6 from the exact value,
+        so a threshold of 1.0 ("identical only") would otherwise never match at all."""
+        return score >= self.threshold - COSINE_TOLERANCE
+
+
+#: What float32 rounding may take off a cosine (384-d inner products: ~1e-6).
+COSINE_TOLERANCE = 1e-5
 
 DEFAULT_POLICY = SemanticPolicy()

@@ -72,7 +72,7 @@ def coerce_question(value: object) -> str:
         )
     if "\x00" in text:
         raise InvalidQuestionError("question contains a NUL character", reason="nul_character")
-    if not text.strip():
+    if not _has_visible(text):
         raise InvalidQuestionError("question is empty", reason="empty")
     if len(text) > MAX_QUESTION_CHARS:
         raise InvalidQuestionError(
@@ -80,6 +80,16 @@ def coerce_question(value: object) -> str:
             reason="too_many_chars",
         )
     return text
+
+
+def _has_visible(text: str) -> bool:
+    """Whether anything but white space, control and format characters is left: a
+    question of only escapes or zero-width spaces is empty to every later step (the
+    validators read control characters as spaces)."""
+    return any(not ch.isspace() and unicodedata.category(ch) not in _INVISIBLE for ch in text)
+
+
+_INVISIBLE = frozenset({"Cc", "Cf"})
 
 
 def normalize_question(text: str) -> str:

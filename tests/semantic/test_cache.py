@@ -101,6 +101,10 @@ def test_below_threshold(cache: SemanticCache) -> None:
     assert result.score is not None and result.score < DEFAULT_THRESHOLD
     strict = cache.lookup(chat(PARAPHRASE), SemanticPolicy(threshold=0.999))
     assert strict.reason == "below_threshold"
+    # 1.0 means "the same question only": float32 rounding must not make it "never".
+    identical = SemanticPolicy(threshold=1.0)
+    assert cache.lookup(chat(STORED), identical).hit
+    assert cache.lookup(chat(PARAPHRASE), identical).reason == "below_threshold"
 
 
 def test_completions_endpoint(cache: SemanticCache) -> None:

@@ -15,6 +15,7 @@ def test_accepts_text_and_utf8_bytes() -> None:
     assert coerce_question("How do I reset my password?") == "How do I reset my password?"
     assert coerce_question("今天天气如何".encode()) == "今天天气如何"
     assert coerce_question("x" * MAX_QUESTION_CHARS) == "x" * MAX_QUESTION_CHARS
+    assert coerce_question("\x1b[0m?") == "\x1b[0m?"  # something visible is left
 
 
 @pytest.mark.parametrize(
@@ -22,6 +23,10 @@ def test_accepts_text_and_utf8_bytes() -> None:
     [
         ("", "empty"),
         ("   \n\t", "empty"),
+        # Only escapes or zero-width characters: the validators read them as spaces
+        # (an internal error in the guard once, not a typed refusal).
+        ("\x1b\x07\x08", "empty"),
+        ("\u200b\u200b \ufeff", "empty"),
         (None, "must be str"),
         (42, "must be str"),
         (b"\xff\xfe order", "UTF-8"),

@@ -83,6 +83,19 @@ def test_a_null_text_part_skips_the_cache(cache: SemanticCache) -> None:
         assert decision.header == "skipped:uncacheable:not_text"
         assert backfill(pipe, ctx(), decision, answer("Fine.")) == "skipped:not_cacheable"
     # In the context (not the question) a null text is only a value to hash.
+
+
+def test_a_question_of_only_escapes_is_empty_not_an_internal_error(
+    cache: SemanticCache, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The guards re-read the validators' prepared text, where control characters are
+    # spaces: an empty text there was an EmptyTextError logged as an internal error.
+    pipe = Pipeline(cache, GatewayMetrics())
+    with caplog.at_level(logging.WARNING):
+        for question in ("\x1b\x07\x08", "\u200b\u200b"):
+            assert lookup(pipe, ctx(), body(question)).header == "skipped:uncacheable:empty"
+    assert not caplog.records
+    assert lookup(pipe, ctx(), body("\x1b[0m?")).status != "skipped"  # control
     ctx_null = body("What is the capital of France?")
     ctx_null["messages"][0]["content"] = [{"type": "text", "text": None}]
     assert lookup(pipe, ctx(), ctx_null).header == "miss:empty"

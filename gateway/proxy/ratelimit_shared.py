@@ -45,6 +45,10 @@ redis.call('EXPIRE', KEYS[1], math.ceil(60 / rate) + 60)
 return {allowed, math.ceil(wait * 1000)}
 """
 
+# The clock is read before the row lock is waited for: a take that waited finds a later
+# time already written by the one it waited for, so it is credited nothing (greatest(0,
+# ...)) and must not write its earlier time back, or the next take would be credited
+# that wait again (under concurrency, far more than rpm got through).
 _PG_TAKE = text(
     """
     WITH now AS (SELECT extract(epoch FROM clock_timestamp()) AS t)
@@ -59,7 +63,7 @@ _PG_TAKE = text(
                                  * :rate) END,
         allowed = least(:rpm, b.tokens + greatest(0, EXCLUDED.updated_at - b.updated_at)
                         * :rate) >= 1,
-        updated_at = EXCLUDED.updated_at
+        updated_at = greatest(b.updated_at, EXCLUDED.updated_at)
     RETURNING allowed, tokens
     """
 )

@@ -35,12 +35,19 @@ class Sampler:
         if self.params.is_greedy:
             return int(torch.argmax(logits).item())
         probs = torch.softmax(logits.float().cpu() / self.params.temperature, dim=-1)
+        if not bool(torch.isfinite(probs).all()):
+            # NaN or infinite logits (a numerical fault in the forward): the best finite
+            # token, not an invalid distribution that fails the request's whole batch.
+            return int(torch.argmax(torch.nan_to_num(logits.float(), nan=-torch.inf)).item())
         if self.params.top_p < 1.0:
             sorted_probs, sorted_ids = torch.sort(probs, descending=True)
             cumulative = torch.cumsum(sorted_probs, dim=-1)
             # Keep the smallest set whose mass reaches top_p: a token stays if the mass
-            # *before* it is still below top_p, so the top token always survives.
+            # *before* it is still below top_p. The top token always survives, also
+            # for a top_p too small for float32 (1e-300 rounds to 0.0, which kept none
+            # and made multinomial raise for the whole batch).
             keep = (cumulative - sorted_probs) < self.params.top_p
+            keep[0] = True
             sorted_probs = torch.where(keep, sorted_probs, torch.zeros_like(sorted_probs))
             choice = torch.multinomial(sorted_probs, 1, generator=self.generator)
             return int(sorted_ids[choice].item())

@@ -251,9 +251,21 @@ class PrefixEngine:
                     self.blocks.commit_full_blocks(c.seq)
         for seq, row, argmax in sampled:
             self.blocks.commit_full_blocks(seq)
-            req = self._requests[seq.request_id]
+            outputs.append(self._next_token(self._requests[seq.request_id], row, argmax))
+
+    def _next_token(self, req: _Request, row: torch.Tensor, argmax: int) -> RequestOutput:
+        """Sample and append one request's token. What fails here (its sampler, its stop
+        strings) is that request's own fault: it alone ends with "error", and the rest
+        of the batch, whose forward succeeded, goes on; it is not a failed step."""
+        try:
             token = argmax if req.params.is_greedy else req.sampler.sample(row)
-            outputs.append(self._append_token(req, token))
+            return self._append_token(req, token)
+        except Exception:
+            log.exception("sampling request %s failed; it ends alone", req.seq.request_id)
+            ended = self.end_request(req.seq.request_id, "error")
+            if ended is None:  # already finished by _append_token: nothing left to end
+                raise
+            return ended
 
     def end_request(self, request_id: str, reason: str) -> RequestOutput | None:
         """End a request wherever it is, releasing its blocks; None if it is not active."""

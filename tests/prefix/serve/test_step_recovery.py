@@ -242,3 +242,51 @@ def test_engine_server_answers_a_failed_step_with_500_and_stays_healthy(
     assert health.status_code == 200  # still ready
     assert later.status_code == 200 and later.json()["usage"]["completion_tokens"] == 6
     assert_idle(engine)
+
+
+# ----------------------------------------------------------- one request's own fault
+
+
+def test_a_top_p_too_small_for_float32_is_greedy_not_a_failed_batch(
+    tiny_llama: LoadedModel,
+) -> None:
+    # top_p=1e-300 passes validation (in (0, 1]) and rounds to 0.0 in float32: the
+    # sampler kept no token, multinomial raised, and the whole batch failed with it;
+    # three such requests stopped the engine. Now the top token always survives.
+    engine = make(tiny_llama)
+    good = SamplingParams(max_tokens=4, ignore_eos=True)
+    tiny = SamplingParams(max_tokens=4, ignore_eos=True, temperature=1.0, top_p=1e-300, seed=1)
+    for _ in range(MAX_CONSECUTIVE_STEP_FAILURES + 1):
+        ids = [engine.add_request(engine.request(tokens(6, seed=s), p)) for s, p in
+               ((50, good), (51, tiny))]  # fmt: skip
+        got = run_all(engine)
+        for rid in ids:
+            assert got[rid][-1].finish_reason == "length", got[rid][-1]
+        greedy = engine.generate(tokens(6, seed=51), good, namespace="control")
+        assert [t for o in got[ids[1]] for t in o.new_token_ids] == greedy.token_ids
+    assert engine.step_failures.total == 0
+    assert_idle(engine)
+
+
+def test_a_request_whose_sampling_fails_ends_alone(
+    tiny_llama: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whatever else one request's sampler or stop strings raise, the batch's forward
+    # succeeded: that request ends with "error", the others go on, and it is not a
+    # failed step (so it can never count towards stopping the engine).
+    engine = make(tiny_llama)
+    sampled = SamplingParams(max_tokens=4, ignore_eos=True, temperature=1.0, seed=3)
+    good_id = engine.add_request(engine.request(tokens(6, seed=60), PARAMS))
+    bad_id = engine.add_request(engine.request(tokens(6, seed=61), sampled))
+    sampler = engine._requests[bad_id].sampler
+
+    def broken(logits: torch.Tensor) -> int:
+        raise InjectedFault("sampler fault")
+
+    monkeypatch.setattr(sampler, "sample", broken)
+    got = run_all(engine)
+    assert got[bad_id][-1].finish_reason == "error"
+    assert got[good_id][-1].finish_reason == "length"  # positive control
+    assert sum(len(o.new_token_ids) for o in got[good_id]) == 4
+    assert engine.step_failures.total == 0
+    assert_idle(engine)

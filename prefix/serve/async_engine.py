@@ -110,7 +110,7 @@ class AsyncEngine:
     async def submit(self, req: EngineRequest) -> OutputStream:
         """Validate and queue one request; raises its RequestError before anything starts."""
         if not self.is_alive:
-            raise EngineDeadError(f"the engine is not running: {self.error!r}")
+            raise EngineDeadError(dead_message(self.error))
         # Waiting means not yet admitted: in the scheduler's queue, or still in the inbox;
         # submissions being validated count too, or a burst would all get in. Registered
         # streams are no measure: one stays until its reader closes it, long after its
@@ -132,7 +132,7 @@ class AsyncEngine:
             # The thread may have died while new_sequence ran; checked under the lock its
             # error fan-out takes, so either that fan-out sees this stream or we see _dead.
             if self._dead:
-                raise EngineDeadError(f"the engine is not running: {self.error!r}")
+                raise EngineDeadError(dead_message(self.error))
             if seq.request_id in self._streams:
                 raise ValueError(f"duplicate request id {seq.request_id!r}")
             self._streams[seq.request_id] = stream
@@ -320,3 +320,11 @@ class OutputStream:
         if not self._finished:
             self.owner.abort(self.request_id)
         self.owner._forget(self.request_id)
+
+
+def dead_message(error: BaseException | None) -> str:
+    """Why the engine is not running, for clients: the exception's type only. Its text
+    is for the engine's log (written when the thread stopped): it may hold anything,
+    down to a piece of a prompt."""
+    cause = "" if error is None else f" ({type(error).__name__}; see the engine's log)"
+    return f"the engine is not running{cause}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from prefix.core.hashing import short
-from prefix.serve.async_engine import AsyncEngine
+from prefix.serve.async_engine import AsyncEngine, dead_message
 from prefix.serve.engine import PrefixEngine
 from prefix.serve.metrics import EngineMetrics
 from protocol.errors import ApiError
@@ -36,9 +36,7 @@ class EngineServer:
         ae = self.async_engine
         if ae is None or not ae.is_alive:
             error = None if ae is None else ae.error
-            raise ApiError(
-                503, f"the engine is not running ({error!r})", "server_error", None, "engine_dead"
-            )
+            raise ApiError(503, dead_message(error), "server_error", None, "engine_dead")
         return ae
 
     @staticmethod

@@ -135,7 +135,7 @@ def test_engine_dying_mid_stream_ends_the_stream_with_an_error(
             raise RuntimeError("device lost")
         return real_step()
 
-    async def main() -> str:
+    async def main() -> tuple[str, httpx.Response]:
         async with app.router.lifespan_context(app):
             monkeypatch.setattr(engine, "step", flaky)
             transport = httpx.ASGITransport(app=app)
@@ -149,11 +149,17 @@ def test_engine_dying_mid_stream_ends_the_stream_with_an_error(
                 }
                 r = await c.post(COMP, json=body)
                 assert r.status_code == 200
-                return r.text
+                return r.text, await c.post(COMP, json=body | {"stream": False})
 
-    payloads = sse_payloads(asyncio.run(main()))
+    streamed, later = asyncio.run(main())
+    payloads = sse_payloads(streamed)
     assert payloads[-1]["error"]["code"] == "engine_dead"
     assert "choices" in payloads[0]
+    # Later requests learn the exception's type, never its text (which may hold
+    # anything; it is in the engine's log).
+    err = assert_openai_error(later, 503)
+    assert err["code"] == "engine_dead" and "RuntimeError" in err["message"]
+    assert "device lost" not in err["message"]
 
 
 def test_resolve_namespace_rules() -> None:

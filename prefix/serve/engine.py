@@ -18,14 +18,13 @@ import logging
 import threading
 import time
 from collections.abc import Sequence as Seq
-from dataclasses import dataclass
 
 import torch
 
 from prefix.config import EngineConfig
 from prefix.core.block_manager import BlockManager
 from prefix.core.block_pool import BlockPool
-from prefix.core.hashing import Extra, ModelFingerprint, chain_root, short
+from prefix.core.hashing import Extra, ModelFingerprint, chain_root
 from prefix.core.request import EngineRequest
 from prefix.core.scheduler import Scheduler, SchedulerOutput
 from prefix.core.sequence import Sequence
@@ -36,7 +35,8 @@ from prefix.model.kv_cache import PagedKVCache
 from prefix.model.loader import LoadedModel, default_model_path, load_model
 from prefix.model.runner import ModelRunner
 from prefix.model.sampling import Sampler
-from prefix.model.tokenize import Detokenizer, Prompt, PromptEncoder
+from prefix.model.tokenize import Prompt, PromptEncoder
+from prefix.serve.active import ActiveRequest
 from prefix.serve.outputs import GenerationResult, RequestOutput
 from prefix.serve.recovery import StepFailures
 from prefix.serve.validate import check_request
@@ -46,17 +46,6 @@ from protocol.headers import DEFAULT_NAMESPACE
 from protocol.sampling import SamplingParams
 
 log = logging.getLogger("cachegate.prefix")
-
-
-@dataclass
-class _Request:
-    seq: Sequence
-    params: SamplingParams
-    sampler: Sampler
-    detok: Detokenizer
-    arrival: float
-    first_token_at: float | None = None
-    scheduled_at: float | None = None
 
 
 class PrefixEngine:
@@ -116,7 +105,7 @@ class PrefixEngine:
         )
         self.runner = ModelRunner(loaded.model, self.kv_cache, self.device)
         self.encoder = PromptEncoder(loaded.tokenizer, loaded.config.vocab_size)
-        self._requests: dict[str, _Request] = {}
+        self._requests: dict[str, ActiveRequest] = {}
         self._lock = threading.RLock()
         self.step_failures = StepFailures()
 
@@ -184,7 +173,7 @@ class PrefixEngine:
         with self._lock:
             if seq.request_id in self._requests:
                 raise ValueError(f"duplicate request id {seq.request_id!r}")
-            self._requests[seq.request_id] = _Request(
+            self._requests[seq.request_id] = ActiveRequest(
                 seq,
                 params,
                 Sampler(params),
@@ -253,7 +242,7 @@ class PrefixEngine:
             self.blocks.commit_full_blocks(seq)
             outputs.append(self._next_token(self._requests[seq.request_id], row, argmax))
 
-    def _next_token(self, req: _Request, row: torch.Tensor, argmax: int) -> RequestOutput:
+    def _next_token(self, req: ActiveRequest, row: torch.Tensor, argmax: int) -> RequestOutput:
         """Sample and append one request's token. What fails here (its sampler, its stop
         strings) is that request's own fault: it alone ends with "error", and the rest
         of the batch, whose forward succeeded, goes on; it is not a failed step."""
@@ -276,7 +265,7 @@ class PrefixEngine:
             req.seq.finish_reason = reason  # scheduler.abort says "abort"
             return self._finish(req, reason)
 
-    def _append_token(self, req: _Request, token: int) -> RequestOutput:
+    def _append_token(self, req: ActiveRequest, token: int) -> RequestOutput:
         seq, params = req.seq, req.params
         if req.first_token_at is None:
             req.first_token_at = time.perf_counter()
@@ -292,53 +281,13 @@ class PrefixEngine:
         if reason is not None:
             self.scheduler.finish(seq, reason)
             return self._finish(req, reason, [token])
-        return self._output(req, [token], req.detok.delta(), finished=False)
+        return req.output([token], req.detok.delta(), finished=False)
 
     def _finish(
-        self, req: _Request, reason: str, new_tokens: list[int] | None = None
+        self, req: ActiveRequest, reason: str, new_tokens: list[int] | None = None
     ) -> RequestOutput:
         self._requests.pop(req.seq.request_id, None)
-        out = self._output(req, new_tokens or [], req.detok.delta(final=True), True, reason)
-        fields = {
-            "request_id": req.seq.request_id,
-            "prompt_tokens": req.seq.num_prompt_tokens,
-            "reused_tokens": req.seq.num_cached_tokens,
-            "first_miss_block": req.seq.num_cached_tokens // self.block_size,
-            "namespace_id": short(req.seq.root),  # a digest, never the namespace or salt
-            "ttft_ms": None if out.ttft_s is None else round(out.ttft_s * 1000, 2),
-            "finish_reason": reason,
-            "preemptions": req.seq.num_preemptions,
-        }
-        # key=value in the message for people, the same fields as record attributes for
-        # structured handlers (JSON formatters read them from `extra`).
-        log.info(
-            "request finished %s", " ".join(f"{k}={v}" for k, v in fields.items()), extra=fields
-        )
-        return out
-
-    def _output(
-        self,
-        req: _Request,
-        new_tokens: list[int],
-        delta: str,
-        finished: bool,
-        reason: str | None = None,
-    ) -> RequestOutput:
-        seq = req.seq
-        ttft = None if req.first_token_at is None else req.first_token_at - req.arrival
-        return RequestOutput(
-            request_id=seq.request_id,
-            new_token_ids=new_tokens,
-            delta=delta,
-            finished=finished,
-            finish_reason=reason,
-            prompt_tokens=seq.num_prompt_tokens,
-            cached_tokens=seq.num_cached_tokens,
-            completion_tokens=len(seq.output_token_ids),
-            ttft_s=ttft,
-            arrival_at=req.arrival,
-            scheduled_at=req.scheduled_at,
-        )
+        return req.final_output(reason, new_tokens or [], self.block_size)
 
     # ---- whole requests, synchronously ----------------------------------------------
     def generate(

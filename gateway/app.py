@@ -209,6 +209,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
             model_shape(app.state.gateway),  # None behind an HTTP upstream: cost only
         )
         metrics.watch_feed(feed)  # cachegate_replica_sync_lag_seconds
+        app.state.rate_limiter.bind_metrics(metrics.registry)  # cachegate_ratelimit_store_*
         if verification is not None:  # cachegate_verifier_calibration_database_away
             metrics.watch_calibrator(verification.calibrator)
         if tracer is not None:

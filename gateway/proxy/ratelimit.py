@@ -12,7 +12,11 @@ Where the buckets live (:mod:`gateway.proxy.ratelimit_shared` builds the store):
   **PostgreSQL** (the gateway's database): one bucket per tenant for all gateway
   replicas, so N replicas behind a balancer still let a tenant through at
   ``rpm`` in total. If the shared store does not answer, the request is let
-  through (and logged): a limit is not worth an outage.
+  through (and logged): a limit is not worth an outage. A circuit breaker then
+  leaves the store alone for a few seconds, so a store that hangs does not slow
+  every limited request by its timeout; :meth:`RateLimiter.bind_metrics` exports
+  ``cachegate_ratelimit_store_failures_total``, ``..._bypassed_total`` and
+  ``cachegate_ratelimit_store_open`` (alert: ``CachegateRateLimitStoreDown``).
 * **this process** (SQLite, one replica): :class:`LocalBuckets`.
 
 A policy change (a new rpm, or no limit) applies to the next request.
@@ -23,9 +27,12 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from gateway.errors import RateLimitError
 from gateway.tenants import TenantContext
@@ -87,6 +94,38 @@ class LocalBuckets:
             self._buckets.pop(tenant_id, None)
 
 
+class _StoreCollector:
+    """The store's breaker, read at scrape time (a local store: always closed, zero)."""
+
+    def __init__(self, limiter: RateLimiter) -> None:
+        self.limiter = limiter
+
+    def collect(self) -> Iterator[Metric]:
+        store = self.limiter.store
+        labels = [store.name]
+        failures = CounterMetricFamily(
+            "cachegate_ratelimit_store_failures",
+            "Calls to the shared rate-limit store (Redis or PostgreSQL) that failed",
+            labels=["store"],
+        )
+        failures.add_metric(labels, getattr(store, "failures", 0))
+        bypassed = CounterMetricFamily(
+            "cachegate_ratelimit_store_bypassed",
+            "Rate-limited requests let through unlimited: the store failed or was left "
+            "alone after a failure",
+            labels=["store"],
+        )
+        bypassed.add_metric(labels, getattr(store, "bypassed", 0))
+        opened = GaugeMetricFamily(
+            "cachegate_ratelimit_store_open",
+            "1 while the rate-limit store's circuit breaker is open (it failed and no probe "
+            "has succeeded since): tenants' rate limits are not enforced",
+            labels=["store"],
+        )
+        opened.add_metric(labels, 1.0 if getattr(store, "is_open", False) else 0.0)
+        yield from (failures, bypassed, opened)
+
+
 class RateLimiter:
     """Thread-safe; ``check`` never touches the gateway's tenant tables."""
 
@@ -123,6 +162,10 @@ class RateLimiter:
             code="rate_limit_exceeded",
             headers={"Retry-After": str(retry_after)},
         )
+
+    def bind_metrics(self, registry: CollectorRegistry) -> None:
+        """Export the store's failures and breaker state into ``registry``."""
+        registry.register(_StoreCollector(self))
 
     def refused(self, tenant_id: str) -> int:
         """Requests of the tenant this replica refused since it started."""

@@ -7,6 +7,14 @@ RETURNING`` in PostgreSQL. Calls are bounded (``timeout`` seconds); when the
 store fails the request is allowed and the failure logged once per outage,
 because a rate limit is not worth refusing every tenant's traffic.
 
+A circuit breaker keeps a store that hangs from slowing every limited request by
+its timeout (on the thread pool the routes share with authentication): after a
+failure the store is not asked for ``cooldown`` seconds (requests are let through
+at once), then one request at a time probes it (the others are let through
+meanwhile) until one succeeds. ``failures``, ``bypassed`` and ``is_open`` are
+exported as ``cachegate_ratelimit_store_*`` (:meth:`RateLimiter.bind_metrics
+<gateway.proxy.ratelimit.RateLimiter.bind_metrics>`).
+
 :func:`build_bucket_store` picks the store from settings: Redis when a Redis
 URL is configured, else PostgreSQL when the database is PostgreSQL, else this
 process (:class:`~gateway.proxy.ratelimit.LocalBuckets`, SQLite: one replica).
@@ -15,6 +23,9 @@ process (:class:`~gateway.proxy.ratelimit.LocalBuckets`, SQLite: one replica).
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import create_engine, make_url, text
@@ -69,59 +80,114 @@ _PG_TAKE = text(
 )
 
 
+#: Seconds a failed store is left alone before one request probes it again.
+COOLDOWN_S = 5.0
+
+
 class _FailOpen:
-    """Allow on a store failure, logging the first failure of each outage."""
+    """Allow on a store failure, logging the first failure of each outage; a circuit
+    breaker in front of the store (see the module)."""
 
     name = "shared"
+    _errors: tuple[type[Exception], ...] = ()
 
-    def __init__(self) -> None:
-        self._down = False
+    def __init__(
+        self, cooldown: float = COOLDOWN_S, now: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.cooldown = cooldown
+        self._now = now
+        self._lock = threading.Lock()
+        self._open_until: float | None = None  # None: closed (the store is asked)
+        self._probing = False
+        self.failures = 0  # store calls that failed
+        self.bypassed = 0  # calls let through without an answer from the store
+
+    @property
+    def is_open(self) -> bool:
+        """The store failed and no probe has succeeded since: limits are not enforced."""
+        with self._lock:
+            return self._open_until is not None
+
+    def _guarded(self, call: Callable[[], tuple[bool, float]]) -> tuple[bool, float]:
+        """``call()`` unless the breaker is open (then allowed at once); a failure opens it."""
+        with self._lock:
+            until = self._open_until
+            probe = until is not None  # open: this call is the one probe, or let through
+            if until is not None:
+                if self._probing or self._now() < until:
+                    self.bypassed += 1
+                    return True, 0.0
+                self._probing = True
+        try:
+            result = call()
+        except self._errors as exc:
+            return self._failed(exc)
+        finally:
+            if probe:
+                with self._lock:
+                    self._probing = False
+        self._ok()
+        return result
 
     def _failed(self, exc: Exception) -> tuple[bool, float]:
-        if not self._down:
-            log.error("%s rate-limit store unavailable, not limiting: %r", self.name, exc)
-        self._down = True
+        with self._lock:
+            first = self._open_until is None
+            self._open_until = self._now() + self.cooldown
+            self.failures += 1
+            self.bypassed += 1
+        if first:
+            log.error(
+                "%s rate-limit store unavailable, not limiting (retried every %.0f s): %r",
+                self.name,
+                self.cooldown,
+                exc,
+            )
         return True, 0.0
 
     def _ok(self) -> None:
-        if self._down:
+        with self._lock:
+            was_open, self._open_until = self._open_until is not None, None
+        if was_open:
             log.info("%s rate-limit store is back", self.name)
-        self._down = False
 
 
 class RedisBuckets(_FailOpen):
     name = "redis"
 
-    def __init__(self, url: str, timeout: float = 0.25, client: Any = None) -> None:
-        super().__init__()
+    def __init__(
+        self, url: str, timeout: float = 0.25, client: Any = None, cooldown: float = COOLDOWN_S
+    ) -> None:
+        super().__init__(cooldown)
         import redis  # the [redis] extra; only a deployment that configures it imports it
 
         self.client = client or redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout
         )
         self._script = self.client.register_script(_TAKE)
-        self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
+        self._errors = (redis.RedisError, OSError)
 
     def take(self, tenant_id: str, rpm: int) -> tuple[bool, float]:
-        try:
-            allowed, wait_ms = self._script(keys=[KEY_PREFIX + tenant_id], args=[rpm])
-        except self._errors as exc:
-            return self._failed(exc)
-        self._ok()
+        return self._guarded(lambda: self._take(tenant_id, rpm))
+
+    def _take(self, tenant_id: str, rpm: int) -> tuple[bool, float]:
+        allowed, wait_ms = self._script(keys=[KEY_PREFIX + tenant_id], args=[rpm])
         return bool(allowed), int(wait_ms) / 1000.0
 
     def drop(self, tenant_id: str) -> None:
-        try:
-            self.client.delete(KEY_PREFIX + tenant_id)
-        except self._errors as exc:
-            self._failed(exc)
+        self._guarded(lambda: self._drop(tenant_id))
+
+    def _drop(self, tenant_id: str) -> tuple[bool, float]:
+        self.client.delete(KEY_PREFIX + tenant_id)
+        return True, 0.0
 
 
 class PostgresBuckets(_FailOpen):
     name = "postgresql"
 
-    def __init__(self, url: str, timeout: float = 1.0) -> None:
-        super().__init__()
+    def __init__(self, url: str, timeout: float = 1.0, cooldown: float = COOLDOWN_S) -> None:
+        super().__init__(cooldown)
+        # Down, or not migrated.
+        self._errors = (sa_exc.DBAPIError, sa_exc.TimeoutError)
         parsed = make_url(url)
         # Keep the URL's own options (a search_path, say) beside the statement timeout,
         # which comes last so that it wins: it bounds the request path (lock waits too).
@@ -141,24 +207,24 @@ class PostgresBuckets(_FailOpen):
         )
 
     def take(self, tenant_id: str, rpm: int) -> tuple[bool, float]:
-        try:
-            with self.engine.begin() as conn:
-                allowed, tokens = conn.execute(
-                    _PG_TAKE, {"tenant": tenant_id, "rpm": float(rpm), "rate": rpm / 60.0}
-                ).one()
-        except (sa_exc.DBAPIError, sa_exc.TimeoutError) as exc:  # down, or not migrated
-            return self._failed(exc)
-        self._ok()
+        return self._guarded(lambda: self._take(tenant_id, rpm))
+
+    def _take(self, tenant_id: str, rpm: int) -> tuple[bool, float]:
+        with self.engine.begin() as conn:
+            allowed, tokens = conn.execute(
+                _PG_TAKE, {"tenant": tenant_id, "rpm": float(rpm), "rate": rpm / 60.0}
+            ).one()
         return bool(allowed), 0.0 if allowed else (1.0 - float(tokens)) / (rpm / 60.0)
 
     def drop(self, tenant_id: str) -> None:
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(
-                    text("DELETE FROM rate_limit_buckets WHERE tenant_id = :t"), {"t": tenant_id}
-                )
-        except (sa_exc.DBAPIError, sa_exc.TimeoutError) as exc:  # down, or not migrated
-            self._failed(exc)
+        self._guarded(lambda: self._drop(tenant_id))
+
+    def _drop(self, tenant_id: str) -> tuple[bool, float]:
+        with self.engine.begin() as conn:
+            conn.execute(
+                text("DELETE FROM rate_limit_buckets WHERE tenant_id = :t"), {"t": tenant_id}
+            )
+        return True, 0.0
 
 
 def build_bucket_store(settings: Settings) -> BucketStore:

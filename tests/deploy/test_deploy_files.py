@@ -164,6 +164,7 @@ def test_alert_rules_cover_the_issue() -> None:
         ("cachegate-upstream", "CachegateUpstreamErrors"),
         ("cachegate-kv", "CachegateKVPoolExhausted"),
         ("cachegate-replicas", "CachegateReplicaSyncLag"),
+        ("cachegate-replicas", "CachegateRateLimitStoreDown"),  # the limiter fails open
     ):
         assert alert in groups[group]
     for group in rules["groups"]:

@@ -91,10 +91,11 @@ class AdminClient:
         *,
         json: Any = None,
         params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Any:
         """One request; the decoded JSON body, or :class:`AdminError`."""
         try:
-            r = self._client.request(method, path, json=json, params=params)
+            r = self._client.request(method, path, json=json, params=params, headers=headers)
         except httpx.HTTPError as exc:
             raise AdminError(f"cannot reach the gateway at {self.url}: {exc}") from exc
         if r.status_code >= 400:
@@ -142,8 +143,14 @@ class AdminClient:
     def get_policy(self, tenant_id: str) -> dict[str, Any]:
         return dict(self.call("GET", f"/tenants/{_seg(tenant_id)}/policy"))
 
-    def patch_policy(self, tenant_id: str, changes: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.call("PATCH", f"/tenants/{_seg(tenant_id)}/policy", json=changes))
+    def patch_policy(
+        self, tenant_id: str, changes: dict[str, Any], if_version: int | None = None
+    ) -> dict[str, Any]:
+        """With ``if_version``, written only if that is still the latest version (412
+        otherwise: someone else changed the policy since it was read)."""
+        headers = None if if_version is None else {"If-Match": f'"{if_version}"'}
+        path = f"/tenants/{_seg(tenant_id)}/policy"
+        return dict(self.call("PATCH", path, json=changes, headers=headers))
 
     def explain(self, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return dict(self.call("POST", f"/tenants/{_seg(tenant_id)}/cache/explain", json=body))

@@ -166,7 +166,7 @@ def _policy_set(c: AdminClient, a: argparse.Namespace) -> tuple[Any, str]:
     changes |= parse_assignments(a.changes)  # pairs override the file's fields
     if not changes:
         raise UsageError("nothing to change: give key=value pairs or --file FILE")
-    out = c.patch_policy(a.tenant, changes)
+    out = c.patch_policy(a.tenant, changes, if_version=a.if_version)
     return out, _policy_text(out)
 
 
@@ -256,6 +256,13 @@ def add_admin_commands(sub: Any) -> None:
     p.add_argument("tenant")
     p.add_argument("changes", nargs="*", metavar="key=value", help="e.g. threshold=0.92")
     p.add_argument("--file", default=None, help="a JSON object of fields to change")
+    p.add_argument(
+        "--if-version",
+        type=int,
+        default=None,
+        metavar="N",
+        help="change only if N is still the latest version (as `policy get` showed it)",
+    )
 
     cache = sub.add_parser("cache", help="the semantic cache of a tenant")
     ca = cache.add_subparsers(dest="action", required=True)

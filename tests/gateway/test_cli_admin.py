@@ -133,6 +133,13 @@ def test_policy_get_and_set_with_pairs_and_a_file(cli: Cli, tmp_path: Path) -> N
     assert now["threshold"] == 0.93 and now["semantic_enabled"] is True
     assert now["max_temperature"] == 0.5
 
+    # --if-version: written over the version read, refused over a stale one.
+    rc, _, err = cli("policy", "set", "cli-pol", "threshold=0.9", "--if-version", "1")
+    assert rc == 1 and err.startswith("error: 412: ")
+    assert cli.json("policy", "get", "cli-pol")["version"] == 2  # nothing was written
+    out = cli.ok("policy", "set", "cli-pol", "threshold=0.9", "--if-version", "2")
+    assert "policy version 3" in out
+
 
 def test_policy_errors_print_the_api_message(cli: Cli) -> None:
     cli.ok("tenants", "create", "cli-bad")

@@ -170,7 +170,9 @@ def create_app(settings: Settings | None = None, components: Components | None =
         else:
             await asyncio.to_thread(feed.mark)
         feed.cache = cache
-        feed.on_tenant_change(lambda _changed: tenants.invalidate_cache())
+        # Only the named tenants' keys (all of them after a rebuild: none named), so the
+        # other keys keep working from memory if the database goes away meanwhile.
+        feed.on_tenant_change(lambda changed: tenants.auth_cache.invalidate(changed))
         feed.start()
         app.state.sync = feed
         verification = None

@@ -14,6 +14,13 @@ random tokens) and each new one cost a database query. Now:
   never the valid keys, and never grow memory.
 
 Keys are stored by SHA-256 digest only, never the raw key.
+
+A change to a tenant (a key revoked or issued, the tenant disabled or deleted, its
+policy edited), here or on another replica (the change feed), drops only that
+tenant's entries (:meth:`AuthCache.invalidate`), and the unknown keys (one may have
+just been issued). So a replica that then loses the database still serves the
+other tenants' keys it confirmed within ``max_stale_seconds``; only when anything
+may have changed (the feed rebuilt, it names no tenant) is everything dropped.
 """
 
 from __future__ import annotations
@@ -21,15 +28,23 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 MAX_ENTRIES = 10_000
 MAX_NEGATIVE = 1_024
 MAX_STALE_SECONDS = 300.0
+#: Tenants whose last change is remembered (to refuse answers read before it); past
+#: that, every answer read before the latest change is refused (none is dropped).
+MAX_CHANGED_TENANTS = 10_000
+
+
+def _tenant_id(value: Any) -> str | None:
+    tenant = getattr(value, "tenant_id", None)
+    return tenant if isinstance(tenant, str) else None
 
 
 @dataclass(frozen=True)
@@ -49,18 +64,23 @@ class AuthCache(Generic[T]):
         max_negative: int = MAX_NEGATIVE,
         max_stale_seconds: float = MAX_STALE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        tenant_of: Callable[[T], str | None] = _tenant_id,
     ) -> None:
         self.fresh_seconds = fresh_seconds
         self.max_entries, self.max_negative = max_entries, max_negative
         self.max_stale_seconds = max_stale_seconds
         self.clock = clock
+        self.tenant_of = tenant_of
         self._valid: OrderedDict[str, Cached[T]] = OrderedDict()
         self._invalid: OrderedDict[str, float] = OrderedDict()
+        self._by_tenant: dict[str | None, set[str]] = {}  # the digests of each tenant
         self._lock = threading.Lock()
-        # Bumped by clear(): an answer read from the database before a change (a key
-        # revoked, a tenant disabled) is not kept after it, or a revoked key would be
-        # accepted for fresh_seconds (and up to max_stale_seconds in an outage).
+        # Bumped by every invalidation: an answer read from the database before a change
+        # (a key revoked, a tenant disabled) is not kept after it, or a revoked key would
+        # be accepted for fresh_seconds (and up to max_stale_seconds in an outage).
         self._generation = 0
+        self._changed: dict[str, int] = {}  # tenant -> the generation of its last change
+        self._floor = 0  # answers read before this generation are refused (all tenants)
 
     @property
     def generation(self) -> int:
@@ -96,38 +116,77 @@ class AuthCache(Generic[T]):
             if hit is None:
                 return None
             if self.clock() - hit.confirmed >= self.max_stale_seconds:
-                del self._valid[digest]
+                self._drop(digest)
                 return None
             return hit.value
 
     def put_valid(self, digest: str, value: T, generation: int | None = None) -> None:
-        """Keep ``value``, unless the cache was cleared since ``generation`` was read."""
+        """Keep ``value``, unless its tenant changed (or everything was cleared) since
+        ``generation`` was read."""
+        tenant = self.tenant_of(value)
         with self._lock:
-            if generation is not None and generation != self._generation:
+            if generation is not None and (
+                generation < self._floor
+                or (tenant is not None and self._changed.get(tenant, -1) > generation)
+            ):
                 return
             self._invalid.pop(digest, None)
+            self._drop(digest)
             self._valid[digest] = Cached(value, self.clock())
-            self._valid.move_to_end(digest)
+            self._by_tenant.setdefault(tenant, set()).add(digest)
             while len(self._valid) > self.max_entries:
-                self._valid.popitem(last=False)
+                self._drop(next(iter(self._valid)))
 
     def put_invalid(self, digest: str, generation: int | None = None) -> None:
-        """Remember "no such key", unless the cache was cleared since ``generation`` (a
-        key issued meanwhile must not be refused for ``fresh_seconds``)."""
+        """Remember "no such key", unless any tenant changed since ``generation`` (a key
+        issued meanwhile must not be refused for ``fresh_seconds``)."""
         with self._lock:
             if generation is not None and generation != self._generation:
                 return
-            self._valid.pop(digest, None)
+            self._drop(digest)
             self._invalid[digest] = self.clock()
             self._invalid.move_to_end(digest)
             while len(self._invalid) > self.max_negative:
                 self._invalid.popitem(last=False)
 
+    def invalidate(self, tenants: Iterable[str]) -> None:
+        """These tenants changed: drop their keys and every unknown key (one of theirs
+        may have just been issued); no tenant named: anything may have changed, drop all."""
+        changed = frozenset(tenants)
+        if not changed:
+            self.clear()
+            return
+        with self._lock:
+            self._generation += 1
+            for tenant in changed:
+                for digest in self._by_tenant.pop(tenant, set()):
+                    self._valid.pop(digest, None)
+                self._changed[tenant] = self._generation
+            self._invalid.clear()
+            if len(self._changed) > MAX_CHANGED_TENANTS:  # bounded: refuse all older reads
+                self._changed.clear()
+                self._floor = self._generation
+
     def clear(self) -> None:
         with self._lock:
             self._valid.clear()
             self._invalid.clear()
+            self._by_tenant.clear()
+            self._changed.clear()
             self._generation += 1
+            self._floor = self._generation
+
+    def _drop(self, digest: str) -> None:
+        """Forget a valid entry (lock held)."""
+        hit = self._valid.pop(digest, None)
+        if hit is None:
+            return
+        tenant = self.tenant_of(hit.value)
+        digests = self._by_tenant.get(tenant)
+        if digests is not None:
+            digests.discard(digest)
+            if not digests:
+                del self._by_tenant[tenant]
 
     def sizes(self) -> tuple[int, int]:
         """(valid entries, negative entries): what the bounds are checked against."""

@@ -133,3 +133,63 @@ def test_a_key_read_before_its_revocation_is_not_kept_after_it(
     assert not store.auth_cache.known_invalid(hash_key("cg-issued-meanwhile"))
     assert store.authenticate(key).tenant_id == "acme"
     assert store.cached(key) is not None  # control: an undisturbed read is kept
+
+
+def test_a_change_to_one_tenant_keeps_the_others_keys_through_an_outage(
+    store: TenantStore, tmp_path: Path
+) -> None:
+    # What the change feed does on every replica when another replica writes a tenant:
+    # before, the whole cache was dropped, so a replica that then lost the database
+    # refused (503) keys it had just confirmed.
+    admin = TenantAdmin(store, None, None)
+    for tenant in ("acme", "other", "gone"):
+        admin.add_tenant("tests", tenant, None, None)
+    keys = {t: admin.issue_key("tests", t, "k").key for t in ("acme", "other", "gone")}
+    assert all(store.authenticate(k).tenant_id == t for t, k in keys.items())
+    with pytest.raises(AuthenticationError):
+        store.authenticate("cg-not-yet-issued")
+    store.auth_cache.invalidate({"other"})  # e.g. a key issued or a policy edited
+    assert store.cached(keys["acme"]) is not None and store.cached(keys["gone"]) is not None
+    assert store.cached(keys["other"]) is None  # that tenant's keys are asked again
+    assert not store.auth_cache.known_invalid(hash_key("cg-not-yet-issued"))  # may be new
+    store.auth_cache.invalidate({"gone"})  # e.g. deleted: refused at once, from memory too
+    (tmp_path / "auth.db").unlink()
+    store.engine.dispose()
+    assert store.authenticate(keys["acme"]).tenant_id == "acme"  # before: 503
+    for tenant in ("other", "gone"):
+        with pytest.raises(ServiceUnavailableError):
+            store.authenticate(keys[tenant])
+    store.auth_cache.invalidate(frozenset())  # after a rebuild anything may have changed
+    with pytest.raises(ServiceUnavailableError):
+        store.authenticate(keys["acme"])
+
+
+def test_an_answer_read_before_its_tenants_change_is_not_kept() -> None:
+    cache: AuthCache[Any] = AuthCache(30.0, tenant_of=lambda v: str(v))
+    seen = cache.generation  # two reads start: acme's key, other's key, an unknown one
+    cache.invalidate({"acme"})  # acme changes while they are on their way back
+    cache.put_valid("a", "acme", seen)
+    cache.put_valid("o", "other", seen)
+    cache.put_invalid("x", seen)
+    assert cache.fresh("a") is None  # could be the key just revoked
+    assert cache.fresh("o") == "other"  # another tenant's answer is still true
+    assert not cache.known_invalid("x")  # could be the key just issued
+    cache.put_valid("a", "acme", cache.generation)  # read after the change: kept
+    assert cache.fresh("a") == "acme" and cache.sizes() == (2, 0)
+    seen = cache.generation
+    cache.clear()
+    cache.put_valid("o2", "other", seen)  # read before a clear: refused for every tenant
+    assert cache.fresh("o2") is None
+
+
+def test_the_remembered_changes_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gateway.auth_cache.MAX_CHANGED_TENANTS", 3)
+    cache: AuthCache[Any] = AuthCache(30.0, tenant_of=lambda v: str(v))
+    cache.put_valid("k", "keep", cache.generation)
+    seen = cache.generation
+    for n in range(5):
+        cache.invalidate({f"t{n}"})
+    assert len(cache._changed) <= 3
+    cache.put_valid("late", "keep", seen)  # older than a forgotten change: refused
+    assert cache.fresh("late") is None
+    assert cache.fresh("k") == "keep"  # nothing was dropped for it

@@ -200,3 +200,27 @@ def test_a_tenant_deleted_through_one_replica_leaves_no_prompts_on_the_other(
         delay = wait_for(lambda: "del-x" not in prompts.prompts.tenants(), timeout=5.0)
     assert delay is not None and delay < BOUND, delay
     assert "del-y" in prompts.prompts.tenants()  # positive control: the other tenant's stay
+
+
+def test_a_change_to_another_tenant_keeps_this_tenants_keys_on_the_other_replica(
+    pair: tuple[Gateway, Gateway],
+) -> None:
+    # Before, any tenant write dropped replica 2's whole auth cache, so a replica that
+    # then lost the database refused (503) keys it had confirmed a moment before.
+    gw1, gw2 = pair
+    with admin(gw1) as client:
+        kept, gone = new_tenant(client, "iso-a"), new_tenant(client, "iso-b")
+        with gw2.http(kept) as a, gw2.http(gone) as b:
+            assert a.get("/v1/models").status_code == 200  # both cached on replica 2
+            assert b.get("/v1/models").status_code == 200
+            new_tenant(client, "iso-c")  # an unrelated write through replica 1
+            assert gw2.app.state.sync.wait_until_caught_up(5)
+            assert gw2.tenants.cached(kept) is not None
+            assert gw2.tenants.cached(gone) is not None
+            # Isolation holds: a tenant deleted on replica 1 stops on replica 2 at once.
+            assert client.delete("/tenants/iso-b").status_code == 200
+            delay = wait_for(lambda: b.get("/v1/models").status_code == 401, timeout=5.0)
+            assert delay is not None and delay < BOUND, delay
+            assert gw2.tenants.cached(gone) is None
+            assert gw2.tenants.cached(kept) is not None  # positive control
+            assert a.get("/v1/models").status_code == 200

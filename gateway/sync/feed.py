@@ -43,7 +43,10 @@ tells the tenant callbacks that anything may have changed.
 
 Failures never stop the feed: errors are counted, logged at most every 30 s, and
 retried with backoff; once the database answers again the feed catches up from
-its position, without a restart.
+its position, without a restart. That includes the wait between polls: if waiting
+on the LISTEN connection raises, the error is counted, the connection closed
+(``listening`` turns false) and the feed polls every ``poll_seconds`` without it
+for 30 s before listening again.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ TenantCallback = Callable[[frozenset[str]], None]
 
 _LOG_EVERY = 30.0  # seconds between two logged errors
 _MAX_BACKOFF = 5.0
+_LISTEN_RETRY = 30.0  # seconds polling only after waiting on the LISTEN connection failed
 
 
 class ChangeFeed:
@@ -115,6 +119,7 @@ class ChangeFeed:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_logged = 0.0
+        self._listen_retry_at = 0.0  # monotonic time the LISTEN connection may reopen
 
     # -- lifecycle -------------------------------------------------------------------
     def on_tenant_change(self, callback: TenantCallback) -> None:
@@ -207,14 +212,26 @@ class ChangeFeed:
             if backoff:
                 log.warning("replica sync: recovered, caught up to seq %d", self._pos.seq)
                 backoff = 0.0
-            if self._listener is not None and not self._listener.connected:
+            listener = self._listener
+            if (
+                listener is not None
+                and not listener.connected
+                and time.monotonic() >= self._listen_retry_at
+            ):
                 try:
-                    self._listener.connect()
+                    listener.connect()
                     continue  # poll at once: something may have come while not listening
                 except Exception as exc:
                     self._failed(exc)
             if not more:
-                self._wait()
+                try:
+                    self._wait()
+                except Exception as exc:  # a bug, or a driver without what it needs: poll on
+                    self._failed(exc)
+                    if listener is not None:  # polling only, until it is opened again
+                        listener.close()
+                        self._listen_retry_at = time.monotonic() + _LISTEN_RETRY
+                    self._wake.wait(self.poll_seconds)  # stop() wakes it too
 
     def _wait(self) -> None:
         deadline = time.monotonic() + self.poll_seconds

@@ -138,31 +138,45 @@ def check_database(s: Settings) -> list[Check]:
 
 
 def check_redis(s: Settings) -> list[Check]:
+    """Each Redis the gateway uses: the rate-limit store's (``CACHEGATE_REDIS_URL``) and
+    the L3 KV tier's (``CACHEGATE_KV_REDIS_URL``, also the rate limits' without the
+    former); one PING per distinct URL."""
     area = "redis"
-    if not s.kv_redis_url:
+    named: dict[str, list[str]] = {}
+    for variable, url in (
+        ("CACHEGATE_KV_REDIS_URL", s.kv_redis_url),
+        ("CACHEGATE_REDIS_URL", s.redis_url),
+    ):
+        if url:
+            named.setdefault(url, []).append(variable)
+    if not named:
         return [Check(area, "OK", "not configured (no CACHEGATE_KV_REDIS_URL): no shared L3 tier")]
     if importlib.util.find_spec("redis") is None:
         return [Check(area, "FAIL", "redis is not installed", "pip install 'cachegate[redis]'")]
+    return [_ping(area, url, variables) for url, variables in named.items()]
+
+
+def _ping(area: str, url: str, variables: list[str]) -> Check:
     import redis
 
+    # The KV tier's alone keeps its old wording; the rate-limit store's is named.
+    which = "" if variables == ["CACHEGATE_KV_REDIS_URL"] else f" ({', '.join(variables)})"
     try:
         client = redis.Redis.from_url(
-            s.kv_redis_url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S
+            url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S
         )
         try:
             client.ping()
         finally:
             client.close()
     except (redis.RedisError, ValueError) as exc:
-        return [
-            Check(
-                area,
-                "FAIL",
-                f"cannot reach Redis: {exc}",
-                "check CACHEGATE_KV_REDIS_URL and that the Redis server is running",
-            )
-        ]
-    return [Check(area, "OK", "Redis answers PING")]
+        return Check(
+            area,
+            "FAIL",
+            f"cannot reach Redis{which}: {exc}",
+            f"check {' and '.join(variables)} and that the Redis server is running",
+        )
+    return Check(area, "OK", f"Redis answers PING{which}")
 
 
 def _upstream(s: Settings, url: str) -> Check:

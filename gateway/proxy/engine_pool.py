@@ -182,11 +182,14 @@ class EnginePool:
         """Every replica's models, the first replica's first (replicas serve one model)."""
         return list(dict.fromkeys(m for r in self.replicas for m in r.upstream.models()))
 
-    async def list_models(self) -> list[dict[str, Any]]:
-        """Every replica's model cards (refreshed when stale), one card per model id."""
+    async def list_models(self) -> list[dict[str, Any]] | None:
+        """Every replica's model cards (refreshed when stale), one card per model id;
+        None while no replica's list is known."""
         listed = await asyncio.gather(
             *(r.upstream.list_models() for r in self.replicas), return_exceptions=True
         )
+        if not any(isinstance(result, list) for result in listed):
+            return None
         cards: dict[str, dict[str, Any]] = {}
         for result in listed:
             for card in result if isinstance(result, list) else []:

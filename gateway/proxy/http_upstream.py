@@ -96,10 +96,16 @@ class HttpUpstream:
         return self.configured or self.detected or GENERIC
 
     def models(self) -> list[str]:
+        """The model ids for the gateway's own use (the judge's model, the explainer):
+        the listed ones, else the configured name until the list is known. Never shown
+        to clients as a card (``list_models``)."""
         ids = [str(c["id"]) for c in self._cards if isinstance(c.get("id"), str)]
         return ids or [self.model or "default"]
 
-    async def list_models(self) -> list[dict[str, Any]]:
+    async def list_models(self) -> list[dict[str, Any]] | None:
+        """The upstream's cards, or None while its listing has never answered: unknown
+        is not a list (the route then neither refuses a model nor invents a card). A
+        list once read is kept when a later refresh fails."""
         now = time.monotonic()
         fresh = (
             self._fetched_at is not None and now - self._fetched_at < self.models_refresh_seconds
@@ -108,7 +114,7 @@ class HttpUpstream:
             # A failed listing is retried after a pause, not on every request.
             self._retry_at = now + min(LIST_RETRY_SECONDS, self.models_refresh_seconds)
             await self._read_models()
-        return self._cards or [{"id": self.models()[0], "object": "model", "owned_by": "upstream"}]
+        return list(self._cards) if self._fetched_at is not None else None
 
     async def _read_models(self) -> None:
         try:

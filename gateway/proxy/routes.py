@@ -26,7 +26,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.errors import BadRequestError, GatewayError, NotFoundError
+from gateway.errors import (
+    BadRequestError,
+    GatewayError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
 from gateway.proxy.controls import CacheControl, Tracing, end_user, take_cache_controls
 from gateway.proxy.disconnect import unless_disconnected
 from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
@@ -74,11 +79,29 @@ async def authenticate(request: Request) -> TenantContext:
     return await asyncio.to_thread(tenants.authenticate, key)
 
 
+#: How soon a client may ask again for a model list the upstream has not given yet
+#: (the upstream client re-reads a failed listing after as long: http_upstream.py).
+MODELS_RETRY_AFTER = "5"
+
+
+async def known_models(gw: GatewayState) -> list[dict[str, Any]]:
+    """The upstream's model cards; a 503 with Retry-After while they are not known (its
+    listing never answered): a made-up card would send clients to a model nobody serves."""
+    cards = await gw.upstream.list_models()
+    if cards is None:
+        raise ServiceUnavailableError(
+            "the upstream's model list is not available yet; try again shortly",
+            code="models_unavailable",
+            headers={"Retry-After": MODELS_RETRY_AFTER},
+        )
+    return cards
+
+
 @router.get("/v1/models")
 async def list_models(request: Request) -> Response:
     """The upstream's own model cards (cached and refreshed by the upstream client)."""
     await authenticate(request)
-    data = await state(request).upstream.list_models()
+    data = await known_models(state(request))
     return JSONResponse({"object": "list", "data": data})
 
 
@@ -127,8 +150,12 @@ async def _answer(
     user: str | None,
     started: float,
 ) -> Response:
-    models = [str(card.get("id")) for card in await gw.upstream.list_models()]
-    if body.get("model") not in models:
+    cards = await gw.upstream.list_models()
+    # While the upstream's list is not known (its /v1/models failing while its chat
+    # endpoint works) the request goes on and the upstream judges the model: a 404 here
+    # would refuse every model, for good as far as a client's retries go.
+    models = None if cards is None else [str(card.get("id")) for card in cards]
+    if models is not None and body.get("model") not in models:
         raise NotFoundError(
             f"the requested model does not exist; available: {models}",
             param="model",

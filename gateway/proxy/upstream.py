@@ -138,8 +138,9 @@ class Upstream(Protocol):
         """The model ids known now (no I/O)."""
         ...
 
-    async def list_models(self) -> list[dict[str, Any]]:
-        """The model cards, refreshed from the upstream when they are stale."""
+    async def list_models(self) -> list[dict[str, Any]] | None:
+        """The model cards, refreshed from the upstream when they are stale; None while
+        they are not known (an HTTP upstream whose listing never answered)."""
         ...
 
     def engine_metrics(self) -> bytes:

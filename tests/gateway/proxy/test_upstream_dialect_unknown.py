@@ -239,3 +239,27 @@ def test_a_sharing_group_named_in_any_script_reaches_the_engine(
             assert r.status_code == 200, r.text
     sent = [h[NAMESPACE_HEADER] for h in engine.headers]
     assert sent == ["group:%E5%9B%A2%E9%98%9F", "group:%C3%A9quipe%20a", "group:ascii-team"]
+
+
+def test_a_model_list_that_never_answered_refuses_no_model_and_invents_no_card(
+    engine: Engine, embedder: Embedder, tmp_path: Path
+) -> None:
+    # /v1/models failing while the chat endpoint works (a warming server, a proxy in
+    # front): unknown is not an empty list. Requests go on and the upstream judges the
+    # model; the gateway's own /v1/models says "not now" instead of a made-up card.
+    engine.refusal = 503
+    with gateway(engine, tmp_path, embedder) as gw, gw.http(gw.tenant("m")[1]) as http:
+        other = http.post(CHAT, json=ask("Which model?") | {"model": "served-but-unlisted"})
+        listed = http.get("/v1/models")
+        engine.listing = True  # the list answers: from now on it decides
+        http.post(CHAT, json=ask("Learn the list."))  # a request re-reads an unknown list
+        known = http.get("/v1/models")
+        unknown = http.post(CHAT, json=ask("Which model?") | {"model": "served-but-unlisted"})
+    assert other.status_code == 200, other.text
+    assert engine.bodies[0]["model"] == "served-but-unlisted"
+    assert listed.status_code == 503, listed.text
+    assert listed.json()["error"]["code"] == "models_unavailable"
+    assert listed.headers["retry-after"] == "5"
+    assert [card["id"] for card in known.json()["data"]] == [MODEL]
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "model_not_found"
+    assert len(engine.bodies) == 2

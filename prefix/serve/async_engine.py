@@ -13,7 +13,10 @@ then every stream raises ``EngineDeadError``, as does every later ``submit()``.
 ``max_num_waiting`` bounds the requests not yet admitted (queued here for the engine
 thread, or waiting in its scheduler); beyond it ``submit()`` raises ``QueueFullError``
 (a 429 ``queue_full`` with ``Retry-After``). A finished request whose reader has not
-drained its stream yet (a slow client) is not waiting and does not count.
+drained its stream yet (a slow client) is not waiting and does not count. One
+tenant's requests that have had no output yet may fill at most its share of the
+queue (``max_num_waiting_per_tenant``, by default three quarters): beyond it only
+that tenant gets ``QueueFullError``, and the others still get in.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import asyncio
 import logging
 import queue
 import threading
+from collections import Counter
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
@@ -61,6 +65,8 @@ _Item = RequestOutput | _Failed | BaseException
 class _Stream:
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue[_Item]
+    tenant: str = ""  # EngineRequest.tenant_key ("" anonymous: no per-tenant share)
+    started: bool = False  # its first output came (or it ended): no longer waiting
 
 
 class AsyncEngine:
@@ -86,6 +92,9 @@ class AsyncEngine:
         # Under _streams_lock: set by the dying engine thread as it fans its error out
         # to the streams; a stream registered after that would never hear of it.
         self._dead = False
+        # Under _streams_lock: per tenant, requests submitted (or being submitted) that
+        # have had no output yet: the tenant's share of the waiting queue in use.
+        self._waiting_by_tenant: Counter[str] = Counter()
 
     # ---- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -116,30 +125,58 @@ class AsyncEngine:
         # streams are no measure: one stays until its reader closes it, long after its
         # request finished when the client reads slowly. (_queued_adds is read without
         # the lock: one int, and a stale value errs by the add being drained right now.)
+        config = self.engine.config
         waiting = self.engine.num_waiting + self._queued_adds + self._submitting
-        if waiting >= self.engine.config.max_num_waiting:
+        if waiting >= config.max_num_waiting:
             raise QueueFullError(
                 f"{waiting} requests are waiting for the engine (the limit is "
-                f"{self.engine.config.max_num_waiting}); retry later"
+                f"{config.max_num_waiting}); retry later"
             )
+        stream = _Stream(asyncio.get_running_loop(), asyncio.Queue(), req.tenant_key)
+        with self._streams_lock:
+            if stream.tenant and self._waiting_by_tenant[stream.tenant] >= (
+                config.waiting_per_tenant
+            ):
+                # The tenant is not named: the message goes to that tenant's client.
+                raise QueueFullError(
+                    f"this tenant has {config.waiting_per_tenant} requests waiting for "
+                    "the engine, its share of the queue; retry later"
+                )
+            if stream.tenant:
+                self._waiting_by_tenant[stream.tenant] += 1  # reserved before validation
         self._submitting += 1
+        registered = False
         try:
             seq = await asyncio.to_thread(self.engine.new_sequence, req)
+            with self._streams_lock:
+                # The thread may have died while new_sequence ran; checked under the lock
+                # its error fan-out takes, so either that fan-out sees this stream or we
+                # see _dead.
+                if self._dead:
+                    raise EngineDeadError(dead_message(self.error))
+                if seq.request_id in self._streams:
+                    raise ValueError(f"duplicate request id {seq.request_id!r}")
+                self._streams[seq.request_id] = stream
+                self._queued_adds += 1
+                self._inbox.put(("add", (seq, req.params)))
+                registered = True
         finally:
             self._submitting -= 1
-        stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
-        with self._streams_lock:
-            # The thread may have died while new_sequence ran; checked under the lock its
-            # error fan-out takes, so either that fan-out sees this stream or we see _dead.
-            if self._dead:
-                raise EngineDeadError(dead_message(self.error))
-            if seq.request_id in self._streams:
-                raise ValueError(f"duplicate request id {seq.request_id!r}")
-            self._streams[seq.request_id] = stream
-            self._queued_adds += 1
-            self._inbox.put(("add", (seq, req.params)))
+            if not registered:
+                with self._streams_lock:
+                    self._started(stream)
         self._wake.set()
         return OutputStream(self, seq.request_id, seq.root, stream)
+
+    def _started(self, stream: _Stream) -> None:
+        """``stream`` waits no longer (its first output, its end, or its reader left);
+        once per stream. Called under ``_streams_lock``."""
+        if not stream.started:
+            stream.started = True
+            if stream.tenant:
+                self._waiting_by_tenant[stream.tenant] -= 1
+                if self._waiting_by_tenant[stream.tenant] <= 0:
+                    del self._waiting_by_tenant[stream.tenant]
 
     async def generate(self, req: EngineRequest) -> AsyncGenerator[RequestOutput, None]:
         """Stream one request's outputs; raises RequestError before the first yield."""
@@ -152,7 +189,9 @@ class AsyncEngine:
 
     def _forget(self, request_id: str) -> None:
         with self._streams_lock:
-            self._streams.pop(request_id, None)
+            stream = self._streams.pop(request_id, None)
+            if stream is not None:
+                self._started(stream)
 
     def abort(self, request_id: str) -> None:
         self._inbox.put(("abort", request_id))
@@ -186,6 +225,8 @@ class AsyncEngine:
         with self._streams_lock:
             self._dead = True  # no stream registers after this: submit() checks it
             streams = list(self._streams.values())
+            for s in streams:
+                self._started(s)
         for s in streams:
             try:
                 s.loop.call_soon_threadsafe(s.queue.put_nowait, exc)
@@ -220,6 +261,8 @@ class AsyncEngine:
     def _fail(self, request_id: str, item: _Failed) -> None:
         with self._streams_lock:
             stream = self._streams.get(request_id)
+            if stream is not None:
+                self._started(stream)
         if stream is not None:
             try:
                 stream.loop.call_soon_threadsafe(stream.queue.put_nowait, item)
@@ -250,6 +293,7 @@ class AsyncEngine:
             for out in outputs:
                 stream = self._streams.get(out.request_id)
                 if stream is not None:
+                    self._started(stream)
                     by_loop.setdefault(stream.loop, []).append((stream, _item(out)))
         for loop, items in by_loop.items():
             try:

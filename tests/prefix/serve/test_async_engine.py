@@ -228,3 +228,70 @@ def test_a_shutdown_ends_the_streams_still_open(tiny_llama: LoadedModel) -> None
                 await drain(await late)
 
     run(engine, body)
+
+
+def test_one_tenant_fills_only_its_share_of_the_waiting_queue(tiny_llama: LoadedModel) -> None:
+    """Tenant A floods the queue: past its share (3 of 4) only A is refused; B, and
+    anonymous requests, still get in. Every share is given back as requests start."""
+    engine = make(tiny_llama, max_num_waiting=4, max_num_seqs=1)
+    entered, allowed = threading.Semaphore(0), threading.Semaphore(0)
+    gated = True
+    real_step = engine.step
+
+    def step() -> Any:  # after each step the engine thread waits for the test
+        outputs = real_step()
+        if gated:
+            entered.release()
+            allowed.acquire()
+        return outputs
+
+    engine.step = step  # type: ignore[method-assign]
+
+    def of(tenant: str, i: int) -> EngineRequest:
+        params = SamplingParams(max_tokens=2, ignore_eos=True)
+        return engine.request([3 + i, 4, 5, 6, 7], params, namespace=tenant, request_id=f"q{i}")
+
+    async def body(ae: AsyncEngine) -> tuple[QueueFullError, QueueFullError, dict[str, int]]:
+        nonlocal gated
+        running = await ae.submit(req(engine, 0, max_tokens=8))
+        streams = [running]
+        try:
+            await asyncio.to_thread(entered.acquire)  # admitted; the thread holds
+            streams += [await ae.submit(of("tenant-a", i)) for i in (1, 2, 3)]
+            with pytest.raises(QueueFullError) as share:  # A's fourth: past its share
+                await ae.submit(of("tenant-a", 4))
+            streams.append(await ae.submit(of("tenant-b", 5)))  # B is not refused
+            with pytest.raises(QueueFullError) as full:  # now the whole queue is full
+                await ae.submit(of("tenant-c", 6))
+        finally:
+            gated = False
+            allowed.release()
+        for stream in streams:
+            await drain(stream)
+        left = dict(ae._waiting_by_tenant)
+        streams = [await ae.submit(of("tenant-a", i)) for i in (7, 8, 9)]  # A again
+        for stream in streams:
+            await drain(stream)
+        return share.value, full.value, left
+
+    share, full, left = run(engine, body)
+    assert "share" in str(share) and "tenant-a" not in str(share)
+    assert "share" not in str(full)
+    assert engine_error(share).status == 429 and engine_error(share).code == "queue_full"
+    assert left == {}  # every share given back
+    assert engine.pool.num_used_blocks == 0
+
+
+def test_a_refused_or_failed_submit_gives_its_share_back(tiny_llama: LoadedModel) -> None:
+    engine = make(tiny_llama, max_num_waiting=2)  # a share of 1
+
+    async def body(ae: AsyncEngine) -> dict[str, int]:
+        too_long = engine.request([3 + i % 100 for i in range(100_000)], namespace="tenant-a")
+        for _ in range(3):  # the prompt can never run: a RequestError, not a 429
+            with pytest.raises(RequestError):
+                await ae.submit(too_long)
+        stream = await ae.submit(engine.request([3, 4, 5], namespace="tenant-a"))
+        await drain(stream)
+        return dict(ae._waiting_by_tenant)
+
+    assert run(engine, body) == {}

@@ -20,6 +20,7 @@ import asyncio
 import hashlib
 import hmac
 import re
+from collections import OrderedDict
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -29,6 +30,7 @@ from sqlalchemy import exc as sa_exc
 
 from gateway.errors import AuthenticationError, PermissionDeniedError
 from gateway.proxy.routes import bearer, state
+from gateway.tenants import MAX_KEY_CHARS, hash_key
 
 ACTOR_HEADER = "x-admin-actor"
 _ACTOR_CHARS = re.compile(r"[^A-Za-z0-9._@-]")
@@ -87,7 +89,34 @@ async def require_admin(
 
 
 async def _is_tenant_key(request: Request, token: str) -> bool:
+    """Whether ``token`` is (or was) a tenant's API key, for the 403's hint. Bounded as
+    ``/v1`` authentication is: a token longer than any key is not one, and a token
+    found not to be a key is remembered, so repeating a wrong token costs the
+    database nothing (each one distinct costs one read, as on ``/v1``)."""
+    if len(token) > MAX_KEY_CHARS:
+        return False
+    misses = _probe_misses(request)
+    digest = hash_key(token)
+    if digest in misses:
+        misses.move_to_end(digest)
+        return False
     try:
-        return await asyncio.to_thread(state(request).tenants.has_key, token)
+        found = await asyncio.to_thread(state(request).tenants.has_key, token)
     except sa_exc.SQLAlchemyError:
         return False  # cannot tell: the plain 401 is still the right answer
+    if not found:
+        misses[digest] = None
+        while len(misses) > _MAX_PROBE_MISSES:
+            misses.popitem(last=False)
+    return found
+
+
+#: Wrong admin tokens remembered per app (digests only; least recently seen dropped).
+_MAX_PROBE_MISSES = 10_000
+
+
+def _probe_misses(request: Request) -> OrderedDict[str, None]:
+    found: OrderedDict[str, None] | None = getattr(request.app.state, "admin_probe_misses", None)
+    if found is None:
+        found = request.app.state.admin_probe_misses = OrderedDict()
+    return found

@@ -96,6 +96,30 @@ def test_a_revoked_tenant_key_is_still_refused_with_403(gw: Gateway) -> None:
         assert_openai_error(client.get("/tenants"), 403)
 
 
+def test_wrong_tokens_cost_the_database_one_read_at_most(
+    gw: Gateway, tenant_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each wrong admin token was looked up in the database every time (a 20 kB one
+    # too), where /v1 bounds the same probes by length and a negative cache.
+    reads: list[str] = []
+    real = gw.tenants.has_key
+
+    def counted(raw_key: str) -> bool:
+        reads.append(raw_key)
+        return real(raw_key)
+
+    monkeypatch.setattr(gw.tenants, "has_key", counted)
+    with httpx.Client(base_url=gw.url, timeout=30) as client:
+        for token in ["x" * 20_000] * 5 + ["wrong-token"] * 5:
+            r = client.get("/admin/tenants", headers={"Authorization": f"Bearer {token}"})
+            assert_openai_error(r, 401, "invalid_request_error")
+        assert reads == ["wrong-token"]
+        # Positive control: a tenant key is still told apart (403), also when repeated.
+        for _ in range(2):
+            r = client.get("/admin/tenants", headers={"Authorization": f"Bearer {tenant_key}"})
+            assert assert_openai_error(r, 403)["code"] == "tenant_key_not_allowed"
+
+
 def test_actor_header_is_recorded_in_the_audit_log(gw: Gateway) -> None:
     with admin(gw, **{"X-Admin-Actor": "alice@ops <script>"}) as client:
         assert client.post("/tenants", json={"id": "auth-actor"}).status_code == 201

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prefix.errors import RequestError
+from prefix.model.chat_prompt import ChatEncoder
 
 # A prompt is raw text, ready token ids, or chat messages ({"role", "content"}).
 Prompt = str | Sequence[int] | Sequence[Mapping[str, Any]]
@@ -19,9 +20,12 @@ class PromptEncoder:
     def __init__(self, tokenizer: Any, vocab_size: int | None = None) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
+        self._chat = ChatEncoder(tokenizer)
 
     def encode(self, prompt: Prompt) -> list[int]:
         if isinstance(prompt, str):
+            # A raw prompt is the client's whole text: special-token text in it is parsed
+            # as those tokens (as vLLM does), unlike chat message text (ChatEncoder).
             return list(self.tokenizer.encode(prompt, add_special_tokens=False))
         items: list[Any] = list(prompt)
         if all(isinstance(t, int) and not isinstance(t, bool) for t in items):
@@ -44,11 +48,8 @@ class PromptEncoder:
                 raise RequestError(f"unknown message role {m.get('role')!r}")
             if not isinstance(m.get("content", ""), str):
                 raise RequestError("message content must be a string")
-        text = self.tokenizer.apply_chat_template(
-            [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
-        )
-        # The template already wrote every special token it wants.
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        # message text is plain text: it cannot spell the template's control tokens
+        return self._chat.encode(messages)
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))

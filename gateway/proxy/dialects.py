@@ -13,7 +13,13 @@ dialect        ``cache_salt``  ``stream_options`` added      trusted-namespace h
 =============  ==============  ===========================  ======================
 
 ``openai`` is the generic OpenAI-compatible server (a cloud API, llama.cpp, a
-strict validator): it gets exactly the client's fields. ``cache_salt`` goes only
+strict validator): it gets exactly the client's fields. Not even
+``stream_options``: servers that predate it refuse it (Azure OpenAI before API
+version 2024-09-01 answers 400 "Unrecognized request argument"), so asking would
+break a working client. A stream from it carries token counts only when the
+client asked for ``include_usage``; without them the answer is passed through
+but not stored (``skipped:no_usage``, ``gateway/proxy/pipeline.py``), since its
+hits would report 0 tokens and count nothing saved. ``cache_salt`` goes only
 where it is honoured (our engine, vLLM ≥ 0.9 with prefix caching); elsewhere a
 tenant's prefix isolation is the upstream's business (a cloud API keys its cache
 by account). ``auto`` reads the dialect from the upstream's ``/v1/models``: every

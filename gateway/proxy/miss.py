@@ -179,7 +179,9 @@ class UpstreamAnswer:
         """Backfill the semantic layer when the answer may be stored; count the request."""
         gw, tenant = self.gw, self.ctx.tenant_id
         if encodable(payload):
-            self.backfill = await gw.pipeline.backfill(self.ctx, self.decision, self.cc, payload)
+            self.backfill = await gw.pipeline.backfill(
+                self.ctx, self.decision, self.cc, payload, usage_known=done.usage_known
+            )
         else:
             # NaN/Infinity or a lone surrogate: the client got it as sent, but the store
             # would refuse it or keep something else, and a replay must be faithful.

@@ -258,14 +258,21 @@ class Pipeline:
         decision: SemanticDecision,
         cc: CacheControl,
         response: dict[str, Any],
+        usage_known: bool = True,
     ) -> str:
-        """Store a finished answer; returns what happened (for metrics and headers)."""
+        """Store a finished answer; returns what happened (for metrics and headers).
+
+        An answer whose usage the upstream did not report is not stored: its hits would
+        report 0 tokens to the client and count 0 saved (``skipped:no_usage``)."""
         if decision.query is None or self.cache is None:
             return "skipped:not_cacheable"
         if cc.no_store:
             return "skipped:no-store"
         if not ctx.policy.store_enabled:
             return "skipped:policy"
+        if not usage_known:
+            self.metrics.backfills.labels(ctx.tenant_id, "skipped").inc()
+            return "skipped:no_usage"
         # The lookup's vector and partition key: the question is neither embedded
         # nor its partition hashed a second time for the same request.
         looked = decision.result

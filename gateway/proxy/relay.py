@@ -140,6 +140,7 @@ async def whole_response(
     return Done(
         finish_reason=str(first.get("finish_reason") or "unknown"),
         **usage_counts(payload.get("usage")),
+        usage_known=payload.get("usage") is not None,
         body=payload,
         raw=raw,
         headers=passed,
@@ -154,7 +155,7 @@ async def stream_events(
     max_event: int = MAX_EVENT_BYTES,
 ) -> AsyncIterator[Event]:
     finish_reason: str | None = None
-    usage: dict[str, Any] = {}
+    usage: Any = None  # None: no chunk carried usage (a generic server, not asked)
     sent = False  # whether a chunk went out: after that, errors cannot change the status
     async for data, one_line in sse_data(response, max_event):
         if data.strip() == "[DONE]":
@@ -174,7 +175,8 @@ async def stream_events(
                 event = verbatim or json.dumps(chunk, separators=(",", ":"))
                 raise UpstreamStreamError("the upstream failed mid-stream", event)
             raise stream_error(chunk["error"], passed)
-        usage = chunk.get("usage") or usage
+        if chunk.get("usage") is not None:
+            usage = chunk["usage"]
         choices = chunk.get("choices") or []
         if added_usage and "usage" in chunk:
             # The client did not ask for usage: what the gateway asked for goes away.
@@ -199,7 +201,7 @@ async def stream_events(
     if finish_reason is None:
         # A stream cut short is not an answer: it must never be backfilled.
         raise UpstreamError("the upstream stream ended without a finish reason")
-    yield Done(finish_reason=finish_reason, **usage_counts(usage))
+    yield Done(finish_reason=finish_reason, **usage_counts(usage), usage_known=usage is not None)
 
 
 def stream_error(err: Any, passed: Mapping[str, str]) -> GatewayError:

@@ -110,6 +110,10 @@ class Done:
     completion_tokens: int = 0
     cached_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # Whether the upstream said what the answer cost: False when it sent no usage (a
+    # generic server streaming to a client that did not ask for include_usage). Such an
+    # answer is not stored, since its hits would report (and count as saved) 0 tokens.
+    usage_known: bool = True
     # A request that was not streamed, over HTTP: the upstream's whole response body,
     # parsed (for the backfill) and as the bytes it sent (for the client).
     body: dict[str, Any] | None = None

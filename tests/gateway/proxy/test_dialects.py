@@ -102,3 +102,31 @@ def test_several_models_each_have_their_own_partition(embedder: Embedder, tmp_pa
             assert again.headers["x-cachegate-cache"] == "semantic-hit"  # positive control
             assert_openai_error(unknown, 404)
             assert len(up.chats()) == 2  # the hit never reached the upstream
+
+
+def test_a_streamed_answer_without_usage_is_not_stored_as_zero_tokens(
+    generic_gw: Gateway, strict: Upstream
+) -> None:
+    # A generic server is not asked for a usage chunk (a strict one would refuse the
+    # field), so a stream whose client did not ask has no token counts: stored, its hits
+    # would report 0 tokens and count 0 saved. With include_usage it is stored as usual.
+    key = generic_gw.tenant("usage")[1]
+
+    def body(question: str, **extra: Any) -> dict[str, Any]:
+        messages = [{"role": "user", "content": question}]
+        return {"model": rec.MODEL, "messages": messages, "temperature": 0} | extra
+
+    tides, water = "How do tides work on Earth?", "At what temperature does water boil?"
+    with generic_gw.http(key) as http:
+        bare = http.post(CHAT, json=body(tides, stream=True))
+        sent = strict.chats()[-1]
+        after_bare = http.post(CHAT, json=body(tides))
+        asked = http.post(
+            CHAT, json=body(water, stream=True, stream_options={"include_usage": True})
+        )
+        after_asked = http.post(CHAT, json=body(water))
+    assert bare.status_code == 200 and asked.status_code == 200, (bare.text, asked.text)
+    assert "stream_options" not in sent  # the generic server got nothing added
+    assert after_bare.headers["x-cachegate-semantic"].startswith("miss")  # nothing stored
+    assert after_asked.headers["x-cachegate-cache"] == "semantic-hit"  # positive control
+    assert after_asked.json()["usage"]["completion_tokens"] > 0

@@ -75,6 +75,32 @@ def check_config(s: Settings) -> list[Check]:
                 "`cachegate keys create`",
             )
         )
+    if public and s.metrics_token is None:
+        found.append(
+            Check(
+                area,
+                "WARN",
+                f"/metrics is open on {s.host}: anyone who reaches the port reads every "
+                "tenant's traffic counts",
+                "set CACHEGATE_METRICS_TOKEN and give Prometheus the same bearer token "
+                "(docs/deploy.md)",
+            )
+        )
+    for name, secret in (
+        ("CACHEGATE_ENGINE_KEY", s.engine_key),
+        ("CACHEGATE_SERVER_SALT", s.server_salt),
+        ("CACHEGATE_METRICS_TOKEN", s.metrics_token),
+    ):
+        if secret is not None and len(secret.get_secret_value()) < MIN_SECRET_CHARS:
+            found.append(
+                Check(
+                    area,
+                    "WARN",
+                    f"{name} is shorter than {MIN_SECRET_CHARS} characters (a placeholder "
+                    "such as change-me left in place?)",
+                    f"use a long random value ({NEW_SECRET})",
+                )
+            )
     if s.upstream_urls() and s.engine_key is None:
         found.append(
             Check(

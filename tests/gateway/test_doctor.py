@@ -140,6 +140,7 @@ def test_risky_combinations_warn(tmp_path: Path, engine_url: str) -> None:
     checks = diagnose(s)
     warnings = " | ".join(c.message for c in by_status(checks, "WARN"))
     assert "shorter than 16 characters" in warnings
+    assert "/metrics is open on 0.0.0.0" in warnings
     assert "development tenant 'dev' with a fixed CACHEGATE_DEV_API_KEY" in warnings
     assert "without CACHEGATE_ENGINE_KEY" in warnings
     assert "without CACHEGATE_SERVER_SALT" in warnings
@@ -147,6 +148,20 @@ def test_risky_combinations_warn(tmp_path: Path, engine_url: str) -> None:
         only(checks, "config", "FAIL").message == "CACHEGATE_EVICTION_POLICY='fifo' is not a policy"
     )
     assert "fixed-dev-key" not in format_checks(checks) and "tok-xyz9" not in format_checks(checks)
+
+    # Placeholder secrets left in place, and /metrics closed by a token (the control).
+    s = settings(
+        tmp_path / "placeholders",
+        host="0.0.0.0",
+        engine_key="change-me",
+        server_salt="change-me",
+        metrics_token="metrics-token-0123456789",
+    )
+    warnings = " | ".join(c.message for c in by_status(diagnose(s), "WARN"))
+    assert "CACHEGATE_ENGINE_KEY is shorter than 16" in warnings
+    assert "CACHEGATE_SERVER_SALT is shorter than 16" in warnings
+    assert "CACHEGATE_METRICS_TOKEN is shorter" not in warnings
+    assert "/metrics is open" not in warnings
 
 
 @pytest.mark.redis

@@ -61,8 +61,17 @@ class ChatMessage(_Request):
         return None
 
 
+def _null_is_false(value: Any) -> Any:
+    """``null`` for a flag means its default, as OpenAI and vLLM read it (the spec
+    marks ``stream`` and ``include_usage`` nullable); a client sending it must not get
+    a 400 the upstream would not give."""
+    return False if value is None else value
+
+
 class StreamOptions(_Request):
     include_usage: bool = False
+
+    _null_include_usage = field_validator("include_usage", mode="before")(_null_is_false)
 
 
 class _SamplingFields(_Request):
@@ -98,6 +107,8 @@ class _SamplingFields(_Request):
     logit_bias: dict[str, Any] | None = None
     modalities: list[Any] | None = None
     audio: dict[str, Any] | None = None
+
+    _null_stream = field_validator("stream", mode="before")(_null_is_false)
 
     @field_validator("stop")
     @classmethod

@@ -400,3 +400,33 @@ def test_mangled_usage_counts_never_break_the_answer_or_its_hits(
     assert again.status_code == 200, again.text
     assert again.headers["x-cachegate-cache"] == "semantic-hit"
     assert again.json()["choices"][0]["message"]["content"] == "Paris."
+
+
+# ----------------------------------------------------------------- null flags
+
+
+def test_null_stream_flags_mean_their_default(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    # The OpenAI spec (and vLLM's schema) make `stream` and `include_usage` nullable:
+    # a body the upstream would answer must not be a 400 from the gateway.
+    received: list[dict[str, Any]] = []
+
+    async def handler(body: dict[str, Any], request: Request) -> Response:
+        received.append(body)
+        if body.get("stream"):
+            return sse(chunk({"role": "assistant", "content": "Ok."}), chunk({}, "stop"))
+        return JSONResponse(answer("Ok."))
+
+    up.handler = handler
+    with gw.http(tenant[1]) as http:
+        whole = http.post(CHAT, json=ask("null stream", stream=None))
+        options = {"include_usage": None}
+        streamed = http.post(CHAT, json=ask("null usage", stream=True, stream_options=options))
+    assert whole.status_code == 200, whole.text
+    assert whole.json()["choices"][0]["message"]["content"] == "Ok."
+    assert received[0]["stream"] is None  # forwarded as the client sent it
+    assert streamed.status_code == 200, streamed.text
+    chunks = sse_payloads(streamed.text)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert all("usage" not in c for c in chunks)  # null: not asked for

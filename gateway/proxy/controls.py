@@ -123,10 +123,11 @@ def take_cache_controls(body: dict[str, Any], header: str | None) -> CacheContro
 
 
 def end_user(headers: Mapping[str, str], body: Mapping[str, Any], header: str | None) -> str | None:
-    """The end user's identity: the operator's header if set and present, else ``user``."""
-    value: object = headers.get(header) if header else None
-    if not value:
-        value = body.get("user")
+    """The end user's identity: the operator's header when one is configured, else the
+    body's ``user``. A configured header is the only source: it is set by a proxy that
+    authenticated the user, and the body is the client's to write, so a request
+    without the header (or with it empty) has no user, never the ``user`` it claims."""
+    value: object = headers.get(header) if header else body.get("user")
     if not isinstance(value, str) or not value:
         return None
     if len(value) > MAX_USER_CHARS:

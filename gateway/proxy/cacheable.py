@@ -2,8 +2,9 @@
 
 Asked before any lookup and again before any store: a request that asks for tool
 calls, log probabilities, several choices, its prompt echoed, audio, or that shows
-images cannot be replayed from a stored text answer; nor can one sampled hotter
-than the tenant allows (a bound its policy sets).
+any content part that is not text (images, audio, video, files) cannot be
+replayed from a stored text answer; nor can one sampled hotter than the tenant
+allows (a bound its policy sets).
 """
 
 from __future__ import annotations
@@ -25,14 +26,24 @@ def request_temperature(value: Any) -> float:
     return temperature if math.isfinite(temperature) else math.inf
 
 
-#: Parts of a message that a text answer cannot stand in for.
-_MEDIA_PARTS = {"image_url": "images", "input_image": "images", "input_audio": "audio"}
+#: The reason named for well-known media parts; any other part that is not text is
+#: "media". Deny by default: the semantic key is the text alone, so an answer about a
+#: video, a file or a part type not invented yet would be served for other media.
+_MEDIA_PARTS = {
+    "image_url": "images",
+    "input_image": "images",
+    "input_audio": "audio",
+    "audio_url": "audio",
+    "video_url": "video",
+    "file": "files",
+    "input_file": "files",
+}
 
 
 def unreplayable_request(body: dict[str, Any]) -> str | None:
     """Why a cached text answer could not replay this request's answer faithfully:
     it asks for tool calls, log probabilities, several choices, its prompt echoed, audio,
-    or shows images.
+    or any message holds a content part that is not text.
     Such requests skip the lookup, and their answers are not stored."""
     if body.get("tools") or body.get("functions"):
         return "tools"
@@ -49,6 +60,6 @@ def unreplayable_request(body: dict[str, Any]) -> str | None:
         content = message.get("content") if isinstance(message, dict) else None
         for part in content if isinstance(content, list) else []:
             kind = part.get("type") if isinstance(part, dict) else None
-            if kind in _MEDIA_PARTS:
-                return _MEDIA_PARTS[kind]
+            if kind != "text":  # in any turn: an earlier one's media shapes the answer too
+                return _MEDIA_PARTS.get(kind, "media") if isinstance(kind, str) else "media"
     return None

@@ -128,6 +128,23 @@ def test_logprobs_reach_the_client_exactly(gw: Gateway, key: str, stream: bool) 
     assert [(t.token, t.logprob) for t in top] == [("Paris", -0.0112), (" Paris", -4.61)]
 
 
+# Any part that is not text, in any turn, makes the request unreplayable (deny by
+# default): the semantic key is the text alone.
+MEDIA_PARTS: list[tuple[dict[str, Any], str]] = [
+    ({"type": "video_url", "video_url": {"url": "http://media.example/cam.mp4"}}, "video"),
+    ({"type": "audio_url", "audio_url": {"url": "http://media.example/cam.wav"}}, "audio"),
+    ({"type": "file", "file": {"filename": "r.pdf", "file_data": "data:application/pdf;base64,"}},
+     "files"),
+    ({"type": "input_depth_map", "input_depth_map": {"url": "http://media.example/d"}}, "media"),
+]  # fmt: skip
+
+
+def _earlier_turn(part: dict[str, Any]) -> dict[str, Any]:
+    first = {"role": "user", "content": [{"type": "text", "text": "Look at this."}, part]}
+    turns = [first, {"role": "assistant", "content": "I see it."}]
+    return {"messages": [*turns, {"role": "user", "content": "What colour is the car in it?"}]}
+
+
 @pytest.mark.parametrize(
     ("extra", "reason"),
     [
@@ -137,8 +154,9 @@ def test_logprobs_reach_the_client_exactly(gw: Gateway, key: str, stream: bool) 
             {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]},
          "images"),
         ({"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}}, "audio"),
+        *((_earlier_turn(part), reason) for part, reason in MEDIA_PARTS),
     ],
-    ids=["n", "images", "audio"],
+    ids=["n", "images", "audio", *(f"earlier-{part['type']}" for part, _ in MEDIA_PARTS)],
 )  # fmt: skip
 def test_unreplayable_requests_skip_the_lookup_and_are_forwarded(
     gw: Gateway, up: Upstream, key: str, extra: dict[str, Any], reason: str

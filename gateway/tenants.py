@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -202,8 +203,14 @@ class TenantStore:
             policy, version = self._policy(s, tenant.id)
             return TenantContext(tenant.id, tenant.name, policy, version, tenant.namespace_id or "")
 
-    def invalidate_cache(self) -> None:
-        self.auth_cache.clear()
+    def invalidate_cache(self, tenants: Iterable[str] | None = None) -> None:
+        """Forget what authentication remembered of ``tenants`` (None: of everyone): an
+        admin write drops only its own tenant's keys, so the other tenants' keys keep
+        working from memory through a database outage right after it."""
+        if tenants is None:
+            self.auth_cache.clear()
+        else:
+            self.auth_cache.invalidate(tenants)
 
     # ---- reads -----------------------------------------------------------------------
     def get_tenant(self, tenant_id: str) -> Tenant | None:

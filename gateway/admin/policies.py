@@ -156,5 +156,5 @@ class PolicyAdmin:
             except sa_exc.IntegrityError:  # another admin wrote the same version first
                 if attempt == _WRITE_ATTEMPTS - 1:
                     raise ConflictError("the policy changed concurrently; retry") from None
-        self.store.invalidate_cache()  # effective on the next request
+        self.store.invalidate_cache([tenant_id])  # effective on the next request
         return out

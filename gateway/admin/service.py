@@ -185,7 +185,7 @@ class TenantAdmin:
                 out = _tenant_out(s, tenant)
         except sa_exc.IntegrityError:  # created concurrently
             raise ConflictError(f"tenant {tenant_id!r} already exists", param="id") from None
-        self.store.invalidate_cache()
+        self.store.invalidate_cache([tenant_id])
         return out
 
     def list_tenants(self, limit: int, offset: int) -> list[TenantOut]:
@@ -207,7 +207,7 @@ class TenantAdmin:
             s.flush()
             log_tenant_change(s, tenant_id)
             out = _tenant_out(s, tenant)
-        self.store.invalidate_cache()
+        self.store.invalidate_cache([tenant_id])
         return out
 
     def set_disabled(self, actor: str, tenant_id: str, disabled: bool) -> TenantOut:
@@ -220,7 +220,7 @@ class TenantAdmin:
             s.flush()
             log_tenant_change(s, tenant_id)
             out = _tenant_out(s, tenant)
-        self.store.invalidate_cache()  # a disabled tenant is refused on its next request
+        self.store.invalidate_cache([tenant_id])  # a disabled tenant is refused on its next request
         return out
 
     def delete(self, actor: str, tenant_id: str) -> tuple[int, int, int]:
@@ -249,7 +249,7 @@ class TenantAdmin:
             details = {"semantic_entries": entries, "keys": keys, "policy_versions": versions}
             audit.add_event(s, actor, audit.TENANT_DELETE, tenant_id, tenant_id, details)
             log_tenant_change(s, tenant_id)
-        self.store.invalidate_cache()
+        self.store.invalidate_cache([tenant_id])
         # A request that was already past authentication may have backfilled meanwhile.
         entries += self._drop_entries(tenant_id)
         if self.limiter is not None:
@@ -326,7 +326,7 @@ class TenantAdmin:
             )
             log_tenant_change(s, tenant_id)
             out = _key_out(key)
-        self.store.invalidate_cache()  # the key is refused on its next request
+        self.store.invalidate_cache([tenant_id])  # the key is refused on its next request
         return out
 
     # ---- start-up ----------------------------------------------------------------------

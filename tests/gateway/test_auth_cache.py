@@ -193,3 +193,23 @@ def test_the_remembered_changes_are_bounded(monkeypatch: pytest.MonkeyPatch) -> 
     cache.put_valid("late", "keep", seen)  # older than a forgotten change: refused
     assert cache.fresh("late") is None
     assert cache.fresh("k") == "keep"  # nothing was dropped for it
+
+
+def test_an_admin_write_here_drops_only_its_own_tenants_keys(store: TenantStore) -> None:
+    # The same on the replica that makes the write: it used to clear every tenant's
+    # authenticated keys, so an outage right after any admin write refused them all.
+    admin = TenantAdmin(store, None, None)
+    for tenant in ("acme", "other"):
+        admin.add_tenant("tests", tenant, None, None)
+    keys = {t: admin.issue_key("tests", t, "k").key for t in ("acme", "other")}
+    assert all(store.authenticate(k).tenant_id == t for t, k in keys.items())
+    admin.rename("tests", "other", "Other Corp")
+    admin.add_tenant("tests", "third", None, None)
+    assert store.cached(keys["acme"]) is not None  # kept
+    assert store.cached(keys["other"]) is None  # its own tenant changed: asked again
+    key_id = admin.list_keys("other")[0].id
+    admin.revoke_key("tests", "other", key_id)
+    with pytest.raises(AuthenticationError):  # control: a revocation still applies at once
+        store.authenticate(keys["other"])
+    admin.set_disabled("tests", "acme", True)
+    assert store.cached(keys["acme"]) is None

@@ -61,9 +61,17 @@ class PromptEncoder:
 class Detokenizer:
     """Turns generated tokens into text deltas and watches for stop strings.
 
-    Text is re-decoded from all output tokens each step (byte-level BPE can only be
-    decoded reliably at token boundaries); a delta is released only once it cannot
-    be the start of a stop string, so a stop string never leaks to a stream.
+    ``text`` is always what decoding all output tokens gives, less the U+FFFDs that end
+    it (an incomplete UTF-8 sequence, which later tokens may finish: byte-level BPE
+    writes one U+FFFD for it, a byte-fallback decoder one per byte). A step decodes only
+    a short window, as vLLM does: the tokens since the text last grew, behind the ones
+    that made that growth, whose text (decoded again) is cut off the window's. That
+    context keeps decoders that drop or add a space at a token boundary (SentencePiece's
+    leading space, word-level joins) right, and a step's cost does not grow with the
+    output (it re-decoded all of it: O(n²) over a request).
+
+    A delta is released only once it cannot be the start of a stop string, so a stop
+    string never leaks to a stream.
     """
 
     def __init__(self, encoder: PromptEncoder, stop: Sequence[str]) -> None:
@@ -75,17 +83,32 @@ class Detokenizer:
         self._checked = 0  # text before this was already searched for stop strings
         self._longest_stop = max((len(s) for s in self.stop), default=0)
         self.stopped = False
+        self._done = ""  # the decode of token_ids[: self._read]
+        self._prefix = 0  # the window starts here: context for the text after _read
+        self._read = 0
+        self._prefix_text: str | None = ""  # decode of token_ids[_prefix:_read], or None
 
     def push(self, token_id: int) -> bool:
         """Add a token; True when a stop string was reached (``text`` is cut before it)."""
         self.token_ids.append(token_id)
-        full = self.encoder.decode(self.token_ids)
-        if full.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for more tokens
-            self.text = full[:-1]
+        if self._prefix_text is None:
+            self._prefix_text = self.encoder.decode(self.token_ids[self._prefix : self._read])
+        window = self.encoder.decode(self.token_ids[self._prefix :])
+        new = window[len(self._prefix_text) :]
+        if window.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for more tokens
+            self.text = self._done + new.rstrip("\ufffd")
             return False
-        self.text = full
+        if new:
+            self._done += new
+            self._prefix, self._read = self._read, len(self.token_ids)
+            self._prefix_text = None
+        self.text = self._done
+        return self._search()
+
+    def _search(self) -> bool:
         # Only text that this token completed can hold a new match: search the tail, so a
         # step costs O(new text + stop length), not O(output × stops).
+        full = self.text
         start = max(0, self._checked - self._longest_stop + 1)
         hits = [i for i in (full.find(s, start) for s in self.stop) if i != -1]
         self._checked = len(full)
@@ -97,24 +120,29 @@ class Detokenizer:
 
     def delta(self, final: bool = False) -> str:
         """Text that is safe to emit now (held back while it could begin a stop string)."""
+        if final and not self.stopped and len(self.text) > self._checked:
+            self._search()  # the text of a last step that ended mid-character
         safe = len(self.text)
-        if not final and not self.stopped:
-            safe -= max((_partial_stop(self.text, s) for s in self.stop), default=0)
+        if not final and not self.stopped and self.stop:
+            # a step that ended mid-character added text not yet searched for stop strings
+            safe = min(safe, self._checked)
+            safe -= max(_partial_stop(self.text, s, safe) for s in self.stop)
         out = self.text[self._emitted : safe]
         self._emitted = max(self._emitted, safe)
         return out
 
 
-def _partial_stop(text: str, stop: str) -> int:
-    """Length of the longest end of ``text`` that begins ``stop`` (but is not all of it).
+def _partial_stop(text: str, stop: str, end: int | None = None) -> int:
+    """Length of the longest end of ``text[:end]`` that begins ``stop`` (not all of it).
 
     Candidates start where ``stop[0]`` occurs in the last ``len(stop) - 1`` characters;
     the first that matches is the longest, so this is O(len(stop)) per candidate.
     """
-    lo = max(0, len(text) - len(stop) + 1)
-    i = text.find(stop[0], lo)
+    end = len(text) if end is None else end
+    lo = max(0, end - len(stop) + 1)
+    i = text.find(stop[0], lo, end)
     while i != -1:
-        if stop.startswith(text[i:]):
-            return len(text) - i
-        i = text.find(stop[0], i + 1)
+        if stop.startswith(text[i:end]):
+            return end - i
+        i = text.find(stop[0], i + 1, end)
     return 0

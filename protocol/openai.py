@@ -141,8 +141,12 @@ class _SamplingFields(_Request):
         for name in ("tool_choice", "function_call"):
             if getattr(self, name) not in (None, "none"):
                 return name
-        if self.logprobs not in (None, False) or self.top_logprobs:
-            return "logprobs" if self.logprobs not in (None, False) else "top_logprobs"
+        # `is not`: 0 == False, and a completion's `logprobs: 0` asks for the sampled
+        # tokens' log probabilities all the same.
+        if self.logprobs is not None and self.logprobs is not False:
+            return "logprobs"
+        if self.top_logprobs:
+            return "top_logprobs"
         if self.response_format is not None and self.response_format.get("type") != "text":
             return "response_format"
         for name in ("presence_penalty", "frequency_penalty"):
@@ -183,6 +187,23 @@ class ChatCompletionRequest(_SamplingFields):
 class CompletionRequest(_SamplingFields):
     # A string, token ids, or a list holding exactly one string (batches: not supported).
     prompt: str | list[int] | list[str]
+    # Forwarded to an HTTP upstream as sent (loose types: the upstream validates them);
+    # the built-in engine implements none of them and refuses a request that sets one.
+    echo: Any = None
+    suffix: Any = None
+    best_of: Any = None
+
+    def unsupported_field(self) -> str | None:
+        name = super().unsupported_field()
+        if name is not None:
+            return name
+        if self.echo is not None and self.echo is not False:
+            return "echo"
+        if self.suffix is not None and self.suffix != "":
+            return "suffix"
+        if self.best_of is not None and (isinstance(self.best_of, bool) or self.best_of != 1):
+            return "best_of"
+        return None
 
     @field_validator("prompt")
     @classmethod

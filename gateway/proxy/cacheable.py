@@ -47,12 +47,16 @@ def unreplayable_request(body: dict[str, Any]) -> str | None:
     Such requests skip the lookup, and their answers are not stored."""
     if body.get("tools") or body.get("functions"):
         return "tools"
-    if body.get("logprobs") or body.get("top_logprobs"):
+    logprobs = body.get("logprobs")
+    # `is not`: a completion's `logprobs: 0` (== False) asks for them all the same
+    if (logprobs is not None and logprobs is not False) or body.get("top_logprobs"):
         return "logprobs"
     if (body.get("n") or 1) != 1:
         return "n"
     if body.get("echo"):  # a completion that repeats its prompt: a paraphrase's would not
         return "echo"
+    if body.get("suffix"):  # a completion inserted before a suffix the key does not hold
+        return "suffix"
     modalities = body.get("modalities")
     if body.get("audio") or (isinstance(modalities, list) and "audio" in modalities):
         return "audio"

@@ -301,6 +301,9 @@ def test_a_completion_echoing_its_prompt_is_not_replayed() -> None:
     assert unreplayable_request(prompt | {"echo": True}) == "echo"
     assert unreplayable_request(prompt | {"echo": False}) is None  # control
     assert unreplayable_request(prompt) is None
+    # logprobs 0 (== False) asks for the sampled tokens' logprobs; a suffix is not keyed
+    assert unreplayable_request(prompt | {"logprobs": 0}) == "logprobs"
+    assert unreplayable_request(prompt | {"suffix": " end."}) == "suffix"
 
 
 def test_the_lookup_bounds_age_by_the_tenants_ttl_not_the_clients() -> None:

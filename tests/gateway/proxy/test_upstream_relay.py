@@ -59,11 +59,12 @@ class Scripted:
             card = {"id": MODEL, "object": "model", "owned_by": "vllm"}
             return JSONResponse({"object": "list", "data": [card]})
 
-        @app.post("/v1/chat/completions")
-        async def chat(request: Request) -> Response:
+        async def respond(request: Request) -> Response:
             assert self.handler is not None
             return await self.handler(await request.json(), request)
 
+        app.post("/v1/chat/completions")(respond)
+        app.post("/v1/completions")(respond)
         return app
 
 
@@ -430,3 +431,32 @@ def test_null_stream_flags_mean_their_default(
     chunks = sse_payloads(streamed.text)
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
     assert all("usage" not in c for c in chunks)  # null: not asked for
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"echo": True}, {"suffix": " and that is all."}, {"best_of": 3}, {"logprobs": 0}],
+    ids=["echo", "suffix", "best_of", "logprobs-0"],
+)
+def test_completion_fields_our_engine_refuses_are_forwarded_unchanged(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str], extra: dict[str, Any]
+) -> None:
+    # Only the in-process engine cannot honour them (a 400 unsupported_parameter there:
+    # tests/protocol/test_openai_unsupported.py); an HTTP upstream gets them as sent.
+    received: list[dict[str, Any]] = []
+
+    async def complete(body: dict[str, Any], request: Request) -> Response:
+        received.append(body)
+        choice = {"index": 0, "text": " Paris.", "finish_reason": "stop", "logprobs": None}
+        return JSONResponse({"id": "cmpl-up", "object": "text_completion", "created": 1,
+                             "model": MODEL, "choices": [choice]})  # fmt: skip
+
+    up.handler = complete
+    body = {"model": MODEL, "prompt": f"The capital of France is {extra}", "max_tokens": 4}
+    with gw.http(tenant[1]) as http:
+        r = http.post("/v1/completions", json=body | extra)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["text"] == " Paris."
+    assert {k: received[-1].get(k) for k in extra} == extra
+    if "best_of" not in extra:  # a cached text answer cannot replay these
+        assert r.headers["x-cachegate-backfill"] == "skipped:not_cacheable"

@@ -1,0 +1,53 @@
+"""What the built-in engine refuses (``unsupported_field``): every field it cannot honour,
+named, never silently ignored; the defaults and their spellings (``false``, ``null``,
+``""``, ``best_of: 1``) pass. HTTP upstreams forward these fields unchanged
+(``tests/gateway/proxy/test_upstream_relay.py``). No socket, no model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from prefix.serve.openai_adapter import refuse_unsupported
+from protocol.errors import ApiError
+from protocol.openai import parse_request
+
+PROMPT = {"model": "m", "prompt": "The capital of France is", "max_tokens": 2}
+SECRET = "zebra-suffix-text"
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"logprobs": 0}, "logprobs"),  # 0 == False: it read as unset
+        ({"logprobs": 2}, "logprobs"),
+        ({"echo": True}, "echo"),
+        ({"suffix": SECRET}, "suffix"),
+        ({"best_of": 3}, "best_of"),
+    ],
+)
+def test_completion_fields_the_engine_cannot_honour_are_refused_by_name(
+    extra: dict[str, Any], param: str
+) -> None:
+    req = parse_request(PROMPT | extra, chat=False)
+    assert req.unsupported_field() == param
+    with pytest.raises(ApiError) as caught:
+        refuse_unsupported(req)
+    err = caught.value
+    assert (err.status, err.param, err.code) == (400, param, "unsupported_parameter")
+    assert SECRET not in err.message and "3" not in err.message  # named, not quoted
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"logprobs": None}, {"echo": False}, {"suffix": None}, {"suffix": ""}, {"best_of": 1}],
+)
+def test_defaults_are_not_refused(extra: dict[str, Any]) -> None:
+    assert parse_request(PROMPT | extra, chat=False).unsupported_field() is None
+
+
+def test_chat_logprobs_false_is_the_default() -> None:
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert parse_request(chat | {"logprobs": False}, chat=True).unsupported_field() is None
+    assert parse_request(chat | {"logprobs": True}, chat=True).unsupported_field() == "logprobs"

@@ -271,8 +271,10 @@ class EnginePool:
                         raise
                     if relayed is not None:
                         raise relayed from err
+                    # str(err): the gateway's words; an upstream's own (which may quote
+                    # the client) are only its status there, never into a trace
                     raise UpstreamError(
-                        f"all {len(candidates)} engine replicas failed; last: {err.message}",
+                        f"all {len(candidates)} engine replicas failed; last: {err}",
                         code=err.code,
                     ) from err
                 self._count(replica, "failovers")

@@ -2,11 +2,17 @@
 
 What the client gets back is the upstream's own, as far as the gateway can keep it:
 a 429 or 503 keeps its status, its error body and its ``Retry-After`` (a client's
-back-off depends on them); an allowlist of response headers (:func:`passed_headers`)
-travels with every answer; an error event in a stream keeps the upstream's error
-object. Bytes the gateway does not need to change are forwarded as bytes
-(``Done.raw``, ``Delta.line``), so a body that Python's strict JSON encoder would
-refuse (``NaN``, a lone surrogate escape) still reaches the client as it was sent.
+back-off depends on them); any other error keeps its OpenAI-shaped body and its
+allowlisted headers, and its status (a 4xx, or a 500, 502 or 504; another 5xx is
+a 502); an allowlist of response headers (:func:`passed_headers`) travels with
+every answer; an error event in a stream keeps the upstream's error object. An
+error body that is not JSON becomes the message of the gateway's own error body,
+cut to 200 characters: the upstream's words back to the client who asked, never
+into a log line, a header or a trace (``UpstreamRefusal`` and
+``UpstreamStatusError`` read as their status alone). Bytes the gateway does not
+need to change are forwarded as bytes (``Done.raw``, ``Delta.line``), so a body
+that Python's strict JSON encoder would refuse (``NaN``, a lone surrogate escape)
+still reaches the client as it was sent.
 
 What it holds of the answer is bounded (``gateway/proxy/upstream_read.py``).
 """
@@ -50,6 +56,7 @@ PASSED_PREFIXES = ("x-ratelimit-",)
 # The gateway's own X-Request-Id is the one the client sees; an upstream id that is
 # not just ours echoed back travels under this name instead (for support tickets).
 UPSTREAM_REQUEST_ID = "x-upstream-request-id"
+KEPT_5XX = (500, 502, 504)  # upstream 5xx statuses the client gets as they are (else 502)
 MAX_PASSED_HEADERS = 16
 MAX_PASSED_VALUE = 256
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
@@ -116,7 +123,14 @@ async def upstream_error(response: httpx.Response, request_id: str) -> GatewayEr
     if 400 <= status < 500:
         # The client's request is at fault (too long, bad parameter): say so as a 4xx.
         return UpstreamRefusal(status, message, payload, param=param, code=code, headers=passed)
-    return UpstreamError(f"the upstream answered {status}: {message}")
+    # A server error: its OpenAI-shaped body and allowlisted headers go back as they
+    # came, and its status when it is one a client knows how to treat (500, 502, 504:
+    # SDKs retry them); any other (501, 505, a CDN's 52x) is a 502.
+    return UpstreamStatusError(
+        status if status in KEPT_5XX else 502,
+        f"the upstream answered {status}: {message}",
+        payload, param=param, code=code, headers=passed,
+    )  # fmt: skip
 
 
 async def whole_response(
@@ -170,7 +184,7 @@ async def stream_events(
         # An event of several data: lines is re-encoded: its payload as one SSE line
         # would carry a line end.
         verbatim: str | None = data if one_line else None
-        if "error" in chunk:
+        if chunk.get("error") is not None:  # `"error": null` is no error
             if sent:
                 event = verbatim or json.dumps(chunk, separators=(",", ":"))
                 raise UpstreamStreamError("the upstream failed mid-stream", event)

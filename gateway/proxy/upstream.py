@@ -50,6 +50,10 @@ class _UpstreamBody(GatewayError):
         super().__init__(message, **kw)
         self.status = status
         self.payload = payload
+        # The message carries the upstream's words, which may quote the client's input:
+        # they go back to that client in the body, never into a log line or a trace (an
+        # exception recorded on a span is its str(), a logged one its repr()).
+        self.args = (f"the upstream answered {status}",)
 
     def body(self) -> dict[str, Any]:
         return self.payload if self.payload is not None else super().body()
@@ -61,8 +65,9 @@ class UpstreamRefusal(_UpstreamBody, BadRequestError):
 
 class UpstreamStatusError(_UpstreamBody, UpstreamError):
     """An upstream failure relayed as it came: a 429 or 503 with its status, body and
-    Retry-After, or a stream's error event before the first byte (502 unless its
-    ``code`` is a 4xx) with the upstream's error object."""
+    Retry-After, another 5xx with its body and headers (``relay.upstream_error``), or a
+    stream's error event before the first byte (502 unless its ``code`` is a 4xx) with
+    the upstream's error object."""
 
 
 class UpstreamStreamError(UpstreamError):

@@ -460,3 +460,76 @@ def test_completion_fields_our_engine_refuses_are_forwarded_unchanged(
     assert {k: received[-1].get(k) for k in extra} == extra
     if "best_of" not in extra:  # a cached text answer cannot replay these
         assert r.headers["x-cachegate-backfill"] == "skipped:not_cacheable"
+
+
+# ----------------------------------------------------------------- other 5xx
+
+SERVER_ERROR = {
+    "error": {"message": "CUDA out of memory", "type": "server_error", "param": None, "code": None}
+}
+SECRET = "private-user-text"  # in a non-JSON error body: the client's, never a log's
+
+
+@pytest.mark.parametrize(("status", "relayed"), [(500, 500), (502, 502), (504, 504), (501, 502)])
+def test_other_5xx_keep_the_upstreams_body_and_headers(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str], status: int, relayed: int
+) -> None:
+    async def fail(body: dict[str, Any], request: Request) -> Response:
+        headers = {"x-ratelimit-remaining-requests": "9", "x-request-id": "req_up_5xx"}
+        return JSONResponse(SERVER_ERROR, status_code=status, headers=headers)
+
+    up.handler = fail
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask(f"fails with {status}"))
+    assert r.status_code == relayed, r.text
+    assert r.json() == SERVER_ERROR  # before: the gateway's own 502, the body lost
+    assert r.headers["x-ratelimit-remaining-requests"] == "9"
+    assert r.headers["x-upstream-request-id"] == "req_up_5xx"
+
+
+def test_a_non_json_5xx_body_goes_to_the_client_only(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    async def fail(body: dict[str, Any], request: Request) -> Response:
+        return Response(f"<html>failed on {SECRET}</html>", status_code=500)
+
+    up.handler = fail
+    with caplog.at_level("DEBUG"), gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("a plain-text failure"))
+    assert r.status_code == 500
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and SECRET in err["message"]
+    assert SECRET not in caplog.text and all(SECRET not in v for v in r.headers.values())
+
+    async def main() -> None:  # an exception recorded on a trace span is its str()
+        pool = EnginePool.from_urls([up.url], model=MODEL, dialect_name="vllm")
+        try:
+            with pytest.raises(UpstreamStatusError) as caught:
+                async for _ in pool.stream(_pool_request("a plain-text failure")):
+                    pass
+        finally:
+            await pool.aclose()
+        assert SECRET in caught.value.body()["error"]["message"]
+        assert SECRET not in str(caught.value) and SECRET not in repr(caught.value)
+
+    asyncio.run(main())
+
+
+def test_a_chunk_with_a_null_error_is_no_error(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    def null_error(delta: dict[str, Any], finish: str | None = None) -> str:
+        payload = json.loads(chunk(delta, finish).removeprefix("data: "))
+        return "data: " + json.dumps(payload | {"error": None}) + "\n\n"
+
+    async def stream(body: dict[str, Any], request: Request) -> Response:
+        role = null_error({"role": "assistant", "content": ""})
+        return sse(role, null_error({"content": "Fine."}), null_error({}, "stop"))
+
+    up.handler = stream
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("null error field", stream=True))
+    assert r.status_code == 200, r.text
+    chunks = sse_payloads(r.text)
+    assert chunks[1]["choices"][0]["delta"]["content"] == "Fine."
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"

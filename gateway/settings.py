@@ -69,7 +69,13 @@ class Settings(BaseSettings):
     user_header: str | None = None
     upstream_api_key: SecretStr | None = None
     upstream_connect_timeout: float = Field(2.0, gt=0)
+    # Seconds without a byte from the upstream: between a stream's chunks (and before
+    # its first) with upstream_read_timeout; for a request that is not streamed, whose
+    # answer comes in one piece once all of it is generated, with the longer
+    # upstream_response_timeout (LiteLLM's default is 600 s too): a long answer that
+    # works against the server directly must not be a 504 through the gateway.
     upstream_read_timeout: float = Field(60.0, gt=0)
+    upstream_response_timeout: float = Field(600.0, gt=0)
     upstream_retries: int = Field(2, ge=0, le=10)
     # What one HTTP upstream answer may hold in memory: a body not streamed, one SSE event
     # of a stream. Past either, reading stops and the client gets an upstream error (a 502,

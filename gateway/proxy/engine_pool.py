@@ -325,6 +325,7 @@ def build_upstream(settings: Settings, salt: str) -> EnginePool:
         salt=salt,
         connect_timeout=settings.upstream_connect_timeout,
         read_timeout=settings.upstream_read_timeout,
+        response_timeout=settings.upstream_response_timeout,
         retries=settings.upstream_retries,
         max_body_bytes=settings.upstream_max_body_bytes,
         max_event_bytes=settings.upstream_max_event_bytes,

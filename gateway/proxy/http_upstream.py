@@ -55,6 +55,7 @@ class HttpUpstream:
         engine_key: str | None = None,
         connect_timeout: float = 2.0,
         read_timeout: float = 60.0,
+        response_timeout: float | None = None,
         retries: int = 2,
         transport: httpx.AsyncBaseTransport | None = None,
         salt: str = "",
@@ -81,6 +82,12 @@ class HttpUpstream:
         self._probe: asyncio.Future[None] | None = None  # the model-list read in flight
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        # A request that is not streamed gets no byte until its whole answer is ready:
+        # it waits up to response_timeout (None: read_timeout) for it.
+        self._whole_timeout = httpx.Timeout(
+            response_timeout if response_timeout is not None else read_timeout,
+            connect=connect_timeout,
+        )
         self.client = httpx.AsyncClient(
             base_url=self.base_url,
             headers=self._headers,
@@ -221,8 +228,9 @@ class HttpUpstream:
                 NAMESPACE_HEADER: header_namespace(req.namespace),
                 KEY_HEADER: self.engine_key,
             }
+        timeout = self._timeout if body.get("stream") is True else self._whole_timeout
         try:
-            response = await self._open(path, body, headers)
+            response = await self._open(path, body, headers, timeout)
         except UpstreamRefusal as err:
             if known is not None or not _refuses_salt(err, req.body):
                 raise
@@ -231,7 +239,7 @@ class HttpUpstream:
             log.info("the upstream refused cache_salt: generic dialect")
             self.detected = GENERIC
             body, added_usage = forward_body(req.body, GENERIC, salt)
-            response = await self._open(path, body, headers)
+            response = await self._open(path, body, headers, timeout)
         passed = passed_headers(response, req.request_id)
         try:
             if body.get("stream") is True:
@@ -250,11 +258,13 @@ class HttpUpstream:
             await response.aclose()
 
     async def _open(
-        self, path: str, body: dict[str, Any], headers: dict[str, str]
+        self, path: str, body: dict[str, Any], headers: dict[str, str], timeout: httpx.Timeout
     ) -> httpx.Response:
         for attempt in range(self.retries + 1):
             try:
-                request = self.client.build_request("POST", path, json=body, headers=headers)
+                request = self.client.build_request(
+                    "POST", path, json=body, headers=headers, timeout=timeout
+                )
                 response = await self.client.send(request, stream=True)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 if attempt == self.retries:

@@ -21,8 +21,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.app import Components
+from gateway.errors import UpstreamTimeoutError
 from gateway.proxy.engine_pool import EnginePool
 from gateway.proxy.upstream import UpstreamRequest, UpstreamStatusError
+from gateway.settings import Settings
 from semantic import Embedder
 from tests.gateway.conftest import Gateway, gateway_settings, running_gateway, sse_payloads
 from tests.live_server import serving
@@ -533,3 +535,36 @@ def test_a_chunk_with_a_null_error_is_no_error(
     chunks = sse_payloads(r.text)
     assert chunks[1]["choices"][0]["delta"]["content"] == "Fine."
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+# ----------------------------------------------------------------- timeouts
+
+
+def test_an_answer_not_streamed_waits_for_the_response_timeout(up: Scripted) -> None:
+    # Not streamed, the upstream sends nothing until the whole answer is generated: the
+    # read timeout (between a stream's chunks) would make a long answer a 504 that works
+    # against the server directly. It waits the longer response timeout instead.
+    async def slow(body: dict[str, Any], request: Request) -> Response:
+        await asyncio.sleep(0.8)
+        if body.get("stream"):
+            return sse(chunk({"role": "assistant", "content": "Late."}), chunk({}, "stop"))
+        return JSONResponse(answer("Late."))
+
+    up.handler = slow
+
+    async def main() -> None:
+        pool = EnginePool.from_urls(
+            [up.url], model=MODEL, dialect_name="vllm", read_timeout=0.3, response_timeout=5
+        )
+        try:
+            whole = [e async for e in pool.stream(_pool_request("a long answer"))]
+            assert whole[-1].body == answer("Late.")  # type: ignore[union-attr]
+            streamed = UpstreamRequest("chat", ask("a slow stream", stream=True), "ns", "r")
+            with pytest.raises(UpstreamTimeoutError):  # a stream keeps the read timeout
+                async for _ in pool.stream(streamed):
+                    pass
+        finally:
+            await pool.aclose()
+
+    asyncio.run(main())
+    assert Settings.model_fields["upstream_response_timeout"].default == 600.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -27,6 +27,7 @@ from gateway.index_snapshots import SnapshotWriter, schema_tag, start_index
 from gateway.metrics import GatewayMetrics
 from gateway.metrics_auth import require_metrics_token
 from gateway.ops import start_operations
+from gateway.proxy.controls import request_id
 from gateway.proxy.engine_pool import EnginePool, build_upstream
 from gateway.proxy.judge import UpstreamJudge
 from gateway.proxy.openapi_docs import document_openai_routes
@@ -359,15 +360,23 @@ def _build_verification(
 
 
 def _install_error_handlers(app: FastAPI) -> None:
+    # Every error response carries the request's id (the client's X-Request-Id when well
+    # formed, else the gateway's), as every answer does: an SDK reports it with the error.
+    def _ids(request: Request, headers: Mapping[str, str] | None = None) -> dict[str, str]:
+        kept = {k: v for k, v in (headers or {}).items() if k.lower() != "x-request-id"}
+        return kept | {"X-Request-Id": request_id(request)}
+
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> Response:
-        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+        headers = _ids(request, exc.headers)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
         body = {"error": {"message": str(exc.detail), "type": kind, "param": None, "code": None}}
-        return JSONResponse(body, status_code=exc.status_code)
+        # exc.headers: a 405's Allow
+        return JSONResponse(body, status_code=exc.status_code, headers=_ids(request, exc.headers))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
@@ -380,7 +389,7 @@ def _install_error_handlers(app: FastAPI) -> None:
                 "code": None,
             }
         }
-        return JSONResponse(body, status_code=400)
+        return JSONResponse(body, status_code=400, headers=_ids(request))
 
     @app.exception_handler(Exception)
     async def _internal_error(request: Request, exc: Exception) -> Response:
@@ -393,4 +402,4 @@ def _install_error_handlers(app: FastAPI) -> None:
                 "code": None,
             }
         }
-        return JSONResponse(body, status_code=500)
+        return JSONResponse(body, status_code=500, headers=_ids(request))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -183,3 +184,17 @@ class Tracing:
             if state and _TRACESTATE.fullmatch(state):
                 forward["tracestate"] = state
         return cls(request_id, forward)
+
+
+def request_id(request: Any) -> str:
+    """The request id of one request, for every response to it, errors included: the
+    one the route chose (``Tracing``, kept on ``request.state``), else the client's
+    X-Request-Id when well formed, else a new one, remembered for the request."""
+    state = request.state
+    chosen = getattr(state, "request_id", None)
+    if isinstance(chosen, str):
+        return chosen
+    given = request.headers.get("x-request-id")
+    chosen = given if given and _REQUEST_ID.fullmatch(given) else f"req-{uuid.uuid4().hex}"
+    state.request_id = chosen
+    return chosen

@@ -55,7 +55,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gateway.errors import BadRequestError, GatewayError, UpstreamError, UpstreamTimeoutError
+from gateway.errors import (
+    BadRequestError,
+    GatewayError,
+    NotFoundError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.hash_ring import HashRing
 from gateway.proxy.http_upstream import HttpUpstream
@@ -280,6 +286,27 @@ class EnginePool:
                 self._count(replica, "failovers")
             finally:
                 await _close(events)
+
+    async def forward(
+        self, path: str, body: dict[str, Any], request_id: str
+    ) -> tuple[int, bytes, dict[str, str]]:
+        """A relayed request (``HttpUpstream.forward``) to the first replica that answers,
+        in the order of the replicas up; a 4xx is the client's and is not tried again."""
+        now = self.clock()
+        candidates = [r for r in self.replicas if r.down_until <= now] or self.replicas
+        for i, replica in enumerate(candidates):
+            forward = getattr(replica.upstream, "forward", None)
+            if forward is None:
+                break
+            try:
+                answer: tuple[int, bytes, dict[str, str]] = await forward(path, body, request_id)
+                return answer
+            except BadRequestError:
+                raise
+            except GatewayError:
+                if i == len(candidates) - 1:
+                    raise
+        raise NotFoundError("this upstream serves no embeddings", code="unsupported_endpoint")
 
     def _mark_down(self, replica: Replica) -> None:
         replica.failures += 1

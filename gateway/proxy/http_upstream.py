@@ -26,7 +26,13 @@ from gateway.errors import UpstreamError, UpstreamTimeoutError
 from gateway.proxy.dialects import GENERIC, UNKNOWN, Dialect, detect, dialect, forward_body
 from gateway.proxy.relay import passed_headers, stream_events, upstream_error, whole_response
 from gateway.proxy.upstream import Event, UpstreamRefusal, UpstreamRequest, tenant_cache_salt
-from gateway.proxy.upstream_read import MAX_BODY_BYTES, MAX_EVENT_BYTES, parse_json, read_capped
+from gateway.proxy.upstream_read import (
+    MAX_BODY_BYTES,
+    MAX_EVENT_BYTES,
+    parse_json,
+    read_capped,
+    too_large,
+)
 from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
 
 log = logging.getLogger("cachegate.gateway.upstream")
@@ -256,6 +262,27 @@ class HttpUpstream:
             raise UpstreamError("the upstream stream broke") from exc
         finally:
             await response.aclose()
+
+    async def forward(
+        self, path: str, body: dict[str, Any], request_id: str
+    ) -> tuple[int, bytes, dict[str, str]]:
+        """A request the gateway only relays (``/v1/embeddings``): the client's body as
+        it came, nothing added (no salt: no KV is reused), and the answer's status,
+        bytes and allowlisted headers; an error status as for completions."""
+        headers = {"x-request-id": request_id}
+        response = await self._open(path, body, headers, self._whole_timeout)
+        try:
+            passed = passed_headers(response, request_id)
+            raw, whole = await read_capped(response, self.max_body_bytes)
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeoutError("the upstream stopped answering") from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamError("the upstream's answer broke off") from exc
+        finally:
+            await response.aclose()
+        if not whole:
+            raise too_large()
+        return response.status_code, raw, passed
 
     async def _open(
         self, path: str, body: dict[str, Any], headers: dict[str, str], timeout: httpx.Timeout

@@ -32,7 +32,13 @@ from gateway.errors import (
     NotFoundError,
     ServiceUnavailableError,
 )
-from gateway.proxy.controls import CacheControl, Tracing, end_user, take_cache_controls
+from gateway.proxy.controls import (
+    CacheControl,
+    Tracing,
+    end_user,
+    request_id,
+    take_cache_controls,
+)
 from gateway.proxy.disconnect import unless_disconnected
 from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
 from gateway.proxy.pipeline import SemanticDecision
@@ -105,6 +111,59 @@ async def list_models(request: Request) -> Response:
     return JSONResponse({"object": "list", "data": data})
 
 
+@router.get("/v1/models/{model:path}")
+async def retrieve_model(request: Request, model: str) -> Response:
+    """One model's card (the SDKs' ``models.retrieve``), from the upstream's list."""
+    await authenticate(request)
+    for card in await known_models(state(request)):
+        if card.get("id") == model:
+            return JSONResponse(card)
+    # the id is the client's text: not quoted back
+    raise NotFoundError("the requested model does not exist", param="model", code="model_not_found")
+
+
+@router.post("/v1/embeddings")
+async def embeddings(request: Request) -> Response:
+    """Passed through to the upstream as the client sent it (tenant-authenticated and
+    rate-limited like completions, never cached); the in-process engine has none."""
+    gw = state(request)
+    ctx = await authenticated(authenticate(request), gw.metrics)
+    await _rate_limit(request, ctx)
+    forward = getattr(gw.upstream, "forward", None)
+    if forward is None:
+        raise NotFoundError(
+            "embeddings are not served by the built-in engine; configure an upstream that "
+            "serves them (CACHEGATE_UPSTREAM_URL)",
+            code="unsupported_endpoint",
+        )
+    try:
+        body = await read_json(request, gw.max_body_bytes)
+    except ApiError as err:
+        raise _bad_request(err) from None
+    rid = request_id(request)
+    status, raw, passed = await forward("/v1/embeddings", body, rid)
+    headers = safe_headers(dict(passed) | {"x-request-id": rid})
+    return Response(raw, status_code=status, media_type="application/json", headers=headers)
+
+
+@router.post("/v1/responses")
+async def responses(request: Request) -> Response:
+    """Not offered: said clearly, in the OpenAI shape, rather than as a bare 404."""
+    await authenticate(request)
+    raise NotFoundError(
+        "the Responses API is not supported by this gateway; use /v1/chat/completions",
+        code="unsupported_endpoint",
+    )
+
+
+async def _rate_limit(request: Request, ctx: TenantContext) -> None:
+    limiter = request.app.state.rate_limiter  # 429 + Retry-After (gateway/proxy/ratelimit.py)
+    if ctx.policy.rate_limit_rpm is None:
+        limiter.check(ctx)  # nothing to count: no store is asked
+    else:  # a shared bucket is a Redis or PostgreSQL round trip: off the event loop
+        await asyncio.to_thread(limiter.check, ctx)
+
+
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request) -> Response:
     return await _handle(request, "chat")
@@ -120,11 +179,7 @@ async def _handle(request: Request, kind: Kind) -> Response:
     gw = state(request)
     # The `auth` span; the access line's tenant (its digest keyed as the metrics' label).
     ctx = await authenticated(authenticate(request), gw.metrics)
-    limiter = request.app.state.rate_limiter  # 429 + Retry-After (gateway/proxy/ratelimit.py)
-    if ctx.policy.rate_limit_rpm is None:
-        limiter.check(ctx)  # nothing to count: no store is asked
-    else:  # a shared bucket is a Redis or PostgreSQL round trip: off the event loop
-        await asyncio.to_thread(limiter.check, ctx)
+    await _rate_limit(request, ctx)
     try:
         body = await read_json(request, gw.max_body_bytes)
         # `cache` leaves the body first: not part of the partition key, never forwarded.
@@ -163,6 +218,7 @@ async def _answer(
         )
     response_id = new_id("chatcmpl" if kind == "chat" else "cmpl")
     tracing = Tracing.from_headers(request.headers, response_id)
+    request.state.request_id = tracing.request_id  # an error response carries it too
     stream = body.get("stream") is True
     decision = await gw.pipeline.lookup(ctx, kind, body, cc, user=user)
     headers = tracing.forward | {"x-cachegate-semantic": decision.header[:200]}

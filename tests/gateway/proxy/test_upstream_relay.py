@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -67,6 +68,7 @@ class Scripted:
 
         app.post("/v1/chat/completions")(respond)
         app.post("/v1/completions")(respond)
+        app.post("/v1/embeddings")(respond)
         return app
 
 
@@ -568,3 +570,69 @@ def test_an_answer_not_streamed_waits_for_the_response_timeout(up: Scripted) -> 
 
     asyncio.run(main())
     assert Settings.model_fields["upstream_response_timeout"].default == 600.0
+
+
+# ----------------------------------------------------------------- request ids, other routes
+
+
+def test_every_error_carries_the_request_id(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    async def refuse(body: dict[str, Any], request: Request) -> Response:
+        error = {"message": "too long", "type": "invalid_request_error", "param": None}
+        echo = {"x-request-id": request.headers["x-request-id"]}
+        return JSONResponse({"error": error | {"code": None}}, status_code=400, headers=echo)
+
+    up.handler = refuse
+    mine = {"x-request-id": "client-req-42"}
+    with gw.http(tenant[1]) as http:
+        bad_body = http.post(CHAT, json={"model": MODEL, "messages": 5}, headers=mine)
+        no_model = http.post(CHAT, json=ask("x") | {"model": "nope"}, headers=mine)
+        wrong_method = http.get(CHAT, headers=mine)
+        refused = http.post(CHAT, json=ask("refused upstream"), headers=mine)
+        generated = http.post(CHAT, json={"model": MODEL, "messages": 5})
+    for r, status in [(bad_body, 400), (no_model, 404), (wrong_method, 405), (refused, 400)]:
+        assert r.status_code == status, r.text
+        assert r.headers.get_list("x-request-id") == ["client-req-42"], r.headers
+    assert wrong_method.headers["allow"] == "POST"
+    assert "x-upstream-request-id" not in refused.headers  # only ours, echoed
+    assert generated.headers["x-request-id"].startswith("req-")
+    anonymous = httpx.post(gw.url + CHAT, json=ask("no key"), headers=mine)
+    assert anonymous.status_code == 401 and anonymous.headers["x-request-id"] == "client-req-42"
+
+
+def test_models_retrieve_embeddings_and_responses(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    received: list[dict[str, Any]] = []
+    vectors = {"object": "list", "data": [{"object": "embedding", "index": 0,
+               "embedding": [0.1, -0.2]}], "model": MODEL,
+               "usage": {"prompt_tokens": 2, "total_tokens": 2}}  # fmt: skip
+
+    async def embed(body: dict[str, Any], request: Request) -> Response:
+        received.append(body)
+        if body.get("input") == "refuse":
+            error = {"message": "bad input", "type": "invalid_request_error", "param": "input"}
+            return JSONResponse({"error": error | {"code": None}}, status_code=400)
+        return JSONResponse(vectors, headers={"x-ratelimit-remaining-tokens": "99"})
+
+    up.handler = embed
+    sdk = gw.openai(tenant[1])
+    assert sdk.models.retrieve(MODEL).id == MODEL  # the SDK's models.retrieve
+    with gw.http(tenant[1]) as http:
+        unknown = http.get("/v1/models/<b>secret-model</b>")
+        body = {"model": MODEL, "input": "hello", "encoding_format": "float"}
+        embedded = http.post("/v1/embeddings", json=body)
+        refused = http.post("/v1/embeddings", json={"model": MODEL, "input": "refuse"})
+        responses = http.post("/v1/responses", json={"model": MODEL, "input": "hi"})
+    err = unknown.json()["error"]
+    assert unknown.status_code == 404 and err["code"] == "model_not_found"
+    assert "secret-model" not in unknown.text  # the client's text is not quoted
+    assert embedded.status_code == 200, embedded.text
+    assert embedded.json() == vectors and received[0] == body  # passed through, unchanged
+    assert embedded.headers["x-ratelimit-remaining-tokens"] == "99"
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "input"
+    assert responses.status_code == 404
+    assert responses.json()["error"]["code"] == "unsupported_endpoint"
+    anonymous = httpx.post(gw.url + "/v1/embeddings", json=body)
+    assert anonymous.status_code == 401 and len(received) == 2

@@ -3,10 +3,16 @@ being served to a question that differs in a number, a date, an ID or a "not".
 
 Kinds (``ENTITY_KINDS``, also the order in which a refusal names the first
 mismatching kind): amount, currency, percentage, date, time, year, version,
-identifier, email, url, phone, number, polarity. The canonical value of each
-kind is documented in the module that extracts it: ``quantities`` (amount,
-currency, percentage, number), ``temporal`` (date, time, year), ``identifiers``
-(identifier, version, email, url, phone), ``polarity``.
+identifier, email, url, phone, number, unit, language, instruction, name,
+polarity. The canonical value of each kind is documented in the module that
+extracts it: ``quantities`` (amount, currency, percentage, number), ``temporal``
+(date, time, year), ``identifiers`` (identifier, version, email, url, phone),
+``units``, ``languages``, ``instructions`` (answer-shaping instructions: "in all
+caps", "explain like I'm five"), ``names`` (proper nouns), ``polarity`` (with the
+antonym pairs of ``antonyms``).
+
+The entity set itself (``ENTITY_KINDS``, ``ENTITIES_VERSION``, ``Entities``) is
+``validators.entity_set``; this module extracts and compares.
 
 **Numbers inside specific entities.** Extractors run most specific first and
 each accepted span is masked, so a digit belongs to exactly one entity: the
@@ -22,9 +28,12 @@ a subset of kinds: excluding ``amount`` does not move amounts into ``number``;
 pass ``kinds=None`` (all kinds) unless a policy deliberately relaxes one.
 
 **Rule.** A kind present in either question must have equal value sets on
-both sides; ``polarity`` is always present and compared by
-``polarity.compare_polarity`` (negation must agree; action pairs such as
-enable/disable must not contradict). Values are sets: a value said twice
+both sides, except three kinds with their own comparison: ``polarity`` is always
+present and compared by ``polarity.compare_polarity`` (negation must agree; action
+pairs such as enable/disable must not contradict); ``unit`` by
+``units.compare_units`` (only a dimension named on both sides must agree); ``name``
+by ``names.compare_names`` (a name on one side only must be a word of the other
+text, in any case: ``Entities.mentions``). Values are sets: a value said twice
 counts once ("20 and 20" == "20").
 """
 
@@ -37,9 +46,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from validators.errors import InvalidEntitiesError, StaleEntitiesError, UnknownEntityKindError
+from validators.entity_set import ENTITIES_VERSION, ENTITY_KINDS, Entities, check_kind
+from validators.errors import UnknownEntityKindError
 from validators.identifiers import extract_contacts, extract_identifiers, extract_versions
-from validators.polarity import compare_polarity, known_polarity_value, polarity_values
+from validators.instructions import extract_instructions
+from validators.languages import extract_languages
+from validators.names import compare_names, extract_names, mentions
+from validators.polarity import compare_polarity, polarity_values
 from validators.quantities import extract_amounts, extract_numbers, extract_percentages
 from validators.scan import MASK, EntitySpan, Scanner
 from validators.temporal import (
@@ -49,135 +62,34 @@ from validators.temporal import (
     extract_years,
 )
 from validators.text import prepare
+from validators.units import compare_units, extract_units, unit_values
 
-ENTITY_KINDS: tuple[str, ...] = (
-    "amount",
-    "currency",
-    "percentage",
-    "date",
-    "time",
-    "year",
-    "version",
-    "identifier",
-    "email",
-    "url",
-    "phone",
-    "number",
-    "polarity",
-)
-#: Version of the extraction rules; stored in ``Entities.to_dict()`` so that
-#: entities persisted by other rules are re-extracted rather than compared.
-ENTITIES_VERSION = 2
-_VERSION_KEY = "_v"
+__all__ = [
+    "ABSENT",
+    "ENTITIES_VERSION",
+    "ENTITY_KINDS",
+    "MATCH",
+    "MISMATCH",
+    "Entities",
+    "EntityComparison",
+    "KindVerdict",
+    "compare_entities",
+    "entity_scope",
+    "extract_entities",
+    "find_entities",
+]
 
 MATCH = "match"
 MISMATCH = "mismatch"
 ABSENT = "absent"
 
 
-class Entities(Mapping[str, frozenset[str]]):
-    """An immutable mapping ``kind → frozenset of canonical values``.
-
-    Only kinds with at least one value are present; iteration follows
-    ``ENTITY_KINDS``. Hashable and comparable; ``to_dict``/``from_dict`` give
-    a JSON-serialisable form for the semantic store."""
-
-    __slots__ = ("_data", "_hash")
-    _data: dict[str, frozenset[str]]
-    _hash: int
-
-    def __init__(self, data: Mapping[str, Iterable[str]] | None = None) -> None:
-        data = data or {}
-        for kind in data:
-            if kind not in ENTITY_KINDS:
-                raise UnknownEntityKindError(f"unknown entity kind {kind!r}")
-        items: dict[str, frozenset[str]] = {}
-        for kind in ENTITY_KINDS:
-            values = data.get(kind)
-            if values is None or isinstance(values, str):
-                if isinstance(values, str):
-                    raise InvalidEntitiesError(f"values of {kind!r} must be a collection of str")
-                continue
-            frozen = frozenset(values)
-            if not all(isinstance(v, str) for v in frozen):
-                raise InvalidEntitiesError(f"values of {kind!r} must be str")
-            if frozen:
-                items[kind] = frozen
-        object.__setattr__(self, "_data", items)
-        object.__setattr__(self, "_hash", hash(frozenset(items.items())))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("Entities is immutable")
-
-    def __getitem__(self, kind: str) -> frozenset[str]:
-        return self._data[kind]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Entities):
-            return self._data == other._data
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        body = ", ".join(f"{k}={sorted(v)}" for k, v in self._data.items())
-        return f"Entities({body})"
-
-    def values_of(self, kind: str) -> frozenset[str]:
-        """The values of ``kind`` (empty when absent); unknown kinds raise."""
-        _check_kind(kind)
-        return self._data.get(kind, frozenset())
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"_v": ENTITIES_VERSION, kind: sorted list of values, ...}``."""
-        out: dict[str, Any] = {_VERSION_KEY: ENTITIES_VERSION}
-        out.update({kind: sorted(values) for kind, values in self._data.items()})
-        return out
-
-    @classmethod
-    def from_dict(cls, data: object) -> Entities:
-        """Inverse of ``to_dict``. Raises ``StaleEntitiesError`` when the dict
-        was written by other extraction rules and ``InvalidEntitiesError`` when
-        it is malformed; either way the caller should re-extract."""
-        if not isinstance(data, Mapping):
-            raise InvalidEntitiesError(f"entities must be a mapping, not {type(data).__name__}")
-        version = data.get(_VERSION_KEY)
-        if version != ENTITIES_VERSION:
-            raise StaleEntitiesError(
-                f"entities were extracted by rules version {version!r}, "
-                f"current is {ENTITIES_VERSION}"
-            )
-        body = {k: v for k, v in data.items() if k != _VERSION_KEY}
-        for kind, values in body.items():
-            if kind not in ENTITY_KINDS:
-                raise InvalidEntitiesError(f"unknown entity kind {kind!r}")
-            if not isinstance(values, list | tuple):
-                raise InvalidEntitiesError(f"values of {kind!r} must be a list")
-        entities = cls(body)
-        if "polarity" not in entities or not all(
-            known_polarity_value(v) for v in entities["polarity"]
-        ):
-            raise InvalidEntitiesError("polarity values are missing or unknown")
-        return entities
-
-
-def _check_kind(kind: str) -> None:
-    if kind not in ENTITY_KINDS:
-        raise UnknownEntityKindError(
-            f"unknown entity kind {kind!r}; known kinds: {', '.join(ENTITY_KINDS)}"
-        )
-
-
-def _scan(text: str) -> Scanner:
+def _scan(text: str) -> tuple[Scanner, str]:
+    """The scanner after every extractor, and the working copy polarity reads (masked
+    by the extractors of values, not yet by those of words: units, languages, names)."""
     scan = Scanner(text)
     extract_contacts(scan)
+    extract_instructions(scan)
     extract_identifiers(scan)
     extract_numeric_dates(scan)
     extract_versions(scan)
@@ -187,11 +99,15 @@ def _scan(text: str) -> Scanner:
     extract_amounts(scan)
     extract_years(scan)
     extract_numbers(scan)
-    return scan
+    polar = scan.work
+    extract_languages(scan)
+    extract_units(scan)
+    extract_names(scan)
+    return scan, polar
 
 
 def _analyse(text: str) -> tuple[tuple[EntitySpan, ...], Entities]:
-    scan = _scan(text)
+    scan, polar = _scan(text)
     spans = tuple(sorted(scan.found, key=lambda s: (s.start, s.end, s.kind, s.value)))
     data: dict[str, set[str]] = {}
     for span in spans:
@@ -202,9 +118,11 @@ def _analyse(text: str) -> tuple[tuple[EntitySpan, ...], Entities]:
     times = data.get("time")
     if times and any(not v.startswith("period:") for v in times):
         data["time"] = {v for v in times if not v.startswith("period:")}
+    if "unit" in data:
+        data["unit"] = unit_values([(s.start, s.value) for s in spans if s.kind == "unit"])
     # masked entities read as "_" so "turn 2FA off" keeps its shape and "no-reply@x.com" is no "no"
-    data["polarity"] = set(polarity_values(scan.work.replace(MASK, "_")))
-    return spans, Entities(data)
+    data["polarity"] = set(polarity_values(polar.replace(MASK, "_")))
+    return spans, Entities(data, mentions=mentions(text))
 
 
 # Questions repeat (the guard, the lookup and the backfill all read the same one), so
@@ -285,7 +203,7 @@ class EntityComparison:
         return mismatches[0] if mismatches else None
 
     def verdict(self, kind: str) -> str:
-        _check_kind(kind)
+        check_kind(kind)
         for v in self.verdicts:
             if v.kind == kind:
                 return v.verdict
@@ -317,7 +235,7 @@ def compare_entities(
         kinds = (kinds,)
     selected = set(ENTITY_KINDS) if kinds is None else set(kinds)
     for kind in selected:
-        _check_kind(kind)
+        check_kind(kind)
     verdicts = []
     for kind in ENTITY_KINDS:
         if kind not in selected:
@@ -327,6 +245,11 @@ def compare_entities(
             verdict = ABSENT
         elif kind == "polarity":
             verdict = MATCH if compare_polarity(lv, rv) else MISMATCH
+        elif kind == "unit":
+            verdict = MATCH if compare_units(lv, rv) else MISMATCH
+        elif kind == "name":
+            same = compare_names(lv, rv, left.mentions, right.mentions)
+            verdict = MATCH if same else MISMATCH
         else:
             verdict = MATCH if lv == rv else MISMATCH
         verdicts.append(KindVerdict(kind, verdict, lv, rv))

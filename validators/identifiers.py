@@ -13,6 +13,11 @@ Canonical forms:
 * identifier: upper-cased, spaces and hyphens removed (``abc-123`` ==
   ``ABC123``); the keyword is not part of it (``order #12345`` == ``#12345``);
   masked references keep a star: ``ending in 1234`` / ``尾号1234`` → ``*1234``.
+* identifier, lettered: a single capital letter or a Roman numeral after a word that
+  names a variant (type, plan, class, tier, grade, option, gate, vitamin, section,
+  part, zone, terminal, level, group, category), with the word: ``type A`` →
+  ``TYPE:A``, ``Type II`` → ``TYPE:II``; only upper-case letters ("type a password"
+  is none), and ``I`` only at the end of a clause ("which plan I should pick" is none).
 * version: ``product:version`` with aliases folded (``iOS 10`` → ``ios:10``,
   ``Python 3.11`` → ``python:3.11``, ``node.js 18`` → ``node:18``); a version
   without a product is ``v:2.3.1`` (``v2.3.1``, ``version 2.3.1``, ``版本2.3.1``).
@@ -117,6 +122,21 @@ VERSION = re.compile(
 )
 
 
+_VARIANT_WORDS = (
+    "type|plan|class|tier|grade|option|gate|vitamin|section|part|zone|terminal|level|group|category"
+)
+LETTERED = re.compile(
+    rf"{_A}((?i:{_VARIANT_WORDS}))\s(?:#\s?)?"
+    r"([A-HJ-Z][+-]?(?![A-Za-z0-9_'])|(?:II|III|IV|VI{0,3}|IX|X)(?![A-Za-z0-9_'])"
+    r"|I(?=\s?(?:$|[,.;:!?)]|\s(?:and|or|vs)\b)))"
+)
+
+
+def _lettered(m: re.Match[str]) -> list[tuple[str, str]]:
+    word = re.sub(r"\s+", " ", m.group(1).lower())
+    return [("identifier", f"{word.upper()}:{m.group(2)}")]
+
+
 def _email(m: re.Match[str]) -> list[tuple[str, str]]:
     return [("email", m.group().lower())]
 
@@ -219,6 +239,7 @@ def extract_identifiers(scan: Scanner) -> None:
     scan.take(IPV4, _ipv4)
     scan.take(IDENTIFIER, _identifier)
     scan.take(CODE_WITH_DASH, _plain_id)
+    scan.take(LETTERED, _lettered)
 
 
 def extract_versions(scan: Scanner) -> None:

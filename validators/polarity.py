@@ -24,7 +24,8 @@ and ago/from now refuse only when both texts mention them with different poles
 (a one-sided "after 2 weeks" is usually a duration, not a contrast). "over"/"under"
 are comparisons only before an amount or an age ("over 18", "under $500"); ``bound``
 (at least / at most, no less / no more than, 至少 / 至多) and the prefixed opposites
-(legal / illegal, allowed / disallowed, refundable / non-refundable …) refuse only
+(legal / illegal, allowed / disallowed, refundable / non-refundable …) and the
+antonyms of ``validators.antonyms`` (love / hate, cheap / expensive …) refuse only
 when both texts name opposite poles. "Don't know" / "can't remember" are hedges
 ("I don't know how to…", "a payment I don't remember making") except before a
 determiner ("if I don't know my PIN" is a negation); 不记得 is a hedge only before a
@@ -39,6 +40,8 @@ from __future__ import annotations
 import re
 from collections.abc import Set
 from dataclasses import dataclass
+
+from validators.antonyms import ANTONYMS
 
 _I = re.IGNORECASE
 _A = r"(?<![A-Za-z])"
@@ -99,6 +102,10 @@ _PREFIX_PAIRS = (
         for name, plus, minus in _PREFIXED
     ),
     ActionPair("prefix_legal_zh", "合法", "非法|违法|不合法", "any"),
+)
+# Opposite evaluations (love / hate, cheap / expensive): validators/antonyms.py.
+_ANTONYM_PAIRS = tuple(
+    ActionPair("antonym_" + name, _en(plus), _en(minus), "any") for name, plus, minus in ANTONYMS
 )
 
 ACTION_PAIRS: tuple[ActionPair, ...] = (
@@ -281,6 +288,7 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
         "any",
     ),
     *_PREFIX_PAIRS,
+    *_ANTONYM_PAIRS,
 )
 _PAIRS = {p.name: p for p in ACTION_PAIRS}
 # The minus pole is matched first (and masked) so "unlock" is not also "lock".

@@ -61,6 +61,10 @@ class Scanner:
             spans.append((m.start(), m.end()))
         self.mask(spans)
 
+    def record(self, kind: str, value: str, start: int, end: int) -> None:
+        """Record a value read at ``start:end`` without masking it."""
+        self.found.append(EntitySpan(kind, value, start, end, self.text[start:end]))
+
     def drop(self, pattern: re.Pattern[str]) -> None:
         """Mask every match of ``pattern`` without recording anything
         (greetings, hedges, lexicalized words that only look like entities)."""

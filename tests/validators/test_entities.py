@@ -20,14 +20,16 @@ from validators import (
 
 RICH = (
     "On 2024-03-05 at 3pm, can I not send $20 (5% fee) for order #12345 from iOS 10 "
-    "to a@b.com via https://example.com or +1 555-123-4567 in 2023 with 3 cards in euros?"
+    "to a@b.com via https://example.com or +1 555-123-4567 in 2023 with 3 cards in euros? "
+    "Tell Alice the distance in miles in Japanese, in all caps."
 )
 
 
 def test_entity_kinds_constant() -> None:
     assert ENTITY_KINDS == (
         "amount", "currency", "percentage", "date", "time", "year", "version", "identifier",
-        "email", "url", "phone", "number", "polarity",
+        "email", "url", "phone", "number", "unit", "language", "instruction", "name",
+        "polarity",
     )  # fmt: skip
 
 

@@ -114,3 +114,39 @@ def test_spans_point_at_the_text() -> None:
         ("date", "2024-03-05"),
     ]
     assert all(text[s.start : s.end] == s.text for s in spans)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("What is the fee for account type A?", "What is the fee for account type B?"),
+        ("Where is gate C?", "Where is gate D?"),
+        ("Is plan A cheaper?", "Is plan B cheaper?"),
+        ("What is type I diabetes?", "What is type II diabetes?"),
+        ("Which foods have vitamin C?", "Which foods have vitamin D?"),
+        ("What does grade A+ mean?", "What does grade A mean?"),
+    ],
+)
+def test_a_different_lettered_variant_refuses(a: str, b: str) -> None:
+    assert mismatch(a, b) == "identifier", (extract_entities(a), extract_entities(b))
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("What is the fee for account type A?", "How much does a type A account cost?"),
+        ("Which foods have vitamin C?", "What food is high in Vitamin C?"),
+        # lower case and the pronoun "I" are no variants
+        ("How do I type a password?", "How can I enter a password?"),
+        ("Which plan I should choose?", "Which plan should I choose?"),
+    ],
+)
+def test_the_same_lettered_variant_or_none_matches(a: str, b: str) -> None:
+    assert mismatch(a, b) is None, (extract_entities(a), extract_entities(b))
+
+
+def test_lettered_values_keep_their_word() -> None:
+    assert extract_entities("account type A")["identifier"] == {"TYPE:A"}
+    assert extract_entities("Type II diabetes")["identifier"] == {"TYPE:II"}
+    # letter+digit codes stay identifiers of their own shape
+    assert extract_entities("gate B12")["identifier"] == {"B12"}

@@ -5,7 +5,9 @@ only whether the second question is served the first one's answer).
 
 Each case stores one question in a fresh tenant, then asks another: a direction
 or word-order swap is refused by the verifier, an amount change by the entity
-validator, a paraphrase is served (English and Chinese). A tenant's target moves
+validator (and a brand, a unit, an answer-format instruction or a sentiment antonym
+by the entity kinds that catch what the verifier scores as the same), a paraphrase
+is served (English and Chinese). A tenant's target moves
 the cut; the report shows target, estimate and cut; explain shows the verifier's
 score; a verifier failure (a question it will not read) is a miss."""
 
@@ -38,8 +40,9 @@ OPEN: dict[str, Any] = {"guards": []}
 CASES = [
     (
         "direction_swap",
-        "How do I convert Celsius to Fahrenheit?",
-        "How do I convert Fahrenheit to Celsius?",
+        # (Celsius to Fahrenheit and back is refused earlier, by the ``unit`` order)
+        "How do I move money from my savings account to my checking account?",
+        "How do I move money from my checking account to my savings account?",
         "miss:verifier_refused",
     ),
     (
@@ -60,6 +63,39 @@ CASES = [
         "How long does a $100 transfer take?",
         "How long does a $5000 transfer take?",
         "miss:entity_mismatch:",
+    ),
+    # Pairs the verifier scores above 0.99 that serve a wrong answer: the entity kinds
+    # of validators/{names,units,instructions,antonyms}.py refuse them, and a
+    # paraphrase that names the same brand in another case is still served.
+    (
+        "proper_noun_swap",
+        "What is the return policy for Nike shoes?",
+        "What is the return policy for Adidas shoes?",
+        "miss:entity_mismatch:name",
+    ),
+    (
+        "proper_noun_paraphrase",
+        "What is the return policy for Nike shoes?",
+        "what is the return policy for nike shoes",
+        "hit",
+    ),
+    (
+        "unit_swap",
+        "How many days does a refund take?",
+        "How many hours does a refund take?",
+        "miss:entity_mismatch:unit",
+    ),
+    (
+        "answer_format",
+        "What is the capital of France?",
+        "What is the capital of France? Answer in all caps.",
+        "miss:entity_mismatch:instruction",
+    ),
+    (
+        "sentiment_antonym",
+        "Classify the sentiment: I love this phone.",
+        "Classify the sentiment: I hate this phone.",
+        "miss:entity_mismatch:polarity",
     ),
 ]
 
@@ -214,6 +250,26 @@ def test_explain_shows_the_verifiers_score_and_cut(gw: Gateway, verifier: Gatewa
     assert any(s["check"] == "verifier_cut" for s in report["steps"])
     # Serving decides as explain said.
     assert ask(gw, key, asked).headers["x-cachegate-semantic"] == "miss:verifier_refused"
+
+
+def test_explain_names_the_new_entity_kinds(gw: Gateway) -> None:
+    # The kinds of validators/{names,units,languages,instructions}.py are in the
+    # comparison explain shows, with the stored side read back from the entry.
+    stored = "What is the return policy for Nike shoes?"
+    tenant, key = gw.tenant("verif-explain-kinds", TenantPolicy(**OPEN))
+    assert ask(gw, key, stored).headers["x-cachegate-backfill"] == "stored"
+    with admin(gw) as client:
+        r = client.post(
+            f"/tenants/{tenant}/cache/explain",
+            json={"body": chat_body(rec.MODEL, stored.replace("Nike", "Adidas"))},
+        )
+    assert r.status_code == 200, r.text
+    comparison = r.json()["entity_comparison"]
+    assert comparison["mismatch_kind"] == "name", comparison
+    assert comparison["kinds"]["name"] == {
+        "verdict": "mismatch", "left": ["adidas"], "right": ["nike"]
+    }  # fmt: skip
+    assert {"unit", "language", "instruction"} <= set(comparison["kinds"])
 
 
 def test_a_question_the_verifier_will_not_read_is_a_miss_never_a_hit(gw: Gateway) -> None:

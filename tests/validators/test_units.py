@@ -1,0 +1,69 @@
+"""Units (``validators.units``): two units of one dimension refuse; a unit named on
+one side only, or the same unit in other words, is served."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.validators.conftest import mismatch
+from validators import extract_entities
+from validators.units import compare_units
+
+DIFFERENT = [
+    ("How tall is Mount Everest in meters?", "How tall is Mount Everest in feet?"),
+    ("How many days does a refund take?", "How many hours does a refund take?"),
+    ("How many days does a refund take?", "How many weeks does a refund take?"),
+    ("How long does shipping take in days?", "How long does shipping take in hours?"),
+    (
+        "What is the boiling point of water in Celsius?",
+        "What is the boiling point of water in Fahrenheit?",
+    ),
+    ("How do I convert Celsius to Fahrenheit?", "How do I convert Fahrenheit to Celsius?"),
+    ("How many feet are in a mile?", "How many miles are in a foot?"),
+    ("Is a 5 km run long?", "Is a 5 mile run long?"),
+    ("What is the monthly fee?", "What is the annual fee?"),
+    ("How much data is a 2 GB plan?", "How much data is a 2 MB plan?"),
+]
+
+SAME = [
+    ("How tall is Mount Everest?", "How tall is Mount Everest in meters?"),
+    ("How tall is Mount Everest in meters?", "What is Mount Everest's height in metres?"),
+    ("How many days does a refund take?", "In how many days will I get my refund?"),
+    ("How many days does a refund take?", "How long does a refund take?"),
+    ("What is the monthly fee?", "What is the fee per month?"),
+    ("It's been a week and my card has not arrived", "My card has not arrived yet"),
+    ("Is a 5 km run long?", "Is a 5 kilometre run long?"),
+    # no unit: "5G", "the 1990s"
+    ("Does my phone support 5G?", "Does my phone support 5G networks?"),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), DIFFERENT)
+def test_another_unit_of_the_same_dimension_refuses(a: str, b: str) -> None:
+    assert mismatch(a, b) == "unit", (extract_entities(a), extract_entities(b))
+
+
+@pytest.mark.parametrize(("a", "b"), SAME)
+def test_the_same_unit_or_a_one_sided_one_matches(a: str, b: str) -> None:
+    assert mismatch(a, b) is None, (extract_entities(a), extract_entities(b))
+
+
+def test_unit_values() -> None:
+    assert extract_entities("How tall is it in meters?")["unit"] == {"length:m"}
+    assert extract_entities("a fee per month")["unit"] == {"frequency:month"}
+    assert extract_entities("How many feet in a meter?")["unit"] == {
+        "length:ft", "length:m", "order:length:ft>m"
+    }  # fmt: skip
+    # a time unit is read only where it is asked for or counted
+    assert "unit" not in extract_entities("It's been a week since I ordered")
+    assert "unit" not in extract_entities("What did people do in the 1990s?")
+
+
+def test_only_a_dimension_named_on_both_sides_is_compared() -> None:
+    assert compare_units({"length:m"}, {"time:day"})
+    assert compare_units({"length:m", "time:day"}, {"time:day"})
+    assert not compare_units({"length:m"}, {"length:ft"})
+    assert not compare_units(
+        {"length:m", "length:ft", "order:length:m>ft"},
+        {"length:m", "length:ft", "order:length:ft>m"},
+    )

@@ -1,0 +1,41 @@
+"""Opposite evaluations: the antonym pairs ``validators.polarity`` reads.
+
+"Classify the sentiment: I love this phone." and "… I hate this phone." differ in
+one word the embedder and the verifier both read as a detail. Each entry is
+``(name, plus, minus)``: two English words (with their inflections) that name
+opposite poles of one scale. Like the prefixed opposites (legal / illegal), a pair
+refuses only when **both** texts name it with opposite poles: a text naming one pole
+alone ("Is this a good phone?" against "Is this phone worth it?") is no contrast.
+So the list only has to be right about what is opposite, not about what is a
+synonym, and it stays short: direct antonyms of evaluation, price, speed, ease and
+temperature that a cached answer would get backwards.
+
+Words that are mostly something else are left out ("like" is mostly a preposition,
+"fine" a penalty, "high"/"low" and "more"/"less" are already ``extreme`` and
+``comparison`` pairs in ``polarity``). Polarity values: ``antonym_<name>:+`` /
+``antonym_<name>:-``.
+"""
+
+from __future__ import annotations
+
+ANTONYMS: tuple[tuple[str, str, str], ...] = (
+    ("love", r"lov(?:e|es|ed|ing)", r"hat(?:e|es|ed|ing)"),
+    # "like" only as a verb after a subject: "I like", "do you like", "customers like"
+    (
+        "like",
+        r"(?:i|we|you|they|people|customers|users)\s(?:really\s|do\s|don't\s|dont\s)?like[sd]?",
+        r"dislik(?:e|es|ed|ing)",
+    ),
+    ("good", r"good", r"bad"),
+    ("better", r"better", r"worse"),
+    ("best", r"best", r"worst"),
+    ("great", r"great|excellent|amazing|wonderful", r"terrible|awful|horrible|poor"),
+    ("positive", r"positive", r"negative"),
+    ("cheap", r"cheap(?:er|est)?|inexpensive", r"expensive|pricey|costly"),
+    ("fast", r"fast(?:er|est)?|quick(?:er|est|ly)?", r"slow(?:er|est|ly)?"),
+    ("easy", r"eas(?:y|ier|iest)", r"hard(?:er|est)?|difficult"),
+    ("early", r"early|earlier", r"late"),
+    ("hot", r"hot(?:ter|test)?", r"cold(?:er|est)?"),
+    ("true", r"true", r"false"),
+    ("strong", r"strong(?:er|est)?", r"weak(?:er|est)?"),
+)

@@ -1,0 +1,167 @@
+"""Units of measure: the unit a question asks its answer in.
+
+Kind ``unit``: ``dimension:unit`` for each unit named, ``length:m`` for "meters",
+"metres", "m" (after a number), ``time:day`` for "days", ``frequency:month`` for
+"monthly", "per month", "every month". When two or more units of one dimension are
+named, ``order:length:ft>m`` records the order ("how many feet in a meter" is not
+"how many meters in a foot"), as ``currency`` does.
+
+What is read:
+
+* a unit word after a number, in any dimension ("5 km", "10 days", "3 lbs"); the
+  number itself is the ``number`` kind, so "5 km" vs "5 miles" refuses on ``unit``;
+* a bare unit word of length, mass, volume, temperature, speed, data size or energy
+  anywhere ("How tall is Everest in meters?", "… in feet?"); one-letter
+  abbreviations (``km``, ``lbs``, ``hrs``) only after a number, or after "in", "to", "per";
+* a bare time unit only where it is asked for: "how many days", "number of weeks",
+  "in hours", "to minutes" ("It's been a week and my card hasn't come" is no unit);
+* a frequency: daily, weekly, monthly, quarterly, yearly, annual(ly), per/every/each
+  + a time unit. One-letter abbreviations (``m``, ``g``, ``s``) are never read: "5G",
+  "the 1990s", "$5m" are no units.
+
+**Rule** (:func:`compare_units`). A dimension named on both sides must name the same
+units (in the same order); a dimension named on one side only matches ("How tall is
+Everest?" ≈ "How tall is Everest in meters?": the unit only shapes the answer when
+another one is asked for). Currencies are ``currency`` / ``amount`` and run first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Set
+
+from validators.scan import MASK, Scanner
+
+_I = re.IGNORECASE
+_P = "(?:s|es)?"  # a plural
+
+# canonical unit → (dimension, word forms, abbreviations read only after a number or "in")
+_UNITS: dict[str, tuple[str, str, str]] = {
+    "mm": ("length", rf"millimet(?:er|re){_P}", "mm"),
+    "cm": ("length", rf"centimet(?:er|re){_P}", "cm"),
+    "km": ("length", rf"kilomet(?:er|re){_P}", "km|kms"),
+    "m": ("length", rf"met(?:er|re){_P}", ""),
+    "in": ("length", r"inch(?:es)?", ""),
+    "ft": ("length", r"foot|feet", "ft"),
+    "yd": ("length", rf"yard{_P}", "yd|yds"),
+    "mi": ("length", rf"mile{_P}", "mi"),
+    "mg": ("mass", rf"milligram(?:me)?{_P}", "mg"),
+    "kg": ("mass", rf"kilogram(?:me)?{_P}|kilos?", "kg|kgs"),
+    "g": ("mass", rf"gram(?:me)?{_P}", ""),
+    "lb": ("mass", "", "lb|lbs"),
+    "oz": ("mass", rf"ounce{_P}", "oz"),
+    "t": ("mass", rf"tonne{_P}|metric\stons?", ""),
+    "ml": ("volume", rf"millilit(?:er|re){_P}", "ml"),
+    "l": ("volume", rf"lit(?:er|re){_P}", ""),
+    "gal": ("volume", rf"gallon{_P}", "gal"),
+    "qt": ("volume", rf"quart{_P}", "qt"),
+    "pt": ("volume", rf"pint{_P}", "pt"),
+    "cup": ("volume", rf"cup{_P}", ""),
+    "tbsp": ("volume", rf"tablespoon{_P}", "tbsp"),
+    "tsp": ("volume", rf"teaspoon{_P}", "tsp"),
+    "c": ("temperature", r"celsius|centigrade|°\s?c", ""),
+    "f": ("temperature", r"fahrenheit|°\s?f", ""),
+    "k": ("temperature", r"kelvin", ""),
+    "mph": ("speed", r"miles\sper\shour", "mph"),
+    "kmh": ("speed", r"kilomet(?:er|re)s\sper\shour", "kph|km/h|kmh"),
+    "kb": ("data", rf"kilobyte{_P}", "kb"),
+    "mb": ("data", rf"megabyte{_P}", "mb"),
+    "gb": ("data", rf"gigabyte{_P}", "gb"),
+    "tb": ("data", rf"terabyte{_P}", "tb"),
+    "kcal": ("energy", rf"(?:kilo)?calorie{_P}", "kcal|cal"),
+    "kwh": ("energy", rf"kilowatt[\s-]hour{_P}", "kwh"),
+    "s": ("time", rf"second{_P}", "sec|secs"),
+    "min": ("time", rf"minute{_P}", "min|mins"),
+    "h": ("time", rf"hour{_P}", "hr|hrs"),
+    "day": ("time", rf"day{_P}", ""),
+    "week": ("time", rf"week{_P}", "wk|wks"),
+    "month": ("time", rf"month{_P}", ""),
+    "year": ("time", rf"year{_P}", "yr|yrs"),
+}  # fmt: skip
+_FREQUENCY = {
+    "daily": "day", "weekly": "week", "monthly": "month", "quarterly": "quarter",
+    "yearly": "year", "annual": "year", "annually": "year", "hourly": "h",
+}  # fmt: skip
+
+
+def _alternatives(forms: dict[str, str]) -> str:
+    return "|".join(f"(?P<{key}>{form})" for key, form in forms.items() if form)
+
+
+# group names: "u_<unit>" for words, "a_<unit>" for abbreviations
+_WORDS = {f"u_{k}": words for k, (_, words, _) in _UNITS.items()}
+_ABBREVS = {f"a_{k}": abbrevs for k, (_, _, abbrevs) in _UNITS.items()}
+_TIME_WORDS = {k: v for k, v in _WORDS.items() if _UNITS[k[2:]][0] == "time"}
+_OTHER_WORDS = {k: v for k, v in _WORDS.items() if _UNITS[k[2:]][0] != "time"}
+_B = r"(?<![A-Za-z0-9_])"
+_E = r"(?![A-Za-z0-9_])"
+# After a number (masked by the number extractors) or a digit: any unit, abbreviations too.
+AFTER_NUMBER = re.compile(
+    rf"(?<=[{MASK}\d])\s?(?:{_alternatives(_WORDS)}|{_alternatives(_ABBREVS)}){_E}", _I
+)
+# Bare words outside time, and multi-letter abbreviations after "in"/"to"/"per".
+BARE = re.compile(rf"{_B}(?:{_alternatives(_OTHER_WORDS)}){_E}", _I)
+_LONG_ABBREVS = {k: v for k, v in _ABBREVS.items() if v and _UNITS[k[2:]][0] != "time"}
+ASKED_ABBREV = re.compile(rf"{_B}(?:in|into|to|per)\s(?:{_alternatives(_LONG_ABBREVS)}){_E}", _I)
+FREQUENCY = re.compile(
+    rf"{_B}(?:(?P<f_adj>{'|'.join(_FREQUENCY)})"
+    rf"|(?P<per>per|every|each)\s(?:{_alternatives(_TIME_WORDS)})){_E}",
+    _I,
+)
+# A time unit being asked for: "how many (business) days", "number of weeks", "in hours".
+ASKED_TIME = re.compile(
+    rf"{_B}(?:how\smany|number\sof|in|into|to)\s(?:an?\s)?(?:(?:business|working|calendar|whole)\s)?"
+    rf"(?:{_alternatives(_TIME_WORDS)}){_E}",
+    _I,
+)
+
+
+def _unit(m: re.Match[str]) -> list[tuple[str, str]] | None:
+    groups = m.groupdict()
+    if groups.get("f_adj"):
+        return [("unit", "frequency:" + _FREQUENCY[groups["f_adj"].lower()])]
+    key = next((k for k, v in groups.items() if v and k[:2] in ("u_", "a_")), None)
+    if key is None:
+        return None
+    unit = key[2:]
+    dimension = "frequency" if groups.get("per") else _UNITS[unit][0]
+    return [("unit", f"{dimension}:{unit}")]
+
+
+def extract_units(scan: Scanner) -> None:
+    """Frequencies first ("per hour" is no time asked for), then units after numbers,
+    then bare words and asked-for time units."""
+    scan.take(FREQUENCY, _unit)
+    scan.take(AFTER_NUMBER, _unit)
+    scan.take(ASKED_ABBREV, _unit)
+    scan.take(BARE, _unit)
+    scan.take(ASKED_TIME, _unit)
+
+
+def unit_values(spans: list[tuple[int, str]]) -> set[str]:
+    """The ``unit`` values of ``(position, value)`` spans: the units, and per dimension
+    with two or more units the order they were named in."""
+    ordered = [v for _, v in sorted(spans)]
+    values = set(ordered)
+    by_dimension: dict[str, list[str]] = {}
+    for value in dict.fromkeys(ordered):
+        dimension, _, unit = value.partition(":")
+        by_dimension.setdefault(dimension, []).append(unit)
+    for dimension, units in by_dimension.items():
+        if len(units) > 1:
+            values.add(f"order:{dimension}:{'>'.join(units)}")
+    return values
+
+
+def _by_dimension(values: Set[str]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for value in values:
+        dimension = value.removeprefix("order:").partition(":")[0]
+        out.setdefault(dimension, set()).add(value)
+    return out
+
+
+def compare_units(left: Set[str], right: Set[str]) -> bool:
+    """True when every dimension named on both sides names the same units."""
+    a, b = _by_dimension(left), _by_dimension(right)
+    return all(a[d] == b[d] for d in a.keys() & b.keys())

@@ -93,6 +93,7 @@ def engine_config(settings: Settings, salt: str, **overrides: Any) -> EngineConf
         "max_num_seqs": settings.max_num_seqs,
         "max_num_seqs_per_tenant": settings.max_num_seqs_per_tenant or None,
         "max_num_waiting": settings.max_num_waiting,
+        "max_num_waiting_per_tenant": settings.max_num_waiting_per_tenant or None,
         "num_threads": settings.engine_threads or None,
         "pack_linears": settings.engine_pack_linears,
         "kernels": settings.engine_kernels,

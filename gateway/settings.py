@@ -157,6 +157,8 @@ class Settings(BaseSettings):
     # waiting for admission in all (beyond it: 429 with Retry-After).
     max_num_seqs_per_tenant: int = Field(16, ge=0)
     max_num_waiting: int = Field(256, ge=1)
+    # One tenant's share of those waiting (0: three quarters of max_num_waiting).
+    max_num_waiting_per_tenant: int = Field(0, ge=0)
     # torch intra-op threads of the engine's step thread (0: torch's default, all cores)
     engine_threads: int = Field(0, ge=0)
     # prepack the engine's linear weights for oneDNN (bf16 on CPU only, where it is faster)

@@ -117,3 +117,14 @@ def test_engine_pack_setting_reaches_the_engine_config(monkeypatch: pytest.Monke
     monkeypatch.setenv("CACHEGATE_ENGINE_PACK_LINEARS", "false")
     config = run_engine_cli(monkeypatch, [])["config"]
     assert isinstance(config, EngineConfig) and config.pack_linears is False
+
+
+def test_the_waiting_share_setting_reaches_the_engine_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CACHEGATE_MAX_NUM_WAITING", "40")
+    config = run_engine_cli(monkeypatch, [])["config"]
+    assert isinstance(config, EngineConfig) and config.waiting_per_tenant == 30  # default
+    monkeypatch.setenv("CACHEGATE_MAX_NUM_WAITING_PER_TENANT", "5")
+    config = run_engine_cli(monkeypatch, [])["config"]
+    assert isinstance(config, EngineConfig) and config.waiting_per_tenant == 5

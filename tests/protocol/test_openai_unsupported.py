@@ -1,7 +1,7 @@
 """What the built-in engine refuses (``unsupported_field``): every field it cannot honour,
 named, never silently ignored; the defaults and their spellings (``false``, ``null``,
 ``""``, ``best_of: 1``) pass. HTTP upstreams forward these fields unchanged
-(``tests/gateway/proxy/test_upstream_relay.py``). No socket, no model."""
+(``tests/gateway/proxy/relay/test_upstream_requests.py``). No socket, no model."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from tests.gateway.conftest import (
     running_gateway,
     sse_payloads,
 )
-from tests.gateway.proxy.test_upstream_relay import CHAT, MODEL, Scripted, answer, ask
+from tests.gateway.proxy.relay.support import CHAT, MODEL, Scripted, answer, ask
 from tests.live_server import serving
 
 MAX_BODY = 16 * 1024

@@ -1,0 +1,191 @@
+"""What the client sends reaches the upstream, and what the gateway adds is right.
+
+Null flags mean their defaults; completion fields our own engine refuses are
+forwarded to an HTTP upstream unchanged; an answer that is not streamed waits for
+the response timeout, a stream only for its read timeout; every error carries the
+request id; the model card route, embeddings and responses routes behave as
+documented (docs/upstreams.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from gateway.errors import UpstreamTimeoutError
+from gateway.proxy.engine_pool import EnginePool
+from gateway.proxy.upstream import UpstreamRequest
+from gateway.settings import Settings
+from tests.gateway.conftest import Gateway, sse_payloads
+from tests.gateway.proxy.relay.support import (
+    CHAT,
+    MODEL,
+    Scripted,
+    answer,
+    ask,
+    chunk,
+    pool_request,
+    sse,
+)
+
+# ----------------------------------------------------------------- null flags
+
+
+def test_null_stream_flags_mean_their_default(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    # The OpenAI spec (and vLLM's schema) make `stream` and `include_usage` nullable:
+    # a body the upstream would answer must not be a 400 from the gateway.
+    received: list[dict[str, Any]] = []
+
+    async def handler(body: dict[str, Any], request: Request) -> Response:
+        received.append(body)
+        if body.get("stream"):
+            return sse(chunk({"role": "assistant", "content": "Ok."}), chunk({}, "stop"))
+        return JSONResponse(answer("Ok."))
+
+    up.handler = handler
+    with gw.http(tenant[1]) as http:
+        whole = http.post(CHAT, json=ask("null stream", stream=None))
+        options = {"include_usage": None}
+        streamed = http.post(CHAT, json=ask("null usage", stream=True, stream_options=options))
+    assert whole.status_code == 200, whole.text
+    assert whole.json()["choices"][0]["message"]["content"] == "Ok."
+    assert received[0]["stream"] is None  # forwarded as the client sent it
+    assert streamed.status_code == 200, streamed.text
+    chunks = sse_payloads(streamed.text)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert all("usage" not in c for c in chunks)  # null: not asked for
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"echo": True}, {"suffix": " and that is all."}, {"best_of": 3}, {"logprobs": 0}],
+    ids=["echo", "suffix", "best_of", "logprobs-0"],
+)
+def test_completion_fields_our_engine_refuses_are_forwarded_unchanged(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str], extra: dict[str, Any]
+) -> None:
+    # Only the in-process engine cannot honour them (a 400 unsupported_parameter there:
+    # tests/protocol/test_openai_unsupported.py); an HTTP upstream gets them as sent.
+    received: list[dict[str, Any]] = []
+
+    async def complete(body: dict[str, Any], request: Request) -> Response:
+        received.append(body)
+        choice = {"index": 0, "text": " Paris.", "finish_reason": "stop", "logprobs": None}
+        return JSONResponse({"id": "cmpl-up", "object": "text_completion", "created": 1,
+                             "model": MODEL, "choices": [choice]})  # fmt: skip
+
+    up.handler = complete
+    body = {"model": MODEL, "prompt": f"The capital of France is {extra}", "max_tokens": 4}
+    with gw.http(tenant[1]) as http:
+        r = http.post("/v1/completions", json=body | extra)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["text"] == " Paris."
+    assert {k: received[-1].get(k) for k in extra} == extra
+    if "best_of" not in extra:  # a cached text answer cannot replay these
+        assert r.headers["x-cachegate-backfill"] == "skipped:not_cacheable"
+
+
+# ----------------------------------------------------------------- timeouts
+
+
+def test_an_answer_not_streamed_waits_for_the_response_timeout(up: Scripted) -> None:
+    # Not streamed, the upstream sends nothing until the whole answer is generated: the
+    # read timeout (between a stream's chunks) would make a long answer a 504 that works
+    # against the server directly. It waits the longer response timeout instead.
+    async def slow(body: dict[str, Any], request: Request) -> Response:
+        await asyncio.sleep(0.8)
+        if body.get("stream"):
+            return sse(chunk({"role": "assistant", "content": "Late."}), chunk({}, "stop"))
+        return JSONResponse(answer("Late."))
+
+    up.handler = slow
+
+    async def main() -> None:
+        pool = EnginePool.from_urls(
+            [up.url], model=MODEL, dialect_name="vllm", read_timeout=0.3, response_timeout=5
+        )
+        try:
+            whole = [e async for e in pool.stream(pool_request("a long answer"))]
+            assert whole[-1].body == answer("Late.")  # type: ignore[union-attr]
+            streamed = UpstreamRequest("chat", ask("a slow stream", stream=True), "ns", "r")
+            with pytest.raises(UpstreamTimeoutError):  # a stream keeps the read timeout
+                async for _ in pool.stream(streamed):
+                    pass
+        finally:
+            await pool.aclose()
+
+    asyncio.run(main())
+    assert Settings.model_fields["upstream_response_timeout"].default == 600.0
+
+
+# ----------------------------------------------------------------- request ids, other routes
+
+
+def test_every_error_carries_the_request_id(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    async def refuse(body: dict[str, Any], request: Request) -> Response:
+        error = {"message": "too long", "type": "invalid_request_error", "param": None}
+        echo = {"x-request-id": request.headers["x-request-id"]}
+        return JSONResponse({"error": error | {"code": None}}, status_code=400, headers=echo)
+
+    up.handler = refuse
+    mine = {"x-request-id": "client-req-42"}
+    with gw.http(tenant[1]) as http:
+        bad_body = http.post(CHAT, json={"model": MODEL, "messages": 5}, headers=mine)
+        no_model = http.post(CHAT, json=ask("x") | {"model": "nope"}, headers=mine)
+        wrong_method = http.get(CHAT, headers=mine)
+        refused = http.post(CHAT, json=ask("refused upstream"), headers=mine)
+        generated = http.post(CHAT, json={"model": MODEL, "messages": 5})
+    for r, status in [(bad_body, 400), (no_model, 404), (wrong_method, 405), (refused, 400)]:
+        assert r.status_code == status, r.text
+        assert r.headers.get_list("x-request-id") == ["client-req-42"], r.headers
+    assert wrong_method.headers["allow"] == "POST"
+    assert "x-upstream-request-id" not in refused.headers  # only ours, echoed
+    assert generated.headers["x-request-id"].startswith("req-")
+    anonymous = httpx.post(gw.url + CHAT, json=ask("no key"), headers=mine)
+    assert anonymous.status_code == 401 and anonymous.headers["x-request-id"] == "client-req-42"
+
+
+def test_models_retrieve_embeddings_and_responses(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    received: list[dict[str, Any]] = []
+    vectors = {"object": "list", "data": [{"object": "embedding", "index": 0,
+               "embedding": [0.1, -0.2]}], "model": MODEL,
+               "usage": {"prompt_tokens": 2, "total_tokens": 2}}  # fmt: skip
+
+    async def embed(body: dict[str, Any], request: Request) -> Response:
+        received.append(body)
+        if body.get("input") == "refuse":
+            error = {"message": "bad input", "type": "invalid_request_error", "param": "input"}
+            return JSONResponse({"error": error | {"code": None}}, status_code=400)
+        return JSONResponse(vectors, headers={"x-ratelimit-remaining-tokens": "99"})
+
+    up.handler = embed
+    sdk = gw.openai(tenant[1])
+    assert sdk.models.retrieve(MODEL).id == MODEL  # the SDK's models.retrieve
+    with gw.http(tenant[1]) as http:
+        unknown = http.get("/v1/models/<b>secret-model</b>")
+        body = {"model": MODEL, "input": "hello", "encoding_format": "float"}
+        embedded = http.post("/v1/embeddings", json=body)
+        refused = http.post("/v1/embeddings", json={"model": MODEL, "input": "refuse"})
+        responses = http.post("/v1/responses", json={"model": MODEL, "input": "hi"})
+    err = unknown.json()["error"]
+    assert unknown.status_code == 404 and err["code"] == "model_not_found"
+    assert "secret-model" not in unknown.text  # the client's text is not quoted
+    assert embedded.status_code == 200, embedded.text
+    assert embedded.json() == vectors and received[0] == body  # passed through, unchanged
+    assert embedded.headers["x-ratelimit-remaining-tokens"] == "99"
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "input"
+    assert responses.status_code == 404
+    assert responses.json()["error"]["code"] == "unsupported_endpoint"
+    anonymous = httpx.post(gw.url + "/v1/embeddings", json=body)
+    assert anonymous.status_code == 401 and len(received) == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -14,20 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import create_engine, text
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway.admin.routes import router as admin_router
-from gateway.admin.schemas import validation_message
 from gateway.admin.service import TenantAdmin
-from gateway.errors import GatewayError
+from gateway.error_handlers import install_error_handlers
 from gateway.index_snapshots import SnapshotWriter, schema_tag, start_index
 from gateway.metrics import GatewayMetrics
 from gateway.metrics_auth import require_metrics_token
 from gateway.ops import start_operations
-from gateway.proxy.controls import request_id
 from gateway.proxy.engine_pool import EnginePool, build_upstream
 from gateway.proxy.judge import UpstreamJudge
 from gateway.proxy.openapi_docs import document_openai_routes
@@ -247,7 +243,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
     app.state.admin_token = settings.admin_token  # None: the admin routes answer 403
     # Shared by the replicas through Redis or PostgreSQL (gateway/proxy/ratelimit_shared.py).
     app.state.rate_limiter = RateLimiter(store=build_bucket_store(settings))
-    _install_error_handlers(app)
+    install_error_handlers(app)
     # One access line (and root span) per /v1 completion request (gateway/request_log.py).
     app.add_middleware(
         RequestObserver,
@@ -358,49 +354,3 @@ def _build_verification(
     return Verification.build(
         verifier, db, cache.embedder_id, settings.verifier_calibration_seconds
     )
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    # Every error response carries the request's id (the client's X-Request-Id when well
-    # formed, else the gateway's), as every answer does: an SDK reports it with the error.
-    def _ids(request: Request, headers: Mapping[str, str] | None = None) -> dict[str, str]:
-        kept = {k: v for k, v in (headers or {}).items() if k.lower() != "x-request-id"}
-        return kept | {"X-Request-Id": request_id(request)}
-
-    @app.exception_handler(GatewayError)
-    async def _gateway_error(request: Request, exc: GatewayError) -> Response:
-        headers = _ids(request, exc.headers)
-        return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
-        body = {"error": {"message": str(exc.detail), "type": kind, "param": None, "code": None}}
-        # exc.headers: a 405's Allow
-        return JSONResponse(body, status_code=exc.status_code, headers=_ids(request, exc.headers))
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
-        message, param = validation_message(exc.errors())
-        body = {
-            "error": {
-                "message": message,
-                "type": "invalid_request_error",
-                "param": param,
-                "code": None,
-            }
-        }
-        return JSONResponse(body, status_code=400, headers=_ids(request))
-
-    @app.exception_handler(Exception)
-    async def _internal_error(request: Request, exc: Exception) -> Response:
-        log.exception("unhandled error on %s", request.url.path)
-        body = {
-            "error": {
-                "message": f"internal error: {type(exc).__name__}",
-                "type": "server_error",
-                "param": None,
-                "code": None,
-            }
-        }
-        return JSONResponse(body, status_code=500, headers=_ids(request))

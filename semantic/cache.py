@@ -28,7 +28,6 @@ that trace, so what it reports is what serving does.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -39,18 +38,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from semantic.candidates import (
-    choose,
-    decided_result,
-    hit_result,
-    served_expiry,
-    slid_expiry,
-    trace_candidates,
-)
+from semantic.candidates import choose, decided_result, hit_result, trace_candidates
 from semantic.embedder import TextEmbedder
-from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
+from semantic.errors import InvalidRequestError, WouldBlockError
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
+from semantic.hits import record_hit, writes_hit_at_once
 from semantic.index import check_vectors
 from semantic.json_copy import json_copy
 from semantic.partition import SemanticQuery
@@ -63,8 +56,6 @@ from semantic.storable import store_skip_reason
 from semantic.store import EntryStore, NewEntry, StoredEntry
 from semantic.trace import NO_TRACE, LookupTrace
 from semantic.verification import HitVerifier
-
-logger = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
 
@@ -233,7 +224,7 @@ class SemanticCache:
             remaining = size - len(choice.vanished)
             return decided_result(tr, key, choice, best_score, vector, remaining, policy)
         if choice.served is not None:
-            if local_only and self._writes_hit_at_once(choice.served[0], policy, now):
+            if local_only and writes_hit_at_once(self.hits, choice.served[0], policy, now):
                 raise WouldBlockError("the hit is written at once", reason="store")
             return self._hit(key, *choice.served, vector, policy, now, choice.verifier_score)
         if local_only and (choice.vanished or choice.expired):
@@ -260,32 +251,10 @@ class SemanticCache:
         now: datetime,
         verifier_score: float | None = None,
     ) -> LookupResult:
-        slid = slid_expiry(entry, policy, now)
-        if self.hits is not None and slid is None:
-            self.hits.record(entry.id, at=now)
-        else:
-            # A slid expiry is written at once: the next lookup (here or on another
-            # replica) must not find the entry expired by its old expiry, nor by the
-            # policy's sliding TTL counted from its old last hit.
-            self._record_hit_now(entry.id, now, slid)
-        expires_at = slid if slid is not None else served_expiry(entry, policy)
+        expires_at = record_hit(self.entries, self.hits, entry, policy, now)
         return hit_result(
             key, entry, score, vector, expires_at=expires_at, verifier_score=verifier_score
         )
-
-    def _writes_hit_at_once(
-        self, entry: StoredEntry, policy: SemanticPolicy, now: datetime
-    ) -> bool:
-        """Whether :meth:`_hit` writes to the database (no hit counter, or an expiry to
-        slide) rather than counting the hit in memory."""
-        return self.hits is None or slid_expiry(entry, policy, now) is not None
-
-    def _record_hit_now(self, entry_id: int, now: datetime, slid: datetime | None) -> None:
-        try:
-            self.entries.record_hit(entry_id, at=now, expires_at=slid)
-        except StoreUnavailableError as exc:
-            # The answer was read a moment ago; losing a hit count is better than a miss.
-            logger.warning("semantic: could not record hit on entry %s: %s", entry_id, exc)
 
     def _forget(self, key: str, vanished: list[int], expired: list[int], now: datetime) -> None:
         """Drop vanished rows from the index and delete expired ones everywhere.

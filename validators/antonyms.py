@@ -7,8 +7,9 @@ opposite poles of one scale. Like the prefixed opposites (legal / illegal), a pa
 refuses only when **both** texts name it with opposite poles: a text naming one pole
 alone ("Is this a good phone?" against "Is this phone worth it?") is no contrast.
 So the list only has to be right about what is opposite, not about what is a
-synonym, and it stays short: direct antonyms of evaluation, price, speed, ease and
-temperature that a cached answer would get backwards.
+synonym, and it stays short: direct antonyms of evaluation, price, speed and
+temperature that a cached answer would get backwards. Ease is left out: "How hard is
+it to learn Python?" and "Is Python easy to learn?" ask one thing from two ends.
 
 Words that are mostly something else are left out ("like" is mostly a preposition,
 "fine" a penalty, "high"/"low" and "more"/"less" are already ``extreme`` and
@@ -33,7 +34,6 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
     ("positive", r"positive", r"negative"),
     ("cheap", r"cheap(?:er|est)?|inexpensive", r"expensive|pricey|costly"),
     ("fast", r"fast(?:er|est)?|quick(?:er|est|ly)?", r"slow(?:er|est|ly)?"),
-    ("easy", r"eas(?:y|ier|iest)", r"hard(?:er|est)?|difficult"),
     ("early", r"early|earlier", r"late"),
     ("hot", r"hot(?:ter|test)?", r"cold(?:er|est)?"),
     ("true", r"true", r"false"),

@@ -16,8 +16,9 @@ Canonical forms:
 * identifier, lettered: a single capital letter or a Roman numeral after a word that
   names a variant (type, plan, class, tier, grade, option, gate, vitamin, section,
   part, zone, terminal, level, group, category), with the word: ``type A`` →
-  ``TYPE:A``, ``Type II`` → ``TYPE:II``; only upper-case letters ("type a password"
-  is none), and ``I`` only at the end of a clause ("which plan I should pick" is none).
+  ``TYPE:A``, ``Type II`` → the number 2 (as "type 2" reads); only upper-case letters
+  ("type a password" is none), and ``I`` only at the end of a clause ("which plan I
+  should pick" is none).
 * version: ``product:version`` with aliases folded (``iOS 10`` → ``ios:10``,
   ``Python 3.11`` → ``python:3.11``, ``node.js 18`` → ``node:18``); a version
   without a product is ``v:2.3.1`` (``v2.3.1``, ``version 2.3.1``, ``版本2.3.1``).
@@ -132,9 +133,16 @@ LETTERED = re.compile(
 )
 
 
+_ROMAN = {"I": 1, "II": 2, "III": 3, "IV": 4, "VI": 6, "VII": 7, "VIII": 8, "IX": 9}
+
+
 def _lettered(m: re.Match[str]) -> list[tuple[str, str]]:
+    variant = m.group(2)
+    if variant in _ROMAN:
+        # "type II diabetes" is "type 2 diabetes": the number kind, as the digit is.
+        return [("number", str(_ROMAN[variant]))]
     word = re.sub(r"\s+", " ", m.group(1).lower())
-    return [("identifier", f"{word.upper()}:{m.group(2)}")]
+    return [("identifier", f"{word.upper()}:{variant}")]
 
 
 def _email(m: re.Match[str]) -> list[tuple[str, str]]:

@@ -5,7 +5,8 @@ question, and the cached answer ("Paris") is still the wrong one to serve. Kind
 ``instruction``, one value per instruction found:
 
 * ``case:upper`` / ``case:lower`` / ``case:title``: "in all caps", "in uppercase",
-  "in capital letters", "lowercase", "in title case";
+  "in capital letters", "in lowercase", "in title case" (a bare "uppercase letter" is a
+  topic: "does my password need an uppercase letter?");
 * ``order:reverse``: "in reverse (order)", "backwards";
 * ``like:<who>``: "explain like I'm a physicist" → ``like:physicist``, "answer like a
   pirate", "as if I were five" / "ELI5" / "to a five-year-old" → ``like:5``;
@@ -45,7 +46,7 @@ _AGE = rf"(?:\d{{1,2}}|{'|'.join(_SMALL)})"
 CASE = re.compile(
     rf"{_B}(?:(?:in|with|using)\s(?:all\s)?(?:caps|capitals|capital\sletters|(?P<up>upper)\s?case"
     rf"|(?P<low>lower)\s?case|small\sletters|(?P<title>title)\s?case)"
-    rf"|all[\s-]caps|all\scapital\sletters|(?P<up2>upper)[\s-]?case|(?P<low2>lower)[\s-]?case){_E}",
+    rf"|all[\s-]caps|all\scapital\sletters){_E}",
     _I,
 )
 REVERSE = re.compile(rf"{_B}(?:in\sreverse(?:\sorder)?|backwards?){_E}", _I)
@@ -66,6 +67,14 @@ _ASKING = re.compile(
 )
 _LIKING = re.compile(
     r"(?<![A-Za-z])(?:i|you|we|they|would|'d|really|do|don't|dont|should|might)\s$", _I
+)
+# "Explain why dogs act like wolves", "Describe what it is like to be a pilot": the
+# "like" belongs to the question asked about, not to how to answer it.
+_INSIDE_QUESTION = re.compile(
+    r"(?<![A-Za-z])(?:why|how|what|when|where|who|whom|which|whether|if|act|acts|acted"
+    r"|behave[sd]?|look[sd]?|sound[sd]?|feel[s]?|seem[sd]?|is|are|was|were|be|being)"
+    r"(?![A-Za-z])",
+    _I,
 )
 _EXPLAINING = re.compile(r"(?<![A-Za-z])(?:explain|describe)\w*\s(?:[^.?!\n]{0,60}\s)?$", _I)
 
@@ -95,8 +104,7 @@ LENGTH = re.compile(
 _TONES = "formal|informal|casual|friendly|funny|humorous|sarcastic|professional|polite"
 TONE = re.compile(
     rf"{_B}(?:in\san?\s(?P<t>{_TONES})\s(?:tone|way|manner|style)"
-    rf"|(?P<adv>formally|informally|sarcastically|humorously|politely|professionally)"
-    rf"(?=\s?(?:[.?!,]|$)))",
+    rf"|(?P<adv>formally|informally|sarcastically|humorously|politely|professionally)){_E}",
     _I,
 )
 _TASKS = (
@@ -107,7 +115,9 @@ _TASKS = (
 TASK = re.compile(rf"(?:^|(?<=\n))\s*(?P<task>{_TASKS})(?=(?:\s[^:\n]{{0,40}})?:)", _I)
 
 
-_NOT_WHO_WORDS = "this that these those it me you him her them us one so before above below follows"
+_NOT_WHO_WORDS = (
+    "this that these those it me you him her them us one so before above below follows to be being"
+)
 _NOT_WHO = frozenset(_NOT_WHO_WORDS.split())
 
 
@@ -116,7 +126,7 @@ def _group(m: re.Match[str], *names: str) -> str | None:
 
 
 def _case(m: re.Match[str]) -> list[tuple[str, str]]:
-    if _group(m, "low", "low2"):
+    if m.group("low"):
         return [("instruction", "case:lower")]
     return [("instruction", "case:title" if m.group("title") else "case:upper")]
 
@@ -129,6 +139,11 @@ def _like(m: re.Match[str]) -> list[tuple[str, str]] | None:
         return None
     if _LIKING.search(before):
         return None  # "tell me, I would like to change my PIN": "like" is the verb
+    asked = (_EXPLAINING if m.group("to") else _ASKING).search(before)
+    addressed = re.search(r"(?i)\b(?:i'?m|i\s(?:am|were)|you'?re|you\s(?:are|were))\s", m.group())
+    inside = asked is not None and _INSIDE_QUESTION.search(asked.group()) is not None
+    if inside and not (m.group("to") or addressed):
+        return None  # "explain why dogs act like wolves"; "like I'm five" still counts
     who = (m.group("who") or m.group("to") or "").lower()
     first = re.split(r"[\s-]", who)[0]
     if first in _NOT_WHO:
@@ -136,7 +151,21 @@ def _like(m: re.Match[str]) -> list[tuple[str, str]] | None:
     return [("instruction", "like:" + _SMALL.get(first, first))]
 
 
-def _format(m: re.Match[str]) -> list[tuple[str, str]]:
+# A format named after "in/as/with" is an instruction only when the clause asks for
+# an answer in it ("answer in JSON", "list them as a table"); otherwise it is the
+# topic: "how do I center a div in HTML?", "save a DataFrame as CSV".
+_ANSWERING = re.compile(
+    r"(?<![A-Za-z])(?:answer|respond|reply|write|give|return|output|format|list|present"
+    r"|provide|print|put|summari[sz]e)\w*\s(?:[^.?!\n]{0,60}\s)?$",
+    _I,
+)
+
+
+def _format(m: re.Match[str]) -> list[tuple[str, str]] | None:
+    if m.group("f") or m.group("b"):
+        before = m.string[max(0, m.start() - 80) : m.start()]
+        if not _ANSWERING.search(before):
+            return None
     if _group(m, "yn", "yn2"):
         return [("instruction", "format:yes-no")]
     if m.group("b"):

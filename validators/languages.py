@@ -12,6 +12,8 @@ written capitalised mid-sentence it is a ``name`` (``validators.names``), compar
 more leniently.
 
 **Rule.** As most kinds: a language named in either text must be named in both.
+English named in a text without Chinese characters is no language (the answer to an
+English question is English already).
 Currency names run first ("Japanese yen" is the currency ``JPY``, no language).
 """
 
@@ -64,9 +66,18 @@ LANGUAGE = re.compile(
 )
 
 
+_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
 def _language(m: re.Match[str]) -> list[tuple[str, str]] | None:
     name = next(g for g in m.groups() if g)
-    return one("language", _LANGUAGES.get(name.lower()))
+    code = _LANGUAGES.get(name.lower())
+    if code == "en" and not _HAN.search(m.string):
+        # An English text's answer is English anyway: "What does carpe diem mean in
+        # English?" asks what "What does carpe diem mean?" asks. (A Chinese text asking
+        # for English keeps it: its plain answer would be Chinese.) Masked all the same.
+        return []
+    return one("language", code)
 
 
 def extract_languages(scan: Scanner) -> None:

@@ -372,11 +372,15 @@ def compare_polarity(a: Set[str], b: Set[str]) -> bool:
         pb = {v for v in b if v.startswith(prefix)}
         if pa == pb:
             continue
+        if pair.default == "any":
+            # Opposites (legal / illegal, good / bad) contradict only as one pole against
+            # the other: "good or bad for you?" asks what "is it bad?" asks.
+            if len(pa) == 1 and len(pb) == 1:
+                return False
+            continue
         if pa and pb:
             return False
         one_sided = pa or pb
-        if pair.default == "any":
-            continue
         if pair.default is None or one_sided != {prefix + pair.default}:
             return False
     return True

@@ -40,6 +40,9 @@ _MEDIA_PARTS = {
 }
 
 
+_TEXT_PARTS = frozenset({"text", "refusal"})
+
+
 def unreplayable_request(body: dict[str, Any]) -> str | None:
     """Why a cached text answer could not replay this request's answer faithfully:
     it asks for tool calls, log probabilities, several choices, its prompt echoed, audio,
@@ -64,6 +67,8 @@ def unreplayable_request(body: dict[str, Any]) -> str | None:
         content = message.get("content") if isinstance(message, dict) else None
         for part in content if isinstance(content, list) else []:
             kind = part.get("type") if isinstance(part, dict) else None
-            if kind != "text":  # in any turn: an earlier one's media shapes the answer too
+            # In any turn: an earlier one's media shapes the answer too. An assistant's
+            # "refusal" part is text like "text" is.
+            if kind not in _TEXT_PARTS:
                 return _MEDIA_PARTS.get(kind, "media") if isinstance(kind, str) else "media"
     return None

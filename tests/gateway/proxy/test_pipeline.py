@@ -306,6 +306,15 @@ def test_a_completion_echoing_its_prompt_is_not_replayed() -> None:
     assert unreplayable_request(prompt | {"suffix": " end."}) == "suffix"
 
 
+def test_an_assistant_refusal_part_is_text_not_media() -> None:
+    refused = {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't."}]}
+    turns = [{"role": "user", "content": "Q1"}, refused, {"role": "user", "content": "Q2"}]
+    assert unreplayable_request({"model": MODEL, "messages": turns}) is None
+    video = {"type": "video_url", "video_url": {"url": "http://media.example/v.mp4"}}
+    turns[0] = {"role": "user", "content": [video]}
+    assert unreplayable_request({"model": MODEL, "messages": turns}) == "video"  # control
+
+
 def test_the_lookup_bounds_age_by_the_tenants_ttl_not_the_clients() -> None:
     # The client's cache.ttl shortens the life of its own answer; what a lookup may
     # serve is bounded by the tenant's TTL (a lowered one applies to older entries).

@@ -1,0 +1,58 @@
+"""Everyday paraphrases the entity kinds of session 22 (name, language, unit,
+instruction, antonyms, lettered identifiers) must not refuse: a second review found
+each of these refused by a first version of the rules (a topic read as a format, an
+adverb's position, a bare "uppercase", a "like" inside the question, both poles on
+one side, English asked of an English question, a Roman numeral). None is from the
+evaluation split. The negative controls beside them still refuse."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.validators.conftest import mismatch
+from validators import extract_entities
+
+SAME = [
+    ("How do I center a div in HTML?", "how to center a div html"),
+    ("How do I add a comment in JSON?", "Can JSON files have comments?"),
+    ("How do I decline an invitation politely?", "How to politely decline an invitation?"),
+    ("Does my password need an uppercase letter?", "Does my password need a capital letter?"),
+    ("Explain why dogs act like wolves", "Why do dogs act like wolves?"),
+    ("Describe what it is like to be a pilot", "What is it like being a pilot?"),
+    ("How hard is it to learn Python?", "Is Python easy to learn?"),
+    ("How many native English speakers are there?", "How many people speak English natively?"),
+    ("What does carpe diem mean in English?", "What does carpe diem mean?"),
+    ("How do I type with emoji on Windows?", "How to type emoji on Windows?"),
+    ("How can I save a DataFrame as CSV?", "How do I export a pandas DataFrame to CSV?"),
+    ("Is it bad to drink coffee every day?", "Is drinking coffee daily good or bad for you?"),
+    ("How do I make a table in Markdown?", "markdown table syntax"),
+    ("Is type II diabetes curable?", "Can type 2 diabetes be cured?"),
+    ("How do I convert a string to uppercase in Python?", "Python string to upper case"),
+    ("Explain quantum physics like I'm five", "ELI5 quantum physics"),
+    pytest.param(
+        "How tall is Mount Everest?",
+        "What's the height of Everest in meters?",
+        marks=pytest.mark.xfail(strict=True, reason="a multiword name against a part of it"),
+    ),
+]
+
+DIFFERENT = [
+    ("What is the capital of France?", "What is the capital of France? Answer in JSON."),
+    ("List the planets.", "List the planets as a table."),
+    ("Why is the sky blue?", "Why is the sky blue? Answer in Japanese."),
+    ("Is this phone good?", "Is this phone bad?"),
+    ("What is type I diabetes?", "What is type II diabetes?"),
+    ("Explain how engines work.", "Explain how engines work like I'm a mechanic."),
+    ("Translate 'gato' to English.", "Translate 'gato' to French."),
+    ("用中文回答：天空为什么是蓝色的？", "用英语回答：天空为什么是蓝色的？"),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), SAME)
+def test_everyday_paraphrases_match(a: str, b: str) -> None:
+    assert mismatch(a, b) is None, (extract_entities(a), extract_entities(b))
+
+
+@pytest.mark.parametrize(("a", "b"), DIFFERENT)
+def test_the_controls_still_refuse(a: str, b: str) -> None:
+    assert mismatch(a, b) is not None, (extract_entities(a), extract_entities(b))

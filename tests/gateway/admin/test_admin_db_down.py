@@ -19,7 +19,7 @@ from sqlalchemy import Engine, create_engine
 
 from gateway.admin.routes import router as admin_router
 from gateway.admin.unavailable import DATABASE_UNAVAILABLE
-from gateway.app import _install_error_handlers
+from gateway.error_handlers import install_error_handlers
 from gateway.metrics import GatewayMetrics
 from gateway.reports.api import report_router
 from gateway.review.api import review_router
@@ -71,7 +71,7 @@ def admin_client(db: Engine) -> TestClient:
     app.include_router(report_router())
     app.state.db = db
     app.state.settings = Settings(_env_file=None)  # the report reads its defaults
-    _install_error_handlers(app)
+    install_error_handlers(app)
     app.state.admin_token = SecretStr(TOKEN)
     app.state.rate_limiter = None
     app.state.gateway = SimpleNamespace(

@@ -67,6 +67,29 @@ async def until(pred: Callable[[], bool]) -> None:
         await asyncio.sleep(0.005)
 
 
+class StepGate:
+    """After each step the engine thread waits for the test (``entered`` is released,
+    then it waits for ``allowed``), until :meth:`open`."""
+
+    def __init__(self, engine: PrefixEngine) -> None:
+        self.entered, self.allowed = threading.Semaphore(0), threading.Semaphore(0)
+        self.gated = True
+        real_step = engine.step
+
+        def step() -> Any:
+            outputs = real_step()
+            if self.gated:
+                self.entered.release()
+                self.allowed.acquire()
+            return outputs
+
+        engine.step = step  # type: ignore[method-assign]
+
+    def open(self) -> None:
+        self.gated = False
+        self.allowed.release()
+
+
 def test_finished_streams_left_unread_do_not_fill_the_waiting_queue(
     tiny_llama: LoadedModel,
 ) -> None:
@@ -94,35 +117,22 @@ def test_finished_streams_left_unread_do_not_fill_the_waiting_queue(
 def test_requests_really_waiting_still_fill_the_queue(tiny_llama: LoadedModel) -> None:
     """The control: queued in the inbox, then in the scheduler, two requests are waiting."""
     engine = make(tiny_llama, max_num_waiting=2, max_num_seqs=1)
-    entered, allowed = threading.Semaphore(0), threading.Semaphore(0)
-    gated = True
-    real_step = engine.step
-
-    def step() -> Any:  # after each step the engine thread waits for the test
-        outputs = real_step()
-        if gated:
-            entered.release()
-            allowed.acquire()
-        return outputs
-
-    engine.step = step  # type: ignore[method-assign]
+    gate = StepGate(engine)
 
     async def body(ae: AsyncEngine) -> tuple[QueueFullError, QueueFullError, int]:
-        nonlocal gated
         running = await ae.submit(req(engine, 0, max_tokens=8))
         try:
-            await asyncio.to_thread(entered.acquire)  # admitted; the thread holds
+            await asyncio.to_thread(gate.entered.acquire)  # admitted; the thread holds
             queued = [await ae.submit(req(engine, i)) for i in (1, 2)]
             with pytest.raises(QueueFullError) as in_inbox:  # both still in the inbox
                 await ae.submit(req(engine, 3))
-            allowed.release()  # the inbox goes to the scheduler, which has no room
-            await asyncio.to_thread(entered.acquire)
+            gate.allowed.release()  # the inbox goes to the scheduler, which has no room
+            await asyncio.to_thread(gate.entered.acquire)
             waiting = engine.num_waiting
             with pytest.raises(QueueFullError) as in_scheduler:
                 await ae.submit(req(engine, 4))
         finally:
-            gated = False
-            allowed.release()
+            gate.open()
         for stream in [running, *queued]:
             await drain(stream)
         return in_inbox.value, in_scheduler.value, waiting
@@ -234,29 +244,17 @@ def test_one_tenant_fills_only_its_share_of_the_waiting_queue(tiny_llama: Loaded
     """Tenant A floods the queue: past its share (3 of 4) only A is refused; B, and
     anonymous requests, still get in. Every share is given back as requests start."""
     engine = make(tiny_llama, max_num_waiting=4, max_num_seqs=1)
-    entered, allowed = threading.Semaphore(0), threading.Semaphore(0)
-    gated = True
-    real_step = engine.step
-
-    def step() -> Any:  # after each step the engine thread waits for the test
-        outputs = real_step()
-        if gated:
-            entered.release()
-            allowed.acquire()
-        return outputs
-
-    engine.step = step  # type: ignore[method-assign]
+    gate = StepGate(engine)
 
     def of(tenant: str, i: int) -> EngineRequest:
         params = SamplingParams(max_tokens=2, ignore_eos=True)
         return engine.request([3 + i, 4, 5, 6, 7], params, namespace=tenant, request_id=f"q{i}")
 
     async def body(ae: AsyncEngine) -> tuple[QueueFullError, QueueFullError, dict[str, int]]:
-        nonlocal gated
         running = await ae.submit(req(engine, 0, max_tokens=8))
         streams = [running]
         try:
-            await asyncio.to_thread(entered.acquire)  # admitted; the thread holds
+            await asyncio.to_thread(gate.entered.acquire)  # admitted; the thread holds
             streams += [await ae.submit(of("tenant-a", i)) for i in (1, 2, 3)]
             with pytest.raises(QueueFullError) as share:  # A's fourth: past its share
                 await ae.submit(of("tenant-a", 4))
@@ -264,8 +262,7 @@ def test_one_tenant_fills_only_its_share_of_the_waiting_queue(tiny_llama: Loaded
             with pytest.raises(QueueFullError) as full:  # now the whole queue is full
                 await ae.submit(of("tenant-c", 6))
         finally:
-            gated = False
-            allowed.release()
+            gate.open()
         for stream in streams:
             await drain(stream)
         left = dict(ae._waiting_by_tenant)

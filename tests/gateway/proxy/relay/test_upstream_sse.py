@@ -30,7 +30,6 @@ from tests.gateway.conftest import (
     sse_payloads,
 )
 from tests.gateway.proxy.relay.support import CHAT, MODEL, Scripted, answer, ask
-from tests.live_server import serving
 
 MAX_BODY = 16 * 1024
 MAX_EVENT = 8 * 1024
@@ -58,14 +57,8 @@ def sse(*parts: bytes) -> Response:
     return Response(b"".join(parts), media_type="text/event-stream")
 
 
-@pytest.fixture(scope="module")
-def up() -> Iterator[Scripted]:
-    scripted = Scripted()
-    with serving(scripted.app()) as url:
-        scripted.url = url
-        yield scripted
-
-
+# The scripted upstream `up` is relay/conftest.py's; this gateway bounds what it holds
+# small, so it replaces the conftest's `gw`.
 @pytest.fixture(scope="module")
 def gw(
     up: Scripted, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory

@@ -68,7 +68,9 @@ class PrefixEngine:
         log.info("kernels: %s", install(loaded.model, config.kernels, self.device, cpu_flags()))
         mc, window = loaded.config, loaded.context_window
         self.block_size = config.block_size
-        self.max_model_len = min(config.max_model_len or window, window)
+        # The model's (or the operator's) window; max_model_len below may be smaller.
+        self.context_len = min(config.max_model_len or window, window)
+        self.max_model_len = self.context_len
         self.fingerprint = ModelFingerprint(
             model_id=loaded.model_id,
             weights_digest=loaded.weights_digest,
@@ -84,6 +86,19 @@ class PrefixEngine:
             dtype=DTYPES[config.dtype],
             device=self.device,
         )
+        pool_tokens = self.kv_cache.num_blocks * config.block_size
+        if pool_tokens < self.max_model_len:
+            # As vLLM refuses to start when one max-length sequence cannot fit: here the
+            # window shrinks to the pool instead, so defaults (max_tokens = what is left
+            # of the window) and /v1/models describe requests that can finish.
+            log.warning(
+                "max_model_len %d capped at %d: the KV pool holds %d blocks of %d tokens",
+                self.max_model_len,
+                pool_tokens,
+                self.kv_cache.num_blocks,
+                config.block_size,
+            )
+            self.max_model_len = pool_tokens
         self.tiers = build_tier_chain(config, self.kv_cache, self.fingerprint)
         self.host_tier: HostTier | None = self.tiers.host if self.tiers else None
         self.pool = BlockPool(
@@ -143,7 +158,7 @@ class PrefixEngine:
         that can never run. The chain root is derived here, once per request."""
         check_request(
             req,
-            max_model_len=self.max_model_len,
+            max_model_len=self.context_len,
             block_size=self.block_size,
             pool_blocks=self.pool.num_blocks,
         )

@@ -24,11 +24,16 @@ def check_request(
             f"request asks for {n + params.max_tokens} ({n} in the prompt, "
             f"{params.max_tokens} to generate)"
         )
-    needed = -(-(n + 1) // block_size)
+    # The whole request, not only the prompt: the engine caps its advertised window at
+    # the pool, so a request that fits here always completes alone (preemption makes
+    # room) instead of ending "length" early for want of blocks. Counted as the window
+    # is (prompt + output), one slot more than is stored: the last token never is.
+    needed = -(-(n + params.max_tokens) // block_size)
     if needed > pool_blocks:
         raise KVBudgetExceededError(
-            f"the prompt needs {needed} KV blocks of {block_size} tokens but the pool "
-            f"has only {pool_blocks} ({pool_blocks * block_size} tokens)"
+            f"the request needs up to {needed} KV blocks of {block_size} tokens ({n} in "
+            f"the prompt, {params.max_tokens} to generate) but the pool has only "
+            f"{pool_blocks} ({pool_blocks * block_size} tokens)"
         )
     quota = req.kv_block_quota
     if quota is not None:

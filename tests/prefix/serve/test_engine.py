@@ -205,11 +205,18 @@ def test_bad_input_raises_typed_errors_and_keeps_the_pool_intact(engine: PrefixE
     assert engine.generate(tokens(9), SamplingParams(max_tokens=2)).completion_tokens >= 1
 
 
-def test_decode_out_of_blocks_finishes_with_length(tiny_llama: LoadedModel) -> None:
+def test_a_request_longer_than_the_pool_is_refused_not_cut_short(
+    tiny_llama: LoadedModel,
+) -> None:
     engine = make(tiny_llama, num_blocks=4)  # 16 slots
-    out = engine.generate(tokens(10), SamplingParams(max_tokens=40, ignore_eos=True))
-    assert out.finish_reason == "length"
-    assert out.prompt_tokens + out.completion_tokens == 17  # 16 slots + the unstored last token
+    assert engine.max_model_len == 16  # the window is capped at the pool (model: 256)
+    with pytest.raises(KVBudgetExceededError, match="needs up to 5 KV blocks"):
+        engine.generate(tokens(10), SamplingParams(max_tokens=7, ignore_eos=True))
+    engine.pool.check_integrity()
+    assert engine.pool.num_used_blocks == 0
+    # prompt + output within the 16 slots, as within a window: it runs whole
+    out = engine.generate(tokens(10), SamplingParams(max_tokens=6, ignore_eos=True))
+    assert (out.finish_reason, out.completion_tokens) == ("length", 6)
     engine.pool.check_integrity()
 
 

@@ -53,9 +53,13 @@ class TenantPolicy(BaseModel):
     # Who shares answers (seed 003, 安全考量: the cache key includes the user):
     # "tenant", an FAQ shared by all of the tenant's end users; "user", every end user
     # (the request's `user` field or the configured user header) has an own partition,
-    # and a request without a user identity is neither looked up nor stored. Prefix KV
-    # sharing stays per tenant either way: a system prompt is not a user's answer.
+    # and a request without a user identity is neither looked up nor stored.
     semantic_scope: Literal["tenant", "user"] = "tenant"
+    # Who shares prefix KV blocks: "tenant" (a system prompt is not a user's answer, and
+    # sharing it is the point), or "user", where no end user's `cached_tokens` or time
+    # to first token can reveal what another of the tenant's users sent, at the price of
+    # every user prefilling the shared system prompt once (TenantContext.for_user).
+    prefix_scope: Literal["tenant", "user"] = "tenant"
     allowlist_topics: list[str] = Field(default_factory=list, max_length=200)
     threshold: float = Field(DEFAULT_THRESHOLD, gt=0.0, le=1.0)
     # With the pair verifier on (CACHEGATE_VERIFIER, gateway/verification.py): the error

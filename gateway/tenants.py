@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -69,6 +69,8 @@ class TenantContext:
     policy: TenantPolicy
     policy_version: int
     namespace_id: str = ""  # minted at creation (gateway/models.py Tenant.namespace_id)
+    # Set per request (for_user) when the policy's prefix_scope is "user".
+    prefix_user: str = ""
 
     @property
     def prefix_namespace(self) -> str:
@@ -78,9 +80,24 @@ class TenantContext:
         # must not inherit the old tenant's KV blocks.
         group = self.policy.prefix_namespace
         if group:
-            return f"group:{group}"
-        own = f"tenant:{self.tenant_id}"
-        return f"{own}:{self.namespace_id}" if self.namespace_id else own
+            base = f"group:{group}"
+        else:
+            own = f"tenant:{self.tenant_id}"
+            base = f"{own}:{self.namespace_id}" if self.namespace_id else own
+        return f"{base}:{self.prefix_user}" if self.prefix_user else base
+
+    def for_user(self, user: str | None) -> TenantContext:
+        """This context for one request of ``user``: under ``prefix_scope: "user"`` its
+        prefix KV is the user's own, so ``cached_tokens`` (and time to first token)
+        cannot tell one end user what another sent. A digest, not the id: the namespace
+        travels in a header to HTTP engines. A request without a user gets a namespace
+        of its own (shares no KV), as a user-scoped semantic cache skips it."""
+        if self.policy.prefix_scope != "user":
+            return self
+        if user:
+            digest = hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+            return replace(self, prefix_user=f"user:{digest}")
+        return replace(self, prefix_user=f"anonymous:{secrets.token_hex(16)}")
 
     @property
     def semantic_namespace(self) -> str:

@@ -188,6 +188,7 @@ async def _handle(request: Request, kind: Kind) -> Response:
         user = end_user(request.headers, body, request.app.state.settings.user_header)
     except ApiError as err:
         raise _bad_request(err) from None
+    ctx = ctx.for_user(user)  # the prefix namespace of a user-scoped tenant
     # The body is read: a client that leaves from here until the response starts cancels
     # the lookup or the upstream request (gateway/proxy/disconnect.py).
     answer = _answer(request, gw, ctx, kind, body, cc, parsed, user, started)

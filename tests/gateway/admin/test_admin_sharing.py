@@ -77,6 +77,35 @@ def test_joining_and_leaving_a_group_applies_on_the_next_request(gw: Gateway) ->
         assert reused(gw, mover, second) == 0  # left: the group's new blocks are not its
 
 
+def reused_by(gw: Gateway, key: str, text: str, user: str | None) -> int:
+    body = completion(gw.model, text, max_tokens=1) | ({"user": user} if user else {})
+    with gw.http(key) as http:
+        r = http.post("/v1/completions", json=body)
+    assert r.status_code == 200, r.text
+    return cached_tokens(r)
+
+
+def test_prefix_scope_user_gives_each_end_user_their_own_prefix_kv(gw: Gateway) -> None:
+    with admin(gw) as client:
+        scoped = new_tenant(
+            client, "pscope-user", NO_SEMANTIC | {"semantic_scope": "user", "prefix_scope": "user"}
+        )
+        shared = new_tenant(client, "pscope-tenant", NO_SEMANTIC | {"semantic_scope": "user"})
+        assert client.get("/tenants/pscope-user/policy").json()["policy"]["prefix_scope"] == "user"
+    text = prompt(200)
+    assert reused_by(gw, scoped, text, "alice") == 0
+    assert reused_by(gw, scoped, text, "alice") >= 2 * BLOCK  # positive control: her own
+    assert reused_by(gw, scoped, text, "bob") == 0  # cannot confirm what alice sent
+    assert reused_by(gw, scoped, text, "bob") >= 2 * BLOCK
+    # without a user a request shares nothing, not even with another such request
+    assert reused_by(gw, scoped, text, None) == 0
+    assert reused_by(gw, scoped, text, None) == 0
+    # the default (prefix_scope "tenant"): the tenant's users share, as documented
+    other = prompt(300)
+    assert reused_by(gw, shared, other, "alice") == 0
+    assert reused_by(gw, shared, other, "bob") >= 2 * BLOCK
+
+
 def test_sharing_group_names_are_validated(gw: Gateway) -> None:
     with admin(gw) as client:
         client.post("/tenants", json={"id": "share-bad"})

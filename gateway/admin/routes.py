@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from gateway.admin.audit import AuditLog
 from gateway.admin.auth import require_admin
+from gateway.admin.body_check import AdminRoute
 from gateway.admin.cache import CacheAdmin
 from gateway.admin.explain import Explainer
 from gateway.admin.policies import PolicyAdmin, policy_etag
@@ -40,7 +41,6 @@ from gateway.admin.schemas import (
     TenantUpdate,
 )
 from gateway.admin.service import TenantAdmin
-from gateway.admin.unavailable import DatabaseErrorsRoute
 from gateway.policy import TenantPolicy
 from gateway.proxy.ratelimit import RateLimiter
 from gateway.proxy.routes import state
@@ -76,13 +76,14 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     )
 }
 
-# DatabaseErrorsRoute: a database that cannot answer is the declared 503, on every route.
+# AdminRoute: a database that cannot answer is the declared 503, on every route, and a
+# body JSON cannot write back (a lone surrogate, 1e400) a 400 before the route runs.
 router = APIRouter(
     prefix="/admin",
     tags=["admin"],
     dependencies=[Depends(require_admin)],
     responses=_ERRORS,
-    route_class=DatabaseErrorsRoute,
+    route_class=AdminRoute,
 )
 
 Actor = Annotated[str, Depends(require_admin)]

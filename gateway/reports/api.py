@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from gateway.admin.auth import require_admin
-from gateway.admin.unavailable import DatabaseErrorsRoute
+from gateway.admin.body_check import AdminRoute
 from gateway.reports.antipatterns import Analyzer, HFTokenizer, Tokenizer
 from gateway.reports.build import MAX_TENANT_SECTIONS, ModelShape, ReportParams, build_report
 from gateway.reports.html import CSP, render
@@ -70,7 +70,7 @@ def make_report(request: Request, params: ReportParams) -> dict[str, Any]:
 
 def report_router(admin: Any = require_admin) -> APIRouter:
     # a database that cannot answer is a 503, as on the other admin routes
-    router = APIRouter(prefix="/admin/reports", tags=["reports"], route_class=DatabaseErrorsRoute)
+    router = APIRouter(prefix="/admin/reports", tags=["reports"], route_class=AdminRoute)
 
     @router.get(
         "/misfires",

@@ -19,7 +19,7 @@ from sqlalchemy.orm import sessionmaker
 
 from gateway.admin.audit import add_event
 from gateway.admin.auth import require_admin
-from gateway.admin.unavailable import DatabaseErrorsRoute
+from gateway.admin.body_check import AdminRoute
 from gateway.errors import BadRequestError, NotFoundError
 from gateway.metrics import GatewayMetrics
 from gateway.models import MisfireSample
@@ -167,7 +167,7 @@ def label_sample(
 def review_router(admin: Any = require_admin) -> APIRouter:
     """The review routes; ``admin`` is the FastAPI dependency that returns the actor."""
     # a database that cannot answer is a 503, as on the other admin routes
-    router = APIRouter(prefix="/admin/review", tags=["review"], route_class=DatabaseErrorsRoute)
+    router = APIRouter(prefix="/admin/review", tags=["review"], route_class=AdminRoute)
 
     @router.get("/samples", response_model=SampleList)
     async def samples(

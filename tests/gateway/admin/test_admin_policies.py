@@ -19,6 +19,8 @@ from tests.gateway.conftest import Gateway, assert_openai_error
 
 pytestmark = pytest.mark.slow
 
+JSON_TYPE = {"content-type": "application/json"}
+
 
 def audit(client: httpx.Client, tenant: str, action: str) -> list[dict[str, Any]]:
     r = client.get("/audit", params={"tenant": tenant, "action": action})
@@ -117,6 +119,43 @@ def test_policy_bodies_of_the_wrong_shape(client: httpx.Client) -> None:
         assert_openai_error(r, 400)
     assert client.get("/tenants/pol-shape/policy").json()["version"] == 0
     assert client.patch("/tenants/pol-shape/policy", json={}).json()["version"] == 1  # no-op ok
+
+
+def test_values_json_cannot_write_back_are_refused_before_anything_is_stored(
+    client: httpx.Client,
+) -> None:
+    """A lone surrogate in a topic was stored, then every read of the policy's history
+    and of the audit log failed as a 500 (the response could not be encoded)."""
+    client.post("/tenants", json={"id": "pol-unicode"})
+    raw = [
+        b'{"allowlist_topics": ["\\udc00 billing"]}',  # a lone surrogate escape
+        b'{"prefix_namespace": "grp\\ud800"}',
+        b'{"sample_rate": 1e400}',  # inf
+        b'{"sample_rate": NaN}',
+    ]
+    for body in raw:
+        for method in ("PUT", "PATCH"):
+            r = client.request(
+                method,
+                "/tenants/pol-unicode/policy",
+                content=body,
+                headers={"content-type": "application/json"},
+            )
+            err = assert_openai_error(r, 400, "invalid_request_error")
+            assert "udc00" not in err["message"] and "billing" not in err["message"]
+    r = client.post("/tenants", content=b'{"id": "uni-x", "name": "\\udfff"}', headers=JSON_TYPE)
+    assert_openai_error(r, 400)
+    assert client.get("/tenants/uni-x").status_code == 404
+    # nothing was written, and every read still answers
+    assert client.get("/tenants/pol-unicode/policy").json()["version"] == 0
+    assert client.get("/tenants/pol-unicode/policy/history").status_code == 200
+    assert client.get("/audit").status_code == 200
+    # positive control: the same fields with valid text (a real astral character too)
+    ok = b'{"allowlist_topics": ["\\ud83d\\ude00 billing"], "sample_rate": 1e-1}'
+    r = client.patch("/tenants/pol-unicode/policy", content=ok, headers=JSON_TYPE)
+    assert r.status_code == 200, r.text
+    assert r.json()["policy"]["allowlist_topics"] == ["\U0001f600 billing"]
+    assert client.get("/tenants/pol-unicode/policy/history").status_code == 200
 
 
 def test_policy_maxima_serve_and_store(gw: Gateway, client: httpx.Client) -> None:

@@ -1,0 +1,63 @@
+"""Admin request bodies that cannot be stored are a 400 before any route runs.
+
+FastAPI decodes an admin body with ``json.loads``, which accepts a lone surrogate
+escape (``"\\udc00"``) and a number too large for a float (``1e400``). Pydantic lets
+both through a ``str`` or ``float`` field, the route stores them, and every later read
+of that value fails as a 500 when the response is encoded: a policy written with such
+an allowlist topic broke ``GET .../policy/history`` and ``GET /admin/audit`` for good.
+The proxy routes refuse these bodies in ``protocol.http.read_json``; this route class
+applies the same check (``check_json_value``) to every admin, review and report route.
+
+Only bodies that can hold such a value are parsed twice: a surrogate escape, a number
+with an exponent or ``NaN`` is rare in an admin body, and the check is a no-op
+otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.admin.unavailable import DatabaseErrorsRoute
+from gateway.errors import BadRequestError
+from protocol.errors import ApiError
+from protocol.http import check_json_value
+
+#: What may spell an unencodable value: a surrogate escape (\ud800-\udfff; raw
+#: surrogate bytes are invalid UTF-8, refused by the decoder already), an exponent, or
+#: the constants json.loads accepts beyond JSON.
+_SUSPECT = re.compile(rb"\\u[dD][89a-fA-F]|[0-9][eE][+-]?[0-9]|NaN|Infinity")
+
+
+class AdminRoute(DatabaseErrorsRoute):
+    """:class:`DatabaseErrorsRoute` that first refuses a body JSON cannot write back."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            if request.method in ("POST", "PUT", "PATCH"):
+                check_body(await request.body())  # cached: the route reads it again
+            return await handler(request)
+
+        return handle
+
+
+def check_body(body: bytes) -> None:
+    """Raise a 400 :class:`BadRequestError` if ``body`` holds a value that strict JSON
+    and UTF-8 cannot give back; anything else (not JSON at all, too) is the route's."""
+    if not _SUSPECT.search(body):
+        return
+    try:
+        value = json.loads(body)
+    except ValueError:  # not JSON: FastAPI answers that itself
+        return
+    try:
+        check_json_value(value)
+    except ApiError as err:
+        raise BadRequestError(err.message, code="invalid_value") from None

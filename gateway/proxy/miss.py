@@ -197,7 +197,9 @@ class UpstreamAnswer:
         result = self.decision.result
         score = result.score if result is not None else None
         tokens = (done.prompt_tokens, done.cached_tokens, done.completion_tokens)
-        row = RequestRecord(tenant, label, self.decision.header, score, *tokens)
+        row = RequestRecord(
+            tenant, label, self.decision.header, score, *tokens, namespace_id=self.ctx.namespace_id
+        )
         if gw.saved is not None:
             gw.saved.count(row)
         if gw.stats is not None:

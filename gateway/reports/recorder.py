@@ -31,10 +31,10 @@ from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.models import EngineSnapshot, RequestStat
+from gateway.models import EngineSnapshot, RequestStat, Tenant
 from gateway.tenants import utc_now
 
 log = logging.getLogger("cachegate.gateway.stats")
@@ -59,6 +59,11 @@ class RequestRecord:
     latency_ms: float = 0.0
     stream: bool = False
     at: datetime = field(default_factory=utc_now)
+    # The tenant's id minted at creation, as the request authenticated (not stored): a
+    # row buffered when its tenant was deleted, and perhaps re-created under the same
+    # id, is dropped at write time instead of counting for the new tenant. None: not
+    # checked (a record built outside a request).
+    namespace_id: str | None = None
 
     def timed(self, ttft_ms: float | None, latency_ms: float, stream: bool) -> RequestRecord:
         return replace(self, ttft_ms=ttft_ms, latency_ms=latency_ms, stream=stream)
@@ -66,6 +71,7 @@ class RequestRecord:
     def row(self) -> dict[str, Any]:
         values = asdict(self)
         values["semantic"] = values["semantic"][:200]
+        del values["namespace_id"]
         return values
 
 
@@ -90,29 +96,44 @@ def prompt_text(body: Mapping[str, Any]) -> str | None:
     return None
 
 
+@dataclass
+class _Ring:
+    namespace_id: str | None  # the tenant's minted id the prompts came under
+    texts: deque[str]
+
+
 class PromptBuffer:
-    """The last ``per_tenant`` prompt texts of each of at most ``max_tenants`` tenants."""
+    """The last ``per_tenant`` prompt texts of each of at most ``max_tenants`` tenants.
+
+    Each tenant's ring remembers the id its tenant was minted with: a tenant deleted and
+    created again under its id starts with an empty ring, on this replica (``add``) and
+    on others (``forget_deleted``), never with the old tenant's prompts."""
 
     def __init__(self, per_tenant: int = PROMPTS_PER_TENANT, max_tenants: int = MAX_TENANTS):
         self.per_tenant = per_tenant
         self.max_tenants = max_tenants
-        self._data: OrderedDict[str, deque[str]] = OrderedDict()
+        self._data: OrderedDict[str, _Ring] = OrderedDict()
         self._lock = threading.Lock()
 
-    def add(self, tenant_id: str, text: str) -> None:
+    def add(self, tenant_id: str, text: str, namespace_id: str | None = None) -> None:
         with self._lock:
             ring = self._data.get(tenant_id)
+            if ring is not None and namespace_id is not None and ring.namespace_id != namespace_id:
+                ring = None  # another tenant under the same id: the old prompts go
             if ring is None:
-                ring = self._data[tenant_id] = deque(maxlen=self.per_tenant)
+                ring = _Ring(namespace_id, deque(maxlen=self.per_tenant))
+                self._data[tenant_id] = ring
+                self._data.move_to_end(tenant_id)
                 while len(self._data) > self.max_tenants:
                     self._data.popitem(last=False)  # the least recently active tenant
             else:
                 self._data.move_to_end(tenant_id)
-            ring.append(text)
+            ring.texts.append(text)
 
     def recent(self, tenant_id: str) -> list[str]:
         with self._lock:
-            return list(self._data.get(tenant_id, ()))
+            ring = self._data.get(tenant_id)
+            return list(ring.texts) if ring is not None else []
 
     def tenants(self) -> list[str]:
         with self._lock:
@@ -126,10 +147,16 @@ class PromptBuffer:
     def forget_deleted(self, changed: Collection[str], namespace_id: Callable[[str], str]) -> None:
         """Drop the prompts of the tenants among ``changed`` (every tenant held, when it
         is empty: the change feed lost track and names none) that no longer exist
-        (``namespace_id`` gives ""). The change feed calls it, so a tenant deleted
-        through another replica leaves no prompts behind on this one either."""
-        for tenant_id in self.tenants():
-            if (not changed or tenant_id in changed) and not namespace_id(tenant_id):
+        (``namespace_id`` gives "") or exist as another tenant (created again under the
+        id before this replica heard of the delete). The change feed calls it, so a
+        tenant deleted through another replica leaves no prompts behind here either."""
+        with self._lock:
+            held = [(t, ring.namespace_id) for t, ring in self._data.items()]
+        for tenant_id, minted in held:
+            if changed and tenant_id not in changed:
+                continue
+            current = namespace_id(tenant_id)
+            if not current or (minted is not None and minted != current):
                 self.forget(tenant_id)
 
 
@@ -156,7 +183,7 @@ class StatsRecorder:
         self.written = 0
         self.dropped = Counter(
             "cachegate_stats_dropped",
-            "Request statistics rows dropped (database down or buffer full)",
+            "Request statistics rows dropped (database down, buffer full, tenant deleted)",
             ["reason"],
             registry=registry if registry is not None else CollectorRegistry(),
         )
@@ -168,7 +195,7 @@ class StatsRecorder:
             if body is not None:
                 text = prompt_text(body)
                 if text:
-                    self.prompts.add(record.tenant_id, text)
+                    self.prompts.add(record.tenant_id, text, record.namespace_id)
             with self._lock:
                 if len(self._buffer) >= self._max_buffer:
                     self.dropped.labels("buffer_full").inc()
@@ -204,17 +231,35 @@ class StatsRecorder:
             if not batch:
                 return written
             try:
-                await asyncio.to_thread(self._write, batch)
+                count = await asyncio.to_thread(self._write, batch)
             except SQLAlchemyError as exc:
                 self.dropped.labels("database").inc(len(batch))
                 log.warning("dropped %d request statistics rows: %s", len(batch), exc)
             else:
-                written += len(batch)
-                self.written += len(batch)
+                written += count
+                self.written += count
 
-    def _write(self, batch: list[RequestRecord]) -> None:
+    def _write(self, batch: list[RequestRecord]) -> int:
+        """Insert ``batch``; the number of rows written."""
         with self.db.begin() as conn:
-            conn.execute(insert(RequestStat), [r.row() for r in batch])
+            # in the insert's own transaction, as misfire samples are: a delete
+            # committed before it is seen, and its tenant's buffered rows go with it
+            checked = {r.tenant_id for r in batch if r.namespace_id is not None}
+            minted: dict[str, str] = {}
+            if checked:
+                found = select(Tenant.id, Tenant.namespace_id).where(Tenant.id.in_(checked))
+                minted = {tid: ns or "" for tid, ns in conn.execute(found)}
+            rows = [
+                r.row()
+                for r in batch
+                if r.namespace_id is None
+                or (r.tenant_id in minted and minted[r.tenant_id] == r.namespace_id)
+            ]
+            if len(rows) < len(batch):
+                self.dropped.labels("tenant_deleted").inc(len(batch) - len(rows))
+            if rows:
+                conn.execute(insert(RequestStat), rows)
+            return len(rows)
 
     async def _run(self) -> None:
         while True:

@@ -196,3 +196,55 @@ def test_prompts_of_a_tenant_deleted_elsewhere_are_forgotten(tmp_path: Path) -> 
     admin.delete("test", "idle")
     buffer.forget_deleted(set(), tenants.namespace_id)  # a rebuild names no tenant
     assert buffer.tenants() == ["kept"] and buffer.recent("kept") == ["kept prompt"]
+
+
+def test_rows_and_prompts_of_a_deleted_tenant_never_count_for_one_recreated_under_its_id(
+    tmp_path: Path,
+) -> None:
+    """Rows wait in the recorder's buffer for up to ``flush_seconds``: those of a tenant
+    deleted meanwhile (and created again under its id) are dropped at write time, while
+    rows of the tenant as it now is are written (the positive control)."""
+    url = f"sqlite:///{tmp_path / 'tenants.db'}"
+    upgrade_database(url)
+    db = create_engine(url)
+    tenants = TenantStore(db)
+    admin = TenantAdmin(tenants, None, None)
+    for tid in ("acme", "other"):
+        admin.add_tenant("test", tid, None, TenantPolicy())
+    old_acme, other = tenants.namespace_id("acme"), tenants.namespace_id("other")
+    registry = CollectorRegistry()
+    recorder = StatsRecorder(db, registry)
+
+    def row(tenant: str, minted: str | None) -> RequestRecord:
+        return RequestRecord(tenant, "miss", "miss:empty", None, 4, 0, 1, namespace_id=minted)
+
+    for _ in range(3):
+        recorder.record(row("acme", old_acme), {"prompt": "old acme prompt"})
+        recorder.record(row("other", other), {"prompt": "other prompt"})
+    admin.delete("test", "acme")
+    admin.add_tenant("test", "acme", None, TenantPolicy())
+    new_acme = tenants.namespace_id("acme")
+    assert new_acme and new_acme != old_acme
+    recorder.record(row("acme", new_acme))
+    recorder.record(row("legacy", None))  # built outside a request: not checked
+    assert asyncio.run(recorder.flush()) == 5
+    with Session(db) as s:
+        counts = {t: 0 for t in ("acme", "other", "legacy")}
+        for tenant in s.scalars(select(RequestStat.tenant_id)):
+            counts[tenant] += 1
+    assert counts == {"acme": 1, "other": 3, "legacy": 1}
+    text = generate_latest(registry).decode()
+    assert metric(text, "cachegate_stats_dropped_total", reason="tenant_deleted") == 3
+
+    # The prompt buffer: the new tenant's first prompt starts a ring of its own ...
+    buffer = recorder.prompts
+    assert buffer.recent("acme") == ["old acme prompt"] * 3  # nothing new came yet
+    buffer.add("acme", "new acme prompt", new_acme)
+    assert buffer.recent("acme") == ["new acme prompt"]
+    # ... and another replica, whose ring still holds the old tenant's prompts when the
+    # change feed names the id, drops them although a tenant of that id exists again.
+    elsewhere = PromptBuffer()
+    elsewhere.add("acme", "old acme prompt", old_acme)
+    elsewhere.add("other", "other prompt", other)
+    elsewhere.forget_deleted({"acme", "other"}, tenants.namespace_id)
+    assert elsewhere.tenants() == ["other"]  # positive control: unchanged tenants keep

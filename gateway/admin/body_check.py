@@ -28,10 +28,10 @@ from gateway.errors import BadRequestError
 from protocol.errors import ApiError
 from protocol.http import check_json_value
 
-#: What may spell an unencodable value: a surrogate escape (\ud800-\udfff; raw
-#: surrogate bytes are invalid UTF-8, refused by the decoder already), an exponent, or
-#: the constants json.loads accepts beyond JSON.
-_SUSPECT = re.compile(rb"\\u[dD][89a-fA-F]|[0-9][eE][+-]?[0-9]|NaN|Infinity")
+#: What may spell an unencodable value: a surrogate escape (\ud800-\udfff) or a
+#: surrogate's own bytes (ED A0-BF: json.loads decodes bytes with "surrogatepass"), an
+#: exponent, or the constants json.loads accepts beyond JSON.
+_SUSPECT = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]|[0-9][eE][+-]?[0-9]|NaN|Infinity")
 
 
 class AdminRoute(DatabaseErrorsRoute):

@@ -130,6 +130,7 @@ def test_values_json_cannot_write_back_are_refused_before_anything_is_stored(
     raw = [
         b'{"allowlist_topics": ["\\udc00 billing"]}',  # a lone surrogate escape
         b'{"prefix_namespace": "grp\\ud800"}',
+        b'{"allowlist_topics": ["\xed\xa0\x80 billing"]}',  # a surrogate's own bytes
         b'{"sample_rate": 1e400}',  # inf
         b'{"sample_rate": NaN}',
     ]

@@ -167,14 +167,29 @@ def sse(payload: dict[str, Any]) -> str:
     return f"data: {json.dumps(payload, separators=(',', ':'), ensure_ascii=False)}\n\n"
 
 
+_CODINGS = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd", "compress", "x-compress"})
+
+
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The body as a JSON object, or an ApiError (empty, not JSON, too large, not an
-    object, or not writable back as strict JSON: see :func:`check_json_value`)."""
+    """The body as a JSON object, or an ApiError (compressed, empty, not JSON, too
+    large, not an object, or not writable back as strict JSON: see
+    :func:`check_json_value`)."""
     too_large = ApiError(
         413,
         f"the request body is larger than the limit of {limit} bytes",
         code="request_too_large",
     )
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        # As vLLM and the OpenAI API: bodies come uncompressed. Said up front, instead of
+        # a JSON error about byte 0x8b; the header's value is named only when it is one
+        # of the codings HTTP defines (it is the client's text otherwise).
+        named = f" ({encoding})" if encoding in _CODINGS else ""
+        raise ApiError(
+            415,
+            f"compressed request bodies{named} are not supported; send the JSON uncompressed",
+            code="unsupported_content_encoding",
+        )
     declared = header_int(request.headers.get("content-length"), cap=8 * limit + 1)
     if declared is not None and declared > 8 * limit:
         raise too_large  # not worth draining: the connection will be closed

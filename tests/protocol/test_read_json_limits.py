@@ -6,6 +6,7 @@ numbers are ASCII digits only (``header_int``). No socket, no model."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from typing import Any
 
@@ -138,3 +139,21 @@ def test_a_content_length_of_odd_digits_is_not_a_500() -> None:
     with pytest.raises(ApiError) as caught:
         read(chat(), {"content-length": b"9" * 5000})
     assert caught.value.status == 413
+
+
+@pytest.mark.parametrize(
+    ("encoding", "named"),
+    [(b"gzip", True), (b"GZip", True), (b"br", True), (b"deflate, gzip", False), (b"zebra", False)],
+)
+def test_a_compressed_body_is_a_415_that_says_so(encoding: bytes, named: bool) -> None:
+
+    with pytest.raises(ApiError) as caught:
+        read(gzip.compress(chat()), {"content-encoding": encoding})
+    err = caught.value
+    assert (err.status, err.code) == (415, "unsupported_content_encoding")
+    assert "uncompressed" in err.message and SECRET not in err.message
+    assert (encoding.decode().lower() in err.message) is named
+
+
+def test_an_identity_content_encoding_is_read_as_usual() -> None:
+    assert read(chat(), {"content-encoding": b"identity"})["model"] == "m"  # positive control

@@ -219,6 +219,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
         # A tenant deleted on any replica: its recent prompts (anti-pattern report) go.
         prompts = ops.stats.prompts
         feed.on_tenant_change(partial(prompts.forget_deleted, namespace_id=tenants.namespace_id))
+        # ... and its metric series (a tenant re-created under its id starts from zero).
+        feed.on_tenant_change(partial(metrics.forget_deleted, namespace_id=tenants.namespace_id))
         try:
             yield
         finally:

@@ -15,9 +15,11 @@ same either way (dashboards and alerts use them).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import time
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -50,6 +52,17 @@ class _TenantLabelled:
 
     def labels(self, tenant: str, *rest: str) -> Any:
         return self._metric.labels(tenant_label(tenant, self._mode, self._key), *rest)
+
+    def forget(self, tenant: str) -> None:
+        """Remove every series of ``tenant``. prometheus_client offers removal only by
+        full label values, so its children are listed from ``_metrics`` (a private
+        attribute, under its own lock, unchanged across its releases)."""
+        label = tenant_label(tenant, self._mode, self._key)
+        with self._metric._lock:
+            keys = [key for key in self._metric._metrics if key[0] == label]
+        for key in keys:
+            with contextlib.suppress(KeyError):  # removed meanwhile by another thread
+                self._metric.remove(*key)
 
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -176,7 +189,7 @@ class GatewayMetrics:
             registry=r,
         )
 
-        for name in (
+        self._tenant_metrics = (
             "misfire_labels",
             "prefill_flops_saved",
             "cost_saved_usd",
@@ -190,8 +203,24 @@ class GatewayMetrics:
             "latency",
             "backfills",
             "client_disconnects",
-        ):
+        )
+        for name in self._tenant_metrics:
             setattr(self, name, _TenantLabelled(getattr(self, name), tenant_labels, label_key))
+
+    def forget_tenant(self, tenant_id: str) -> None:
+        """Drop a deleted tenant's series: a tenant created again under its id starts
+        from zero (its cache stats too), and tenants that come and go do not grow
+        /metrics for good. A scrape sees the counters end, as after a restart."""
+        for name in self._tenant_metrics:
+            getattr(self, name).forget(tenant_id)
+
+    def forget_deleted(self, changed: Collection[str], namespace_id: Callable[[str], str]) -> None:
+        """The change feed's callback: forget the tenants among ``changed`` that no
+        longer exist (deleted through any replica). A rebuild names none: labels are
+        digests, so series of tenants this replica cannot name stay."""
+        for tenant_id in changed:
+            if not namespace_id(tenant_id):
+                self.forget_tenant(tenant_id)
 
     def watch_feed(self, feed: ChangeFeed) -> None:
         """Export ``cachegate_replica_sync_lag_seconds`` (and ``_gaps``) for ``feed``, read

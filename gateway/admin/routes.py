@@ -158,6 +158,7 @@ async def delete_tenant(request: Request, actor: Actor, tenant_id: TenantId) -> 
     gw = request.app.state.gateway
     if gw.stats is not None:  # its recent prompts feed the anti-pattern report
         gw.stats.prompts.forget(tenant_id)
+    gw.metrics.forget_tenant(tenant_id)  # other replicas: through the change feed
     if gw.pipeline.verification is not None:  # a re-created id starts from the shipped cut
         gw.pipeline.verification.calibrator.invalidate(tenant_id)
     return TenantDeleted(

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from gateway.admin.cache import tenant_counters
 from gateway.app import Components
 from prefix.model.loader import LoadedModel
 from semantic import Embedder
@@ -196,10 +197,15 @@ def test_a_tenant_deleted_through_one_replica_leaves_no_prompts_on_the_other(
         prompts = gw2.state.stats
         assert prompts is not None
         assert {"del-x", "del-y"} <= set(prompts.prompts.tenants())
+        metrics = gw2.state.metrics
+        assert tenant_counters(metrics, "del-x") and tenant_counters(metrics, "del-y")
         assert client.delete("/tenants/del-x").status_code == 200
         delay = wait_for(lambda: "del-x" not in prompts.prompts.tenants(), timeout=5.0)
-    assert delay is not None and delay < BOUND, delay
+        assert delay is not None and delay < BOUND, delay
+        # its metric series go too (a tenant re-created under the id starts from zero)
+        assert wait_for(lambda: not tenant_counters(metrics, "del-x"), timeout=5.0) is not None
     assert "del-y" in prompts.prompts.tenants()  # positive control: the other tenant's stay
+    assert tenant_counters(metrics, "del-y")
 
 
 def test_a_change_to_another_tenant_keeps_this_tenants_keys_on_the_other_replica(

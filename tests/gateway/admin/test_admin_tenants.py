@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.admin.cache import tenant_counters
 from gateway.tenants import hash_key
 from prefix.model.loader import LoadedModel
 from semantic import Embedder
@@ -185,6 +186,7 @@ def test_delete_removes_the_tenant_and_only_its_cache_entries(
         assert r.headers["x-cachegate-cache"] == "semantic-hit"
 
     doomed_namespace = gw.namespace("doomed")
+    assert tenant_counters(gw.state.metrics, "doomed")  # it has series (positive control)
     r = client.delete("/tenants/doomed")
     assert r.status_code == 200, r.text
     assert r.json() == {
@@ -204,8 +206,11 @@ def test_delete_removes_the_tenant_and_only_its_cache_entries(
     assert_openai_error(client.delete("/tenants/doomed"), 404)
     (event,) = audit(client, "doomed", "tenant.delete")
     assert event["details"] == {"semantic_entries": 1, "keys": 1, "policy_versions": 1}
-    # The id can be taken again, starting empty.
+    assert not tenant_counters(gw.state.metrics, "doomed")  # its series are gone
+    # The id can be taken again, starting empty (its cache stats too).
     assert client.post("/tenants", json={"id": "doomed"}).json()["policy_version"] == 0
+    stats = client.get("/tenants/doomed/cache/stats").json()
+    assert stats["requests_by_cache"] == {} and stats["semantic"]["hits"] == 0
 
 
 # ----------------------------------------------------------------- API keys

@@ -55,10 +55,11 @@ from protocol.responses import (
     ChunkWriter,
     Kind,
     answer_extras,
+    answer_shape,
     answer_text,
     replay_pieces,
-    response_body,
-    usage,
+    replayed_body,
+    replayed_usage,
 )
 
 router = APIRouter()
@@ -288,10 +289,12 @@ def _semantic_hit(
     text, finish_reason = answer_text(kind, result.answer)
     extras = answer_extras(kind, result.answer)
     # the stored answer's usage as its upstream wrote it: counts read as the metrics read
-    # them (a mangled field counts 0 rather than failing every hit on it)
-    counts = usage_counts(result.answer.get("usage"))
+    # them (a mangled field counts 0 rather than failing every hit on it), every prompt
+    # token reported cached, the upstream's other usage details kept
+    stored_usage = result.answer.get("usage")
+    counts = usage_counts(stored_usage)
     prompt_tokens = counts["prompt_tokens"]
-    use = usage(prompt_tokens, counts["completion_tokens"], prompt_tokens)
+    use = replayed_usage(stored_usage, prompt_tokens, counts["completion_tokens"])
     request_id = headers["x-request-id"]  # the review queue's key for this request
     headers |= {
         "x-cachegate-cache": "semantic-hit",
@@ -312,10 +315,15 @@ def _semantic_hit(
         note_request(row.timed(ms, ms, stream), body, text)  # the access line (request_log.py)
     if gw.review is not None:
         gw.review.on_hit(ctx, kind, body, decision, request_id)  # returns at once
+    # A hit is the stored answer as the upstream gave it (its model, system_fingerprint,
+    # message and usage details): only the id, created and the cached-token accounting
+    # are the hit's own.
     if not stream:
-        payload = response_body(kind, response_id, body["model"], text, finish_reason, use, extras)
+        payload = replayed_body(kind, response_id, body["model"], result.answer, use)
         return JSONResponse(payload, headers=safe_headers(headers))
-    writer = ChunkWriter(kind, response_id, body["model"], include_usage)
+    shape = answer_shape(kind, result.answer)
+    model = shape.model or body["model"]
+    writer = ChunkWriter(kind, response_id, model, include_usage, shape.chunk_fields())
 
     async def replay() -> AsyncGenerator[str, None]:
         start = writer.start()

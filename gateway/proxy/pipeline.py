@@ -363,7 +363,16 @@ def _store_within_bounds(
         if skip is not None:
             return StoreResult(False, key, reason=skip)
         # the lock is reentrant: the store takes it again inside without waiting
-        return cache.store(query, response, sem, embedding=embedding, partition_key=key)
+        result = cache.store(query, response, sem, embedding=embedding, partition_key=key)
+        if result.stored and minted_id is not None and not _minted_after(minted_id, ctx):
+            # The write lock is this process's: a delete through another replica can
+            # commit between the check above and the store. Checked again once the entry
+            # is committed, the two orders are covered: a delete committed before this
+            # read is seen here (the entry goes), one committed after it runs its second
+            # entry sweep after the entry was committed (TenantAdmin.delete).
+            cache.invalidate(entry_id=result.entry_id)
+            return StoreResult(False, key, reason="tenant_deleted")
+        return result
 
 
 def _still_minted(minted_id: Callable[[str], str], ctx: TenantContext) -> bool:
@@ -374,6 +383,16 @@ def _still_minted(minted_id: Callable[[str], str], ctx: TenantContext) -> bool:
         return minted_id(ctx.tenant_id) == ctx.namespace_id
     except sa_exc.SQLAlchemyError as exc:
         raise StoreUnavailableError("the tenant database did not answer") from exc
+
+
+def _minted_after(minted_id: Callable[[str], str], ctx: TenantContext) -> bool:
+    """The check after the store: a database that cannot answer now keeps the entry (it
+    was the tenant's a moment ago, and the delete's own sweep follows any delete)."""
+    try:
+        return _still_minted(minted_id, ctx)
+    except StoreUnavailableError:
+        log.warning("could not re-check the tenant after a backfill; the entry is kept")
+        return True
 
 
 def _unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecision:

@@ -82,3 +82,39 @@ def test_a_backfill_for_a_tenant_deleted_meanwhile_is_not_stored(
     assert backfill(pipe, minted, decision, answer("Lima.")) == "skipped:tenant_deleted"
     # (this admin has no cache to drop entries from: the first answer is still there)
     assert [e.question for e in cache.entries.iter_entries()] == ["What is the capital of Chile?"]
+
+
+def test_a_delete_through_another_replica_during_the_store_leaves_no_entry(
+    cache: SemanticCache, db_file: Path
+) -> None:
+    # The write lock is per process: another replica's delete can commit after the
+    # check before the store and before the entry. The check after the store sees it
+    # and takes the entry back out (the delete's sweep then finds nothing of it).
+    tenants = TenantStore(create_engine(f"sqlite:///{db_file}"))
+    admin = TenantAdmin(tenants, None, None)
+    admin.add_tenant("test", "raced", None, TenantPolicy())
+    minted = TenantContext("raced", "raced", TenantPolicy(), 1, tenants.namespace_id("raced"))
+    calls = 0
+
+    def deleted_after_first_check(tenant_id: str) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # the replica's delete commits between the check and the store
+            admin.delete("test", tenant_id)
+        return tenants.namespace_id(tenant_id)
+
+    pipe = Pipeline(cache, GatewayMetrics(), minted_id=deleted_after_first_check)
+    q = body("What is the capital of Bolivia?")
+    decision = lookup(pipe, minted, q)
+    calls = 1  # the next call is the check before the store
+    # the first check passes; the delete commits; the second check catches it
+    assert backfill(pipe, minted, decision, answer("Sucre.")) == "skipped:tenant_deleted"
+    assert list(cache.entries.iter_entries()) == []
+    assert lookup(pipe, minted, q).status != "hit"
+    # Positive control: a tenant that is not deleted keeps its answer, checked twice.
+    admin.add_tenant("test", "kept", None, TenantPolicy())
+    kept = TenantContext("kept", "kept", TenantPolicy(), 1, tenants.namespace_id("kept"))
+    pipe = Pipeline(cache, GatewayMetrics(), minted_id=tenants.namespace_id)
+    decision = lookup(pipe, kept, q)
+    assert backfill(pipe, kept, decision, answer("Sucre.")) == "stored"
+    assert lookup(pipe, kept, q).status == "hit"

@@ -306,7 +306,14 @@ def _semantic_hit(
     gw.metrics.ttft.labels(ctx.tenant_id, "semantic").observe(elapsed)
     gw.metrics.latency.labels(ctx.tenant_id, "semantic").observe(elapsed)
     tokens = (prompt_tokens, prompt_tokens, use["completion_tokens"])
-    row = RequestRecord(ctx.tenant_id, "semantic-hit", decision.header, result.score, *tokens)
+    row = RequestRecord(
+        ctx.tenant_id,
+        "semantic-hit",
+        decision.header,
+        result.score,
+        *tokens,
+        namespace_id=ctx.namespace_id,
+    )
     if gw.saved is not None:
         gw.saved.count(row)
     if gw.stats is not None:

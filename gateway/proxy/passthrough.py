@@ -7,6 +7,13 @@ an OpenAI client SDK accumulates a stream: per choice, the text fields are
 concatenated, and anything a text replay could not reproduce (tool calls,
 logprobs, audio, a refusal) is kept, so the cacheability rules see it and refuse
 the answer instead of caching half of it.
+
+The chunks are the upstream's, forwarded as they came (``gateway/proxy/relay.py``):
+a field this reads that has the wrong type (``choices`` not a list, a choice or a
+``delta`` not an object, a text, ``index`` or ``finish_reason`` of another type)
+is skipped here, never a crash, and the body is then marked as an error
+(``UNREADABLE``), which the cacheability rules refuse to store: what the client got
+is not what the body would say.
 """
 
 from __future__ import annotations
@@ -17,6 +24,14 @@ from typing import Any
 from protocol.responses import Kind
 
 _TEXT_FIELDS = ("content", "reasoning_content", "refusal")
+# What the body carries when a chunk could not be read whole: an answer that is an
+# error to the semantic layer (``uncacheable_reason``), so it is never stored.
+UNREADABLE = {
+    "message": "the upstream sent a chunk the gateway could not read whole",
+    "type": "upstream_error",
+    "param": None,
+    "code": None,
+}
 
 
 @dataclass
@@ -36,38 +51,60 @@ class StreamAssembly:
         self.kind = kind
         self.head: dict[str, Any] = {}
         self.choices: dict[int, _Choice] = {}
+        self.unreadable = False  # a chunk had a field of the wrong type: never stored
 
     def add(self, chunk: dict[str, Any]) -> None:
         for key in ("id", "created", "model", "system_fingerprint"):
             if key in chunk and key not in self.head:
                 self.head[key] = chunk[key]
-        for raw in chunk.get("choices") or []:
-            if not isinstance(raw, dict):
-                continue
-            index = raw.get("index", 0)
-            c = self.choices.setdefault(index if isinstance(index, int) else 0, _Choice())
-            c.finish_reason = raw.get("finish_reason") or c.finish_reason
-            if raw.get("logprobs"):
-                c.logprobs.append(raw["logprobs"])
-            if self.kind == "completion":
-                if isinstance(raw.get("text"), str):
-                    c.text.setdefault("text", []).append(raw["text"])
-                continue
-            delta = raw.get("delta")
-            if not isinstance(delta, dict):
-                continue
-            for name in _TEXT_FIELDS:
-                if isinstance(delta.get(name), str):
-                    c.text.setdefault(name, []).append(delta[name])
-            if delta.get("tool_calls"):
-                c.tool_calls.extend(delta["tool_calls"])
-            c.function_call = delta.get("function_call") or c.function_call
-            c.audio = delta.get("audio") or c.audio
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            self.unreadable |= choices is not None
+            return
+        for raw in choices:
+            if isinstance(raw, dict):
+                self._add_choice(raw)
+            else:
+                self.unreadable = True
+
+    def _add_choice(self, raw: dict[str, Any]) -> None:
+        index = raw.get("index", 0)
+        finish = raw.get("finish_reason")
+        if not _is_index(index) or not isinstance(finish, str | None):
+            self.unreadable = True
+            return
+        c = self.choices.setdefault(index, _Choice())
+        c.finish_reason = finish or c.finish_reason
+        if raw.get("logprobs"):
+            c.logprobs.append(raw["logprobs"])
+        if self.kind == "completion":
+            self._add_text(c, "text", raw.get("text"))
+            return
+        delta = raw.get("delta")
+        if not isinstance(delta, dict):
+            self.unreadable |= delta is not None
+            return
+        for name in _TEXT_FIELDS:
+            self._add_text(c, name, delta.get(name))
+        tool_calls = delta.get("tool_calls")
+        if isinstance(tool_calls, list):
+            c.tool_calls.extend(tool_calls)
+        elif tool_calls:  # not a list: kept whole, enough to refuse the store
+            c.tool_calls.append(tool_calls)
+        c.function_call = delta.get("function_call") or c.function_call
+        c.audio = delta.get("audio") or c.audio
+
+    def _add_text(self, c: _Choice, name: str, value: Any) -> None:
+        if isinstance(value, str):
+            c.text.setdefault(name, []).append(value)
+        elif value is not None:
+            self.unreadable = True
 
     def body(self, usage: dict[str, Any]) -> dict[str, Any]:
         choices = [self._choice(i, c) for i, c in sorted(self.choices.items())]
         obj = "chat.completion" if self.kind == "chat" else "text_completion"
-        return self.head | {"object": obj, "choices": choices, "usage": usage}
+        body = self.head | {"object": obj, "choices": choices, "usage": usage}
+        return body | {"error": dict(UNREADABLE)} if self.unreadable else body
 
     def _choice(self, index: int, c: _Choice) -> dict[str, Any]:
         joined = {name: "".join(parts) for name, parts in c.text.items()}
@@ -87,3 +124,7 @@ class StreamAssembly:
         if c.audio:
             message["audio"] = c.audio
         return out | {"message": message}
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

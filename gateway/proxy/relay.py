@@ -14,6 +14,26 @@ need to change are forwarded as bytes (``Done.raw``, ``Delta.line``), so a body
 that Python's strict JSON encoder would refuse (``NaN``, a lone surrogate escape)
 still reaches the client as it was sent.
 
+A stream's chunks are read in two layers. The frame is the gateway's to route: a
+chunk must be a JSON object, since the gateway has to see whether it is an error
+event and take out the usage it asked for itself. A chunk that is not JSON or not
+an object is an upstream protocol error: a 502 in the OpenAI error shape before the
+first byte, after it an error event in that shape and ``data: [DONE]``. What is
+inside the object (``choices``, each choice, its ``delta``, its text, its
+``finish_reason``) the gateway only reads, for its metrics and to put the answer
+back together for the backfill. A field there of the wrong type (``"choices": 5``,
+a choice that is not an object, ``"delta": "x"``, ``"content": 5``) is read as
+absent and the chunk is forwarded as it came: a client that copes with it keeps
+working, one that does not would have failed against the upstream the same way, and
+the answer is not stored, since the gateway could not read all of it
+(``gateway/proxy/passthrough.py``). ``error`` is read as OpenAI's own SDK reads it:
+only a truthy value is an error event (``null``, ``false``, ``0``, ``""`` and ``{}``
+on an ordinary chunk are none). An error event before the first byte whose ``error``
+is not an object gets the gateway's body in the OpenAI shape (type
+``upstream_error``): the upstream's text as its message when it sent a string, cut
+to 200 characters, else a fixed one, never a rendering of what it sent. After the
+first byte any error event goes to the client as the upstream wrote it.
+
 What it holds of the answer is bounded (``gateway/proxy/upstream_read.py``).
 """
 
@@ -184,14 +204,15 @@ async def stream_events(
         # An event of several data: lines is re-encoded: its payload as one SSE line
         # would carry a line end.
         verbatim: str | None = data if one_line else None
-        if chunk.get("error") is not None:  # `"error": null` is no error
+        # As OpenAI's SDK reads it: `"error": null` (or false, 0, "", {}) is no error.
+        if chunk.get("error"):
             if sent:
                 event = verbatim or json.dumps(chunk, separators=(",", ":"))
                 raise UpstreamStreamError("the upstream failed mid-stream", event)
             raise stream_error(chunk["error"], passed)
-        if chunk.get("usage") is not None:
+        if isinstance(chunk.get("usage"), dict):  # else no usage: the answer is not stored
             usage = chunk["usage"]
-        choices = chunk.get("choices") or []
+        choices = chunk.get("choices")
         if added_usage and "usage" in chunk:
             # The client did not ask for usage: what the gateway asked for goes away.
             chunk.pop("usage")
@@ -199,17 +220,16 @@ async def stream_events(
             if not choices:
                 continue
         text = ""
-        for choice in choices:
+        # Read only: a field of the wrong type is absent here, and forwarded as it came
+        # (the module's docstring); StreamAssembly refuses to store such an answer.
+        for choice in choices if isinstance(choices, list) else []:
             if not isinstance(choice, dict):
                 continue
             if choice.get("index", 0) == 0:
-                piece = (
-                    (choice.get("delta") or {}).get("content")
-                    if kind == "chat"
-                    else choice.get("text")
-                )
-                text = piece if isinstance(piece, str) else ""
-            finish_reason = choice.get("finish_reason") or finish_reason
+                text = _choice_text(choice, kind)
+            reason = choice.get("finish_reason")
+            if reason:
+                finish_reason = reason if isinstance(reason, str) else "unknown"
         yield Delta(text, raw=chunk, line=verbatim, headers={} if sent else passed)
         sent = True
     if finish_reason is None:
@@ -218,14 +238,35 @@ async def stream_events(
     yield Done(finish_reason=finish_reason, **usage_counts(usage), usage_known=usage is not None)
 
 
+def _choice_text(choice: dict[str, Any], kind: str) -> str:
+    """The text of one streamed choice; "" where it has none a client could read."""
+    if kind == "chat":
+        delta = choice.get("delta")
+        piece = delta.get("content") if isinstance(delta, dict) else None
+    else:
+        piece = choice.get("text")
+    return piece if isinstance(piece, str) else ""
+
+
 def stream_error(err: Any, passed: Mapping[str, str]) -> GatewayError:
     """An error event before any chunk went out: its own status (its ``code`` when that
-    is a 4xx number, else 502), the upstream's error object unchanged as the body."""
-    err = err if isinstance(err, dict) else {"message": str(err)[:200]}
+    is a 4xx number, else 502), the upstream's error object unchanged as the body.
+
+    An ``error`` that is not an object (``"overloaded"``, ``true``) is a 502 with the
+    gateway's body in the OpenAI shape: the upstream's string as its message (cut to
+    200 characters, as for an error body that is not JSON) when strict JSON can write
+    it, else a fixed message: nothing else the upstream sent is rendered into it."""
+    if not isinstance(err, dict):
+        text = err.strip()[:200] if isinstance(err, str) and encodable(err) else ""
+        return UpstreamStatusError(
+            502, f"the upstream failed: {text or 'it sent an error event'}", None,
+            headers=dict(passed),
+        )  # fmt: skip
     code = err.get("code")
     status = code if isinstance(code, int) and 400 <= code < 500 else 502
     payload = {"error": err} if encodable({"error": err}) else None
-    message = str(err.get("message") or "the upstream failed")[:200]
+    said = err.get("message")
+    message = said[:200] if isinstance(said, str) and said.strip() else "the upstream failed"
     param = err.get("param") if isinstance(err.get("param"), str) else None
     code_name = code if isinstance(code, str) else None
     if 400 <= status < 500 and status != 429:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -63,6 +64,12 @@ BACKFILL_LOCK_WAIT = 1.0
 #: Threads that run semantic lookups (``CACHEGATE_LOOKUP_THREADS``).
 DEFAULT_LOOKUP_THREADS = 2
 
+#: Seconds the semantic layer rests after the store failed: requests skip it at once
+#: (``skipped:store_unavailable``) instead of each paying the connect timeout of a
+#: database that hangs (5 s a call), and the first request after the rest tries again.
+#: A ping from /ready that succeeds ends the rest early.
+STORE_RETRY_SECONDS = 5.0
+
 
 class Pipeline:
     def __init__(
@@ -92,6 +99,7 @@ class Pipeline:
         # The pair verifier and each tenant's cut (gateway/verification.py); None: off.
         self.verification = verification
         self.store_ok = True  # last semantic DB call succeeded (shown by /ready)
+        self._retry_at = 0.0  # monotonic time the store is tried again after a failure
         # model name -> its weights' revision, part of the partition: answers of weights
         # replaced under the same name are never served (seed 003: 缓存键要含模型版本).
         self.model_revisions = dict(model_revisions or {})
@@ -168,7 +176,7 @@ class Pipeline:
             if result is None:
                 if not trace:
                     self.metrics.semantic_lookups.labels("thread").inc()
-                lookup = partial(self.cache.lookup, query, sem, trace=trace, show=show)
+                lookup = partial(self._lookup, query, sem, trace=trace, show=show)
                 # as asyncio.to_thread does: the caller's context (trace spans) goes along
                 result = await asyncio.get_running_loop().run_in_executor(
                     self._lookups, contextvars.copy_context().run, lookup
@@ -280,6 +288,7 @@ class Pipeline:
         key = looked.partition_key if looked is not None else None
         sem = request_policy(ctx, cc)
         try:
+            self._raise_if_resting()
             result = await asyncio.to_thread(
                 _store_within_bounds,
                 cache,
@@ -306,6 +315,24 @@ class Pipeline:
         self.metrics.backfills.labels(ctx.tenant_id, outcome.split(":", 1)[0]).inc()
         return outcome
 
+    def _lookup(
+        self, query: SemanticQuery, sem: SemanticPolicy, *, trace: bool, show: int
+    ) -> LookupResult:
+        # Checked in the lookup thread, not before queueing: lookups queued behind one
+        # stuck on a hung database then fail at once instead of each waiting in turn.
+        if not trace:
+            self._raise_if_resting()
+        assert self.cache is not None
+        return self.cache.lookup(query, sem, trace=trace, show=show)
+
+    def _raise_if_resting(self) -> None:
+        if self.store_ok:
+            return
+        now = time.monotonic()
+        if now < self._retry_at:
+            raise StoreUnavailableError("the semantic store failed moments ago; resting")
+        self._retry_at = now + STORE_RETRY_SECONDS  # this call tries; the others rest
+
     async def check_store(self) -> bool:
         """Ping the semantic store now (for /ready) and remember the answer, so
         readiness follows an outage and its recovery without waiting for a request."""
@@ -317,6 +344,7 @@ class Pipeline:
             if self.store_ok:
                 log.error("semantic store unavailable: %s", exc)
             self.store_ok = False
+            self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
             return False
         self.store_ok = True
         return True
@@ -327,7 +355,14 @@ class Pipeline:
 
     def _store_down(self, exc: Exception) -> None:
         if self.store_ok:
-            log.error("semantic store unavailable, serving without it: %s", exc)
+            log.error(
+                "semantic store unavailable, serving without it (retried every %g s): %s",
+                STORE_RETRY_SECONDS,
+                exc,
+            )
+            self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
+        elif time.monotonic() >= self._retry_at:  # a retry after the rest failed too
+            self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
         self.store_ok = False
         self.metrics.store_unavailable.inc()
 

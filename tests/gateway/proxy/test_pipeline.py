@@ -7,6 +7,7 @@ import asyncio
 import contextvars
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from gateway.metrics import GatewayMetrics
+from gateway.proxy import pipeline as pipeline_module
 from gateway.proxy.cacheable import unreplayable_request
 from gateway.proxy.controls import CacheControl, request_policy
 from gateway.proxy.pipeline import Pipeline
@@ -157,13 +159,19 @@ def test_validator_refusals_and_guards_are_counted_by_kind(cache: SemanticCache)
 
 
 @pytest.mark.slow
-def test_store_outage_fails_open_and_recovers(cache: SemanticCache, db_file: Path) -> None:
+def test_store_outage_fails_open_and_recovers(
+    cache: SemanticCache, db_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pipeline_module, "STORE_RETRY_SECONDS", 0.5)
     metrics = GatewayMetrics()
     pipe = Pipeline(cache, metrics)
     q = body("What is the capital of France?")
     assert backfill(pipe, ctx(), lookup(pipe, ctx(), q), answer("Paris.")) == "stored"
     assert lookup(pipe, ctx(), q).status == "hit"
     assert asyncio.run(pipe.check_store()) is True
+    other = body("Who wrote Romeo and Juliet?")
+    early = lookup(pipe, ctx(), other)
+    assert early.header == "miss:below_threshold"
 
     table = SemanticEntry.__tablename__
     with sqlite3.connect(db_file) as conn:  # the table goes away under the running cache
@@ -175,17 +183,35 @@ def test_store_outage_fails_open_and_recovers(cache: SemanticCache, db_file: Pat
     down = lookup(pipe, ctx(), q)
     assert down.header == "skipped:store_unavailable"
     assert pipe.store_ok is False
-    # Nothing above the threshold: the index alone answers, no DB read is needed.
-    fresh = lookup(pipe, ctx(), body("Who wrote Romeo and Juliet?"))
-    assert fresh.header == "miss:below_threshold"
-    assert backfill(pipe, ctx(), fresh, answer("Shakespeare.")) == "error:store_unavailable"
-    assert metrics.registry.get_sample_value("cachegate_semantic_store_unavailable_total") == 2
+    # The layer rests: for STORE_RETRY_SECONDS nothing asks the store (a database that
+    # hangs would cost every request its connect timeout), lookups and backfills alike.
+    asked: list[str] = []
+    original = cache.lookup
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("local_only"):  # the memory path reads no database
+            asked.append("lookup")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(cache, "lookup", spy)
+    unseen = body("How far away is the Moon?")  # a question kept in memory is decided there
+    assert lookup(pipe, ctx(), unseen).header == "skipped:store_unavailable"
+    assert backfill(pipe, ctx(), early, answer("Shakespeare.")) == "error:store_unavailable"
+    assert asked == []
+    time.sleep(0.6)
+    # After the rest one request tries again. Nothing above the threshold: the index
+    # alone answers, no DB read is needed; the backfill then finds the store still away.
+    fresh = lookup(pipe, ctx(), unseen)
+    assert fresh.header == "miss:below_threshold" and asked == ["lookup"]
+    assert backfill(pipe, ctx(), fresh, answer("About 384,000 km.")) == "error:store_unavailable"
+    assert metrics.registry.get_sample_value("cachegate_semantic_store_unavailable_total") == 4
 
     with sqlite3.connect(db_file) as conn:
         conn.execute(f"ALTER TABLE {table}_away RENAME TO {table}")
+    assert asyncio.run(pipe.check_store()) is True  # /ready's ping ends the rest early
     back = lookup(pipe, ctx(), q)
     assert back.status == "hit" and pipe.store_ok is True
-    assert backfill(pipe, ctx(), fresh, answer("Shakespeare.")) == "stored"
+    assert backfill(pipe, ctx(), fresh, answer("About 384,000 km.")) == "stored"
 
 
 @pytest.mark.slow

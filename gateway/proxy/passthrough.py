@@ -50,13 +50,18 @@ class StreamAssembly:
     def __init__(self, kind: Kind) -> None:
         self.kind = kind
         self.head: dict[str, Any] = {}
+        self.usage: dict[str, Any] | None = None  # the upstream's own usage chunk
         self.choices: dict[int, _Choice] = {}
         self.unreadable = False  # a chunk had a field of the wrong type: never stored
 
     def add(self, chunk: dict[str, Any]) -> None:
-        for key in ("id", "created", "model", "system_fingerprint"):
+        # Named, not every key: a chunk can carry per-chunk noise (OpenAI's random
+        # ``obfuscation`` padding) that is no part of the answer.
+        for key in ("id", "created", "model", "system_fingerprint", "service_tier"):
             if key in chunk and key not in self.head:
                 self.head[key] = chunk[key]
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             self.unreadable |= choices is not None
@@ -101,8 +106,16 @@ class StreamAssembly:
             self.unreadable = True
 
     def body(self, usage: dict[str, Any]) -> dict[str, Any]:
+        """The answer as a body; ``usage`` holds the counts the gateway read, and the
+        upstream's own usage adds what else it said (``completion_tokens_details``, the
+        other ``prompt_tokens_details``), so a hit replays them as after a body."""
         choices = [self._choice(i, c) for i, c in sorted(self.choices.items())]
         obj = "chat.completion" if self.kind == "chat" else "text_completion"
+        if self.usage is not None:
+            said, details = self.usage, self.usage.get("prompt_tokens_details")
+            usage = {k: v for k, v in said.items() if k not in usage} | usage
+            if isinstance(details, dict) and isinstance(usage.get("prompt_tokens_details"), dict):
+                usage["prompt_tokens_details"] = details | usage["prompt_tokens_details"]
         body = self.head | {"object": obj, "choices": choices, "usage": usage}
         return body | {"error": dict(UNREADABLE)} if self.unreadable else body
 

@@ -104,7 +104,7 @@ def chunks(kind: str, text: str, include_usage: bool) -> Response:
     """The answer streamed the way the OpenAI API streams it."""
     obj = "chat.completion.chunk" if kind == "chat" else "text_completion"
     head = {"id": "up-1", "object": obj, "created": 1700000000, "model": DATED,
-            "system_fingerprint": FINGERPRINT}  # fmt: skip
+            "service_tier": "default", "system_fingerprint": FINGERPRINT}  # fmt: skip
 
     def choice(piece: str | None, finish: str | None) -> dict[str, Any]:
         if kind == "chat":
@@ -229,6 +229,9 @@ def test_a_streamed_hit_carries_the_upstreams_model_and_fingerprint(
     if miss_streamed:  # each miss chunk's head, and the hit's, name the same fields
         heads = {tuple(sorted(set(e) - {"usage"})) for e in sse_payloads(miss.text)}
         assert {tuple(sorted(set(e) - {"usage"})) for e in events} == heads
+        # the stream's usage details are kept with the answer and replayed
+        assert last["usage"] == as_hit(sse_payloads(miss.text)[-1]["usage"])
+        assert all(e["service_tier"] == "default" for e in events)
     else:  # replayed from a body: its usage details too
         assert last["usage"] == as_hit(miss.json()["usage"])
         assert all(e.get("service_tier", "default") == "default" for e in events)

@@ -11,6 +11,7 @@ stop the start-up.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 
 import numpy as np
@@ -24,6 +25,10 @@ logger = logging.getLogger(__name__)
 
 #: Entries added to the index per batch: bounds the vectors held before adding them.
 REBUILD_BATCH = 1000
+
+#: Without a progress bar (a rebuild the change feed starts while serving, in a
+#: background thread), a log line this often says how far it has come.
+PROGRESS_LOG_SECONDS = 10.0
 
 _Pending = dict[str, tuple[list[int], list[NDArray[np.float32]]]]
 
@@ -50,8 +55,14 @@ def rebuild_index(
     built = index.empty_like()
     pending: _Pending = {}
     skipped = 0
+    started = logged = time.monotonic()
+    if not progress:
+        logger.info("semantic index: rebuilding from %d entries", total)
     with tqdm(total=total, desc="semantic index", unit="entry", disable=not progress) as bar:
         for count, entry in enumerate(entries.iter_entries(embedder_id=embedder_id), start=1):
+            if not progress and time.monotonic() - logged >= PROGRESS_LOG_SECONDS:
+                logged = time.monotonic()
+                logger.info("semantic index: %d of %d entries read", count - 1, total)
             vec = entry.embedding
             if vec.shape != (dim,) or not np.isfinite(vec).all() or not vec.any():
                 skipped += 1
@@ -66,6 +77,9 @@ def rebuild_index(
     index.take_from(built)
     if skipped:
         logger.warning("semantic: skipped %d entries with unusable embeddings", skipped)
+    if not progress:
+        elapsed = time.monotonic() - started
+        logger.info("semantic index: %d entries indexed in %.1f s", len(index), elapsed)
     return len(index)
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -7,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from semantic import rebuild as rebuild_module
 from semantic.cache import SemanticCache
 from semantic.embedder import Embedder
 from semantic.errors import (
@@ -149,6 +151,26 @@ def test_a_rebuild_keeps_serving_until_it_swaps_the_new_partitions_in(
     assert cache.rebuild(progress=False) == 1
     assert during == [True]
     assert cache.lookup(chat(PARAPHRASE)).hit  # and from the new partitions after
+
+
+def test_a_rebuild_without_a_bar_logs_its_progress(
+    cache: SemanticCache, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The change feed's rebuild runs in a background thread, without a progress bar: at
+    # a million rows it takes minutes, so log lines say it started and how far it is.
+    cache.store(chat(STORED), reply())
+    cache.store(chat("How do I close my account?"), reply("Use the settings page."))
+    monkeypatch.setattr(rebuild_module, "PROGRESS_LOG_SECONDS", 0.0)
+    with caplog.at_level(logging.INFO, logger="semantic.rebuild"):
+        assert cache.rebuild(progress=False) == 2
+    lines = [r.getMessage() for r in caplog.records if r.name == "semantic.rebuild"]
+    assert lines[0] == "semantic index: rebuilding from 2 entries"
+    assert "semantic index: 1 of 2 entries read" in lines
+    assert lines[-1].startswith("semantic index: 2 entries indexed in ")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="semantic.rebuild"):
+        assert cache.rebuild(progress=True) == 2  # the bar says it instead (tqdm, stderr)
+    assert not [r for r in caplog.records if r.name == "semantic.rebuild"]
 
 
 # -- backfill ----------------------------------------------------------------------

@@ -171,8 +171,10 @@ class Pipeline:
                 f"cut {cut.cut:.4f} for target misfire rate {cut.target} ({cut.source}"
                 + (", kept: labels unreadable)" if cut.is_kept else ")"),
             )
+        from_memory = False
         try:
             result = self._from_memory(query, sem) if self.inline and not trace else None
+            from_memory = result is not None
             if result is None:
                 if not trace:
                     self.metrics.semantic_lookups.labels("thread").inc()
@@ -194,7 +196,7 @@ class Pipeline:
         if result.trace is not None:
             tr.follow(result.trace)
         count = not trace  # a dry run counts nothing
-        if count:
+        if count and not from_memory:  # memory says nothing of the store: it may rest on
             self.store_ok = True
         if result.hit and await self._judge_refuses(ctx, query, result, tr):
             if count:

@@ -215,6 +215,37 @@ def test_store_outage_fails_open_and_recovers(
 
 
 @pytest.mark.slow
+def test_a_decision_from_memory_does_not_end_the_rest(
+    cache: SemanticCache, db_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A repeated question is decided from memory without the database: that says
+    # nothing of the store, so the rest goes on and the next unseen question skips.
+    pipe = Pipeline(cache, GatewayMetrics())
+    q = body("What is the capital of France?")
+    assert backfill(pipe, ctx(), lookup(pipe, ctx(), q), answer("Paris.")) == "stored"
+    assert lookup(pipe, ctx(), q).status == "hit"
+    table = SemanticEntry.__tablename__
+    with sqlite3.connect(db_file) as conn:
+        conn.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
+    cache.entries.memo.clear()
+    assert lookup(pipe, ctx(), body("Who painted the Mona Lisa?")).status == "miss"  # index
+    assert lookup(pipe, ctx(), q).header == "skipped:store_unavailable"  # the rest begins
+    asked: list[str] = []
+    original = cache.lookup
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("local_only"):
+            asked.append("lookup")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(cache, "lookup", spy)
+    memo_hit = lookup(pipe, ctx(), body("Who painted the Mona Lisa?"))
+    assert memo_hit.status == "miss" and pipe.store_ok is False  # decided in memory
+    unseen = lookup(pipe, ctx(), body("How far away is the Moon?"))
+    assert unseen.header == "skipped:store_unavailable" and asked == []
+
+
+@pytest.mark.slow
 def test_check_store_follows_the_database(cache: SemanticCache, tmp_path: Path) -> None:
     pipe = Pipeline(cache, GatewayMetrics())
     assert asyncio.run(pipe.check_store()) is True

@@ -106,9 +106,10 @@ def test_a_delete_through_another_replica_during_the_store_leaves_no_entry(
     pipe = Pipeline(cache, GatewayMetrics(), minted_id=deleted_after_first_check)
     q = body("What is the capital of Bolivia?")
     decision = lookup(pipe, minted, q)
-    calls = 1  # the next call is the check before the store
+    calls = 0  # the next call is the check before the store; the delete follows it
     # the first check passes; the delete commits; the second check catches it
     assert backfill(pipe, minted, decision, answer("Sucre.")) == "skipped:tenant_deleted"
+    assert calls == 2  # both checks ran: the entry was stored, then taken back out
     assert list(cache.entries.iter_entries()) == []
     assert lookup(pipe, minted, q).status != "hit"
     # Positive control: a tenant that is not deleted keeps its answer, checked twice.

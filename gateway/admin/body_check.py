@@ -55,8 +55,8 @@ def check_body(body: bytes) -> None:
         return
     try:
         value = json.loads(body)
-    except ValueError:  # not JSON: FastAPI answers that itself
-        return
+    except (ValueError, RecursionError):  # not JSON, or nested past json's own limit:
+        return  # FastAPI answers that itself (a 400), as it did before this check
     try:
         check_json_value(value)
     except ApiError as err:

@@ -144,6 +144,9 @@ def test_values_json_cannot_write_back_are_refused_before_anything_is_stored(
             )
             err = assert_openai_error(r, 400, "invalid_request_error")
             assert "udc00" not in err["message"] and "billing" not in err["message"]
+    deep = b'{"sample_rate": ' + b"[" * 100_000 + b"1e5" + b"]" * 100_000 + b"}"
+    r = client.patch("/tenants/pol-unicode/policy", content=deep, headers=JSON_TYPE)
+    assert_openai_error(r, 400)  # nested past json's limit: FastAPI's 400, not a 500
     r = client.post("/tenants", content=b'{"id": "uni-x", "name": "\\udfff"}', headers=JSON_TYPE)
     assert_openai_error(r, 400)
     assert client.get("/tenants/uni-x").status_code == 404

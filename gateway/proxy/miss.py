@@ -137,6 +137,9 @@ class UpstreamAnswer:
                     else:
                         yield writer.delta(event.text)
                 elif passthrough:
+                    said = event.extra.get("usage")
+                    if assembly.usage is None and isinstance(said, dict):
+                        assembly.usage = said  # the gateway's own include_usage chunk
                     await self._finish(event, assembly.body(_usage(event)))
                     yield "data: [DONE]\n\n"
                     return

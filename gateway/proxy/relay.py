@@ -235,7 +235,15 @@ async def stream_events(
     if finish_reason is None:
         # A stream cut short is not an answer: it must never be backfilled.
         raise UpstreamError("the upstream stream ended without a finish reason")
-    yield Done(finish_reason=finish_reason, **usage_counts(usage), usage_known=usage is not None)
+    # The usage itself goes along too: taken out of the client's stream when the gateway
+    # asked for it, its details (completion_tokens_details, ...) are still the answer's.
+    said = {} if usage is None else {"usage": usage}
+    yield Done(
+        finish_reason=finish_reason,
+        **usage_counts(usage),
+        usage_known=usage is not None,
+        extra=said,
+    )
 
 
 def _choice_text(choice: dict[str, Any], kind: str) -> str:

@@ -237,6 +237,23 @@ def test_a_streamed_hit_carries_the_upstreams_model_and_fingerprint(
         assert all(e.get("service_tier", "default") == "default" for e in events)
 
 
+@pytest.mark.parametrize("kind", ["chat", "completion"])
+def test_a_stream_the_client_asked_no_usage_of_still_keeps_its_details(
+    gw: Gateway, up: Scripted, key: str, kind: str
+) -> None:
+    # The gateway asks for the usage chunk itself and takes it out of the client's
+    # stream; the answer it stores keeps the upstream's usage details all the same.
+    scripted(up)
+    path, body = request(kind, f"What is the boiling point of water? ({kind})")
+    with gw.http(key) as http:
+        miss = http.post(path, json=body | {"stream": True})
+        hit = http.post(path, json=body)
+    assert all("usage" not in e for e in sse_payloads(miss.text))  # not asked, not sent
+    assert hit.headers["x-cachegate-cache"] == "semantic-hit", hit.headers
+    assert hit.json()["usage"] == as_hit(USAGE)
+    assert hit.json()["service_tier"] == "default"
+
+
 @pytest.mark.parametrize(
     "odd",
     [

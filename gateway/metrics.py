@@ -54,10 +54,13 @@ class _TenantLabelled:
         return self._metric.labels(tenant_label(tenant, self._mode, self._key), *rest)
 
     def forget(self, tenant: str) -> None:
-        """Remove every series of ``tenant``. prometheus_client offers removal only by
-        full label values, so its children are listed from ``_metrics`` (a private
-        attribute, under its own lock, unchanged across its releases)."""
+        """Remove every series of ``tenant``: ``remove_by_labels`` where the installed
+        prometheus_client has it (recent releases); before it, removal was by full label
+        values only, so the children are listed from ``_metrics`` under its ``_lock``."""
         label = tenant_label(tenant, self._mode, self._key)
+        if hasattr(self._metric, "remove_by_labels"):
+            self._metric.remove_by_labels({"tenant": label})
+            return
         with self._metric._lock:
             keys = [key for key in self._metric._metrics if key[0] == label]
         for key in keys:

@@ -23,16 +23,15 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
 from gateway.metrics import GatewayMetrics
+from gateway.proxy.backfill_store import store_within_bounds
 from gateway.proxy.cacheable import request_temperature, unreplayable_request
 from gateway.proxy.controls import CacheControl, request_policy, semantic_namespace
 from gateway.proxy.judge import UpstreamJudge
-from gateway.proxy.semantic_limits import make_room
 from gateway.tenants import TenantContext
 from gateway.verification import Verification
 from semantic import SemanticCache, SemanticPolicy, SemanticQuery
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
-from semantic.results import LookupResult, StoreResult
-from semantic.storable import store_skip_reason
+from semantic.results import LookupResult
 from semantic.trace import NO_TRACE, LookupTrace
 
 log = logging.getLogger("cachegate.gateway")
@@ -55,11 +54,6 @@ class SemanticDecision:
     def header(self) -> str:
         return self.status if self.reason is None else f"{self.status}:{self.reason}"
 
-
-#: Seconds a backfill waits for the cache's write lock: a rebuild or an index snapshot
-#: holds it for seconds to minutes, and the answer is then skipped (``busy``) rather
-#: than kept from the client (a non-streamed miss waits for its backfill's header).
-BACKFILL_LOCK_WAIT = 1.0
 
 #: Threads that run semantic lookups (``CACHEGATE_LOOKUP_THREADS``).
 DEFAULT_LOOKUP_THREADS = 2
@@ -292,7 +286,7 @@ class Pipeline:
         try:
             self._raise_if_resting()
             result = await asyncio.to_thread(
-                _store_within_bounds,
+                store_within_bounds,
                 cache,
                 ctx,
                 decision.query,
@@ -367,69 +361,6 @@ class Pipeline:
             self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
         self.store_ok = False
         self.metrics.store_unavailable.inc()
-
-
-def _store_within_bounds(
-    cache: SemanticCache,
-    ctx: TenantContext,
-    query: SemanticQuery,
-    key: str,
-    response: dict[str, Any],
-    sem: SemanticPolicy,
-    embedding: Any,
-    minted_id: Callable[[str], str] | None = None,
-) -> StoreResult:
-    """Store the answer once the tenant's bounds have room for it, or say why not.
-
-    Whether the store would keep it is asked first: a truncated or refused answer, or a
-    guarded question, must not evict the oldest good entries to make room. The room is
-    made and the answer stored under one hold of the write lock, so two backfills of a
-    tenant at its bound cannot both find the last free place; the hold is bounded (a
-    rebuild or snapshot holds the lock for long) and the answer is skipped as busy."""
-    skip = store_skip_reason(cache, query, response, sem)
-    if skip is not None:
-        return StoreResult(False, key, reason=skip)
-    with cache.writing(BACKFILL_LOCK_WAIT) as taken:
-        if not taken:
-            return StoreResult(False, key, reason="busy")
-        if minted_id is not None and not _still_minted(minted_id, ctx):
-            # Deleted (and maybe re-created) since the request was authenticated: its
-            # entry would be listed, and counted, as the new tenant's.
-            return StoreResult(False, key, reason="tenant_deleted")
-        skip = make_room(cache, ctx.tenant_id, key, ctx.policy, query.question)
-        if skip is not None:
-            return StoreResult(False, key, reason=skip)
-        # the lock is reentrant: the store takes it again inside without waiting
-        result = cache.store(query, response, sem, embedding=embedding, partition_key=key)
-        if result.stored and minted_id is not None and not _minted_after(minted_id, ctx):
-            # The write lock is this process's: a delete through another replica can
-            # commit between the check above and the store. Checked again once the entry
-            # is committed, the two orders are covered: a delete committed before this
-            # read is seen here (the entry goes), one committed after it runs its second
-            # entry sweep after the entry was committed (TenantAdmin.delete).
-            cache.invalidate(entry_id=result.entry_id)
-            return StoreResult(False, key, reason="tenant_deleted")
-        return result
-
-
-def _still_minted(minted_id: Callable[[str], str], ctx: TenantContext) -> bool:
-    """Whether the tenant is still the one the request authenticated as. A database that
-    cannot say is the store being away (the answer is then not stored: never a wrong
-    owner), reported as such so the backfill counts and shows the outage."""
-    try:
-        return minted_id(ctx.tenant_id) == ctx.namespace_id
-    except sa_exc.SQLAlchemyError as exc:
-        raise StoreUnavailableError("the tenant database did not answer") from exc
-
-
-def _minted_after(minted_id: Callable[[str], str], ctx: TenantContext) -> bool:
-    """The check after the store: a database that cannot answer now keeps the entry (it
-    was the tenant's a moment ago, and the delete's own sweep follows any delete)."""
-    try:
-        return _still_minted(minted_id, ctx)
-    except StoreUnavailableError:
-        log.warning("could not re-check the tenant after a backfill; the entry is kept")
-        return True
 
 
 def _unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecision:

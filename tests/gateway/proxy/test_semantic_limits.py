@@ -117,7 +117,7 @@ def test_the_least_recently_used_entry_makes_room(embedder: Embedder, tmp_path: 
 def test_concurrent_backfills_never_pass_the_bound(cache: SemanticCache) -> None:
     # Room is made and the answer stored under one hold of the write lock: ten backfills
     # of one tenant at once, bound three, never store a fourth.
-    from gateway.proxy.pipeline import _store_within_bounds
+    from gateway.proxy.backfill_store import store_within_bounds
     from gateway.tenants import TenantContext
 
     policy = TenantPolicy(max_semantic_entries=3, semantic_limit_action="skip", ttl_seconds=None)
@@ -132,7 +132,7 @@ def test_concurrent_backfills_never_pass_the_bound(cache: SemanticCache) -> None
         key = cache.partition_key(query)
         barrier.wait()
         results.append(
-            _store_within_bounds(
+            store_within_bounds(
                 cache, ctx, query, key, reply(question), policy.semantic_policy(), vector
             )
         )

@@ -14,20 +14,15 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.app import Components
 from protocol.responses import answer_shape, replayed_body, replayed_usage, usage
-from semantic import Embedder
-from tests.gateway.conftest import Gateway, gateway_settings, running_gateway, sse_payloads
+from tests.gateway.conftest import Gateway, sse_payloads
 from tests.gateway.proxy.relay.support import CHAT, MODEL, Scripted
-from tests.live_server import serving
 
 COMPLETIONS = "/v1/completions"
 DATED = "relay-model-2024-08-06"  # the model the upstream says answered the alias
@@ -124,24 +119,6 @@ def chunks(kind: str, text: str, include_usage: bool) -> Response:
         events.append(head | {"choices": [], "usage": copy.deepcopy(USAGE)})
     body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
     return Response(body, media_type="text/event-stream")
-
-
-@pytest.fixture(scope="module")
-def up() -> Iterator[Scripted]:
-    scripted = Scripted()
-    with serving(scripted.app()) as url:
-        scripted.url = url
-        yield scripted
-
-
-@pytest.fixture(scope="module")
-def gw(
-    up: Scripted, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Gateway]:
-    data_dir: Path = tmp_path_factory.mktemp("hit-parity")
-    settings = gateway_settings(data_dir, upstream_url=up.url)
-    with running_gateway(settings, Components(embedder=embedder)) as gateway:
-        yield gateway
 
 
 @pytest.fixture

@@ -90,6 +90,84 @@ _AUX_RE = re.compile(
     re.I,
 )
 _ZH_POLARITY = (("可以", "不可以"), ("能", "不能"), ("是", "不是"), ("有", "没有"), ("会", "不会"))
+# "能不能" / "有没有" / "可不可以" ask a yes-no question; dropping the negation leaves
+# "能能", no opposite, so a pair with one is no negative.
+_ZH_A_NOT_A = re.compile(r"(可以?|能|是|有|会)[不没]\1")
+# The plain word inside a longer one is not the verb: 功能, 可能, 还是, 是否, 所有,
+# 有效, 会员, 机会 ... (adding 不 there makes no opposite, only a broken word).
+_ZH_COMPOUND = {
+    "能": ("功能", "可能", "智能", "性能", "技能", "才能", "本能", "能力", "能量", "能源"),
+    "是": (
+        "还是",
+        "就是",
+        "可是",
+        "但是",
+        "于是",
+        "总是",
+        "或是",
+        "只是",
+        "要是",
+        "正是",
+        "凡是",
+        "老是",
+        "倒是",
+        "是否",
+        "硬是",
+        "算是",
+        "像是",
+        "真是",
+        "也是",
+    ),
+    "有": (
+        "所有",
+        "拥有",
+        "具有",
+        "含有",
+        "持有",
+        "只有",
+        "有效",
+        "有限",
+        "有关",
+        "有些",
+        "有点",
+        "有的",
+        "有时",
+        "有趣",
+        "有用",
+        "没有",
+        "共有",
+        "有人",
+    ),
+    "会": (
+        "会员",
+        "会议",
+        "机会",
+        "社会",
+        "聚会",
+        "约会",
+        "开会",
+        "会计",
+        "一会",
+        "会话",
+        "宴会",
+        "学会",
+        "误会",
+        "体会",
+    ),
+}
+
+
+def _zh_plain_at(text: str, word: str) -> int:
+    """Where ``word`` stands alone as the verb (inside none of its longer words), or -1."""
+    for m in re.finditer(re.escape(word), text):
+        i = m.start()
+        if not any(
+            text[j : j + len(c)] == c
+            for c in _ZH_COMPOUND.get(word, ())
+            for j in range(max(0, i + len(word) - len(c)), i + 1)
+        ):
+            return i
+    return -1
 
 
 def _ok(span: str) -> bool:
@@ -148,13 +226,14 @@ def polarity(text: str, rng: random.Random) -> str | None:
         if m is not None:
             options.append(text[: m.start()] + opposite + text[m.end() :])
             break
-    for plain, negated in _ZH_POLARITY:
-        if negated in text:
-            options.append(text.replace(negated, plain, 1))
-            break
-        if plain in text:
-            options.append(text.replace(plain, negated, 1))
-            break
+    if _ZH_A_NOT_A.search(text) is None:
+        for plain, negated in _ZH_POLARITY:
+            if negated in text:
+                options.append(text.replace(negated, plain, 1))
+                break
+            if (i := _zh_plain_at(text, plain)) >= 0:
+                options.append(text[:i] + negated + text[i + len(plain) :])
+                break
     options = [o for o in options if o != text]
     return rng.choice(options) if options else None
 

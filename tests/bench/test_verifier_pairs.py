@@ -97,3 +97,34 @@ def test_rewrites_that_do_not_apply_return_none() -> None:
         == "why did my transfer go through"
     )
     assert perturb.polarity("这个可以退款吗", rng) == "这个不可以退款吗"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "能不能开通自动充值",  # A-not-A asks yes or no: "能能" is no opposite
+        "请问我乘坐的航班有没有延误？",
+        "可不可以退款",
+        "可以不可以退款",
+        "我的车是不是快到换机油的时候了？",
+        "我的所有交易在哪看",  # the verb inside a longer word: 所有, 功能, 是否, 会员
+        "这个功能怎么用",
+        "是否需要签证",
+        "会员怎么续费",
+    ],
+)
+def test_chinese_polarity_leaves_questions_without_an_opposite_alone(text: str) -> None:
+    assert perturb.polarity(text, random.Random(0)) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "flipped"),
+    [
+        ("我的卡能用吗", "我的卡不能用吗"),
+        ("这不是我的交易", "这是我的交易"),
+        ("我有信用卡吗", "我没有信用卡吗"),
+        ("这个功能能用吗", "这个功能不能用吗"),  # the verb after the compound
+    ],
+)
+def test_chinese_polarity_flips_the_verb(text: str, flipped: str) -> None:
+    assert perturb.polarity(text, random.Random(0)) == flipped

@@ -48,7 +48,7 @@ from bench.semantic_common import embed_batches
 from bench.semantic_eval_scoring import wilson_upper
 from bench.semantic_eval_verifier_report import GOALS, goals, merge_previous, table
 from bench.verifier_eval import PAIRS, sample_eval
-from bench.verifier_pairs import VPair
+from bench.verifier_pairs import VPair, report_lang
 from gateway.verification import retrieval_threshold_for
 from semantic.question import normalize_question
 from validators import Validator, ValidatorError
@@ -62,9 +62,10 @@ SWEEP = np.round(np.arange(0.50, 0.96, 0.01), 2)
 
 def kind_of(p: VPair) -> str:
     """``lang/kind`` with ``+``/``-`` on PAWS-X (whose kind holds both labels)."""
+    lang = report_lang(p)
     if p.kind == "paws":
-        return f"{p.lang}/paws{'+' if p.label else '-'}"
-    return f"{p.lang}/{p.kind}" + ("+" if p.label else "")
+        return f"{lang}/paws{'+' if p.label else '-'}"
+    return f"{lang}/{p.kind}" + ("+" if p.label else "")
 
 
 def embedders(names: Sequence[str]) -> dict[str, Any]:
@@ -171,8 +172,8 @@ def choose_threshold(kinds: np.ndarray, verified: np.ndarray, cos: np.ndarray) -
 
 def served_rates(kinds: np.ndarray, served: np.ndarray) -> dict[str, float]:
     out = {k: round(float(served[kinds == k].mean()), 4) for k in sorted(set(kinds))}
-    for lang in ("en", "zh"):
-        pos = np.asarray([k.startswith(lang) and k.endswith("+") for k in kinds])
+    for lang in ("en", "zh", "zhw"):
+        pos = np.asarray([k.startswith(lang + "/") and k.endswith("+") for k in kinds])
         if pos.any():
             out[f"{lang}/positives+"] = round(float(served[pos].mean()), 4)
     return out
@@ -238,7 +239,7 @@ def evaluate(
         "counts": {k: int((kinds == k).sum()) for k in sorted(set(kinds))}
         | {
             f"{lang}/positives+": int(((labels == 1) & langs(kinds, lang)).sum())
-            for lang in ("en", "zh")
+            for lang in ("en", "zh", "zhw")
         },
         "target_misfire_rate": DEFAULT_TARGET_MISFIRE,
         "verifier_cut": round(cut, 6),

@@ -71,6 +71,13 @@ class VPair:
     source: str
 
 
+def report_lang(p: VPair) -> str:
+    """The language a report files a pair under: ``zhw`` for the pairs of the questions
+    written in Chinese, apart from the translated ones (bench/verifier_pairs_zh.py);
+    training and calibration see both as ``zh``."""
+    return zh_intents.WRITTEN if zh_intents.is_written(p.source) else p.lang
+
+
 def split_of(group: str, salt: str = "verifier-v1") -> str:
     h = int.from_bytes(hashlib.sha256(f"{salt}:{group}".encode()).digest()[:8], "big") / 2**64
     return SPLITS[0] if h < _FRACTIONS[0] else SPLITS[1] if h < sum(_FRACTIONS[:2]) else SPLITS[2]
@@ -183,19 +190,40 @@ def _pawsx(rng: random.Random, data_dir: Path) -> list[VPair]:
     return out
 
 
-def _zh_intent_kinds(embed: Embed, rng: random.Random, path: Path) -> list[VPair]:
-    """Chinese intent pairs (bench/verifier_pairs_zh.py) and rewrites, per split."""
+def _zh_splits(path: Path) -> dict[tuple[str, str], set[str]]:
+    """The splits each question of a Chinese file sits in, by (dataset, ``zh_key``)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for q in zh_intents.load_zh_questions(path):
+        out.setdefault((q.source, zh_intents.zh_key(q.zh)), set()).add(
+            split_of(f"{q.source}:{q.intent}")
+        )
+    return out
+
+
+def _zh_intent_kinds(
+    embed: Embed,
+    rng: random.Random,
+    path: Path,
+    tag: str = zh_intents.TRANSLATED,
+    elsewhere: dict[tuple[str, str], set[str]] | None = None,
+) -> list[VPair]:
+    """Chinese intent pairs (bench/verifier_pairs_zh.py) and rewrites, per split, among
+    one file's questions (``tag`` ends their source). A question that ``elsewhere``
+    (another file's :func:`_zh_splits`) puts in another split is left out: the same
+    text would be trained on in one split and measured in another."""
     by_split: dict[str, list[zh_intents.ZhQuestion]] = {s: [] for s in SPLITS}
     for q in zh_intents.load_zh_questions(path):
-        by_split[split_of(f"{q.source}:{q.intent}")].append(q)
+        split = split_of(f"{q.source}:{q.intent}")
+        if (elsewhere or {}).get((q.source, zh_intents.zh_key(q.zh)), {split}) == {split}:
+            by_split[split].append(q)
     out: list[VPair] = []
     for split, pool in by_split.items():
         if len(pool) < 2:
             continue
-        for p in zh_intents.intent_pairs_zh(pool, embed([q.zh for q in pool]), rng):
+        for p in zh_intents.intent_pairs_zh(pool, embed([q.zh for q in pool]), rng, tag):
             out.append(VPair(p.a, p.b, p.label, p.kind, "zh", split, p.source))
         for q in pool:
-            out += _rewrites(q.zh, "zh", split, f"{q.source}-zh", rng)
+            out += _rewrites(q.zh, "zh", split, f"{q.source}-{tag}", rng)
     return out
 
 
@@ -223,6 +251,7 @@ def build_pairs(
     *,
     embed_zh: Embed | None = None,
     zh_questions: Path = zh_intents.ZH_QUESTIONS,
+    zh_written: Path = zh_intents.ZH_WRITTEN,
 ) -> list[VPair]:
     """Every pair of every kind, deterministic for ``seed`` (given deterministic
     embedders); sides are put in a random order, duplicates dropped. ``embed`` finds
@@ -239,6 +268,15 @@ def build_pairs(
         # Its own generator, and last: the pairs that were there before it stay the
         # same draws (and the final side shuffle below keeps their order).
         pairs += _zh_intent_kinds(embed_zh, random.Random(f"zh-intents:{seed}"), zh_questions)
+        # The written questions are a pool of their own (pairs within the file, as
+        # the translated ones), after them for the same reason.
+        pairs += _zh_intent_kinds(
+            embed_zh,
+            random.Random(f"zh-written:{seed}"),
+            zh_written,
+            zh_intents.WRITTEN,
+            elsewhere=_zh_splits(zh_questions),
+        )
     pairs = drop_crossing(pairs)
     seen: set[tuple[str, frozenset[str]]] = set()
     out: list[VPair] = []

@@ -1,11 +1,15 @@
 """Chinese intent pairs for the pair verifier (used by bench/verifier_pairs.py).
 
-The questions are bench/data/zh_intent_questions.jsonl: BANKING77 and CLINC150
-questions translated into Simplified Chinese by bench/translate_questions.py.
-Each keeps its English original's ``source`` and ``intent``, and is split with
+The questions come from two files of bench/data/ (its README says how each was
+made): ``zh_intent_questions.jsonl``, BANKING77 and CLINC150 questions translated
+into Simplified Chinese by bench/translate_questions.py, and
+``zh_written_questions.jsonl``, questions written in Chinese for each intent, not
+translations. Each keeps its intent's ``source`` and ``intent``, and is split with
 the same key as the English intent pairs (``split_of(f"{source}:{intent}")``),
-so an eval intent is never trained on in either language. Kinds, all ``lang
-"zh"``, source ``banking77-zh`` / ``clinc150-zh``:
+so an eval intent is never trained on in either language. Pairs are made within
+one file. Kinds, all ``lang "zh"``, source ``banking77-zh`` / ``clinc150-zh``
+(translated) or ``banking77-zhw`` / ``clinc150-zhw`` (written; reports file them
+under ``zhw``):
 
 ``paraphrase``        the nearest same-intent question (1)
 ``paraphrase_random`` a random same-intent question (1)
@@ -37,6 +41,10 @@ from bench.semantic_pairs import normalized, value_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 ZH_QUESTIONS = ROOT / "bench" / "data" / "zh_intent_questions.jsonl"
+#: Questions written in Chinese for each intent (not translated; bench/data/README.md).
+ZH_WRITTEN = ROOT / "bench" / "data" / "zh_written_questions.jsonl"
+#: The tags of the two files' pairs: their source is ``banking77-zh`` / ``banking77-zhw``.
+TRANSLATED, WRITTEN = "zh", "zhw"
 Embed = Callable[[Sequence[str]], NDArray[np.float32]]
 
 
@@ -46,6 +54,11 @@ class ZhQuestion:
     en: str
     intent: str
     source: str  # the English dataset: "banking77" or "clinc150"
+
+
+def is_written(source: str) -> bool:
+    """Whether a pair's ``source`` is one of the written questions' (``…-zhw``)."""
+    return source.endswith(f"-{WRITTEN}")
 
 
 def zh_key(text: str) -> str:
@@ -86,11 +99,14 @@ def _unit(vectors: NDArray[np.floating]) -> NDArray[np.float32]:
 
 
 def intent_pairs_zh(
-    pool: Sequence[ZhQuestion], vectors: NDArray[np.floating], rng: random.Random
+    pool: Sequence[ZhQuestion],
+    vectors: NDArray[np.floating],
+    rng: random.Random,
+    tag: str = TRANSLATED,
 ) -> list[ZhPair]:
     """``paraphrase``, ``paraphrase_random``, ``hard`` and ``unrelated`` pairs among
-    ``pool`` (one split's questions), one anchor at a time; each unordered pair of a
-    kind once."""
+    ``pool`` (one split's questions of one file), one anchor at a time; each unordered
+    pair of a kind once; ``tag`` ends their source."""
     if len(pool) != len(vectors):
         raise ValueError("one vector per question")
     unit = _unit(vectors)
@@ -110,7 +126,7 @@ def intent_pairs_zh(
         key = (kind, frozenset((str(norms[i]), str(norms[j]))))
         if key not in seen:
             seen.add(key)
-            out.append(ZhPair(pool[i].zh, pool[j].zh, label, kind, f"{pool[i].source}-zh"))
+            out.append(ZhPair(pool[i].zh, pool[j].zh, label, kind, f"{pool[i].source}-{tag}"))
 
     for i in range(len(pool)):
         options = np.flatnonzero(positive_ok[i])

@@ -1,8 +1,9 @@
 """The verifier's Chinese intent pairs (bench/verifier_pairs_zh.py and their place in
 bench/verifier_pairs.py): labels follow intents and values, and, on the committed
-translations, no Chinese intent crosses splits and the English pairs do not change
-when the Chinese ones are added. Neighbours come from cheap hashed character
-bigrams instead of multilingual-e5-small."""
+translations and written questions, no Chinese intent crosses splits, the English
+pairs do not change when the Chinese ones are added, nor the translated ones (or
+their eval sample) when the written ones are. Neighbours come from cheap hashed
+character bigrams instead of multilingual-e5-small."""
 
 from __future__ import annotations
 
@@ -16,12 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.semantic_data import load_banking77, load_clinc150
 from bench.semantic_pairs import DATA_DIR
-from bench.verifier_pairs import SPLITS, VPair, build_pairs, split_of
+from bench.verifier_eval import sample_eval
+from bench.verifier_pairs import SPLITS, VPair, build_pairs, report_lang, split_of
 from bench.verifier_pairs_zh import (
     ZH_QUESTIONS,
+    ZH_WRITTEN,
     ZhQuestion,
     intent_pairs_zh,
+    is_written,
     load_zh_questions,
     zh_key,
 )
@@ -96,9 +101,38 @@ def test_loader_keeps_one_row_per_chinese_text(tmp_path: Path) -> None:
     assert load_zh_questions(tmp_path / "missing.jsonl") == []
 
 
+def test_written_pairs_carry_their_own_tag() -> None:
+    pairs = intent_pairs_zh(POOL, _bigrams([q.zh for q in POOL]), random.Random(0), "zhw")
+    assert pairs and {p.source for p in pairs} <= {"banking77-zhw", "clinc150-zhw"}
+    assert all(is_written(p.source) for p in pairs)
+    assert not is_written("banking77-zh") and not is_written("pawsx-zh")
+    written = VPair("a", "b", 1, "paraphrase", "zh", "eval", "clinc150-zhw")
+    assert report_lang(written) == "zhw"
+    assert report_lang(VPair("a", "b", 1, "paraphrase", "zh", "eval", "clinc150-zh")) == "zh"
+    assert report_lang(VPair("a", "b", 1, "paws", "en", "eval", "pawsx-en")) == "en"
+
+
+def test_written_questions_are_eight_per_intent_of_the_shared_data() -> None:
+    rows = [json.loads(line) for line in ZH_WRITTEN.read_text("utf-8").splitlines() if line]
+    per_intent: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for r in rows:
+        assert set(r) == {"source", "intent", "en", "zh"}
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in r["zh"]), r["zh"]
+        per_intent[(r["source"], r["intent"])].add(zh_key(r["zh"]))
+    assert all(len(texts) == 8 for texts in per_intent.values())
+    owners: dict[tuple[str, str], int] = defaultdict(int)
+    for (source, _), texts in per_intent.items():
+        for t in texts:
+            owners[(source, t)] += 1
+    assert max(owners.values()) == 1  # no question filed under two intents
+    if DATA_DIR.exists():
+        shared = {(q.source, q.intent) for q in load_banking77() + load_clinc150()}
+        assert set(per_intent) == shared - {("clinc150", "oos")}
+
+
 needs_data = pytest.mark.skipif(
-    not (DATA_DIR.exists() and ZH_QUESTIONS.exists()),
-    reason="shared data or bench/data/zh_intent_questions.jsonl not found",
+    not (DATA_DIR.exists() and ZH_QUESTIONS.exists() and ZH_WRITTEN.exists()),
+    reason="shared data or bench/data/zh_*_questions.jsonl not found",
 )
 
 
@@ -119,23 +153,34 @@ def with_zh() -> list[VPair]:
 def test_chinese_intent_pairs_never_cross_splits(with_zh: list[VPair]) -> None:
     """Every Chinese intent question sits in the split of its English intent, and a
     pair's two sides in one split: a Chinese eval intent is trained on in neither
-    language."""
-    intent_of: dict[str, set[str]] = defaultdict(set)
-    for q in load_zh_questions():
-        intent_of[zh_key(q.zh)].add(f"{q.source}:{q.intent}")
-    zh_intent = [p for p in with_zh if p.source in ("banking77-zh", "clinc150-zh")]
-    assert {p.kind for p in zh_intent} >= INTENT_KINDS | {"surface"}
-    for split in SPLITS:
-        assert {p.kind for p in zh_intent if p.split == split} >= INTENT_KINDS, split
+    language. Across the two files too: a written question that is also a translated
+    one of another split ("谢谢", a translation filed under `translate`, written for
+    `thank_you`) is left out."""
+    intent_of: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for tag, path in (("zh", ZH_QUESTIONS), ("zhw", ZH_WRITTEN)):
+        for q in load_zh_questions(path):
+            intent_of[(tag, zh_key(q.zh))].add(f"{q.source}:{q.intent}")
+    zh_intent = [
+        p for p in with_zh if p.lang == "zh" and p.source.split("-")[0] in ("banking77", "clinc150")
+    ]
+    for tag in ("zh", "zhw"):
+        tagged = [p for p in zh_intent if p.source.endswith(f"-{tag}")]
+        assert {p.kind for p in tagged} >= INTENT_KINDS | {"surface"}, tag
+        for split in SPLITS:
+            assert {p.kind for p in tagged if p.split == split} >= INTENT_KINDS, (tag, split)
     checked = 0
+    splits_of_text: dict[str, set[str]] = defaultdict(set)
     for p in zh_intent:
+        tag = p.source.rsplit("-", 1)[1]
         for text in (p.a, p.b):
-            groups = intent_of.get(zh_key(text))
+            splits_of_text[zh_key(text)].add(p.split)
+            groups = intent_of.get((tag, zh_key(text)))
             if groups is None:  # a rewrite (entity, polarity, surface ...) of a question
                 continue
             assert {split_of(g) for g in groups} == {p.split}
             checked += 1
-    assert checked > 1000
+    assert {t for t, splits in splits_of_text.items() if len(splits) > 1} == set()
+    assert checked > 2000
 
 
 @needs_data
@@ -145,4 +190,19 @@ def test_english_pairs_do_not_change_when_chinese_are_added(with_zh: list[VPair]
     zh_sources = {p.source for p in with_zh if p.lang == "zh"} - {
         p.source for p in without if p.lang == "zh"
     }
-    assert zh_sources == {"banking77-zh", "clinc150-zh"}
+    assert zh_sources == {"banking77-zh", "clinc150-zh", "banking77-zhw", "clinc150-zhw"}
+
+
+@needs_data
+def test_translated_pairs_and_their_sample_do_not_change_when_written_are_added(
+    with_zh: list[VPair], tmp_path: Path
+) -> None:
+    without = build_pairs(_words, embed_zh=_bigrams, zh_written=tmp_path / "none.jsonl")
+    assert not any(is_written(p.source) for p in without)
+    assert [p for p in with_zh if not is_written(p.source)] == without
+    for split in ("eval", "cal"):
+        sampled = sample_eval(with_zh, 50, split=split)
+        assert any(is_written(p.source) for p in sampled)
+        assert [p for p in sampled if not is_written(p.source)] == sample_eval(
+            without, 50, split=split
+        )

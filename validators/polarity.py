@@ -32,7 +32,8 @@ determiner ("if I don't know my PIN" is a negation); 不记得 is a hedge only b
 question word, 不同意 and a clause-final 不过 ("考试不过") are negations. ``usage``
 (an allowance left vs. used: "how much PTO do I have left?" vs "how much have I
 used?") is read only in a question that asks an amount, and refuses only when the
-two texts name opposite poles.
+two texts name opposite poles (in Chinese too: 还剩 / 可用 / 还能休 against 已用 / 已休 /
+请了 / 休过; 累计 is "accrued", no consumption).
 """
 
 from __future__ import annotations
@@ -245,16 +246,20 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
             r"left|remaining|remain(?:s|der)?|available|balance|saved(?:\sup)?|accrued"
             r"|accumulated|to\sspare|do\s(?:i|we)\s(?:still\s)?have|(?:i|we)\sstill\shave"
         )
-        + "|剩余|剩下|还剩|余额|还有多少",
+        # 可用 / 还能休: "available" / "can still take" (年假还能休几天)
+        + "|剩余|剩下|还剩|余额|还有多少|可用|还能休|还可以休|还能用|还可以用",
         _en(
             r"(?:have|has|had)\s(?:\w+\s){0,2}?"
             r"(?:used|spent|taken|consumed|utili[sz]ed|gone\sthrough)"
             r"|(?:used|use|using|spent|spend|spending)\sup"
         )
         + r"|(?:'ve|'d)\s(?:\w+\s){0,2}?(?:used|spent|taken|consumed|utili[sz]ed)"
-        + "|已用|已使用|已经使用|用掉|用了多少|花了多少|消耗了",
+        + "|已用|已使用|已经使用|用掉|用了多少|花了多少|消耗了"
+        # leave taken: 已休 / 休过 / 休了 / 请了 (多少天假); not 累计, "accrued" (累计积分)
+        + "|已休|已经休|休过|休了|已请|请了|请过",
         "any",
-        only_if=_en(r"how\s(?:much|many)|amount|number|total|count") + "|多少|几",
+        only_if=_en(r"how\s(?:much|many)|amount|number|total|count")
+        + "|多少|几|数量|总数|天数|金额",
     ),
     ActionPair(
         "order",

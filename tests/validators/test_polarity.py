@@ -42,6 +42,10 @@ SAME = [
     ("How much data do I have left?", "How much data do I have?"),
     ("How many vacation days have I used?", "How many vacation days have I utilised?"),
     ("How much PTO have I used?", "What amount of PTO did I take off?"),  # synonym missing
+    ("年假还剩几天", "年假还能休几天"),
+    ("我的信用卡累计积分有多少", "我的积分余额是多少"),  # 累计 "accrued" is no consumption
+    ("我请了多少天假", "我已休年假天数"),
+    ("我还能休假吗", "我休了假"),  # no amount asked
     ("Which currency is used in Japan?", "What currency does Japan use?"),
     ("I've used my card abroad, is there a fee?", "Is there a fee for using my card abroad?"),
     ("Why hasn't my transfer gone through?", "Why has my transfer not arrived?"),
@@ -120,6 +124,9 @@ DIFFERENT = [
     ("How many vacation days have I used up?", "How many vacation days have I saved up?"),
     ("How much of my budget is left?", "How much of my budget has been spent?"),
     ("还剩多少流量", "已用多少流量"),
+    ("我的年假还能休多少天？", "已休年假天数"),
+    ("请问我目前可用的休假天数是多少？", "到目前为止我一共请了多少天假？"),
+    ("我还剩几天年假", "我休了几天假了"),
     (
         "Can I open a savings account if I am over 18?",
         "Can I open a savings account if I am under 18?",

@@ -96,6 +96,7 @@ def check(variant: str, dtype: torch.dtype, device: str, root: Path) -> dict[str
         num_cached == 16
         and row["max_diff_cached_vs_full"] <= tol["cached"]
         and row["max_diff_device_vs_cpu"] <= tol["cpu"]
+        and row["batched_equals_alone"]
     )
     return row
 
@@ -118,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     row = check(variant, dtype, args.device, Path(tmp))
                 except Exception as e:  # one variant's failure must not hide the rest
-                    row = {"variant": variant, "dtype": str(dtype), "ok": False}
+                    name = str(dtype).removeprefix("torch.")
+                    row = {"variant": variant, "dtype": name, "ok": False}
                     row["error"] = f"{type(e).__name__}: {e}"
                     row["trace"] = traceback.format_exc()[-2000:]
                 result["checks"].append(row)

@@ -92,11 +92,29 @@ _AUX_RE = re.compile(
 _ZH_POLARITY = (("可以", "不可以"), ("能", "不能"), ("是", "不是"), ("有", "没有"), ("会", "不会"))
 # "能不能" / "有没有" / "可不可以" ask a yes-no question; dropping the negation leaves
 # "能能", no opposite, so a pair with one is no negative.
-_ZH_A_NOT_A = re.compile(r"(可以?|能|是|有|会)[不没]\1")
+# 能否 / 可否 / 是否 / 有无 ask the same in one word.
+_ZH_A_NOT_A = re.compile(r"(可以?|能|是|有|会)[不没]\1|[能可是]否|有无")
+# 是 before a question word is a copula ("费用是多少"): "不是多少" is no opposite.
+_ZH_COPULA = re.compile(r"是(?=什么|多少|哪|怎么|谁|几|啥)")
 # The plain word inside a longer one is not the verb: 功能, 可能, 还是, 是否, 所有,
 # 有效, 会员, 机会 ... (adding 不 there makes no opposite, only a broken word).
 _ZH_COMPOUND = {
-    "能": ("功能", "可能", "智能", "性能", "技能", "才能", "本能", "能力", "能量", "能源"),
+    "能": (
+        "功能",
+        "可能",
+        "智能",
+        "性能",
+        "技能",
+        "才能",
+        "本能",
+        "能力",
+        "能量",
+        "能源",
+        "只能",
+        "节能",
+        "万能",
+        "无能",
+    ),
     "是": (
         "还是",
         "就是",
@@ -149,6 +167,10 @@ _ZH_COMPOUND = {
         "会计",
         "一会",
         "会话",
+        "工会",
+        "年会",
+        "协会",
+        "会费",
         "宴会",
         "学会",
         "误会",
@@ -231,6 +253,8 @@ def polarity(text: str, rng: random.Random) -> str | None:
             if negated in text:
                 options.append(text.replace(negated, plain, 1))
                 break
+            if plain == "是" and _ZH_COPULA.search(text):
+                continue
             if (i := _zh_plain_at(text, plain)) >= 0:
                 options.append(text[:i] + negated + text[i + len(plain) :])
                 break

@@ -247,7 +247,7 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
             r"|accumulated|to\sspare|do\s(?:i|we)\s(?:still\s)?have|(?:i|we)\sstill\shave"
         )
         # 可用 / 还能休: "available" / "can still take" (年假还能休几天)
-        + "|剩余|剩下|还剩|余额|还有多少|可用|还能休|还可以休|还能用|还可以用",
+        + "|剩余|剩下|还剩|余额|还有多少|可用(?!于)|还能休|还可以休|还能用|还可以用",
         _en(
             r"(?:have|has|had)\s(?:\w+\s){0,2}?"
             r"(?:used|spent|taken|consumed|utili[sz]ed|gone\sthrough)"
@@ -255,8 +255,9 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
         )
         + r"|(?:'ve|'d)\s(?:\w+\s){0,2}?(?:used|spent|taken|consumed|utili[sz]ed)"
         + "|已用|已使用|已经使用|用掉|用了多少|花了多少|消耗了"
-        # leave taken: 已休 / 休过 / 休了 / 请了 (多少天假); not 累计, "accrued" (累计积分)
-        + "|已休|已经休|休过|休了|已请|请了|请过",
+        # leave taken: 已休 / 休过 / 休了 / 请了 (多少天假); not 累计, "accrued" (累计积分),
+        # nor the same characters in 申请了 / 邀请过 / 退休了 ("applied", "retired")
+        + "|已休|已经休|(?<!退)休[过了]|已请|(?<![申邀聘])请[了过]",
         "any",
         only_if=_en(r"how\s(?:much|many)|amount|number|total|count")
         + "|多少|几|数量|总数|天数|金额",

@@ -35,3 +35,15 @@ def test_a_failing_check_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert engine_cuda_check.main(["--device", "cpu", "--out", str(out)]) == 1
     result = json.loads(out.read_text())
     assert not result["all_ok"] and not any(r["ok"] for r in result["checks"])
+
+
+def test_batching_that_changes_the_output_fails_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_cuda_check, "_batched", lambda *_: [[1], [2]])
+    monkeypatch.setattr(engine_cuda_check, "VARIANTS", ["llama"])
+    out = tmp_path / "check.json"
+    assert engine_cuda_check.main(["--device", "cpu", "--out", str(out)]) == 1
+    rows = json.loads(out.read_text())["checks"]
+    assert [r["batched_equals_alone"] for r in rows] == [False, False]
+    assert not any(r["ok"] for r in rows)

@@ -111,6 +111,12 @@ def test_rewrites_that_do_not_apply_return_none() -> None:
         "这个功能怎么用",
         "是否需要签证",
         "会员怎么续费",
+        "能否退款？",  # the one-word forms of the same question (session 24's review)
+        "有无手续费？",
+        "取款费用是多少",  # a copula before a question word
+        "我只能用信用卡吗？",
+        "工会怎么加入？",
+        "这个节能模式怎么开？",
     ],
 )
 def test_chinese_polarity_leaves_questions_without_an_opposite_alone(text: str) -> None:
@@ -124,6 +130,7 @@ def test_chinese_polarity_leaves_questions_without_an_opposite_alone(text: str) 
         ("这不是我的交易", "这是我的交易"),
         ("我有信用卡吗", "我没有信用卡吗"),
         ("这个功能能用吗", "这个功能不能用吗"),  # the verb after the compound
+        ("这是我的卡吗", "这不是我的卡吗"),
     ],
 )
 def test_chinese_polarity_flips_the_verb(text: str, flipped: str) -> None:

@@ -46,6 +46,11 @@ SAME = [
     ("我的信用卡累计积分有多少", "我的积分余额是多少"),  # 累计 "accrued" is no consumption
     ("我请了多少天假", "我已休年假天数"),
     ("我还能休假吗", "我休了假"),  # no amount asked
+    # 申请了 / 退休了 / 可用于 hold the characters, not the poles (session 24's review)
+    ("我申请了提额，多少天能生效？", "提额申请后多少天可用？"),
+    ("我退休了，每月养老金有多少？", "退休后每月可用的养老金有多少？"),
+    ("我已经申请了护照，多少天能拿到？", "护照申请提交后，还剩几天能拿到？"),
+    ("我申请了退款，几天能到账？", "退款申请后几天能到可用余额？"),
     ("Which currency is used in Japan?", "What currency does Japan use?"),
     ("I've used my card abroad, is there a fee?", "Is there a fee for using my card abroad?"),
     ("Why hasn't my transfer gone through?", "Why has my transfer not arrived?"),
@@ -188,6 +193,11 @@ def test_compare_polarity_rules() -> None:
 def test_usage_is_read_only_in_a_question_that_asks_an_amount() -> None:
     assert "usage:-" in extract_entities("How much PTO have I used?")["polarity"]
     assert "usage:+" in extract_entities("How many days are left?")["polarity"]
+    assert "usage:+" in extract_entities("年假可用多少天")["polarity"]
+    assert "usage:-" in extract_entities("我请了几天假")["polarity"]
+    # the characters inside other words: 可用于 "usable for", 申请了 "applied", 退休了 "retired"
+    for text in ("这张卡可用于多少个国家", "我申请了几张卡", "我退休了，养老金有多少"):
+        assert not any(v.startswith("usage:") for v in extract_entities(text)["polarity"]), text
     # the same words with no amount asked carry no usage pole
     assert extract_entities("I have used my card abroad")["polarity"] == {"positive"}
     assert extract_entities("Turn left at the bank")["polarity"] == {"positive"}

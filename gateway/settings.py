@@ -63,6 +63,13 @@ class Settings(BaseSettings):
     # of its /v1/models), cachegate, vllm, sglang or openai (a generic server that gets
     # exactly the client's fields). See docs/upstreams.md.
     upstream_dialect: Literal["auto", "cachegate", "vllm", "sglang", "openai"] = "auto"
+    # Whether clients are told how much of their prompt the upstream found cached
+    # (usage's cached_tokens, x-cachegate-cached-tokens): "auto" tells them where the
+    # upstream's prefix cache is narrowed per tenant (cachegate, vllm, sglang) and reports
+    # a cold cache elsewhere, where the count would reveal what other tenants sent
+    # (gateway/proxy/cache_counts.py); "pass" always (one tenant, or an upstream that
+    # isolates by itself); "hide" always (an SGLang or vLLM too old to honour cache_salt).
+    upstream_cached_tokens: Literal["auto", "pass", "hide"] = "auto"
     models_refresh_seconds: float = Field(60.0, gt=0)  # how long the model list is reused
     # The header naming the end user for tenants whose policy has semantic_scope "user"
     # (else the body's `user` field), e.g. set by an authenticating proxy in front.

@@ -3,14 +3,22 @@
 A proxy must never make a working client worse, so the gateway adds to a
 forwarded body only what the upstream is known to accept:
 
-=============  ==============  ===========================  ======================
-dialect        ``cache_salt``  ``stream_options`` added      trusted-namespace headers
-=============  ==============  ===========================  ======================
-``cachegate``  yes             yes (usage for the metrics)  yes, with the engine key
-``vllm``       yes             yes                          no
-``sglang``     no              yes                          no
-``openai``     no              no                           no
-=============  ==============  ===========================  ======================
+=============  ==============  ===========================  =========================  ========
+dialect        ``cache_salt``  ``stream_options`` added     trusted-namespace headers  isolated
+=============  ==============  ===========================  =========================  ========
+``cachegate``  yes             yes (usage for the metrics)  yes, with the engine key   yes
+``vllm``       yes             yes                          no                         yes
+``sglang``     yes             yes                          no                         yes
+``openai``     no              no                           no                         no
+=============  ==============  ===========================  =========================  ========
+
+*Isolated*: the upstream's prefix cache is narrowed per tenant by what the gateway
+sends, so the ``cached_tokens`` it reports may reach the client; elsewhere the
+client is told a cold cache (``gateway/proxy/cache_counts.py``), since the count
+would say what other tenants sent. vLLM honours ``cache_salt`` from 0.9 (V1 engine),
+SGLang from the releases after the fix of April 2026 (sgl-project/sglang#23300;
+since #10718 earlier ones accept the field and ignore it): against older servers
+set ``CACHEGATE_UPSTREAM_CACHED_TOKENS=hide``.
 
 ``openai`` is the generic OpenAI-compatible server (a cloud API, llama.cpp, a
 strict validator): it gets exactly the client's fields. Not even
@@ -20,16 +28,16 @@ break a working client. A stream from it carries token counts only when the
 client asked for ``include_usage``; without them the answer is passed through
 but not stored (``skipped:no_usage``, ``gateway/proxy/pipeline.py``), since its
 hits would report 0 tokens and count nothing saved. ``cache_salt`` goes only
-where it is honoured (our engine, vLLM ≥ 0.9 with prefix caching); elsewhere a
-tenant's prefix isolation is the upstream's business (a cloud API keys its cache
-by account). ``auto`` reads the dialect from the upstream's ``/v1/models``: every
-one of these servers names itself in the cards' ``owned_by``.
+where it is honoured (our engine, vLLM ≥ 0.9 with prefix caching, SGLang); a cloud
+API keys its cache by the gateway's one account, so there the gateway can only
+keep the counts from the client. ``auto`` reads the dialect from the upstream's
+``/v1/models``: every one of these servers names itself in the cards' ``owned_by``.
 
 Not known is not generic: until ``auto`` has read a listing, a cachegate engine
 sent the generic dialect would put every tenant in its shared namespace. So a
 request that finds the dialect unknown reads the listing once itself; if it is
 still unknown, it goes out as :data:`UNKNOWN`: the tenant's ``cache_salt``
-(honoured by our engine and vLLM, ignored by most others) and, with an engine
+(honoured by our engine, vLLM and SGLang, ignored by most others) and, with an engine
 key, the trusted-namespace headers (a server ignores headers it does not know).
 A strict server that refuses ``cache_salt`` with a 4xx naming it is neither of
 the salted kinds: the request is sent again without it, and the upstream is
@@ -54,19 +62,29 @@ class Dialect:
     salted: bool  # honours `cache_salt` (prefix reuse narrowed per tenant)
     stream_usage: bool  # accepts `stream_options.include_usage`
     trusted_namespace: bool  # our engine: the namespace header with the engine key
+    isolated: bool  # its prefix cache is narrowed per tenant: cached_tokens may be shown
 
 
 DIALECTS: dict[str, Dialect] = {
-    "cachegate": Dialect("cachegate", salted=True, stream_usage=True, trusted_namespace=True),
-    "vllm": Dialect("vllm", salted=True, stream_usage=True, trusted_namespace=False),
-    "sglang": Dialect("sglang", salted=False, stream_usage=True, trusted_namespace=False),
-    "openai": Dialect("openai", salted=False, stream_usage=False, trusted_namespace=False),
+    "cachegate": Dialect(
+        "cachegate", salted=True, stream_usage=True, trusted_namespace=True, isolated=True
+    ),
+    "vllm": Dialect("vllm", salted=True, stream_usage=True, trusted_namespace=False, isolated=True),
+    "sglang": Dialect(
+        "sglang", salted=True, stream_usage=True, trusted_namespace=False, isolated=True
+    ),
+    "openai": Dialect(
+        "openai", salted=False, stream_usage=False, trusted_namespace=False, isolated=False
+    ),
 }
 GENERIC = DIALECTS["openai"]
 # ``auto`` before any listing has answered: what keeps tenants apart on every server
 # that could be behind it (see the module doc), and nothing a strict server refuses
 # for good (a refused ``cache_salt`` is resent without it).
-UNKNOWN = Dialect("unknown", salted=True, stream_usage=False, trusted_namespace=True)
+# Not isolated: what is behind it may ignore the salt.
+UNKNOWN = Dialect(
+    "unknown", salted=True, stream_usage=False, trusted_namespace=True, isolated=False
+)
 
 
 def detect(cards: Sequence[Any]) -> Dialect:

@@ -356,6 +356,7 @@ def build_upstream(settings: Settings, salt: str) -> EnginePool:
         retries=settings.upstream_retries,
         max_body_bytes=settings.upstream_max_body_bytes,
         max_event_bytes=settings.upstream_max_event_bytes,
+        cached_tokens=settings.upstream_cached_tokens,
     )
     pool.prime()
     return pool

@@ -69,7 +69,11 @@ class HttpUpstream:
         models_refresh_seconds: float = 60.0,
         max_body_bytes: int = MAX_BODY_BYTES,
         max_event_bytes: int = MAX_EVENT_BYTES,
+        cached_tokens: str = "auto",
     ) -> None:
+        if cached_tokens not in ("auto", "pass", "hide"):
+            raise ValueError(f"cached_tokens must be auto, pass or hide, not {cached_tokens!r}")
+        self.cached_tokens = cached_tokens  # what clients are told of (cache_counts.py)
         self.base_url = base_url.rstrip("/")
         self.salt = salt
         self.model = model  # used until the upstream's own list is known
@@ -221,7 +225,7 @@ class HttpUpstream:
         # can (dialects.UNKNOWN), never as the generic one.
         d = known or UNKNOWN
         # Every tenant's prefix reuse is narrowed by a salt only the gateway can compute,
-        # so isolation holds on any upstream that honours `cache_salt` (ours, vLLM) even
+        # so isolation holds on any upstream that honours `cache_salt` (ours, vLLM, SGLang) even
         # without the engine key; a client's own salt is folded in and can only narrow.
         salt = tenant_cache_salt(self.salt, req.namespace, req.body.get("cache_salt"))
         body, added_usage = forward_body(req.body, d, salt)
@@ -240,28 +244,37 @@ class HttpUpstream:
         except UpstreamRefusal as err:
             if known is not None or not _refuses_salt(err, req.body):
                 raise
-            # Only a server that honours no salt refuses the field (ours and vLLM take
-            # it): generic from now on, and this request is sent again without it.
+            # Only a server that honours no salt refuses the field (ours, vLLM and SGLang
+            # take it): generic from now on, and this request is sent again without it.
             log.info("the upstream refused cache_salt: generic dialect")
-            self.detected = GENERIC
+            self.detected = d = GENERIC
             body, added_usage = forward_body(req.body, GENERIC, salt)
             response = await self._open(path, body, headers, timeout)
         passed = passed_headers(response, req.request_id)
+        hide = self._hides_cached(d)  # as the request went out (generic once refused)
         try:
             if body.get("stream") is True:
                 events = stream_events(
-                    response, req.kind, added_usage, passed, self.max_event_bytes
+                    response, req.kind, added_usage, passed, self.max_event_bytes, hide
                 )
                 async for event in events:
                     yield event
             else:
-                yield await whole_response(response, req.kind, passed, self.max_body_bytes)
+                yield await whole_response(response, req.kind, passed, self.max_body_bytes, hide)
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("the upstream stopped answering mid-stream") from exc
         except httpx.HTTPError as exc:
             raise UpstreamError("the upstream stream broke") from exc
         finally:
             await response.aclose()
+
+    def _hides_cached(self, d: Dialect) -> bool:
+        """Whether clients are kept from the upstream's ``cached_tokens``: where its
+        prefix cache is not known to be narrowed per tenant, the count would tell one
+        tenant what another sent (``gateway/proxy/cache_counts.py``)."""
+        if self.cached_tokens == "auto":
+            return not d.isolated
+        return self.cached_tokens == "hide"
 
     async def forward(
         self, path: str, body: dict[str, Any], request_id: str

@@ -107,8 +107,9 @@ class UpstreamAnswer:
             dict(done.headers)
             | headers
             | {
-                "x-cachegate-cache": cache_label(self.decision, done.cached_tokens),
-                "x-cachegate-cached-tokens": str(done.cached_tokens),
+                # What the client may be told (cache_counts.py); metrics count the truth.
+                "x-cachegate-cache": cache_label(self.decision, done.shown_cached_tokens),
+                "x-cachegate-cached-tokens": str(done.shown_cached_tokens),
                 "x-cachegate-backfill": self.backfill,
             }
         )

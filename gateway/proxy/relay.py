@@ -46,6 +46,7 @@ from typing import Any
 import httpx
 
 from gateway.errors import GatewayError, UpstreamError
+from gateway.proxy.cache_counts import hide_cache_counts
 from gateway.proxy.upstream import (
     RELAYED_STATUSES,
     Delta,
@@ -154,9 +155,14 @@ async def upstream_error(response: httpx.Response, request_id: str) -> GatewayEr
 
 
 async def whole_response(
-    response: httpx.Response, kind: str, passed: Mapping[str, str], max_body: int = MAX_BODY_BYTES
+    response: httpx.Response,
+    kind: str,
+    passed: Mapping[str, str],
+    max_body: int = MAX_BODY_BYTES,
+    hide_cached: bool = False,
 ) -> Done:
-    """A response that was not streamed: its body, kept whole for the client."""
+    """A response that was not streamed: its body, kept whole for the client (with its
+    cache-hit counts at zero when ``hide_cached``: ``gateway/proxy/cache_counts.py``)."""
     length = response.headers.get("content-length", "")
     if length.isdigit() and int(length) > max_body:
         raise too_large()  # said up front: nothing needs to be read
@@ -171,13 +177,20 @@ async def whole_response(
         raise UpstreamError("the upstream's response has no choices")
     choices = [c for c in payload["choices"] if isinstance(c, dict)]
     first = choices[0] if choices else {}
+    counts = usage_counts(payload.get("usage"))
+    hidden = hide_cache_counts(payload) if hide_cached else None
+    if hidden is not None:
+        # Re-encoded as the upstream's own values were read (NaN, escapes of lone
+        # surrogates), so nothing but the counts changes for a client.
+        payload, raw = hidden, json.dumps(hidden, separators=(",", ":")).encode()
     return Done(
         finish_reason=str(first.get("finish_reason") or "unknown"),
-        **usage_counts(payload.get("usage")),
+        **counts,
         usage_known=payload.get("usage") is not None,
         body=payload,
         raw=raw,
         headers=passed,
+        cached_hidden=hide_cached,
     )
 
 
@@ -187,6 +200,7 @@ async def stream_events(
     added_usage: bool,
     passed: Mapping[str, str],
     max_event: int = MAX_EVENT_BYTES,
+    hide_cached: bool = False,
 ) -> AsyncIterator[Event]:
     finish_reason: str | None = None
     usage: Any = None  # None: no chunk carried usage (a generic server, not asked)
@@ -212,6 +226,9 @@ async def stream_events(
             raise stream_error(chunk["error"], passed)
         if isinstance(chunk.get("usage"), dict):  # else no usage: the answer is not stored
             usage = chunk["usage"]
+        hidden = hide_cache_counts(chunk) if hide_cached else None
+        if hidden is not None:
+            chunk, verbatim = hidden, None
         choices = chunk.get("choices")
         if added_usage and "usage" in chunk:
             # The client did not ask for usage: what the gateway asked for goes away.
@@ -238,11 +255,15 @@ async def stream_events(
     # The usage itself goes along too: taken out of the client's stream when the gateway
     # asked for it, its details (completion_tokens_details, ...) are still the answer's.
     said = {} if usage is None else {"usage": usage}
+    if hide_cached and usage is not None:
+        # What is stored and replayed is what the client may see.
+        said = hide_cache_counts(said) or said
     yield Done(
         finish_reason=finish_reason,
         **usage_counts(usage),
         usage_known=usage is not None,
         extra=said,
+        cached_hidden=hide_cached,
     )
 
 

@@ -124,6 +124,15 @@ class Done:
     body: dict[str, Any] | None = None
     raw: bytes | None = None
     headers: Mapping[str, str] = field(default_factory=dict)  # as on Delta
+    # The client is not told ``cached_tokens``: the upstream's prefix cache is not known
+    # to be narrowed per tenant (``dialects.py``), so the count would tell a tenant what
+    # another one sent. ``cached_tokens`` stays the upstream's, for the operator's metrics.
+    cached_hidden: bool = False
+
+    @property
+    def shown_cached_tokens(self) -> int:
+        """The prefix-cached prompt tokens the client may be told of."""
+        return 0 if self.cached_hidden else self.cached_tokens
 
 
 Event = Delta | Done

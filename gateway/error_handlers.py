@@ -3,7 +3,8 @@
 validation (a 400 naming the parameter, never quoting its value) and anything
 unforeseen (a 500 naming only the exception's type; the traceback goes to the log).
 Every error response carries the request's id (the client's X-Request-Id when well
-formed, else the gateway's), as every answer does: an SDK reports it with the error.
+formed, else the gateway's), as every answer does: an SDK reports it with the error;
+and, once the request took a rate-limit token, the tenant's x-ratelimit-*-requests.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ log = logging.getLogger("cachegate.gateway")
 def install_error_handlers(app: FastAPI) -> None:
     def _ids(request: Request, headers: Mapping[str, str] | None = None) -> dict[str, str]:
         kept = {k: v for k, v in (headers or {}).items() if k.lower() != "x-request-id"}
-        return kept | {"X-Request-Id": request_id(request)}
+        # A request that took a rate-limit token says where the tenant's bucket stands,
+        # failed or not (gateway/proxy/routes.py); the tenant's own win over an upstream's.
+        limits = getattr(request.state, "rate_limit_headers", None) or {}
+        return kept | limits | {"X-Request-Id": request_id(request)}
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> Response:

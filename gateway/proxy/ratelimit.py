@@ -20,6 +20,14 @@ Where the buckets live (:mod:`gateway.proxy.ratelimit_shared` builds the store):
 * **this process** (SQLite, one replica): :class:`LocalBuckets`.
 
 A policy change (a new rpm, or no limit) applies to the next request.
+
+Each answer to a limited tenant says where its bucket stands, in the headers OpenAI's
+API sends (:func:`limit_headers`): ``x-ratelimit-limit-requests`` (rpm),
+``x-ratelimit-remaining-requests`` (whole tokens left) and
+``x-ratelimit-reset-requests`` (until the bucket is full again, as ``1m2.5s``). They
+are the tenant's own and win over an upstream's of the same names, which count the
+gateway's account, shared by every tenant. A store that was not asked (down, its
+breaker open) gives none: nothing is known.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -40,12 +48,20 @@ from gateway.tenants import TenantContext
 Clock = Callable[[], float]
 
 
+class Taken(NamedTuple):
+    """One take from a tenant's bucket."""
+
+    allowed: bool
+    wait: float  # seconds until a token is back (0 when allowed)
+    tokens: float | None = None  # left after this take; None: the store was not asked
+
+
 class BucketStore(Protocol):
-    """Takes one token from a tenant's bucket: (allowed, seconds until a token is back)."""
+    """Takes one token from a tenant's bucket."""
 
     name: str
 
-    def take(self, tenant_id: str, rpm: int) -> tuple[bool, float]: ...
+    def take(self, tenant_id: str, rpm: int) -> Taken: ...
 
     def drop(self, tenant_id: str) -> None: ...
 
@@ -76,7 +92,7 @@ class LocalBuckets:
         self._buckets: dict[str, _Bucket] = {}
         self._lock = threading.Lock()
 
-    def take(self, tenant_id: str, rpm: int) -> tuple[bool, float]:
+    def take(self, tenant_id: str, rpm: int) -> Taken:
         now = self.clock()
         with self._lock:
             bucket = self._buckets.get(tenant_id)
@@ -87,7 +103,7 @@ class LocalBuckets:
                 bucket.tokens = min(bucket.tokens, float(rpm))
             allowed, bucket.tokens, wait = refill(bucket.tokens, now - bucket.updated, rpm)
             bucket.updated = now
-            return allowed, wait
+            return Taken(allowed, wait, bucket.tokens)
 
     def drop(self, tenant_id: str) -> None:
         with self._lock:
@@ -143,24 +159,27 @@ class RateLimiter:
         if isinstance(self.store, LocalBuckets):
             self.store.clock = clock
 
-    def check(self, ctx: TenantContext) -> None:
-        """Take one token from the tenant's bucket, or raise ``RateLimitError`` (429)."""
+    def check(self, ctx: TenantContext) -> dict[str, str]:
+        """Take one token from the tenant's bucket, or raise ``RateLimitError`` (429).
+        Returns the headers saying where the bucket stands (none for an unlimited
+        tenant, or when the store was not asked); the 429 carries them too."""
         rpm = ctx.policy.rate_limit_rpm
         if rpm is None:
             if isinstance(self.store, LocalBuckets):  # free here; a shared one expires alone
                 self.store.drop(ctx.tenant_id)
-            return
-        allowed, wait = self.store.take(ctx.tenant_id, rpm)
-        if allowed:
-            return
+            return {}
+        taken = self.store.take(ctx.tenant_id, rpm)
+        headers = limit_headers(rpm, taken.tokens)
+        if taken.allowed:
+            return headers
         with self._lock:
             self._refused[ctx.tenant_id] = self._refused.get(ctx.tenant_id, 0) + 1
-        retry_after = max(1, math.ceil(wait))
+        retry_after = max(1, math.ceil(taken.wait))
         raise RateLimitError(
             f"rate limit of {rpm} requests per minute exceeded for tenant {ctx.tenant_id!r}; "
             f"retry after {retry_after} s",
             code="rate_limit_exceeded",
-            headers={"Retry-After": str(retry_after)},
+            headers=headers | {"Retry-After": str(retry_after)},
         )
 
     def bind_metrics(self, registry: CollectorRegistry) -> None:
@@ -177,3 +196,29 @@ class RateLimiter:
         self.store.drop(tenant_id)
         with self._lock:
             self._refused.pop(tenant_id, None)
+
+
+def limit_headers(rpm: int, tokens: float | None) -> dict[str, str]:
+    """OpenAI's request-limit headers for a bucket of ``rpm`` holding ``tokens``."""
+    if tokens is None:
+        return {}
+    tokens = min(float(rpm), max(0.0, tokens))
+    return {
+        "x-ratelimit-limit-requests": str(rpm),
+        "x-ratelimit-remaining-requests": str(math.floor(tokens)),
+        "x-ratelimit-reset-requests": duration((rpm - tokens) / (rpm / 60.0)),
+    }
+
+
+def duration(seconds: float) -> str:
+    """Seconds as OpenAI writes them in ``x-ratelimit-reset-*``: ``0s``, ``17ms``,
+    ``6.5s``, ``1m0s``, ``2h3m4s`` (Go's time.Duration, to the millisecond)."""
+    ms = max(0, math.ceil(seconds * 1000))
+    if ms == 0:
+        return "0s"
+    if ms < 1000:
+        return f"{ms}ms"
+    hours, rest = divmod(ms, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    secs = f"{rest / 1000:.3f}".rstrip("0").rstrip(".")
+    return (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "") + f"{secs}s"

@@ -31,14 +31,15 @@ from typing import Any
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy import exc as sa_exc
 
-from gateway.proxy.ratelimit import BucketStore, LocalBuckets
+from gateway.proxy.ratelimit import BucketStore, LocalBuckets, Taken
 from gateway.settings import Settings
 from semantic.store_db import postgres_connect_args
 
 log = logging.getLogger("cachegate.gateway.ratelimit")
 
 KEY_PREFIX = "cachegate:ratelimit:"
-# KEYS[1] bucket; ARGV rpm. Returns {allowed 0/1, wait in milliseconds}.
+# KEYS[1] bucket; ARGV rpm. Returns {allowed 0/1, wait in milliseconds, tokens left in
+# thousandths} (Redis turns a Lua number into an integer).
 _TAKE = """
 local rpm = tonumber(ARGV[1])
 local rate = rpm / 60.0
@@ -53,7 +54,7 @@ local wait = 0
 if tokens >= 1 then tokens = tokens - 1; allowed = 1 else wait = (1 - tokens) / rate end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('EXPIRE', KEYS[1], math.ceil(60 / rate) + 60)
-return {allowed, math.ceil(wait * 1000)}
+return {allowed, math.ceil(wait * 1000), math.floor(tokens * 1000)}
 """
 
 # The clock is read before the row lock is waited for: a take that waited finds a later
@@ -108,7 +109,7 @@ class _FailOpen:
         with self._lock:
             return self._open_until is not None
 
-    def _guarded(self, call: Callable[[], tuple[bool, float]]) -> tuple[bool, float]:
+    def _guarded(self, call: Callable[[], Taken]) -> Taken:
         """``call()`` unless the breaker is open (then allowed at once); a failure opens it."""
         with self._lock:
             until = self._open_until
@@ -116,7 +117,7 @@ class _FailOpen:
             if until is not None:
                 if self._probing or self._now() < until:
                     self.bypassed += 1
-                    return True, 0.0
+                    return Taken(True, 0.0)
                 self._probing = True
         try:
             result = call()
@@ -129,7 +130,7 @@ class _FailOpen:
         self._ok()
         return result
 
-    def _failed(self, exc: Exception) -> tuple[bool, float]:
+    def _failed(self, exc: Exception) -> Taken:
         with self._lock:
             first = self._open_until is None
             self._open_until = self._now() + self.cooldown
@@ -142,7 +143,7 @@ class _FailOpen:
                 self.cooldown,
                 exc,
             )
-        return True, 0.0
+        return Taken(True, 0.0)
 
     def _ok(self) -> None:
         with self._lock:
@@ -166,19 +167,19 @@ class RedisBuckets(_FailOpen):
         self._script = self.client.register_script(_TAKE)
         self._errors = (redis.RedisError, OSError)
 
-    def take(self, tenant_id: str, rpm: int) -> tuple[bool, float]:
+    def take(self, tenant_id: str, rpm: int) -> Taken:
         return self._guarded(lambda: self._take(tenant_id, rpm))
 
-    def _take(self, tenant_id: str, rpm: int) -> tuple[bool, float]:
-        allowed, wait_ms = self._script(keys=[KEY_PREFIX + tenant_id], args=[rpm])
-        return bool(allowed), int(wait_ms) / 1000.0
+    def _take(self, tenant_id: str, rpm: int) -> Taken:
+        allowed, wait_ms, tokens = self._script(keys=[KEY_PREFIX + tenant_id], args=[rpm])
+        return Taken(bool(allowed), int(wait_ms) / 1000.0, int(tokens) / 1000.0)
 
     def drop(self, tenant_id: str) -> None:
         self._guarded(lambda: self._drop(tenant_id))
 
-    def _drop(self, tenant_id: str) -> tuple[bool, float]:
+    def _drop(self, tenant_id: str) -> Taken:
         self.client.delete(KEY_PREFIX + tenant_id)
-        return True, 0.0
+        return Taken(True, 0.0)
 
 
 class PostgresBuckets(_FailOpen):
@@ -206,25 +207,26 @@ class PostgresBuckets(_FailOpen):
             hide_parameters=True,  # bound values never in an error's text (tenant ids)
         )
 
-    def take(self, tenant_id: str, rpm: int) -> tuple[bool, float]:
+    def take(self, tenant_id: str, rpm: int) -> Taken:
         return self._guarded(lambda: self._take(tenant_id, rpm))
 
-    def _take(self, tenant_id: str, rpm: int) -> tuple[bool, float]:
+    def _take(self, tenant_id: str, rpm: int) -> Taken:
         with self.engine.begin() as conn:
             allowed, tokens = conn.execute(
                 _PG_TAKE, {"tenant": tenant_id, "rpm": float(rpm), "rate": rpm / 60.0}
             ).one()
-        return bool(allowed), 0.0 if allowed else (1.0 - float(tokens)) / (rpm / 60.0)
+        wait = 0.0 if allowed else (1.0 - float(tokens)) / (rpm / 60.0)
+        return Taken(bool(allowed), wait, float(tokens))
 
     def drop(self, tenant_id: str) -> None:
         self._guarded(lambda: self._drop(tenant_id))
 
-    def _drop(self, tenant_id: str) -> tuple[bool, float]:
+    def _drop(self, tenant_id: str) -> Taken:
         with self.engine.begin() as conn:
             conn.execute(
                 text("DELETE FROM rate_limit_buckets WHERE tenant_id = :t"), {"t": tenant_id}
             )
-        return True, 0.0
+        return Taken(True, 0.0)
 
 
 def build_bucket_store(settings: Settings) -> BucketStore:

@@ -144,7 +144,8 @@ async def embeddings(request: Request) -> Response:
     rid = request_id(request)
     status, raw, passed = await forward("/v1/embeddings", body, rid)
     headers = safe_headers(dict(passed) | {"x-request-id": rid})
-    return Response(raw, status_code=status, media_type="application/json", headers=headers)
+    response = Response(raw, status_code=status, media_type="application/json", headers=headers)
+    return with_limit_headers(request, response)
 
 
 @router.post("/v1/responses")
@@ -158,11 +159,23 @@ async def responses(request: Request) -> Response:
 
 
 async def _rate_limit(request: Request, ctx: TenantContext) -> None:
-    limiter = request.app.state.rate_limiter  # 429 + Retry-After (gateway/proxy/ratelimit.py)
+    """Take the tenant's token (429 + Retry-After when none is left: ratelimit.py). The
+    bucket's x-ratelimit-*-requests headers go on whatever answers the request, an error
+    too (``with_limit_headers``, ``gateway/error_handlers.py``)."""
+    limiter = request.app.state.rate_limiter
     if ctx.policy.rate_limit_rpm is None:
-        limiter.check(ctx)  # nothing to count: no store is asked
+        headers = limiter.check(ctx)  # nothing to count: no store is asked
     else:  # a shared bucket is a Redis or PostgreSQL round trip: off the event loop
-        await asyncio.to_thread(limiter.check, ctx)
+        headers = await asyncio.to_thread(limiter.check, ctx)
+    request.state.rate_limit_headers = headers
+
+
+def with_limit_headers(request: Request, response: Response) -> Response:
+    """The tenant's own rate-limit headers on its answer: they win over an upstream's
+    of the same names, which count the gateway's account (every tenant's requests)."""
+    for name, value in getattr(request.state, "rate_limit_headers", {}).items():
+        response.headers[name] = value
+    return response
 
 
 @router.post("/v1/chat/completions")
@@ -193,7 +206,7 @@ async def _handle(request: Request, kind: Kind) -> Response:
     # The body is read: a client that leaves from here until the response starts cancels
     # the lookup or the upstream request (gateway/proxy/disconnect.py).
     answer = _answer(request, gw, ctx, kind, body, cc, parsed, user, started)
-    return await unless_disconnected(request.receive, answer)
+    return with_limit_headers(request, await unless_disconnected(request.receive, answer))
 
 
 async def _answer(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from gateway.errors import RateLimitError
@@ -28,6 +29,13 @@ class FakeClock:
 
 def ctx(tenant: str, rpm: int | None) -> TenantContext:
     return TenantContext(tenant, tenant, TenantPolicy(rate_limit_rpm=rpm), 1)
+
+
+def limits(r: httpx.Response) -> tuple[str | None, ...]:
+    """The tenant's x-ratelimit-{limit,remaining,reset}-requests headers."""
+    return tuple(
+        r.headers.get(f"x-ratelimit-{n}-requests") for n in ("limit", "remaining", "reset")
+    )
 
 
 def refused(limiter: RateLimiter, context: TenantContext) -> int:
@@ -104,16 +112,21 @@ def test_429_with_retry_after_then_allowed_again(gw: Gateway) -> None:
         key = new_tenant(client, "limited", {"rate_limit_rpm": 2, "semantic_enabled": False})
         free_key = new_tenant(client, "unlimited", {"semantic_enabled": False})
         with gw.http(key) as http, gw.http(free_key) as free:
-            assert http.post("/v1/completions", json=body).status_code == 200
-            assert http.post("/v1/completions", json=body).status_code == 200
+            first = http.post("/v1/completions", json=body)
+            bad = http.post("/v1/completions", json=body | {"max_tokens": "x"})  # a 400 too
+            assert first.status_code == 200 and bad.status_code == 400
+            # Each answer says where the tenant's bucket stands, as OpenAI's API does.
+            assert limits(first) == ("2", "1", "30s") and limits(bad) == ("2", "0", "1m0s")
             r = http.post("/v1/completions", json=body)
             err = assert_openai_error(r, 429, "rate_limit_error")
             assert (
                 err["code"] == "rate_limit_exceeded" and "2 requests per minute" in err["message"]
             )
-            assert r.headers["retry-after"] == "30"
+            assert r.headers["retry-after"] == "30" and limits(r) == ("2", "0", "1m0s")
             for _ in range(5):  # another tenant is not affected
-                assert free.post("/v1/completions", json=body).status_code == 200
+                unlimited = free.post("/v1/completions", json=body)
+                assert unlimited.status_code == 200
+                assert limits(unlimited) == (None, None, None)  # nor told of a limit
             assert http.get("/v1/models").status_code == 200  # only completions are limited
 
             clock.now += 30  # one token back
@@ -126,7 +139,8 @@ def test_429_with_retry_after_then_allowed_again(gw: Gateway) -> None:
                 assert http.post("/v1/completions", json=body).status_code == 200
             # ... and set again, on the streaming path too.
             client.patch("/tenants/limited/policy", json={"rate_limit_rpm": 1})
-            assert http.post("/v1/completions", json=body | {"stream": True}).status_code == 200
+            streamed = http.post("/v1/completions", json=body | {"stream": True})
+            assert streamed.status_code == 200 and limits(streamed) == ("1", "0", "1m0s")
             r = http.post("/v1/completions", json=body | {"stream": True})
             assert r.status_code == 429 and int(r.headers["retry-after"]) == 60
         stats = client.get("/tenants/limited/cache/stats").json()

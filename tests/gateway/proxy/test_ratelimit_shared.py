@@ -19,7 +19,7 @@ import redis
 
 from gateway.app import Components
 from gateway.policy import TenantPolicy
-from gateway.proxy.ratelimit import LocalBuckets
+from gateway.proxy.ratelimit import LocalBuckets, Taken
 from gateway.proxy.ratelimit_shared import KEY_PREFIX, PostgresBuckets, RedisBuckets
 from migrations.runner import upgrade_database
 from prefix.model.loader import LoadedModel
@@ -93,8 +93,9 @@ def test_postgres_buckets_are_one_bucket_for_two_stores(pg_schema: str) -> None:
     upgrade_database(url)
     a, b = PostgresBuckets(url), PostgresBuckets(url)
     assert [a.take("t", 2)[0], b.take("t", 2)[0]] == [True, True]
-    allowed, wait = a.take("t", 2)
+    allowed, wait, tokens = a.take("t", 2)
     assert not allowed and 0 < wait <= 30.0  # one token per 30 s at 2 rpm
+    assert tokens is not None and 0 <= tokens < 0.1  # what the headers report
     assert b.take("u", 2)[0]  # control: another tenant
     local_a, local_b = LocalBuckets(), LocalBuckets()  # what one process alone would do
     assert all(s.take("t", 2)[0] for s in (local_a, local_b, local_b))
@@ -102,8 +103,8 @@ def test_postgres_buckets_are_one_bucket_for_two_stores(pg_schema: str) -> None:
 
 def test_a_shared_store_that_is_down_lets_requests_through() -> None:
     down = RedisBuckets("redis://127.0.0.1:9/0", timeout=0.2)  # nothing listens on port 9
-    assert down.take("t", 1) == (True, 0.0)
-    assert down.take("t", 1) == (True, 0.0)  # fail open, every time, without raising
+    assert down.take("t", 1) == Taken(True, 0.0, None)  # nothing known of the bucket
+    assert down.take("t", 1) == Taken(True, 0.0, None)  # fail open, every time, no raise
     if _redis_up():  # control: the same store on a live Redis does limit
         live = RedisBuckets(REDIS_URL)
         tenant = f"t-{uuid.uuid4().hex}"

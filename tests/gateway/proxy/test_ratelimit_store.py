@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from gateway.errors import RateLimitError
 from gateway.policy import TenantPolicy
-from gateway.proxy.ratelimit import LocalBuckets, RateLimiter
+from gateway.proxy.ratelimit import LocalBuckets, RateLimiter, Taken
 from gateway.proxy.ratelimit_shared import PostgresBuckets, RedisBuckets
 from gateway.tenants import TenantContext
 from migrations.runner import upgrade_database
@@ -42,7 +42,7 @@ def test_a_taker_that_waited_for_the_row_lock_does_not_turn_the_clock_back(
         holder = buckets.engine.connect()  # another taker, holding the row
         holder.begin()
         holder.execute(text("SELECT 1 FROM rate_limit_buckets WHERE tenant_id = 't' FOR UPDATE"))
-        waited: list[tuple[bool, float]] = []
+        waited: list[Taken] = []
         waiter = threading.Thread(target=lambda: waited.append(buckets.take("t", rpm)))
         waiter.start()  # reads the clock now, then waits for the lock
         time.sleep(1.5)
@@ -56,8 +56,8 @@ def test_a_taker_that_waited_for_the_row_lock_does_not_turn_the_clock_back(
             lag = conn.execute(text(f"SELECT {NOW} - updated_at FROM rate_limit_buckets")).scalar()
         assert lag is not None and lag < 0.5, lag  # before: 1.5 s back, the wait
         # So the next take finds well under a token (before: the 1.5 s again, allowed).
-        allowed, wait = buckets.take("t", rpm)
-        assert not allowed and wait > 0.5
+        allowed, wait, tokens = buckets.take("t", rpm)
+        assert not allowed and wait > 0.5 and tokens is not None and tokens < 0.5
         assert buckets.take("u", rpm)[0]  # control: another tenant's bucket is full
     finally:
         buckets.engine.dispose()
@@ -67,7 +67,7 @@ class _Script:
     """A Redis script call that hangs for ``hang`` seconds and times out, or answers."""
 
     def __init__(self, hang: float) -> None:
-        self.hang, self.calls, self.answer = hang, 0, [0, 2000]  # refused, 2 s to wait
+        self.hang, self.calls, self.answer = hang, 0, [0, 2000, 0]  # refused, 2 s to wait
 
     def __call__(self, keys: list[str], args: list[int]) -> list[int]:
         self.calls += 1

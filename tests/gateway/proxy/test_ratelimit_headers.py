@@ -1,0 +1,121 @@
+"""The tenant's own x-ratelimit-*-requests headers: what the bucket says, in OpenAI's
+format, on every answer of a limited tenant, winning over an upstream's (which count
+the gateway's shared account); none where nothing is known."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from gateway.app import Components
+from gateway.errors import RateLimitError
+from gateway.policy import TenantPolicy
+from gateway.proxy.ratelimit import LocalBuckets, RateLimiter, Taken, duration, limit_headers
+from gateway.tenants import TenantContext
+from semantic import Embedder
+from tests.gateway.conftest import Gateway, assert_openai_error, gateway_settings, running_gateway
+from tests.gateway.proxy.relay.support import Scripted, answer, ask
+from tests.live_server import serving
+
+CHAT = "/v1/chat/completions"
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[Scripted]:
+    scripted = Scripted()
+    with serving(scripted.app()) as url:
+        scripted.url = url
+        yield scripted
+
+
+@pytest.fixture(scope="module")
+def gw(
+    up: Scripted, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateway]:
+    settings = gateway_settings(tmp_path_factory.mktemp("limits"), upstream_url=up.url)
+    with running_gateway(settings, Components(embedder=embedder)) as gateway:
+        yield gateway
+
+
+def test_duration_is_written_as_openai_writes_it() -> None:
+    cases = {0: "0s", 0.0171: "18ms", 0.999: "999ms", 1: "1s", 6.5: "6.5s", 59.9994: "1m0s",
+             60: "1m0s", 61.25: "1m1.25s", 3723: "1h2m3s", 7200: "2h0m0s"}  # fmt: skip
+    assert {s: duration(s) for s in cases} == cases
+    assert duration(-3) == "0s"
+
+
+def test_limit_headers_from_a_bucket() -> None:
+    assert limit_headers(60, 41.7) == {
+        "x-ratelimit-limit-requests": "60",
+        "x-ratelimit-remaining-requests": "41",  # whole tokens only
+        "x-ratelimit-reset-requests": "18.3s",  # 18.3 tokens to refill at one a second
+    }
+    assert limit_headers(2, 2.0)["x-ratelimit-reset-requests"] == "0s"  # full
+    assert limit_headers(2, -0.5)["x-ratelimit-remaining-requests"] == "0"
+    assert limit_headers(2, None) == {}  # the store was not asked
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 50.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_check_returns_the_headers_and_the_429_carries_them() -> None:
+    clock = Clock()
+    limiter = RateLimiter(clock)
+    limited = TenantContext("a", "a", TenantPolicy(rate_limit_rpm=3), 1)
+    seen = [limiter.check(limited)["x-ratelimit-remaining-requests"] for _ in range(3)]
+    assert seen == ["2", "1", "0"]
+    with pytest.raises(RateLimitError) as refused:
+        limiter.check(limited)
+    assert refused.value.headers["x-ratelimit-remaining-requests"] == "0"
+    assert refused.value.headers["Retry-After"] == "20"
+    assert refused.value.headers["x-ratelimit-reset-requests"] == "1m0s"
+    clock.now += 20  # one token back
+    assert limiter.check(limited)["x-ratelimit-remaining-requests"] == "0"
+    # Positive control for "none": an unlimited tenant is told of no limit.
+    assert limiter.check(TenantContext("b", "b", TenantPolicy(), 1)) == {}
+
+
+def test_a_store_that_was_not_asked_reports_nothing() -> None:
+    class Down(LocalBuckets):
+        def take(self, tenant_id: str, rpm: int) -> Taken:
+            return Taken(True, 0.0)  # what a shared store answers while it is down
+
+    limiter = RateLimiter(store=Down())
+    assert limiter.check(TenantContext("a", "a", TenantPolicy(rate_limit_rpm=3), 1)) == {}
+
+
+def test_the_tenants_limit_wins_over_the_upstreams(gw: Gateway, up: Scripted) -> None:
+    # The upstream's x-ratelimit-*-requests count the gateway's one account: a limited
+    # tenant is told its own; an unlimited one still gets the upstream's (positive control).
+    async def with_limits(body: dict[str, Any], request: Request) -> Response:
+        headers = {"x-ratelimit-remaining-requests": "4999", "x-ratelimit-remaining-tokens": "9"}
+        return JSONResponse(answer("Hi."), headers=headers)
+
+    up.handler = with_limits
+    limited = gw.tenant("limited", TenantPolicy(rate_limit_rpm=5, semantic_enabled=False))[1]
+    free = gw.tenant("free", TenantPolicy(semantic_enabled=False))[1]
+    with gw.http(limited) as http:
+        mine = http.post(CHAT, json=ask("limits please"))
+        broken = http.post(CHAT, content=b"{not json")  # an error answer is told too
+        embedded = http.post("/v1/embeddings", json={"model": "m", "input": "x"})  # relayed
+    with gw.http(free) as http:
+        theirs = http.post(CHAT, json=ask("limits please"))
+    assert mine.status_code == 200 and theirs.status_code == 200
+    assert mine.headers["x-ratelimit-remaining-requests"] == "4"
+    assert mine.headers["x-ratelimit-limit-requests"] == "5"
+    assert mine.headers["x-ratelimit-remaining-tokens"] == "9"  # no token limit of ours
+    assert_openai_error(broken, 400)
+    assert broken.headers["x-ratelimit-remaining-requests"] == "3"
+    assert embedded.status_code == 200
+    assert embedded.headers["x-ratelimit-remaining-requests"] == "2"
+    assert theirs.headers["x-ratelimit-remaining-requests"] == "4999"
+    assert "x-ratelimit-limit-requests" not in theirs.headers

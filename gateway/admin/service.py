@@ -227,7 +227,7 @@ class TenantAdmin:
         """Delete the tenant, its keys, policies, samples, stats and semantic entries.
         Returns (semantic entries, keys, policy versions) removed."""
         with self.sessions() as s:
-            require_row(s, tenant_id)
+            minted = require_row(s, tenant_id).namespace_id or ""  # its rate-limit bucket
         entries = self._drop_entries(tenant_id)
         with self.sessions.begin() as s:
             require_row(s, tenant_id, lock=True)  # a write in flight finishes first
@@ -255,7 +255,7 @@ class TenantAdmin:
         # between that check and this sweep no entry is left: gateway/proxy/pipeline.py).
         entries += self._drop_entries(tenant_id)
         if self.limiter is not None:
-            self.limiter.forget(tenant_id)
+            self.limiter.forget(tenant_id, minted)
         return entries, keys, versions
 
     def _drop_entries(self, tenant_id: str) -> int:

@@ -19,7 +19,10 @@ Where the buckets live (:mod:`gateway.proxy.ratelimit_shared` builds the store):
   ``cachegate_ratelimit_store_open`` (alert: ``CachegateRateLimitStoreDown``).
 * **this process** (SQLite, one replica): :class:`LocalBuckets`.
 
-A policy change (a new rpm, or no limit) applies to the next request.
+A policy change (a new rpm, or no limit) applies to the next request. A bucket is
+keyed by the tenant's id and the id minted at its creation (:func:`bucket_key`), so a
+tenant deleted while the shared store was down (its bucket not dropped) and created
+again under the same id starts with a full bucket, not the old tenant's.
 
 Each answer to a limited tenant says where its bucket stands, in the headers OpenAI's
 API sends (:func:`limit_headers`): ``x-ratelimit-limit-requests`` (rpm),
@@ -166,9 +169,9 @@ class RateLimiter:
         rpm = ctx.policy.rate_limit_rpm
         if rpm is None:
             if isinstance(self.store, LocalBuckets):  # free here; a shared one expires alone
-                self.store.drop(ctx.tenant_id)
+                self.store.drop(bucket_key(ctx.tenant_id, ctx.namespace_id))
             return {}
-        taken = self.store.take(ctx.tenant_id, rpm)
+        taken = self.store.take(bucket_key(ctx.tenant_id, ctx.namespace_id), rpm)
         headers = limit_headers(rpm, taken.tokens)
         if taken.allowed:
             return headers
@@ -191,11 +194,17 @@ class RateLimiter:
         with self._lock:
             return self._refused.get(tenant_id, 0)
 
-    def forget(self, tenant_id: str) -> None:
+    def forget(self, tenant_id: str, namespace_id: str = "") -> None:
         """Drop the tenant's bucket and counters (the tenant was deleted)."""
-        self.store.drop(tenant_id)
+        self.store.drop(bucket_key(tenant_id, namespace_id))
         with self._lock:
             self._refused.pop(tenant_id, None)
+
+
+def bucket_key(tenant_id: str, namespace_id: str) -> str:
+    """The bucket of one incarnation of a tenant: its id and the id minted at creation
+    (tenants created before migration 0005 have none: their id alone, as before)."""
+    return f"{tenant_id}:{namespace_id}" if namespace_id else tenant_id
 
 
 def limit_headers(rpm: int, tokens: float | None) -> dict[str, str]:

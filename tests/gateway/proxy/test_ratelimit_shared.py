@@ -112,3 +112,24 @@ def test_a_shared_store_that_is_down_lets_requests_through() -> None:
             assert live.take(tenant, 1)[0] and not live.take(tenant, 1)[0]
         finally:
             live.client.delete(KEY_PREFIX + tenant)
+
+
+def test_a_tenant_created_again_does_not_inherit_the_deleted_ones_bucket(
+    pair: tuple[Gateway, Gateway],
+) -> None:
+    # The deletion's drop of the bucket failed (the shared store was down then, which the
+    # store survives by letting it pass): the bucket is keyed by the id minted at
+    # creation, so the tenant created again under the same id starts full.
+    gw1, gw2 = pair
+    tenant_id = f"again-{uuid.uuid4().hex[:8]}"
+    policy = TenantPolicy(rate_limit_rpm=1)
+    gw1.admin.add_tenant("tests", tenant_id, None, policy)
+    key = gw1.admin.issue_key("tests", tenant_id, "k").key
+    assert _hit(gw1, key).status_code == 400  # its one token
+    assert_openai_error(_hit(gw2, key), 429)  # control: the bucket is empty, shared
+    gw1.admin.delete("tests", tenant_id)  # this admin has no limiter: nothing dropped
+    gw1.admin.add_tenant("tests", tenant_id, None, policy)
+    key = gw1.admin.issue_key("tests", tenant_id, "k").key
+    again = _hit(gw2, key)
+    assert again.status_code == 400 and again.headers["x-ratelimit-remaining-requests"] == "0"
+    assert_openai_error(_hit(gw1, key), 429)  # and it is limited as before

@@ -60,6 +60,9 @@ def latest_policy(s: Session, tenant_id: str) -> PolicyVersion | None:
     ).first()
 
 
+ANONYMOUS = "anonymous:"  # the prefix_user of a request without an end-user identity
+
+
 @dataclass(frozen=True)
 class TenantContext:
     """What a request knows about its caller."""
@@ -97,7 +100,14 @@ class TenantContext:
         if user:
             digest = hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:32]
             return replace(self, prefix_user=f"user:{digest}")
-        return replace(self, prefix_user=f"anonymous:{secrets.token_hex(16)}")
+        return replace(self, prefix_user=f"{ANONYMOUS}{secrets.token_hex(16)}")
+
+    @property
+    def is_prefix_private(self) -> bool:
+        """Whether the prefix namespace is this request's alone (an end user without an
+        identity under ``prefix_scope: "user"``): no later request can reuse its KV, so
+        engines keep none of it rather than push out blocks that are reused."""
+        return self.prefix_user.startswith(ANONYMOUS)
 
     @property
     def semantic_namespace(self) -> str:

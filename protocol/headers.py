@@ -5,12 +5,19 @@ The trusted-namespace pair: the gateway sends the tenant's prefix namespace in
 ``x-cachegate-engine-key``; the engine honours the namespace only when the key
 matches (``prefix/serve/trusted_namespace.py``), else it runs the request in
 ``DEFAULT_NAMESPACE``. The gateway never gives a tenant that namespace.
+``x-cachegate-kv-reuse: off`` marks a request whose KV nothing can reuse.
 """
 
 from __future__ import annotations
 
 NAMESPACE_HEADER = "x-cachegate-namespace"
 KEY_HEADER = "x-cachegate-engine-key"
+# "off": the request's namespace is its own alone (an end user without an identity
+# under a tenant's prefix_scope "user"), so no later request can reuse its KV: the
+# engine neither looks its blocks up nor keeps them (in its pool or its KV tiers),
+# where they would only push out blocks that are reused. It can only narrow caching,
+# so the engine honours it whoever sends it.
+KV_REUSE_HEADER = "x-cachegate-kv-reuse"
 DEFAULT_NAMESPACE = "default"
 REQUEST_ID_HEADER = "x-request-id"
 

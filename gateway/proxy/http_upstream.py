@@ -33,7 +33,7 @@ from gateway.proxy.upstream_read import (
     read_capped,
     too_large,
 )
-from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
+from protocol.headers import KEY_HEADER, KV_REUSE_HEADER, NAMESPACE_HEADER
 
 log = logging.getLogger("cachegate.gateway.upstream")
 LIST_RETRY_SECONDS = 5.0  # a model list that failed is asked for again after this
@@ -238,6 +238,8 @@ class HttpUpstream:
                 NAMESPACE_HEADER: header_namespace(req.namespace),
                 KEY_HEADER: self.engine_key,
             }
+            if not req.cache_kv:  # KV no later request can reuse: not kept there
+                headers[KV_REUSE_HEADER] = "off"
         timeout = self._timeout if body.get("stream") is True else self._whole_timeout
         try:
             response = await self._open(path, body, headers, timeout)

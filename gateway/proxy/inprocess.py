@@ -93,6 +93,7 @@ class InProcessUpstream:
                 request_id=f"{req.request_id}.{uuid.uuid4().hex}",
                 kv_block_quota=req.kv_block_quota,
                 quota_key=req.tenant_id,
+                cache_kv=req.cache_kv,
             )
             outputs = await self.async_engine.submit(engine_req)
         except ApiError as err:

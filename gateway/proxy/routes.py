@@ -248,6 +248,7 @@ async def _answer(
         kv_block_quota=ctx.policy.kv_block_quota,
         parsed=parsed,
         forward_headers=tracing.forward,
+        cache_kv=not ctx.is_prefix_private,
     )
     events = gw.upstream.stream(upstream_req)
     try:

@@ -92,6 +92,9 @@ class UpstreamRequest:
     parsed: ChatCompletionRequest | CompletionRequest | None = None
     # Sent upstream as they are (x-request-id, traceparent), already checked by the route.
     forward_headers: Mapping[str, str] = field(default_factory=dict)
+    # False: the namespace is this request's alone (an anonymous end user of a tenant
+    # whose prefix_scope is "user"): engines that can be told keep none of its KV.
+    cache_kv: bool = True
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ class BlockManager:
 
     def commit_full_blocks(self, seq: Sequence) -> None:
         """Give every fully computed block its chained key so later requests can hit it."""
-        if not self.enable_prefix_caching:
+        if not self.enable_prefix_caching or not seq.cache_kv:
             return
         seq.extend_keys()
         num_full = min(seq.num_computed_tokens // self.block_size, len(seq.block_keys))
@@ -129,7 +129,7 @@ class BlockManager:
         return num_loaded
 
     def _reusable_keys(self, seq: Sequence) -> list[bytes]:
-        if not self.enable_prefix_caching:
+        if not self.enable_prefix_caching or not seq.cache_kv:
             return []
         return seq.block_keys[: seq.max_reusable_blocks()]
 

@@ -30,6 +30,9 @@ class EngineRequest:
     # blocks at once; a request that alone needs more is refused.
     kv_block_quota: int | None = None
     quota_key: str | None = None
+    # False: the namespace is this request's alone (no later request shares it), so its
+    # blocks are neither looked up nor kept for reuse, in the pool or the KV tiers.
+    cache_kv: bool = True
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -48,6 +48,10 @@ class Sequence:
     # Whose request this is, for fair admission across tenants (the tenant id, else the
     # namespace); "" for requests that name nobody.
     tenant_key: str = ""
+    # False: no later request can share this sequence's chain root, so its blocks are
+    # neither matched nor committed (prefix caching off for it alone): they go back to
+    # the free list on release instead of displacing reusable blocks, in L1 and below.
+    cache_kv: bool = True
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -24,6 +24,7 @@ from prefix.serve.openai_adapter import engine_error, to_engine_request
 from prefix.serve.state import EngineServer
 from prefix.serve.trusted_namespace import resolve_namespace
 from protocol.errors import ApiError
+from protocol.headers import KV_REUSE_HEADER
 from protocol.http import EventStream, read_json
 from protocol.openai import parse_request
 from protocol.responses import ChunkWriter, Kind, response_body, usage
@@ -74,7 +75,11 @@ async def _submit(
             code="model_not_found",
         )
     namespace = resolve_namespace(request.headers, srv.trusted_key)
-    engine_req = await to_engine_request(srv.engine, req, namespace, request_id=ctx.request_id)
+    # KV nothing can reuse is not kept (protocol/headers.py); it can only narrow caching.
+    cache_kv = request.headers.get(KV_REUSE_HEADER, "").strip().lower() != "off"
+    engine_req = await to_engine_request(
+        srv.engine, req, namespace, request_id=ctx.request_id, cache_kv=cache_kv
+    )
     try:
         outputs = await ae.submit(engine_req)
     except (RequestError, QueueFullError, EngineDeadError) as e:

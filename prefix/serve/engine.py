@@ -173,6 +173,7 @@ class PrefixEngine:
             quota_key=(req.quota_key or req.namespace) if quota is not None else None,
             kv_block_quota=quota,
             tenant_key=req.tenant_key,
+            cache_kv=req.cache_kv,
         )
         if req.request_id is not None:
             seq.request_id = req.request_id

@@ -38,6 +38,7 @@ async def to_engine_request(
     request_id: str | None = None,
     kv_block_quota: int | None = None,
     quota_key: str | None = None,
+    cache_kv: bool = True,
 ) -> EngineRequest:
     """Tokenize (in a worker thread) and fill in the sampling defaults."""
     chat = isinstance(req, ChatCompletionRequest)
@@ -71,6 +72,7 @@ async def to_engine_request(
         request_id=request_id,
         kv_block_quota=kv_block_quota,
         quota_key=quota_key,
+        cache_kv=cache_kv,
     )
 
 

@@ -98,8 +98,16 @@ def test_prefix_scope_user_gives_each_end_user_their_own_prefix_kv(gw: Gateway) 
     assert reused_by(gw, scoped, text, "bob") == 0  # cannot confirm what alice sent
     assert reused_by(gw, scoped, text, "bob") >= 2 * BLOCK
     # without a user a request shares nothing, not even with another such request
+    engine = gw.state.upstream.engine
+    assert engine is not None
+    before = engine.pool.num_cached_blocks
     assert reused_by(gw, scoped, text, None) == 0
     assert reused_by(gw, scoped, text, None) == 0
+    # and keeps none of its KV, which no later request could reuse (it would only push
+    # out blocks that are reused); a named user's does (positive control)
+    assert engine.pool.num_cached_blocks == before
+    assert reused_by(gw, scoped, prompt(250), "carol") == 0
+    assert engine.pool.num_cached_blocks > before
     # the default (prefix_scope "tenant"): the tenant's users share, as documented
     other = prompt(300)
     assert reused_by(gw, shared, other, "alice") == 0

@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse, Response
 from gateway.app import Components
 from gateway.policy import TenantPolicy
 from gateway.proxy.http_upstream import MAX_LIST_BYTES, HttpUpstream
-from protocol.headers import KEY_HEADER, NAMESPACE_HEADER
+from protocol.headers import KEY_HEADER, KV_REUSE_HEADER, NAMESPACE_HEADER
 from semantic import Embedder
 from tests.gateway.conftest import (
     Gateway,
@@ -122,6 +122,23 @@ def test_unknown_dialect_still_isolates_tenants_by_salt_and_namespace(
     salts = [b.get("cache_salt") for b in engine.bodies]
     assert all(salts) and salts[0] != salts[1]
     assert all("stream_options" not in b for b in engine.bodies)  # nothing else added
+
+
+def test_an_anonymous_users_kv_is_marked_for_no_reuse(
+    engine: Engine, embedder: Embedder, tmp_path: Path
+) -> None:
+    # prefix_scope "user": a request without a user has a namespace of its own, so the
+    # engine is told to keep none of its KV; a named user's is kept (positive control).
+    with gateway(engine, tmp_path, embedder, engine_key=ENGINE_KEY) as gw:
+        key = gw.tenant("scoped", TenantPolicy(prefix_scope="user"))[1]
+        with gw.http(key) as http:
+            for user in (None, "alice"):
+                body = ask("Who are you?") | {"cache": {"no-cache": True}}
+                r = http.post(CHAT, json=body | ({"user": user} if user else {}))
+                assert r.status_code == 200, r.text
+    anonymous, named = engine.headers[-2:]
+    assert anonymous.get(KV_REUSE_HEADER) == "off" and KV_REUSE_HEADER not in named
+    assert anonymous[NAMESPACE_HEADER] != named[NAMESPACE_HEADER]
 
 
 def test_unknown_dialect_without_an_engine_key_isolates_by_salt_alone(

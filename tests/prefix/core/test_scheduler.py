@@ -312,3 +312,42 @@ def test_priority_steps_keep_preemption_and_block_accounting() -> None:
     drain(s)  # run_step checks the pool's integrity after every step
     assert s.num_priority_steps > 0 and s.num_preemptions > 0
     assert all(len(q.output_token_ids) == q.max_tokens for q in [*flood, b])
+
+
+def test_a_sequence_whose_kv_nothing_can_reuse_is_neither_matched_nor_kept() -> None:
+    # cache_kv=False (an anonymous end user's own namespace): its blocks go back to the
+    # free list instead of displacing reusable ones, and its keys are looked up nowhere.
+    looked_up: list[bytes] = []
+    committed: list[bytes] = []
+
+    class Tier:
+        def load_chain(self, keys: list[bytes], block_ids: list[int]) -> int:
+            looked_up.extend(keys)
+            return 0
+
+        def on_commit(self, key: bytes, block_id: int) -> None:
+            committed.append(key)
+
+    s = Scheduler(BlockManager(BlockPool(32), B, lower_tier=Tier()))
+    kept = seq(12)
+    s.add(kept)
+    drain(s)
+    cached, written, asked = s.blocks.pool.num_cached_blocks, len(committed), len(looked_up)
+    assert cached == 3 and written == 3 and asked > 0  # positive control: kept, asked
+    private = seq(12)
+    private.cache_kv = False  # the same tokens under the same root: would hit all 3
+    s.add(private)
+    run_step(s)
+    assert private.num_cached_tokens == 0  # not matched
+    drain(s)
+    fresh = seq(8, start=100)  # keys nothing holds: the tier is not asked either
+    fresh.cache_kv = False
+    s.add(fresh)
+    drain(s)
+    assert s.blocks.pool.num_cached_blocks == cached  # nothing of theirs kept
+    assert len(committed) == written and len(looked_up) == asked
+    again = seq(12)  # and what was kept is still there for everyone else
+    s.add(again)
+    run_step(s)
+    assert again.num_cached_tokens == 8  # 3 blocks, the last recomputed for its logits
+    drain(s)

@@ -19,6 +19,7 @@ from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel
 from prefix.serve.engine import PrefixEngine
 from prefix.serve.server import KEY_HEADER, NAMESPACE_HEADER, create_engine_app, resolve_namespace
+from protocol.headers import KV_REUSE_HEADER
 from tests.live_server import serving
 from tests.prefix.server_support import (
     BAD_INPUT,
@@ -95,6 +96,26 @@ def test_trusted_namespace_isolation(
         assert len(r.namespace_id) == 12 and r.ttft_ms is not None  # type: ignore[attr-defined]
         assert KEY not in r.getMessage() and "tenant" not in r.getMessage()
     assert len({r.namespace_id for r in lines}) == 6  # type: ignore[attr-defined]
+
+
+def test_kv_reuse_off_keeps_none_of_the_requests_kv(
+    tiny_server: tuple[str, PrefixEngine, Any],
+) -> None:
+    url, engine, _ = tiny_server
+    prompt = words(30, start=301)
+    ns = {NAMESPACE_HEADER: "tenant-private", KEY_HEADER: KEY}
+    before = engine.pool.num_cached_blocks
+    private = ns | {KV_REUSE_HEADER: "off"}
+    assert cached(complete(url, prompt, private)) == 0
+    assert engine.pool.num_cached_blocks == before  # nothing of it kept
+    assert cached(complete(url, prompt, private)) == 0
+    assert cached(complete(url, prompt, ns)) == 0  # so a later request finds nothing
+    # Positive control: the same request without the header is kept and reused.
+    assert engine.pool.num_cached_blocks > before
+    assert cached(complete(url, prompt, ns)) == 28
+    # The header only narrows: a request marked off does not look up what is kept.
+    assert cached(complete(url, prompt, private)) == 0
+    engine.pool.check_integrity()
 
 
 def test_dead_engine_answers_503(tiny_chat: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> None:

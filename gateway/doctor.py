@@ -81,7 +81,12 @@ def check_config(s: Settings) -> list[Check]:
                 area,
                 "WARN",
                 f"/metrics is open on {s.host}: anyone who reaches the port reads every "
-                "tenant's traffic counts",
+                "tenant's traffic counts"
+                + (
+                    ", and the upstream prefix-cache hits kept from clients (docs/upstreams.md)"
+                    if s.upstream_urls() and s.upstream_cached_tokens != "pass"
+                    else ""
+                ),
                 "set CACHEGATE_METRICS_TOKEN and give Prometheus the same bearer token "
                 "(docs/deploy.md)",
             )

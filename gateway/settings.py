@@ -65,10 +65,11 @@ class Settings(BaseSettings):
     upstream_dialect: Literal["auto", "cachegate", "vllm", "sglang", "openai"] = "auto"
     # Whether clients are told how much of their prompt the upstream found cached
     # (usage's cached_tokens, x-cachegate-cached-tokens): "auto" tells them where the
-    # upstream's prefix cache is narrowed per tenant (cachegate, vllm, sglang) and reports
-    # a cold cache elsewhere, where the count would reveal what other tenants sent
-    # (gateway/proxy/cache_counts.py); "pass" always (one tenant, or an upstream that
-    # isolates by itself); "hide" always (an SGLang or vLLM too old to honour cache_salt).
+    # upstream's prefix cache is known to be narrowed per tenant (cachegate, vllm) and
+    # reports a cold cache elsewhere (openai, sglang, not yet known), where the count
+    # could reveal what other tenants sent (gateway/proxy/cache_counts.py); "pass"
+    # always (one tenant, or an SGLang that honours cache_salt); "hide" always (a vLLM
+    # too old to honour cache_salt, or a proxy before it that drops the field).
     upstream_cached_tokens: Literal["auto", "pass", "hide"] = "auto"
     models_refresh_seconds: float = Field(60.0, gt=0)  # how long the model list is reused
     # The header naming the end user for tenants whose policy has semantic_scope "user"

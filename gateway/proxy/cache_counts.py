@@ -1,7 +1,7 @@
 """What an upstream's answer says about its own prefix cache, and hiding it.
 
 An upstream whose prefix cache is shared by every tenant of the gateway (a cloud
-API keyed by the gateway's one account, a server that honours no ``cache_salt``)
+API keyed by the gateway's one account, a server that ignores ``cache_salt``)
 reports in each answer how many prompt tokens it found cached. Behind the gateway
 that count is an oracle across tenants: a tenant sends a guess at another tenant's
 system prompt and reads ``cached_tokens`` to learn whether someone sent it first
@@ -10,22 +10,31 @@ Where isolation is not known to hold the gateway reports those counts to the cli
 as a cold cache would (``gateway/proxy/dialects.py`` says where it holds;
 ``CACHEGATE_UPSTREAM_CACHED_TOKENS`` overrides). The fields, by server:
 
-==================================================  ==============================
-field                                               hidden as
-==================================================  ==============================
-``usage.prompt_tokens_details.cached_tokens``       0 (OpenAI, vLLM, SGLang)
-``usage.prompt_cache_hit_tokens`` / ``..._miss_..``  0 / hit + miss (DeepSeek)
-``timings.cache_n`` / ``timings.prompt_n``          0 / cache_n + prompt_n (llama.cpp)
-==================================================  ==============================
+=============================================  ========================================
+field                                          hidden as
+=============================================  ========================================
+``usage.prompt_tokens_details.cached_tokens``  0 (OpenAI, vLLM, SGLang, OpenRouter)
+``usage.cached_tokens``                        0 (Moonshot)
+``usage.prompt_cache_hit_tokens``              0, and ``prompt_cache_miss_tokens`` =
+                                               ``prompt_tokens`` (DeepSeek)
+``timings``, ``prompt_progress``,              removed (llama.cpp: its per-token rates
+``__verbose``                                  and progress give the cached count back)
+=============================================  ========================================
 
-Totals are kept (``prompt_tokens`` is never touched; a miss count absorbs the hits),
-so a client's accounting still adds up. Time to first token still differs between
-a cached and a cold prompt; that channel only the upstream can close.
+``prompt_tokens`` is never touched. What this cannot see: a field of another server's
+that names the count differently, a price that reflects a cache discount (OpenRouter's
+``usage.cost``), and the time to the first token, which differs between a cached and
+a cold prompt; only the upstream can close those (a salt it honours, or no cache).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+#: Whole objects of llama.cpp's that report the cache: its timings (``cache_n``, and
+#: per-token rates from which the cached count follows), the streamed prompt progress
+#: a client may ask for (``return_progress``), and a verbose server's echo.
+REMOVED = ("timings", "prompt_progress", "__verbose")
 
 
 def _count(value: Any) -> int | None:
@@ -33,39 +42,38 @@ def _count(value: Any) -> int | None:
     return value if ok else None
 
 
-def _moved(part: Any, hit: str, rest: str | None) -> dict[str, Any] | None:
-    """``part`` with ``hit`` set to 0 (its tokens moved to ``rest``), or None when it
-    reports no hit. A count that is not a count (a string, negative) is set to 0 too,
-    ``rest`` then left as it was: there is nothing sound to add."""
-    if not isinstance(part, dict) or hit not in part or part[hit] == 0:
-        return None
-    out = dict(part)
-    out[hit] = 0
-    moved, before = _count(part[hit]), (_count(part.get(rest)) if rest else None)
-    if rest is not None and moved is not None and before is not None:
-        out[rest] = before + moved
-    return out
+def _is_hit(part: dict[str, Any], field: str) -> bool:
+    """Whether ``field`` reports cached tokens (absent, null or 0: a cold cache)."""
+    value = part.get(field)
+    return value is not None and value is not False and value != 0
+
+
+def _usage(usage: dict[str, Any]) -> dict[str, Any] | None:
+    out = dict(usage)
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and _is_hit(details, "cached_tokens"):
+        out["prompt_tokens_details"] = details | {"cached_tokens": 0}
+    if _is_hit(usage, "cached_tokens"):
+        out["cached_tokens"] = 0
+    if _is_hit(usage, "prompt_cache_hit_tokens"):
+        out["prompt_cache_hit_tokens"] = 0
+        # What a cold cache says: every prompt token missed. Without a sound total the
+        # miss count goes too, since prompt_tokens - miss would give the hit back.
+        prompt = _count(usage.get("prompt_tokens"))
+        if prompt is not None:
+            out["prompt_cache_miss_tokens"] = prompt
+        else:
+            out.pop("prompt_cache_miss_tokens", None)
+    return out if out != usage else None
 
 
 def hide_cache_counts(payload: dict[str, Any]) -> dict[str, Any] | None:
-    """A copy of a response body or stream chunk with its cache-hit counts at zero,
-    or None when it reports none (then it goes to the client as it came)."""
-    out = dict(payload)
-    changed = False
+    """A copy of a response body or stream chunk with its cache-hit counts at zero (and
+    llama.cpp's cache reports removed), or None when it reports none: then it goes to
+    the client as it came, byte for byte."""
+    out = {k: v for k, v in payload.items() if k not in REMOVED}
     usage = payload.get("usage")
-    if isinstance(usage, dict):
-        new_usage = dict(usage)
-        details = _moved(usage.get("prompt_tokens_details"), "cached_tokens", None)
-        if details is not None:
-            new_usage["prompt_tokens_details"] = details
-        deepseek = _moved(usage, "prompt_cache_hit_tokens", "prompt_cache_miss_tokens")
-        if deepseek is not None:
-            new_usage |= {k: deepseek[k] for k in deepseek if k.startswith("prompt_cache_")}
-        if details is not None or deepseek is not None:
-            out["usage"] = new_usage
-            changed = True
-    timings = _moved(payload.get("timings"), "cache_n", "prompt_n")
-    if timings is not None:
-        out["timings"] = timings
-        changed = True
-    return out if changed else None
+    hidden = _usage(usage) if isinstance(usage, dict) else None
+    if hidden is not None:
+        out["usage"] = hidden
+    return out if len(out) != len(payload) or hidden is not None else None

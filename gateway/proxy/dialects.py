@@ -8,17 +8,20 @@ dialect        ``cache_salt``  ``stream_options`` added     trusted-namespace he
 =============  ==============  ===========================  =========================  ========
 ``cachegate``  yes             yes (usage for the metrics)  yes, with the engine key   yes
 ``vllm``       yes             yes                          no                         yes
-``sglang``     yes             yes                          no                         yes
+``sglang``     yes             yes                          no                         no
 ``openai``     no              no                           no                         no
 =============  ==============  ===========================  =========================  ========
 
-*Isolated*: the upstream's prefix cache is narrowed per tenant by what the gateway
-sends, so the ``cached_tokens`` it reports may reach the client; elsewhere the
-client is told a cold cache (``gateway/proxy/cache_counts.py``), since the count
-would say what other tenants sent. vLLM honours ``cache_salt`` from 0.9 (V1 engine),
-SGLang from the releases after the fix of April 2026 (sgl-project/sglang#23300;
-since #10718 earlier ones accept the field and ignore it): against older servers
-set ``CACHEGATE_UPSTREAM_CACHED_TOKENS=hide``.
+*Isolated*: the upstream's prefix cache is known to be narrowed per tenant by what
+the gateway sends, so the ``cached_tokens`` it reports may reach the client;
+elsewhere the client is told a cold cache (``gateway/proxy/cache_counts.py``), since
+the count could say what other tenants sent. vLLM honours ``cache_salt`` from 0.9 (V1
+engine). SGLang is sent the salt but is not taken as isolated: it accepted the field
+from September 2025 (sgl-project/sglang#10718) and ignored it until a fix of April 2026
+(#23300), and its LMCache integration still drops it (LMCache/LMCache#4825); an
+operator who knows the server honours it sets ``CACHEGATE_UPSTREAM_CACHED_TOKENS=pass``.
+Against a vLLM before 0.9, or a proxy in front of vLLM that drops unknown fields but
+still names vLLM, set ``hide``.
 
 ``openai`` is the generic OpenAI-compatible server (a cloud API, llama.cpp, a
 strict validator): it gets exactly the client's fields. Not even
@@ -70,8 +73,10 @@ DIALECTS: dict[str, Dialect] = {
         "cachegate", salted=True, stream_usage=True, trusted_namespace=True, isolated=True
     ),
     "vllm": Dialect("vllm", salted=True, stream_usage=True, trusted_namespace=False, isolated=True),
+    # Salted, but not known to isolate: SGLang accepted cache_salt for months while
+    # ignoring it, and its LMCache integration drops it still (see the module doc).
     "sglang": Dialect(
-        "sglang", salted=True, stream_usage=True, trusted_namespace=False, isolated=True
+        "sglang", salted=True, stream_usage=True, trusted_namespace=False, isolated=False
     ),
     "openai": Dialect(
         "openai", salted=False, stream_usage=False, trusted_namespace=False, isolated=False

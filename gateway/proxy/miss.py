@@ -222,4 +222,5 @@ def _passed_chunk(delta: Delta) -> str:
 
 
 def _usage(done: Done) -> dict[str, Any]:
-    return usage(done.prompt_tokens, done.completion_tokens, done.cached_tokens)
+    # Stored with the answer as the client saw it: a hidden count stays hidden.
+    return usage(done.prompt_tokens, done.completion_tokens, done.shown_cached_tokens)

@@ -180,8 +180,9 @@ async def whole_response(
     counts = usage_counts(payload.get("usage"))
     hidden = hide_cache_counts(payload) if hide_cached else None
     if hidden is not None:
-        # Re-encoded as the upstream's own values were read (NaN, escapes of lone
-        # surrogates), so nothing but the counts changes for a client.
+        # Re-encoded (the same JSON values, non-ASCII as \u escapes, NaN as it was
+        # read); only a body that reports a cache hit pays this, one that reports none
+        # goes out as the upstream's bytes.
         payload, raw = hidden, json.dumps(hidden, separators=(",", ":")).encode()
     return Done(
         finish_reason=str(first.get("finish_reason") or "unknown"),
@@ -218,17 +219,17 @@ async def stream_events(
         # An event of several data: lines is re-encoded: its payload as one SSE line
         # would carry a line end.
         verbatim: str | None = data if one_line else None
+        if isinstance(chunk.get("usage"), dict):  # else no usage: the answer is not stored
+            usage = chunk["usage"]
+        hidden = hide_cache_counts(chunk) if hide_cached else None
+        if hidden is not None:  # an error event too: nothing of the cache gets out
+            chunk, verbatim = hidden, None
         # As OpenAI's SDK reads it: `"error": null` (or false, 0, "", {}) is no error.
         if chunk.get("error"):
             if sent:
                 event = verbatim or json.dumps(chunk, separators=(",", ":"))
                 raise UpstreamStreamError("the upstream failed mid-stream", event)
             raise stream_error(chunk["error"], passed)
-        if isinstance(chunk.get("usage"), dict):  # else no usage: the answer is not stored
-            usage = chunk["usage"]
-        hidden = hide_cache_counts(chunk) if hide_cached else None
-        if hidden is not None:
-            chunk, verbatim = hidden, None
         choices = chunk.get("choices")
         if added_usage and "usage" in chunk:
             # The client did not ask for usage: what the gateway asked for goes away.
@@ -256,7 +257,7 @@ async def stream_events(
     # asked for it, its details (completion_tokens_details, ...) are still the answer's.
     said = {} if usage is None else {"usage": usage}
     if hide_cached and usage is not None:
-        # What is stored and replayed is what the client may see.
+        # The usage stored with the answer is the one the client may see (miss.py).
         said = hide_cache_counts(said) or said
     yield Done(
         finish_reason=finish_reason,

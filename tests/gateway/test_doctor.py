@@ -141,6 +141,8 @@ def test_risky_combinations_warn(tmp_path: Path, engine_url: str) -> None:
     warnings = " | ".join(c.message for c in by_status(checks, "WARN"))
     assert "shorter than 16 characters" in warnings
     assert "/metrics is open on 0.0.0.0" in warnings
+    # with an upstream, the hits kept from clients are on it too (docs/upstreams.md)
+    assert "upstream prefix-cache hits kept from clients" in warnings
     assert "development tenant 'dev' with a fixed CACHEGATE_DEV_API_KEY" in warnings
     assert "without CACHEGATE_ENGINE_KEY" in warnings
     assert "without CACHEGATE_SERVER_SALT" in warnings

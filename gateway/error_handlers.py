@@ -28,9 +28,13 @@ def install_error_handlers(app: FastAPI) -> None:
     def _ids(request: Request, headers: Mapping[str, str] | None = None) -> dict[str, str]:
         kept = {k: v for k, v in (headers or {}).items() if k.lower() != "x-request-id"}
         # A request that took a rate-limit token says where the tenant's bucket stands,
-        # failed or not (gateway/proxy/routes.py); the tenant's own win over an upstream's.
+        # failed or not (gateway/proxy/routes.py). An error the upstream sent with its own
+        # limits (a 429 of the shared account) keeps them: they explain the refusal, and
+        # "58 remaining" beside its Retry-After would invite a retry at once.
         limits = getattr(request.state, "rate_limit_headers", None) or {}
-        return kept | limits | {"X-Request-Id": request_id(request)}
+        said = {k.lower() for k in kept}
+        mine = {k: v for k, v in limits.items() if k.lower() not in said}
+        return kept | mine | {"X-Request-Id": request_id(request)}
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> Response:

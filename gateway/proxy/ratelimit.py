@@ -195,16 +195,29 @@ class RateLimiter:
             return self._refused.get(tenant_id, 0)
 
     def forget(self, tenant_id: str, namespace_id: str = "") -> None:
-        """Drop the tenant's bucket and counters (the tenant was deleted)."""
+        """Drop the tenant's bucket and counters (the tenant was deleted), and the bucket
+        its id alone keyed before the minted key (a replica not yet upgraded)."""
         self.store.drop(bucket_key(tenant_id, namespace_id))
+        if namespace_id:
+            self.store.drop(tenant_id)
         with self._lock:
             self._refused.pop(tenant_id, None)
 
 
 def bucket_key(tenant_id: str, namespace_id: str) -> str:
-    """The bucket of one incarnation of a tenant: its id and the id minted at creation
-    (tenants created before migration 0005 have none: their id alone, as before)."""
-    return f"{tenant_id}:{namespace_id}" if namespace_id else tenant_id
+    """The bucket of one incarnation of a tenant: the id minted at its creation (39
+    characters, within the store's 64, however long the tenant id; a tenant id has no
+    ``:``, so the two kinds of key never meet). A tenant created before migration 0005
+    has none: its id alone, as before."""
+    return f"minted:{namespace_id}" if namespace_id else tenant_id
+
+
+#: The request-limit headers a rate-limited tenant gets from its own bucket only.
+REQUEST_LIMIT_HEADERS = (
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+)
 
 
 def limit_headers(rpm: int, tokens: float | None) -> dict[str, str]:
@@ -222,7 +235,7 @@ def limit_headers(rpm: int, tokens: float | None) -> dict[str, str]:
 def duration(seconds: float) -> str:
     """Seconds as OpenAI writes them in ``x-ratelimit-reset-*``: ``0s``, ``17ms``,
     ``6.5s``, ``1m0s``, ``2h3m4s`` (Go's time.Duration, to the millisecond)."""
-    ms = max(0, math.ceil(seconds * 1000))
+    ms = max(0, math.ceil(round(seconds * 1000, 6)))  # 700.0000000001 ms is 700 ms
     if ms == 0:
         return "0s"
     if ms < 1000:

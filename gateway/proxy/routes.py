@@ -42,6 +42,7 @@ from gateway.proxy.controls import (
 from gateway.proxy.disconnect import unless_disconnected
 from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
 from gateway.proxy.pipeline import SemanticDecision
+from gateway.proxy.ratelimit import REQUEST_LIMIT_HEADERS
 from gateway.proxy.upstream import Done, UpstreamRequest, usage_counts
 from gateway.reports.recorder import RequestRecord
 from gateway.request_log import authenticated, note_request
@@ -168,11 +169,16 @@ async def _rate_limit(request: Request, ctx: TenantContext) -> None:
     else:  # a shared bucket is a Redis or PostgreSQL round trip: off the event loop
         headers = await asyncio.to_thread(limiter.check, ctx)
     request.state.rate_limit_headers = headers
+    request.state.rate_limited = ctx.policy.rate_limit_rpm is not None
 
 
 def with_limit_headers(request: Request, response: Response) -> Response:
-    """The tenant's own rate-limit headers on its answer: they win over an upstream's
-    of the same names, which count the gateway's account (every tenant's requests)."""
+    """The tenant's own rate-limit headers on its answer, in place of an upstream's of
+    those names, which count the gateway's account (every tenant's requests): those go
+    even when the tenant's are not known (its store down), never misread as its own."""
+    if getattr(request.state, "rate_limited", False):
+        for name in REQUEST_LIMIT_HEADERS:
+            del response.headers[name]
     for name, value in getattr(request.state, "rate_limit_headers", {}).items():
         response.headers[name] = value
     return response

@@ -6,7 +6,10 @@ hook, called in the engine thread):
 - ``prefix_cache_queries_total`` / ``prefix_cache_hits_total``: prompt tokens
   looked up vs prompt tokens reused, in *tokens*, counted once per request when
   it finishes (a request aborted before its first token never queried the cache
-  in a way that completed, so it is not counted);
+  in a way that completed, so it is not counted); a request that keeps no KV
+  (``cache_kv`` off: a namespace of its own) counts as looked up with no hit here,
+  while the block-level ``prefix_cache_block_queries_total`` below skips it, as it
+  does every request when prefix caching is off;
 - ``prefix_requests_total{finish_reason}`` (``error``: its engine step failed),
   ``prefix_prompt_tokens_total``, ``prefix_generation_tokens_total``;
 - histograms ``prefix_time_to_first_token_seconds`` (engine arrival → first

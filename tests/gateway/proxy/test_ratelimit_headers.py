@@ -57,6 +57,7 @@ def test_limit_headers_from_a_bucket() -> None:
     assert limit_headers(2, 2.0)["x-ratelimit-reset-requests"] == "0s"  # full
     assert limit_headers(2, -0.5)["x-ratelimit-remaining-requests"] == "0"
     assert limit_headers(2, None) == {}  # the store was not asked
+    assert limit_headers(60, 59.3)["x-ratelimit-reset-requests"] == "700ms"  # not 701
 
 
 class Clock:
@@ -119,3 +120,52 @@ def test_the_tenants_limit_wins_over_the_upstreams(gw: Gateway, up: Scripted) ->
     assert embedded.headers["x-ratelimit-remaining-requests"] == "2"
     assert theirs.headers["x-ratelimit-remaining-requests"] == "4999"
     assert "x-ratelimit-limit-requests" not in theirs.headers
+
+
+def test_an_upstream_refusal_keeps_its_own_limits(gw: Gateway, up: Scripted) -> None:
+    # The shared account is exhausted: its 429 says so, with its Retry-After and its own
+    # remaining count; the tenant's "4 remaining" beside it would invite a retry at once.
+    async def exhausted(body: dict[str, Any], request: Request) -> Response:
+        error = {"error": {"message": "Rate limit reached", "type": "requests",
+                           "param": None, "code": "rate_limit_exceeded"}}  # fmt: skip
+        headers = {"retry-after": "7", "x-ratelimit-remaining-requests": "0"}
+        return JSONResponse(error, status_code=429, headers=headers)
+
+    up.handler = exhausted
+    limited = gw.tenant("limited", TenantPolicy(rate_limit_rpm=5, semantic_enabled=False))[1]
+    with gw.http(limited) as http:
+        r = http.post(CHAT, json=ask("limits please"))
+    assert_openai_error(r, 429)
+    assert r.headers["retry-after"] == "7" and r.headers["x-ratelimit-remaining-requests"] == "0"
+    assert r.headers["x-ratelimit-limit-requests"] == "5"  # what the upstream did not say
+
+
+def test_a_limited_tenant_never_gets_the_accounts_counts_as_its_own(
+    gw: Gateway, up: Scripted
+) -> None:
+    # Its store is down (nothing known of its bucket): the upstream's -requests headers
+    # still do not reach it; an unlimited tenant gets them (positive control).
+    async def with_limits(body: dict[str, Any], request: Request) -> Response:
+        headers = {"x-ratelimit-remaining-requests": "4999", "x-ratelimit-remaining-tokens": "9"}
+        return JSONResponse(answer("Hi."), headers=headers)
+
+    class Down(LocalBuckets):
+        def take(self, tenant_id: str, rpm: int) -> Taken:
+            return Taken(True, 0.0)
+
+    up.handler = with_limits
+    limiter = gw.app.state.rate_limiter
+    limited = gw.tenant("limited", TenantPolicy(rate_limit_rpm=5, semantic_enabled=False))[1]
+    free = gw.tenant("free", TenantPolicy(semantic_enabled=False))[1]
+    store, limiter.store = limiter.store, Down()
+    try:
+        with gw.http(limited) as http:
+            mine = http.post(CHAT, json=ask("limits please"))
+        with gw.http(free) as http:
+            theirs = http.post(CHAT, json=ask("limits please"))
+    finally:
+        limiter.store = store
+    assert mine.status_code == 200 and theirs.status_code == 200
+    assert not any(h.endswith("-requests") and h.startswith("x-ratelimit") for h in mine.headers)
+    assert mine.headers["x-ratelimit-remaining-tokens"] == "9"
+    assert theirs.headers["x-ratelimit-remaining-requests"] == "4999"

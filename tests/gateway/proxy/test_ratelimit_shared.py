@@ -18,9 +18,11 @@ import pytest
 import redis
 
 from gateway.app import Components
+from gateway.errors import RateLimitError
 from gateway.policy import TenantPolicy
-from gateway.proxy.ratelimit import LocalBuckets, Taken
+from gateway.proxy.ratelimit import LocalBuckets, RateLimiter, Taken
 from gateway.proxy.ratelimit_shared import KEY_PREFIX, PostgresBuckets, RedisBuckets
+from gateway.tenants import TenantContext
 from migrations.runner import upgrade_database
 from prefix.model.loader import LoadedModel
 from tests.gateway.conftest import (
@@ -133,3 +135,23 @@ def test_a_tenant_created_again_does_not_inherit_the_deleted_ones_bucket(
     again = _hit(gw2, key)
     assert again.status_code == 400 and again.headers["x-ratelimit-remaining-requests"] == "0"
     assert_openai_error(_hit(gw1, key), 429)  # and it is limited as before
+
+
+def test_the_longest_tenant_id_has_a_bucket_on_every_store(pg_schema: str) -> None:
+    # A tenant id may be 64 characters, the store's key column too: the bucket is keyed
+    # by the 32-character id minted at creation, so the key always fits (before, the
+    # id and the minted id together overflowed it, which read as the store being down
+    # and let every tenant through unlimited).
+    url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
+    upgrade_database(url)
+    stores = [PostgresBuckets(url)] + ([RedisBuckets(REDIS_URL)] if _redis_up() else [])
+    for store in stores:
+        limiter = RateLimiter(store=store)
+        ctx = TenantContext("t" * 64, "t", TenantPolicy(rate_limit_rpm=1), 1, uuid.uuid4().hex)
+        try:
+            assert limiter.check(ctx)["x-ratelimit-remaining-requests"] == "0"
+            with pytest.raises(RateLimitError):
+                limiter.check(ctx)  # limited: the store answered
+            assert not store.is_open and store.failures == 0
+        finally:
+            limiter.forget(ctx.tenant_id, ctx.namespace_id)

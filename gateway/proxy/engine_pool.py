@@ -117,6 +117,13 @@ def route_key(req: UpstreamRequest, chars: int) -> bytes:
     return json.dumps([req.namespace, str(model), prefix]).encode()
 
 
+def forward_key(path: str, body: dict[str, Any]) -> bytes:
+    """A relayed request's place on the ring: its route, model and input (cut short:
+    it orders, it need not be whole)."""
+    given = json.dumps(body.get("input"), default=str)[:4096]
+    return json.dumps([path, str(body.get("model")), given]).encode()
+
+
 @dataclass
 class Replica:
     """One engine server and what the pool has seen of it."""
@@ -290,22 +297,36 @@ class EnginePool:
     async def forward(
         self, path: str, body: dict[str, Any], request_id: str
     ) -> tuple[int, bytes, dict[str, str]]:
-        """A relayed request (``HttpUpstream.forward``) to the first replica that answers,
-        in the order of the replicas up; a 4xx is the client's and is not tried again."""
+        """A relayed request (``HttpUpstream.forward``, embeddings) to the first replica
+        that answers, in the ring's order for its model and input, so the load spreads
+        over the replicas as completions do and one input keeps to one replica; one
+        that fails is marked down and the next tried; a 4xx is the client's, not retried."""
+        preferred = [self._by_url[u] for u in self.ring.preference(forward_key(path, body))]
         now = self.clock()
-        candidates = [r for r in self.replicas if r.down_until <= now] or self.replicas
+        candidates = [r for r in preferred if r.down_until <= now] or preferred
+        relayed: GatewayError | None = None  # the last 429/503, to send back as it came
         for i, replica in enumerate(candidates):
             forward = getattr(replica.upstream, "forward", None)
             if forward is None:
                 break
+            self._count(replica, "requests")
             try:
                 answer: tuple[int, bytes, dict[str, str]] = await forward(path, body, request_id)
-                return answer
             except BadRequestError:
                 raise
-            except GatewayError:
+            except GatewayError as err:
+                if err.status != 429:  # a rate limit is not a dead server (as in stream)
+                    self._mark_down(replica)
+                if err.status in RELAYED_STATUSES:
+                    relayed = err
                 if i == len(candidates) - 1:
+                    if relayed is not None and relayed is not err:
+                        raise relayed from err
                     raise
+                self._count(replica, "failovers")
+                continue
+            replica.down_until = 0.0  # it answered: up again
+            return answer
         raise NotFoundError("this upstream serves no embeddings", code="unsupported_endpoint")
 
     def _mark_down(self, replica: Replica) -> None:

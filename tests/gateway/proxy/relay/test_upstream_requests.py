@@ -18,7 +18,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.errors import UpstreamTimeoutError
-from gateway.proxy.engine_pool import EnginePool
+from gateway.proxy.engine_pool import EnginePool, forward_key
 from gateway.proxy.upstream import UpstreamRequest
 from gateway.settings import Settings
 from tests.gateway.conftest import Gateway, sse_payloads
@@ -32,6 +32,7 @@ from tests.gateway.proxy.relay.support import (
     pool_request,
     sse,
 )
+from tests.live_server import serving
 
 # ----------------------------------------------------------------- null flags
 
@@ -189,3 +190,64 @@ def test_models_retrieve_embeddings_and_responses(
     assert responses.json()["error"]["code"] == "unsupported_endpoint"
     anonymous = httpx.post(gw.url + "/v1/embeddings", json=body)
     assert anonymous.status_code == 401 and len(received) == 2
+
+
+def test_embeddings_spread_over_the_replicas_and_fail_over() -> None:
+    # Before, every embedding went to the first replica up. Now the ring orders replicas
+    # by model and input, as completions by their prompt: inputs spread, one input keeps
+    # to one replica, a failed replica is marked down and the next answers, and a 429
+    # moves on without marking its replica down.
+    served: dict[str, list[str]] = {}
+    failing: dict[str, int] = {}
+
+    def app(name: str) -> Any:
+        scripted = Scripted()
+
+        async def embed(body: dict[str, Any], request: Request) -> Response:
+            if failing.get(name):
+                error = {"message": "down", "type": "server_error", "param": None, "code": None}
+                return JSONResponse({"error": error}, status_code=failing[name])
+            served.setdefault(name, []).append(body["input"])
+            data = [{"object": "embedding", "index": 0, "embedding": [0.5]}]
+            return JSONResponse({"object": "list", "data": data, "model": MODEL})
+
+        scripted.handler = embed
+        return scripted.app()
+
+    def body(text: str) -> dict[str, Any]:
+        return {"model": MODEL, "input": text}
+
+    with serving(app("a")) as a, serving(app("b")) as b, serving(app("c")) as c:
+        name = {a: "a", b: "b", c: "c"}
+
+        async def main() -> None:
+            pool = EnginePool.from_urls([a, b, c], model=MODEL, dialect_name="vllm")
+
+            def first_choice(text: str) -> str:
+                return pool.ring.preference(forward_key("/v1/embeddings", body(text)))[0]
+
+            def is_up() -> dict[str, bool]:
+                return {name[s["url"]]: s["is_up"] for s in pool.replica_states()}
+
+            try:
+                inputs = [f"text {i}" for i in range(30)]
+                for text in inputs + inputs[:5]:
+                    assert (await pool.forward("/v1/embeddings", body(text), "r"))[0] == 200
+                assert len(served) == 3  # spread over all three
+                for text in inputs[:5]:  # one input, one replica: both times its first choice
+                    assert served[name[first_choice(text)]].count(text) == 2
+                failed = name[first_choice("text 0")]
+                failing[failed] = 500  # its replica fails: the next one answers
+                assert (await pool.forward("/v1/embeddings", body("text 0"), "r"))[0] == 200
+                assert sum(v.count("text 0") for v in served.values()) == 3
+                assert [n for n, up in is_up().items() if not up] == [failed]
+                failing[failed] = 0
+                other = next(t for t in inputs if name[first_choice(t)] != failed)
+                limited = name[first_choice(other)]
+                failing[limited] = 429  # a rate limit: the next replica, none marked down
+                assert (await pool.forward("/v1/embeddings", body(other), "r"))[0] == 200
+                assert is_up()[limited]
+            finally:
+                await pool.aclose()
+
+        asyncio.run(main())

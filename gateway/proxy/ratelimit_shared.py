@@ -84,6 +84,17 @@ _PG_TAKE = text(
 #: Seconds a failed store is left alone before one request probes it again.
 COOLDOWN_S = 5.0
 
+# A bucket refills from empty to full within 60 s (rpm tokens at rpm/60 a second), and
+# a full bucket is what a missing row means (the take inserts one). So rows untouched
+# for longer are dropped now and then (deleted tenants' that a failed drop left, limits
+# removed, keys of an earlier scheme), and the table holds the tenants active in the
+# last minutes, not every tenant ever limited. Redis keys expire by themselves.
+_PG_PURGE = text(
+    "DELETE FROM rate_limit_buckets WHERE updated_at < extract(epoch FROM clock_timestamp()) - :age"
+)
+PURGE_AGE_S = 120.0
+PURGE_EVERY_S = 60.0
+
 
 class _FailOpen:
     """Allow on a store failure, logging the first failure of each outage; a circuit
@@ -206,6 +217,7 @@ class PostgresBuckets(_FailOpen):
             connect_args=args | {"options": options},
             hide_parameters=True,  # bound values never in an error's text (tenant ids)
         )
+        self._next_purge = 0.0  # monotonic time of the next purge of stale rows
 
     def take(self, tenant_id: str, rpm: int) -> Taken:
         return self._guarded(lambda: self._take(tenant_id, rpm))
@@ -215,8 +227,24 @@ class PostgresBuckets(_FailOpen):
             allowed, tokens = conn.execute(
                 _PG_TAKE, {"tenant": tenant_id, "rpm": float(rpm), "rate": rpm / 60.0}
             ).one()
+        self._purge_now_and_then()
         wait = 0.0 if allowed else (1.0 - float(tokens)) / (rpm / 60.0)
         return Taken(bool(allowed), wait, float(tokens))
+
+    def _purge_now_and_then(self) -> None:
+        """Drop rows that stand for full buckets (see ``_PG_PURGE``), at most once a
+        ``PURGE_EVERY_S`` per store, in a transaction of its own after the take (a take
+        that meets a row being purged waits and then inserts a full one, which it is)."""
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next_purge:
+                return
+            self._next_purge = now + PURGE_EVERY_S
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(_PG_PURGE, {"age": PURGE_AGE_S})
+        except self._errors as exc:  # the take succeeded: a purge is only housekeeping
+            log.warning("purging stale rate-limit buckets failed: %r", exc)
 
     def drop(self, tenant_id: str) -> None:
         self._guarded(lambda: self._drop(tenant_id))

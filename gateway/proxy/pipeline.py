@@ -30,6 +30,7 @@ from gateway.proxy.judge import UpstreamJudge
 from gateway.tenants import TenantContext
 from gateway.verification import Verification
 from semantic import SemanticCache, SemanticPolicy, SemanticQuery
+from semantic.embedder_routed import is_routed, on_routed_scale
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
 from semantic.results import LookupResult
 from semantic.trace import NO_TRACE, LookupTrace
@@ -154,6 +155,10 @@ class Pipeline:
             if not listed:
                 return SemanticDecision("skipped", "not_allowlisted", trace=tr.result)
         sem = request_policy(ctx, cc, lookup=True)
+        if self.verification is None and is_routed(self.cache.embedder_id):
+            # The tenant's threshold is a MiniLM cosine: on the routed scale, the same
+            # English questions pass (semantic/embedder_routed.py).
+            sem = replace(sem, threshold=on_routed_scale(sem.threshold))
         if self.verification is not None:
             try:
                 sem, cut = await self.verification.apply(ctx.tenant_id, policy, sem)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from gateway.verification import RETRIEVAL_THRESHOLDS
+from gateway.policy import TenantPolicy
+from gateway.verification import RETRIEVAL_THRESHOLDS, Verification, retrieval_threshold_for
 from validators.verifier import MODEL_DIR
 from validators.verifier_calibration import cut_for
 
@@ -46,3 +48,18 @@ def test_the_results_describe_the_shipped_verifier(name: str) -> None:
     recorded = _results(name)
     target = recorded["target_misfire_rate"]
     assert recorded["verifier_cut"] == pytest.approx(cut_for(calibration, target), abs=1e-6)
+
+
+def test_the_routed_embedder_searches_each_route_at_its_embedders_threshold() -> None:
+    # auto (semantic/embedder_routed.py): MiniLM's measured threshold on the routed
+    # scale is e5's measured one, and a tenant's own is read as a MiniLM cosine.
+    routed = "auto:all-MiniLM-L6-v2:384:x+multilingual-e5-small-q4:384:y"
+    assert retrieval_threshold_for(routed) == pytest.approx(
+        RETRIEVAL_THRESHOLDS["multilingual-e5-small-q4"]
+    )
+    nothing: Any = None  # the thresholds need neither the model nor the calibrator
+    own = TenantPolicy(retrieval_threshold=0.89)
+    verification = Verification(nothing, nothing, routed)
+    assert verification.retrieval_threshold(own) == pytest.approx(1 - 0.3125 * 0.11)  # 0.9656
+    alone = Verification(nothing, nothing, "all-MiniLM-L6-v2:384:x")  # control: as given
+    assert alone.retrieval_threshold(own) == 0.89

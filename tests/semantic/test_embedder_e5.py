@@ -98,11 +98,11 @@ def test_vocabulary_reader_rejects_other_files(tmp_path: Path) -> None:
 
 
 def test_factory_and_setting_validation(e5: E5Embedder) -> None:
-    assert EMBEDDER_NAMES == ("minilm", "e5")
+    assert EMBEDDER_NAMES == ("minilm", "e5", "auto")
     assert check_embedder_name(None) == check_embedder_name("  ") == DEFAULT_EMBEDDER
     assert check_embedder_name(" E5 ") == "e5"
     assert check_embedder_name("MiniLM") == "minilm"
-    with pytest.raises(ValueError, match="minilm, e5"):
+    with pytest.raises(ValueError, match="minilm, e5, auto"):
         check_embedder_name("bert")
     built = build_embedder("e5", progress=False)
     assert isinstance(built, E5Embedder) and built.embedder_id == e5.embedder_id

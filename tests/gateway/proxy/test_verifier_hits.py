@@ -185,6 +185,30 @@ def test_a_chinese_paraphrase_is_served_through_the_multilingual_embedder(
         assert header.startswith("miss:"), header
 
 
+def test_the_routed_embedder_serves_english_and_chinese_on_one_gateway(
+    up: Upstream, embedder: Embedder, verifier: GatewayVerifier,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:  # fmt: skip
+    from semantic.embedder_e5 import E5Embedder
+    from semantic.embedder_routed import RoutedEmbedder
+
+    # CACHEGATE_EMBEDDER=auto: English through MiniLM at its own retrieval threshold
+    # (0.84, on the routed scale 0.95), Chinese through e5, never one for the other.
+    routed = RoutedEmbedder(embedder, E5Embedder(progress=False))
+    with verified_gateway(tmp_path_factory.mktemp("routed"), up, routed, verifier) as g:
+        by_kind = {c[0]: c[1:] for c in CASES}
+        for kind in ("proper_noun_paraphrase", "entity_change", "proper_noun_swap"):
+            stored, asked, expected = by_kind[kind]
+            assert stored_then_asked(g, stored, asked)[1].startswith(expected), kind
+        loose = {"target_misfire_rate": 0.05}  # as in the e5 test above
+        assert stored_then_asked(g, "怎么修改登录密码", "如何更改我的登录密码", **loose)[1] == "hit"
+        header = stored_then_asked(g, "你们几点开门几点关门", "如何开具发票", **loose)[1]
+        assert header.startswith("miss:"), header
+        # The same question in the other language is another route: never compared.
+        header = stored_then_asked(g, "How do I change my login password?", "怎么修改登录密码")[1]
+        assert header == "miss:empty" or header.startswith("miss:below_threshold"), header
+
+
 def test_the_tenants_target_moves_the_cut_and_the_report_shows_it(
     gw: Gateway, verifier: GatewayVerifier
 ) -> None:

@@ -1,0 +1,60 @@
+"""``auto`` (semantic/embedder_routed.py): English to MiniLM, the rest to e5, one space
+where the two never meet, MiniLM's cosine on e5's scale; with the real embedders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from semantic import Embedder
+from semantic.embedder_e5 import E5Embedder
+from semantic.embedder_routed import SQUEEZE, RoutedEmbedder, is_routed, on_routed_scale
+from semantic.embedders import build_embedder
+
+EN = ["How do I reset my password?", "How can I change my password?", "What is your address?"]
+ZH = ["怎么修改登录密码", "如何更改我的登录密码", "你们几点开门几点关门"]
+
+
+@pytest.fixture(scope="module")
+def routed(embedder: Embedder) -> RoutedEmbedder:
+    return RoutedEmbedder(embedder, E5Embedder(progress=False))
+
+
+def test_each_question_goes_to_the_embedder_that_represents_it(routed: RoutedEmbedder) -> None:
+    assert [routed.routes_first(t) for t in EN + ZH] == [True] * 3 + [False] * 3
+    assert not routed.routes_first("What does 你好 mean?")  # MiniLM cannot see 你好
+    assert routed.coverage("What does 你好 mean?") == 1.0  # e5 can
+    assert routed.dim == 384 + 1 + 384 and is_routed(routed.embedder_id)
+    assert routed.embedder_id.count("+") == 1 and "all-MiniLM-L6-v2" in routed.embedder_id
+
+
+def test_scores_are_each_embedders_own_and_routes_never_meet(
+    routed: RoutedEmbedder, embedder: Embedder
+) -> None:
+    vectors = routed.embed(EN + ZH)  # one call, both routes, in order
+    assert vectors.shape == (6, routed.dim) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    cos = vectors @ vectors.T
+    # English: MiniLM's cosine, on e5's scale (the ordering is MiniLM's)
+    plain = embedder.embed(EN)
+    assert np.allclose(cos[:3, :3], 1 - SQUEEZE * (1 - plain @ plain.T), atol=1e-5)
+    # Chinese: e5's own cosine, unchanged; a paraphrase above an unrelated question
+    e5 = routed.second.embed(ZH)
+    assert np.allclose(cos[3:, 3:], e5 @ e5.T, atol=1e-5)
+    assert cos[3, 4] > cos[3, 5]
+    # Across routes: nothing (an English question never matches a Chinese one)
+    assert np.abs(cos[:3, 3:]).max() < 1e-6
+    # The squeeze maps MiniLM's retrieval threshold onto e5's
+    assert on_routed_scale(0.84) == pytest.approx(0.95) and pytest.approx(0.3125) == SQUEEZE
+    assert routed.embed([]).shape == (0, routed.dim)
+    with pytest.raises(TypeError):
+        routed.embed("a single str")
+
+
+def test_the_factory_builds_it_and_refuses_one_path(embedder: Embedder) -> None:
+    built = build_embedder("auto", progress=False)
+    assert isinstance(built, RoutedEmbedder) and built.first.embedder_id == embedder.embedder_id
+    with pytest.raises(ValueError, match="auto"):
+        build_embedder("auto", path=Path("/some/model"))

@@ -127,6 +127,16 @@ def check_config(s: Settings) -> list[Check]:
                 f"set the same long random CACHEGATE_SERVER_SALT on every engine ({NEW_SECRET})",
             )
         )
+    if s.embedder == "auto" and s.embedder_path:
+        found.append(
+            Check(
+                area,
+                "FAIL",
+                "CACHEGATE_EMBEDDER=auto uses the two bundled embedders, but "
+                "CACHEGATE_EMBEDDER_PATH names one model",
+                "unset CACHEGATE_EMBEDDER_PATH, or choose minilm or e5 for that model",
+            )
+        )
     if s.eviction_policy not in {"lru", "coverage"}:
         found.append(
             Check(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gateway.doctor import diagnose, format_checks
+from gateway.doctor import check_config, diagnose, format_checks
 from gateway.doctor_checks import Check
 from gateway.settings import Settings
 from migrations.runner import upgrade_database
@@ -150,6 +150,12 @@ def test_risky_combinations_warn(tmp_path: Path, engine_url: str) -> None:
         only(checks, "config", "FAIL").message == "CACHEGATE_EVICTION_POLICY='fifo' is not a policy"
     )
     assert "fixed-dev-key" not in format_checks(checks) and "tok-xyz9" not in format_checks(checks)
+
+    # auto routes between the two bundled embedders: one model path cannot serve it.
+    s = settings(tmp_path / "auto", embedder="auto", embedder_path=str(tmp_path))
+    failed = only(check_config(s), "config", "FAIL").message
+    assert "CACHEGATE_EMBEDDER=auto uses the two bundled" in failed
+    assert not by_status(check_config(settings(tmp_path / "auto2", embedder="auto")), "FAIL")
 
     # Placeholder secrets left in place, and /metrics closed by a token (the control).
     s = settings(

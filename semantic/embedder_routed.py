@@ -1,5 +1,7 @@
-"""``auto``: each question to the embedder that represents it, English to MiniLM and the
-rest to multilingual-e5, in one vector space where the two never meet.
+"""``auto``: each question to the embedder that represents it, MiniLM where it can (every
+letter of Latin script: English, but also French or Vietnamese, which it reads as
+poorly as it does without ``auto``) and multilingual-e5 for the rest (Chinese, and any
+question with a word MiniLM cannot see), in one vector space where the two never meet.
 
 Neither embedder is best for all traffic (``bench/embedder_compare.py``): MiniLM ranks
 English better, and refuses every Chinese question (it cannot represent them: the
@@ -58,6 +60,12 @@ def is_routed(embedder_id: str) -> bool:
     return embedder_id.startswith(ROUTED_PREFIX)
 
 
+def band_on_routed_scale(band: float, first_route: bool) -> float:
+    """A width in MiniLM cosine (a sampling band) on the routed scale: narrower by
+    SQUEEZE for a question of the first route; e5's own for the second."""
+    return band * SQUEEZE if first_route else band
+
+
 class RoutedEmbedder:
     """Questions ``first`` covers (at ``floor``) go to it, the rest to ``second``."""
 
@@ -67,7 +75,11 @@ class RoutedEmbedder:
         self, first: CoveringEmbedder, second: CoveringEmbedder, floor: float = 1.0
     ) -> None:
         self.first, self.second, self.floor = first, second, floor
-        self._embedder_id = f"{ROUTED_PREFIX}{first.embedder_id}+{second.embedder_id}"
+        # The scale and the floor are part of what a vector means: re-measured thresholds
+        # (a new SQUEEZE) or another floor make other vectors, under another id.
+        self._embedder_id = (
+            f"{ROUTED_PREFIX}s{SQUEEZE:.4f}:f{floor:g}:{first.embedder_id}+{second.embedder_id}"
+        )
         self._dim = first.dim + 1 + second.dim
 
     @property
@@ -81,6 +93,11 @@ class RoutedEmbedder:
     def routes_first(self, text: str) -> bool:
         """Whether ``text`` goes to the first embedder (it represents all of it)."""
         return self.first.coverage(text) >= self.floor
+
+    def plain_for(self, texts: Sequence[str]) -> CoveringEmbedder:
+        """The one plain embedder to compare ``texts`` with on its own scale (two
+        answers, say): the first when it covers all of them, else the second."""
+        return self.first if all(self.routes_first(t) for t in texts) else self.second
 
     def coverage(self, text: str) -> float:
         """The coverage of the embedder the text goes to."""

@@ -120,7 +120,10 @@ def route_key(req: UpstreamRequest, chars: int) -> bytes:
 def forward_key(path: str, body: dict[str, Any]) -> bytes:
     """A relayed request's place on the ring: its route, model and input (cut short:
     it orders, it need not be whole)."""
-    given = json.dumps(body.get("input"), default=str)[:4096]
+    given = body.get("input")
+    if isinstance(given, list):
+        given = given[:8]  # a batch of thousands is ordered by its first items
+    given = json.dumps(given, default=str)[:4096]
     return json.dumps([path, str(body.get("model")), given]).encode()
 
 
@@ -315,8 +318,14 @@ class EnginePool:
             except BadRequestError:
                 raise
             except GatewayError as err:
+                # An answer too large is the request's, not the replica's: every replica
+                # would send it. A timeout may have done the work already (as in stream).
+                if err.code == "upstream_response_too_large":
+                    raise
                 if err.status != 429:  # a rate limit is not a dead server (as in stream)
                     self._mark_down(replica)
+                if isinstance(err, UpstreamTimeoutError):
+                    raise
                 if err.status in RELAYED_STATUSES:
                     relayed = err
                 if i == len(candidates) - 1:

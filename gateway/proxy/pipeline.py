@@ -231,7 +231,11 @@ class Pipeline:
         band = ctx.policy.judge_band
         if band is None or self.judge is None or result.score is None:
             return False
-        if not band.low <= result.score <= band.high:
+        low, high = band.low, band.high
+        if self.cache is not None and is_routed(self.cache.embedder_id):
+            # The band is written in MiniLM cosine, as every threshold a tenant sets.
+            low, high = on_routed_scale(low), on_routed_scale(high)
+        if not low <= result.score <= high:
             return False
         verdict = await self.judge.same_answer(
             query.question,

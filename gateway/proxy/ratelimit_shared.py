@@ -89,11 +89,17 @@ COOLDOWN_S = 5.0
 # for longer are dropped now and then (deleted tenants' that a failed drop left, limits
 # removed, keys of an earlier scheme), and the table holds the tenants active in the
 # last minutes, not every tenant ever limited. Redis keys expire by themselves.
+# In batches: one statement stays far under the statement timeout however many rows
+# have piled up (the first purge after an upgrade meets every tenant's old-key row),
+# and a full batch brings the next purge forward.
 _PG_PURGE = text(
-    "DELETE FROM rate_limit_buckets WHERE updated_at < extract(epoch FROM clock_timestamp()) - :age"
+    "DELETE FROM rate_limit_buckets WHERE ctid IN ("
+    "SELECT ctid FROM rate_limit_buckets "
+    "WHERE updated_at < extract(epoch FROM clock_timestamp()) - :age LIMIT :batch)"
 )
 PURGE_AGE_S = 120.0
 PURGE_EVERY_S = 60.0
+PURGE_BATCH = 1000
 
 
 class _FailOpen:
@@ -242,9 +248,14 @@ class PostgresBuckets(_FailOpen):
             self._next_purge = now + PURGE_EVERY_S
         try:
             with self.engine.begin() as conn:
-                conn.execute(_PG_PURGE, {"age": PURGE_AGE_S})
+                gone = conn.execute(_PG_PURGE, {"age": PURGE_AGE_S, "batch": PURGE_BATCH})
+                full = gone.rowcount >= PURGE_BATCH
         except self._errors as exc:  # the take succeeded: a purge is only housekeeping
             log.warning("purging stale rate-limit buckets failed: %r", exc)
+            return
+        if full:  # more are waiting: the next take purges again
+            with self._lock:
+                self._next_purge = now
 
     def drop(self, tenant_id: str) -> None:
         self._guarded(lambda: self._drop(tenant_id))

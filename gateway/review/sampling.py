@@ -53,6 +53,7 @@ from gateway.tenants import TenantContext, utc_now
 from protocol.openai import new_id
 from protocol.responses import Kind, answer_text
 from semantic.embedder import TextEmbedder
+from semantic.embedder_routed import RoutedEmbedder, band_on_routed_scale
 from semantic.errors import InvalidQuestionError
 from validators import ValidatorError, compare_entities, extract_entities
 
@@ -129,6 +130,10 @@ def compare_answers(
     elif embedder is None:
         raise ValueError("comparing different answers needs an embedder")
     else:
+        if isinstance(embedder, RoutedEmbedder):
+            # On one plain embedder's own scale, which min_similarity is written in:
+            # MiniLM when it reads both answers, else e5 (never a cross-route 0).
+            embedder = embedder.plain_for([served[:4000], fresh[:4000]])
         vectors = _embed_fitting(embedder, [served, fresh])
         similarity = float(np.clip(np.dot(vectors[0], vectors[1]), -1.0, 1.0))
     entities = entity_comparison(served, fresh) if served.strip() and fresh.strip() else {}
@@ -234,7 +239,10 @@ class MisfireSampler:
         policy = ctx.policy
         # The threshold the lookup ran with (the retrieval threshold with the verifier on).
         threshold = policy.threshold if decision.threshold is None else decision.threshold
-        probability = sample_probability(policy.sample_rate, result.score, threshold)
+        band = BOOST_BAND
+        if isinstance(self.embedder, RoutedEmbedder):  # the band is a MiniLM width
+            band = band_on_routed_scale(band, self.embedder.routes_first(query.question))
+        probability = sample_probability(policy.sample_rate, result.score, threshold, band)
         if probability <= 0.0 or self.rng.random() >= probability:
             return False
         if len(self._tasks) >= self.max_pending:

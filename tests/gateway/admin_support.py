@@ -22,7 +22,7 @@ from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel
 from prefix.serve.engine import PrefixEngine
 from protocol.responses import Kind, response_body, usage
-from semantic import Embedder
+from semantic.embedder import CoveringEmbedder
 from tests.gateway.conftest import Gateway, gateway_settings, running_gateway
 
 ADMIN_TOKEN = "admin-token-for-tests-0123456789"
@@ -43,7 +43,7 @@ def tiny_engine(loaded: LoadedModel, num_blocks: int = 96) -> PrefixEngine:
 def admin_gateway(
     data_dir: Path,
     loaded: LoadedModel,
-    embedder: Embedder,
+    embedder: CoveringEmbedder,
     admin_token: str | None = ADMIN_TOKEN,
 ) -> Iterator[Gateway]:
     settings = gateway_settings(data_dir, admin_token=admin_token)

@@ -10,7 +10,13 @@ import pytest
 
 from semantic import Embedder
 from semantic.embedder_e5 import E5Embedder
-from semantic.embedder_routed import SQUEEZE, RoutedEmbedder, is_routed, on_routed_scale
+from semantic.embedder_routed import (
+    SQUEEZE,
+    RoutedEmbedder,
+    band_on_routed_scale,
+    is_routed,
+    on_routed_scale,
+)
 from semantic.embedders import build_embedder
 
 EN = ["How do I reset my password?", "How can I change my password?", "What is your address?"]
@@ -58,3 +64,17 @@ def test_the_factory_builds_it_and_refuses_one_path(embedder: Embedder) -> None:
     assert isinstance(built, RoutedEmbedder) and built.first.embedder_id == embedder.embedder_id
     with pytest.raises(ValueError, match="auto"):
         build_embedder("auto", path=Path("/some/model"))
+
+
+def test_the_id_names_the_scale_and_answers_compare_on_one_plain_scale(
+    routed: RoutedEmbedder, embedder: Embedder
+) -> None:
+    # Another scale or floor makes other vectors: under another id.
+    assert routed.embedder_id.startswith("auto:s0.3125:f1:")
+    assert RoutedEmbedder(routed.first, routed.second, floor=0.9).embedder_id != routed.embedder_id
+    # Two texts are compared on one embedder's own scale (shadow verification's answers).
+    assert routed.plain_for(EN) is routed.first
+    assert routed.plain_for([EN[0], ZH[0]]) is routed.second
+    # A MiniLM width (the sampling band) narrows by SQUEEZE on the first route only.
+    assert band_on_routed_scale(0.03, True) == pytest.approx(0.03 * SQUEEZE)
+    assert band_on_routed_scale(0.03, False) == 0.03

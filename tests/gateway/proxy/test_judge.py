@@ -6,12 +6,15 @@ every hit is refused deterministically; outside it the same hit is served."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from gateway.policy import JudgeBand, TenantPolicy
 from prefix.model.loader import LoadedModel
 from semantic import Embedder
+from semantic.embedder_e5 import E5Embedder
+from semantic.embedder_routed import RoutedEmbedder
 from tests.gateway.admin_support import admin_gateway, completion, seed
 from tests.gateway.conftest import Gateway, metric
 
@@ -84,3 +87,25 @@ def test_the_judge_asks_under_the_tenants_kv_quota(
         assert ask(gw, key)[1] == "miss:judge_refused"
     refusals = [r.getMessage() for r in caplog.records if "judge refused" in r.getMessage()]
     assert refusals and all(m.endswith(": judge_error") for m in refusals), refusals
+
+
+def test_under_the_routed_embedder_the_band_is_a_minilm_cosine(
+    tiny_llama: LoadedModel, embedder: Embedder, tmp_path: Path
+) -> None:
+    # CACHEGATE_EMBEDDER=auto: "Tell me the capital of France" scores MiniLM 0.9547
+    # against the stored question, 0.9858 on the routed scale. A band of 0.90-0.96
+    # (MiniLM) holds it, so the judge is asked (and this model's answer is no "yes");
+    # read unmapped, the band would have let the hit through unjudged.
+    routed = RoutedEmbedder(embedder, E5Embedder(progress=False))
+    with admin_gateway(tmp_path, tiny_llama, routed) as g:
+        off: dict[str, list[str]] = {"guards": [], "entity_kinds": []}
+        band = JudgeBand(low=0.90, high=0.96)
+        for name, policy in (("in", TenantPolicy(**off, judge_band=band)), ("none", None)):
+            tenant, key = g.tenant(f"routed-{name}", policy or TenantPolicy(**off))
+            seed(g, tenant, completion(g.model, "What is the capital of France?"))
+            with g.http(key) as http:
+                body = completion(g.model, "Tell me the capital of France")
+                r = http.post("/v1/completions", json=body)
+            assert r.status_code == 200, r.text
+            expected = "miss:judge_refused" if name == "in" else "hit"  # control: no band
+            assert r.headers["x-cachegate-semantic"] == expected

@@ -179,5 +179,17 @@ def test_postgres_drops_rows_that_stand_for_full_buckets(pg_schema: str) -> None
             assert sorted(left) == ["fresh"]  # the recent one is kept (control)
         taken = store.take("stale", 5)  # and a purged tenant starts full, as it was
         assert taken.allowed and taken.tokens == 4.0
+        # A backlog goes in batches, each bringing the next purge forward.
+        with store.engine.begin() as conn:
+            conn.execute(
+                text("INSERT INTO rate_limit_buckets (tenant_id, tokens, updated_at, allowed) "
+                     "SELECT 'old-' || g, 1, 0, true FROM generate_series(1, 2500) g")
+            )  # fmt: skip
+        store._next_purge = 0.0
+        for _ in range(3):
+            store.take("fresh", 5)
+        with store.engine.connect() as conn:
+            count = text("SELECT count(*) FROM rate_limit_buckets WHERE tenant_id LIKE 'old-%'")
+            assert conn.execute(count).scalar() == 0
     finally:
         store.engine.dispose()

@@ -17,7 +17,7 @@ import pytest
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.errors import UpstreamTimeoutError
+from gateway.errors import UpstreamError, UpstreamTimeoutError
 from gateway.proxy.engine_pool import EnginePool, forward_key
 from gateway.proxy.upstream import UpstreamRequest
 from gateway.settings import Settings
@@ -199,11 +199,15 @@ def test_embeddings_spread_over_the_replicas_and_fail_over() -> None:
     # moves on without marking its replica down.
     served: dict[str, list[str]] = {}
     failing: dict[str, int] = {}
+    asked: list[str] = []
 
     def app(name: str) -> Any:
         scripted = Scripted()
 
         async def embed(body: dict[str, Any], request: Request) -> Response:
+            asked.append(name)
+            if body["input"] == "huge":  # an answer over the pool's max_body_bytes
+                return JSONResponse({"object": "list", "data": [{"embedding": [0.5] * 1000}]})
             if failing.get(name):
                 error = {"message": "down", "type": "server_error", "param": None, "code": None}
                 return JSONResponse({"error": error}, status_code=failing[name])
@@ -221,7 +225,9 @@ def test_embeddings_spread_over_the_replicas_and_fail_over() -> None:
         name = {a: "a", b: "b", c: "c"}
 
         async def main() -> None:
-            pool = EnginePool.from_urls([a, b, c], model=MODEL, dialect_name="vllm")
+            pool = EnginePool.from_urls(
+                [a, b, c], model=MODEL, dialect_name="vllm", max_body_bytes=2048
+            )
 
             def first_choice(text: str) -> str:
                 return pool.ring.preference(forward_key("/v1/embeddings", body(text)))[0]
@@ -247,6 +253,14 @@ def test_embeddings_spread_over_the_replicas_and_fail_over() -> None:
                 failing[limited] = 429  # a rate limit: the next replica, none marked down
                 assert (await pool.forward("/v1/embeddings", body(other), "r"))[0] == 200
                 assert is_up()[limited]
+                failing.clear()
+                # Too large is the request's answer, not a replica's fault: asked once,
+                # no replica marked down, the error to the client.
+                asked.clear()
+                with pytest.raises(UpstreamError) as caught:
+                    await pool.forward("/v1/embeddings", body("huge"), "r")
+                assert caught.value.code == "upstream_response_too_large"
+                assert len(asked) == 1 and is_up()[asked[0]]
             finally:
                 await pool.aclose()
 

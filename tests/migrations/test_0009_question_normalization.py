@@ -98,7 +98,7 @@ def test_rows_are_renormalized_both_ways(
         store.upsert(again, now=now)  # positive control: the same question is one entry
         with store.engine.connect() as conn:
             answers: dict[str, object] = dict(
-                conn.execute(select(SemanticEntry.question, SemanticEntry.answer)).tuples().all()
+                conn.execute(select(SemanticEntry.question, SemanticEntry.answer)).all()
             )
         assert len(answers) == len(QUESTIONS)
         assert answers["What is x2?"] == {"q": "x2"} and answers["what is x² "] == {"q": "x²'"}

@@ -1,44 +1,24 @@
-"""The tenant's own x-ratelimit-*-requests headers: what the bucket says, in OpenAI's
+"""The tenant's own x-ratelimit-*-requests headers (gateway/proxy/ratelimit.py), beside
+the upstream's it relays (fixtures: this folder's conftest): what the bucket says, in OpenAI's
 format, on every answer of a limited tenant, winning over an upstream's (which count
 the gateway's shared account); none where nothing is known."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.app import Components
 from gateway.errors import RateLimitError
 from gateway.policy import TenantPolicy
 from gateway.proxy.ratelimit import LocalBuckets, RateLimiter, Taken, duration, limit_headers
 from gateway.tenants import TenantContext
-from semantic import Embedder
-from tests.gateway.conftest import Gateway, assert_openai_error, gateway_settings, running_gateway
+from tests.gateway.conftest import Gateway, assert_openai_error
 from tests.gateway.proxy.relay.support import Scripted, answer, ask
-from tests.live_server import serving
 
 CHAT = "/v1/chat/completions"
-
-
-@pytest.fixture(scope="module")
-def up() -> Iterator[Scripted]:
-    scripted = Scripted()
-    with serving(scripted.app()) as url:
-        scripted.url = url
-        yield scripted
-
-
-@pytest.fixture(scope="module")
-def gw(
-    up: Scripted, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Gateway]:
-    settings = gateway_settings(tmp_path_factory.mktemp("limits"), upstream_url=up.url)
-    with running_gateway(settings, Components(embedder=embedder)) as gateway:
-        yield gateway
 
 
 def test_duration_is_written_as_openai_writes_it() -> None:

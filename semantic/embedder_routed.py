@@ -56,6 +56,12 @@ def on_routed_scale(cosine: float) -> float:
     return 1 - SQUEEZE * (1 - cosine)
 
 
+def as_minilm_cosine(score: float) -> float:
+    """A score on the routed scale as the MiniLM cosine a tenant's threshold knob takes
+    (the inverse of :func:`on_routed_scale`; 0 where no MiniLM cosine maps there)."""
+    return max(0.0, 1 - (1 - score) / SQUEEZE)
+
+
 def is_routed(embedder_id: str) -> bool:
     return embedder_id.startswith(ROUTED_PREFIX)
 

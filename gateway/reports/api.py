@@ -25,6 +25,7 @@ from gateway.reports.verifier_section import verifier_section
 from gateway.review.api import NO_NUL
 from gateway.settings import Settings
 from gateway.state import GatewayState
+from semantic.embedder_routed import is_routed
 
 
 def model_shape(gw: GatewayState) -> ModelShape | None:
@@ -93,6 +94,7 @@ def report_router(admin: Any = require_admin) -> APIRouter:
         time, FLOPs and cost saved, and prefix anti-pattern findings."""
         settings: Settings = request.app.state.settings
         gw: GatewayState = request.app.state.gateway
+        cache = gw.pipeline.cache
         params = ReportParams(
             tenant=tenant,
             hours=hours,
@@ -101,6 +103,7 @@ def report_router(admin: Any = require_admin) -> APIRouter:
             price_prompt=settings.price_per_million_prompt_tokens,
             price_completion=settings.price_per_million_completion_tokens,
             model=model_shape(gw),
+            routed=cache is not None and is_routed(cache.embedder_id),
         )
         report = await asyncio.to_thread(make_report, request, params)
         if format == "json":

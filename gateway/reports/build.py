@@ -150,7 +150,9 @@ DEFINITIONS = {
     "w = 1 / the sampling probability (near-threshold hits are sampled 3x); 95% Wilson "
     "interval at Kish's effective size (sum w)^2 / sum w^2; none when a sample lacks it",
     "recommended_threshold": "lowest labelled score t whose samples with score >= t have "
-    "criterion (Wilson upper bound or point rate) <= target",
+    "criterion (Wilson upper bound or point rate) <= target; setting: the threshold knob "
+    "value that applies t (t itself, or under CACHEGATE_EMBEDDER=auto the MiniLM cosine "
+    "1 - (1 - t) / 0.3125)",
     "prefix_token_hit_rate": "sum(cached_tokens) / sum(prompt_tokens) over engine-served requests",
     "prefix_request_hit_rate": "engine-served requests with cached_tokens > 0 / engine-served",
     "ttft_cache_on": "semantic hits and requests that reused prefix tokens",

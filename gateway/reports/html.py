@@ -63,6 +63,8 @@ def _cards(report: dict[str, Any]) -> str:
     on, off = ttft["cache_on"], ttft["cache_off"]
     rec_value = f"{rec['threshold']:.4f}" if rec["threshold"] is not None else "not yet"
     rec_note = f"target {fmt_pct(rec['target'])} ({rec['criterion']})"
+    if rec.get("setting") is not None and rec["setting"] != rec["threshold"]:
+        rec_note += f"; set threshold {rec['setting']:.4f} (scores on the auto scale)"
     if rec["threshold"] is None and rec.get("reason"):
         rec_note += f": {rec['reason']}"
     latest = eng.get("latest") or {}

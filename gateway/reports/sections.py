@@ -27,6 +27,7 @@ from gateway.reports.stats import (
     weighted_wilson,
 )
 from gateway.tenants import utc_now
+from semantic.embedder_routed import as_minilm_cosine
 
 ENGINE_LABELS = ("prefix-hit", "miss", "bypass")
 MAX_TENANT_SECTIONS = 50
@@ -60,6 +61,9 @@ class ReportParams:
     max_rows: int = 200_000
     model: ModelShape | None = None
     now: datetime = field(default_factory=utc_now)
+    # Scores on the routed scale (CACHEGATE_EMBEDDER=auto): the recommended threshold
+    # is also given as the value to set, a MiniLM cosine (semantic/embedder_routed.py).
+    routed: bool = False
 
     @property
     def since(self) -> datetime:
@@ -107,7 +111,7 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
         },
         "score_buckets": buckets(labelled, p.edges),
         "threshold_curve": thin(curve, 200),
-        "recommended_threshold": recommend(curve, p.target, p.criterion),
+        "recommended_threshold": with_setting(recommend(curve, p.target, p.criterion), p),
         "shadow": {
             "verified": len(shadow),
             "agree": sum(1 for s in shadow if s.shadow == "agree"),
@@ -120,6 +124,15 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
             "misfire": [x.score for x in labelled if x.misfire][:5000],
         },
     }
+
+
+def with_setting(rec: dict[str, Any], p: ReportParams) -> dict[str, Any]:
+    """``rec`` with ``setting``: the value of the tenant's ``threshold`` knob that
+    applies it. The score itself under a plain embedder; under ``auto`` the scores are
+    on the routed scale and the knob takes a MiniLM cosine, which the gateway maps."""
+    t = rec["threshold"]
+    setting = None if t is None else (round(as_minilm_cosine(t), 6) if p.routed else t)
+    return rec | {"setting": setting}
 
 
 def weighted_misfires(labelled: Sequence[Sample]) -> dict[str, Any] | None:

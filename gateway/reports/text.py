@@ -54,6 +54,8 @@ def _section(name: str, s: dict[str, Any]) -> list[str]:
         if rec["threshold"] is not None
         else f"none ({rec.get('reason') or 'no data'})"
     )
+    if rec.get("setting") is not None and rec["setting"] != rec["threshold"]:
+        rec_text += f" (set threshold {rec['setting']:.4f}: scores are on the auto scale)"
     on, off = ttft["cache_on"], ttft["cache_off"]
     by_cache = ", ".join(f"{k} {v}" for k, v in t["by_cache"].items())
     lines = [

@@ -1,0 +1,35 @@
+"""The misfire report's recommended threshold comes with the value to set: the score
+itself under a plain embedder; under CACHEGATE_EMBEDDER=auto, whose scores are on the
+routed scale, the MiniLM cosine the tenant's knob takes (the gateway maps it back)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.reports.sections import ReportParams, Sample, misfire_section
+from semantic.embedder_routed import as_minilm_cosine, on_routed_scale
+
+# 40 correct hits from 0.960 up and a misfire at 0.955: the point criterion recommends
+# the lowest score whose samples at or above it meet the target, 0.96 (on the scale in
+# force).
+SAMPLES = [Sample("t", 0.955, "misfire", None)] + [
+    Sample("t", 0.96 + i * 0.0009, "correct", None) for i in range(40)
+]
+
+
+@pytest.mark.parametrize("routed", [False, True])
+def test_the_setting_is_what_the_knob_takes(routed: bool) -> None:
+    p = ReportParams(target=0.01, criterion="point", routed=routed)
+    rec = misfire_section(SAMPLES, p)["recommended_threshold"]
+    assert rec["threshold"] == pytest.approx(0.96)
+    if routed:  # 1 - 0.04 / 0.3125 = 0.872: set it, and the gateway applies 0.96 again
+        assert rec["setting"] == pytest.approx(0.872)
+        assert on_routed_scale(rec["setting"]) == pytest.approx(rec["threshold"])
+    else:
+        assert rec["setting"] == rec["threshold"]
+
+
+def test_no_recommendation_has_no_setting_and_low_scores_floor_at_zero() -> None:
+    p = ReportParams(routed=True)
+    assert misfire_section([], p)["recommended_threshold"]["setting"] is None
+    assert as_minilm_cosine(0.5) == 0.0  # no MiniLM cosine maps that low

@@ -203,6 +203,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
             metrics=metrics,
             max_body_bytes=settings.max_body_bytes,
         )
+        # Entries an earlier embedder wrote move over as their partitions are asked for.
+        await asyncio.to_thread(app.state.gateway.pipeline.start_migrations)
         app.state.gateway.saved = SavedCounter(
             metrics,
             settings.price_per_million_prompt_tokens,

@@ -170,6 +170,14 @@ class GatewayMetrics:
             ["path"],
             registry=r,
         )
+        # Entries of an earlier embedder carried over when their partition was next asked
+        # for (semantic/migrate.py), by what became of each old row.
+        self.semantic_migrated = Counter(
+            "cachegate_semantic_migrated_entries",
+            "Entries of an earlier embedder carried over to the current one, by outcome",
+            ["outcome"],
+            registry=r,
+        )
 
         # Review labels (gateway/review/api.py): the misfire-rate alert reads their ratio.
         self.misfire_labels = Counter(

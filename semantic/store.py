@@ -330,6 +330,14 @@ class EntryStore:
         with unavailable_on_db_errors(self.url), self._session() as session:
             return int(session.scalar(statement) or 0)
 
+    def embedder_counts(self) -> dict[str, int]:
+        """Rows per embedder id (expired ones too: they are dropped when carried over)."""
+        statement = select(SemanticEntry.embedder_id, func.count()).group_by(
+            SemanticEntry.embedder_id
+        )
+        with unavailable_on_db_errors(self.url), self._session() as session:
+            return {str(i): int(n) for i, n in session.execute(statement)}
+
     def partition_sizes(self, tenant: str) -> dict[str, tuple[int, datetime]]:
         """The tenant's partitions: key → (entries, when the partition was last used:
         its latest entry write or hit)."""

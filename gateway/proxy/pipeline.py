@@ -23,7 +23,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
 from gateway.metrics import GatewayMetrics
-from gateway.proxy.backfill_store import store_within_bounds
+from gateway.proxy.backfill_store import still_minted, store_within_bounds
 from gateway.proxy.cacheable import request_temperature, unreplayable_request
 from gateway.proxy.controls import CacheControl, request_policy, semantic_namespace
 from gateway.proxy.judge import UpstreamJudge
@@ -32,6 +32,7 @@ from gateway.verification import Verification
 from semantic import SemanticCache, SemanticPolicy, SemanticQuery
 from semantic.embedder_routed import is_routed, on_routed_scale
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
+from semantic.migrate import Migrated, PartitionMigrator
 from semantic.results import LookupResult
 from semantic.trace import NO_TRACE, LookupTrace
 
@@ -102,6 +103,25 @@ class Pipeline:
         # request authenticated before its tenant was deleted is not stored (the store
         # reads it under the write lock the delete's entry drops take, so it is exact).
         self.minted_id = minted_id
+        # Carries each partition over from an earlier embedder when first asked for
+        # (semantic/migrate.py); None, or no earlier embedder in the store: nothing to do.
+        self.migrator: PartitionMigrator | None = None
+
+    def start_migrations(self) -> None:
+        """Look for entries of earlier embedders in the store; from now on each partition
+        is carried over on its first lookup. A store that cannot say is logged: its old
+        entries then stay unsearched (as before this existed) until the next start."""
+        if self.cache is None:
+            return
+        try:
+            self.migrator = PartitionMigrator.for_store(self.cache, on_migrated=self._migrated)
+        except StoreUnavailableError as exc:
+            log.warning("could not look for entries of earlier embedders: %s", exc)
+
+    def _migrated(self, done: Migrated) -> None:
+        for outcome in ("written", "kept", "expired", "unsupported"):
+            if n := getattr(done, outcome):
+                self.metrics.semantic_migrated.labels(outcome).inc(n)
 
     def revised(self, query: SemanticQuery) -> SemanticQuery:
         """``query`` with its model's weights revision, as lookups and backfills key it."""
@@ -194,6 +214,10 @@ class Pipeline:
             return _unforeseen(exc, "the semantic lookup", tr)
         if result.trace is not None:
             tr.follow(result.trace)
+        if self.migrator is not None and not trace:
+            # once per partition and process; an empty partition is decided from memory,
+            # so this is asked whichever way the lookup went
+            self.migrator.touch(query, result.partition_key, self._still_wanted(ctx))
         count = not trace  # a dry run counts nothing
         if count and not from_memory:  # memory says nothing of the store: it may rest on
             self.store_ok = True
@@ -354,9 +378,15 @@ class Pipeline:
         self.store_ok = True
         return True
 
+    def _still_wanted(self, ctx: TenantContext) -> Callable[[], bool] | None:
+        minted_id = self.minted_id
+        return None if minted_id is None else partial(still_minted, minted_id, ctx)
+
     def close(self) -> None:
-        """Let running lookups finish; stop the lookup threads."""
+        """Let running lookups finish; stop the lookup threads and migrations."""
         self._lookups.shutdown(wait=True)
+        if self.migrator is not None:
+            self.migrator.close()
 
     def _store_down(self, exc: Exception) -> None:
         if self.store_ok:

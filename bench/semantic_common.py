@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from bench.semantic_data import Question
 from semantic import Embedder, SemanticQuery
+from semantic.embedder import TextEmbedder
 
 
 def embed_all(
@@ -39,7 +40,7 @@ def fits(embedder: Embedder, questions: Sequence[Question]) -> list[Question]:
     return [q for q, n in zip(questions, counts, strict=True) if n <= embedder.max_tokens]
 
 
-def embed_batches(embedder: Embedder, texts: Sequence[str], batch: int = 256) -> NDArray:
+def embed_batches(embedder: TextEmbedder, texts: Sequence[str], batch: int = 256) -> NDArray:
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     out = np.empty((len(texts), embedder.dim), dtype=np.float32)
     with tqdm(total=len(texts), desc="embedding pool", unit="text") as bar:

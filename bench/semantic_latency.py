@@ -81,6 +81,8 @@ from semantic import (
     SemanticPolicy,
     normalize_question,
 )
+from semantic.embedder_e5 import E5Embedder
+from semantic.embedder_routed import RoutedEmbedder, on_routed_scale
 from semantic.index import DEFAULT_APPROX_THRESHOLD
 from validators import Validator
 
@@ -123,17 +125,32 @@ def main() -> None:
         help="also time each lookup text interleaved with the embedder's torch forward "
         "(before) and its ONNX Runtime forward (after), alone and in whole lookups",
     )
+    ap.add_argument(
+        "--embedder",
+        choices=("minilm", "auto"),
+        default="minilm",
+        help="what the cache embeds with: MiniLM, or CACHEGATE_EMBEDDER=auto (MiniLM for "
+        "these English questions, on the routed scale in a 769-d index; the threshold is "
+        "put on that scale as the gateway does)",
+    )
     ap.add_argument("--name", default="semantic_latency", help="results/<name>.json")
     args = ap.parse_args()
+    if args.embedder == "auto" and (args.before_after or args.backend_compare):
+        ap.error("--before-after and --backend-compare time MiniLM alone")
     started = time.perf_counter()
     load_start = list(os.getloadavg())
     if args.threshold is None:
         args.threshold, threshold_source = default_threshold()
     else:
         threshold_source = "--threshold"
-    policy = SemanticPolicy(threshold=args.threshold, top_k=TOP_K)
-
     embedder = Embedder()
+    # What the cache embeds with (its vectors, its partitions); MiniLM itself for the
+    # token counts and the before/after comparisons.
+    emb: Embedder | RoutedEmbedder = embedder
+    if args.embedder == "auto":
+        emb = RoutedEmbedder(embedder, E5Embedder())
+        args.threshold = on_routed_scale(args.threshold)
+    policy = SemanticPolicy(threshold=args.threshold, top_k=TOP_K)
     validator = Validator()
     questions = load_banking77(args.data_dir) + load_clinc150(args.data_dir)
     texts = [q.text for q in fits(embedder, questions)]
@@ -151,7 +168,7 @@ def main() -> None:
     store_texts = [[next(rest) for _ in range(2 * args.stores)] for _ in range(n_sizes)]
     t0 = time.perf_counter()
     all_vecs = embed_batches(
-        embedder,
+        emb,
         pool_texts + lookup_texts + [t for group in store_texts for t in group],
     )
     embed_pool_s = time.perf_counter() - t0
@@ -163,7 +180,7 @@ def main() -> None:
     extract_s = time.perf_counter() - t0
 
     # Embedding alone, for the breakdown (independent of the index size).
-    embed_times, _ = time_each(lookup_texts, lambda t: embedder.embed([t]), "embed one")
+    embed_times, _ = time_each(lookup_texts, lambda t: emb.embed([t]), "embed one")
     extract_times, _ = time_each(lookup_texts, validator.extract, "extract one")
     embed_compared = embed_before_after(embedder, lookup_texts) if args.before_after else None
     embed_backend = embed_backends(embedder, lookup_texts) if args.backend_compare else None
@@ -180,10 +197,10 @@ def main() -> None:
         url = f"sqlite:///{tmp}/semantic_latency.db"
         upgrade_database(url)
         store = EntryStore(url)
-        partition = query("x").partition_key(embedder.embedder_id)
+        partition = query("x").partition_key(emb.embedder_id)
         filler = Filler(
             store,
-            embedder.embedder_id,
+            emb.embedder_id,
             partition,
             pool_texts,
             pool_vecs,
@@ -191,7 +208,7 @@ def main() -> None:
             args.noise,
             args.seed,
         )
-        cache = SemanticCache(embedder, store, validator=validator)
+        cache = SemanticCache(emb, store, validator=validator)
         for size_i, size in enumerate(sorted(args.sizes)):
             print(f"\n== {size:,} entries ==", flush=True)
             insert_s = filler.fill(max(0, size - store.count(partition_key=partition)))
@@ -212,7 +229,7 @@ def main() -> None:
             # The same lookups with the vectors looked up in a table: search + database
             # + validator + hit bookkeeping, without the model.
             no_model = SemanticCache(
-                Precomputed(embedder, dict(zip(lookup_texts, lookup_vecs, strict=True))),
+                Precomputed(emb, dict(zip(lookup_texts, lookup_vecs, strict=True))),
                 store,
                 cache.index,
                 validator=validator,
@@ -241,7 +258,7 @@ def main() -> None:
 
             extra: dict[str, Any] = {}
             if index.kind != "flat":
-                extra = compare_with_flat(cache, partition, filler, qv, embedder.dim)
+                extra = compare_with_flat(cache, partition, filler, qv, emb.dim)
 
             group = store_texts[size_i]
             group_vecs = store_vecs[size_i * 2 * args.stores : (size_i + 1) * 2 * args.stores]
@@ -334,7 +351,8 @@ def main() -> None:
                 **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                 "threshold_source": threshold_source,
                 "top_k": TOP_K,
-                "embedder_id": embedder.embedder_id,
+                "embedder_id": emb.embedder_id,
+                "index_dim": emb.dim,
                 "embedder_cpu_threads": embedder.cpu_threads,
                 "approx_threshold": DEFAULT_APPROX_THRESHOLD,
                 "validator": "validators.Validator(), no guards",

@@ -21,7 +21,8 @@ from tqdm import tqdm
 
 from bench.semantic_common import reply
 from bench.semantic_latency_timing import summary, time_each
-from semantic import Embedder, EntryStore, SemanticCache, VectorIndex, normalize_question
+from semantic import EntryStore, SemanticCache, VectorIndex, normalize_question
+from semantic.embedder import TextEmbedder
 from semantic.models import SemanticEntry
 from semantic.question import question_digest
 
@@ -113,7 +114,7 @@ class Filler:
 class Precomputed:
     """A TextEmbedder that answers from a table: the lookup path without the model."""
 
-    def __init__(self, inner: Embedder, table: dict[str, NDArray[np.float32]]) -> None:
+    def __init__(self, inner: TextEmbedder, table: dict[str, NDArray[np.float32]]) -> None:
         self.embedder_id = inner.embedder_id
         self.dim = inner.dim
         self.table = table

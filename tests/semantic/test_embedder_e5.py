@@ -100,6 +100,11 @@ def test_vocabulary_reader_rejects_other_files(tmp_path: Path) -> None:
 def test_factory_and_setting_validation(e5: E5Embedder) -> None:
     assert EMBEDDER_NAMES == ("minilm", "e5", "auto")
     assert check_embedder_name(None) == check_embedder_name("  ") == DEFAULT_EMBEDDER
+    # the default by the numbers (issue 12): English as MiniLM, Chinese as e5; the
+    # gateway's setting says the same
+    from gateway.settings import Settings
+
+    assert DEFAULT_EMBEDDER == "auto" == Settings(_env_file=None).embedder
     assert check_embedder_name(" E5 ") == "e5"
     assert check_embedder_name("MiniLM") == "minilm"
     with pytest.raises(ValueError, match="minilm, e5, auto"):

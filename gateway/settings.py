@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -202,6 +202,15 @@ class Settings(BaseSettings):
     # One directory per replica (or shared: snapshots are switched atomically).
     index_snapshot_dir: Path | None = None
     index_snapshot_seconds: float = Field(600.0, gt=0)  # written when the log moved, and at stop
+
+    @model_validator(mode="after")
+    def _a_path_alone_names_minilm(self) -> Settings:
+        # Until session 26 the default was minilm, and CACHEGATE_EMBEDDER_PATH alone named
+        # a MiniLM directory; auto takes no path. A deployment that set only the path keeps
+        # the embedder it ran (the doctor still fails auto with a path set explicitly).
+        if self.embedder_path and "embedder" not in self.model_fields_set:
+            self.embedder = "minilm"
+        return self
 
     def upstream_urls(self) -> list[str]:
         if not self.upstream_url:

@@ -7,19 +7,18 @@ searched. :mod:`semantic.reembed` can move them all at once only for partitions
 whose queries a caller recorded, because a key is a one-way hash and a stored row
 holds only the hash. A lookup, though, holds the query itself, so it can compute
 the key its partition had under each earlier embedder. :class:`PartitionMigrator`
-does that: the first lookup of a partition in this process hands the query to a
-background thread, which reads the old partition's live entries, embeds their
-questions with the current embedder, writes them under the new key and then deletes
-the old rows (through the store, so other replicas replay the deletes). The request
-that triggered it is not delayed and misses as before; the next one finds the
-entries. So a cache survives a switch partition by partition, as its tenants come
-back, and two embedders' vectors are never compared: old rows are only ever read
-as text and re-embedded.
+does that: at start it reads which partitions earlier embedders left (their keys
+only); a lookup whose partition had one of those keys hands the query to a
+background thread, which reads the old rows in batches, embeds their questions with
+the current embedder and moves them to the new key (:mod:`semantic.store_move`: one
+transaction a batch, logged for the other replicas). The request that found it is
+not delayed and misses as before; the next one finds the entries. So a cache
+survives a switch partition by partition as its tenants come back, and two
+embedders' vectors are never compared: old rows are only ever read as text.
 
-An entry already present under the new key (a backfill won the race) is kept, not
-overwritten with the older answer. Expired entries and questions the new embedder
-cannot represent are dropped with the rest. A store outage leaves the old rows in
-place and the partition is tried again on a later lookup.
+Rows an old replica writes after this one started (a rolling upgrade) are carried at
+the next start. When every partition left has been carried, the migrator is idle
+and a lookup pays nothing for it.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -35,17 +34,29 @@ import numpy as np
 from numpy.typing import NDArray
 
 from semantic.cache import SemanticCache
-from semantic.errors import StoreUnavailableError
+from semantic.embedder import CoveringEmbedder, TextEmbedder
+from semantic.embedders import MIN_COVERAGE
+from semantic.errors import InvalidQuestionError, StoreUnavailableError
 from semantic.partition import SemanticQuery
 from semantic.reembed import REEMBED_BATCH
 from semantic.store import NewEntry, StoredEntry
+from semantic.store_move import move_entries
 from semantic.vectors import check_vectors
 
 log = logging.getLogger("cachegate.semantic.migrate")
 
-#: Partitions remembered as done per process: a forgotten one costs one indexed read
-#: per earlier embedder when next asked, nothing else.
+#: Partitions remembered as looked at per process: a forgotten one costs one hash per
+#: earlier embedder when next asked, nothing else.
 DEFAULT_REMEMBERED = 100_000
+
+#: Partitions waiting for the thread at most; one asked beyond that is tried again on a
+#: later lookup instead of queueing its query (and conversation) in memory.
+MAX_WAITING = 1_000
+
+#: Asked under the cache's write lock before and after writing (None: always wanted):
+#: whether the partition's tenant is still the one that asked. One deleted meanwhile
+#: gets nothing written, and what was written as the delete ran is removed again.
+StillWanted = Callable[[], bool]
 
 
 @dataclass(frozen=True)
@@ -54,35 +65,32 @@ class Migrated:
 
     source_embedder_id: str
     written: int = 0
-    kept: int = 0  # already present under the new key: not overwritten
+    kept: int = 0  # the new partition already held the question (a fresher answer)
     expired: int = 0
-    unsupported: int = 0  # the current embedder cannot represent the question
-    dropped: int = 0  # old rows deleted
-
-
-#: Asked under the cache's write lock before and after writing (None: always wanted):
-#: whether the partition's tenant is still the one that asked. One deleted meanwhile
-#: gets nothing written, and what was written as the delete ran is removed again.
-StillWanted = Callable[[], bool]
+    unsupported: int = 0  # the current embedder cannot read the question (coverage, length)
+    gone: int = 0  # deleted by someone else while this ran: not carried
+    dropped: int = 0  # old rows deleted by the move
 
 
 class PartitionMigrator:
-    """Moves each partition of ``sources`` (earlier embedder ids) to ``cache``'s
-    embedder the first time a lookup of it is seen."""
+    """Moves the partitions earlier embedders left (``pending``: embedder id -> their
+    partition keys) to ``cache``'s embedder, each when a lookup of it is first seen."""
 
     def __init__(
         self,
         cache: SemanticCache,
-        sources: Iterable[str],
+        pending: dict[str, set[str]],
         *,
         remembered: int = DEFAULT_REMEMBERED,
         on_migrated: Callable[[Migrated], None] | None = None,
     ) -> None:
         self.cache = cache
-        self.sources = tuple(s for s in dict.fromkeys(sources) if s != cache.embedder_id)
+        self._pending = {s: set(k) for s, k in pending.items() if s != cache.embedder_id and k}
         self.on_migrated = on_migrated
         self._remembered = remembered
         self._seen: OrderedDict[str, None] = OrderedDict()
+        self._waiting = 0
+        self._closing = False
         self._lock = threading.Lock()
         # One thread: migrations are rare (once per partition) and must not compete
         # with lookups for the embedder.
@@ -90,35 +98,39 @@ class PartitionMigrator:
 
     @classmethod
     def for_store(
-        cls,
-        cache: SemanticCache,
-        *,
-        on_migrated: Callable[[Migrated], None] | None = None,
+        cls, cache: SemanticCache, *, on_migrated: Callable[[Migrated], None] | None = None
     ) -> PartitionMigrator:
-        """A migrator over every other embedder id that has rows in ``cache``'s store
-        (none: it does nothing, at no cost a lookup)."""
-        counts = cache.entries.embedder_counts()
-        others = sorted(i for i in counts if i != cache.embedder_id)
-        if others:
+        """A migrator over every live partition other embedders left in ``cache``'s
+        store (none: it does nothing, at no cost a lookup)."""
+        pending = cache.entries.partitions_by_embedder(cache._now())
+        pending.pop(cache.embedder_id, None)
+        if pending:
             log.info(
-                "the store holds %d entries of %d earlier embedder(s); each partition is "
+                "the store holds %d partition(s) of %d earlier embedder(s); each is "
                 "carried over to %s when its tenant next asks (semantic/migrate.py)",
-                sum(counts[i] for i in others),
-                len(others),
+                sum(len(k) for k in pending.values()),
+                len(pending),
                 cache.embedder_id,
             )
-        return cls(cache, others, on_migrated=on_migrated)
+        return cls(cache, pending, on_migrated=on_migrated)
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The earlier embedder ids with partitions still to carry."""
+        with self._lock:
+            return tuple(sorted(s for s, keys in self._pending.items() if keys))
 
     @property
     def is_active(self) -> bool:
-        return bool(self.sources)
+        return bool(self._pending)
 
     def touch(
         self, query: SemanticQuery, partition_key: str, still_wanted: StillWanted | None = None
     ) -> Future[list[Migrated]] | None:
         """Schedule ``query``'s partition (``partition_key`` under the current embedder)
-        for migration unless it was seen before; returns the scheduled work, or None."""
-        if not self.sources:
+        when an earlier embedder left one for it and it was not looked at before;
+        returns the scheduled work, or None."""
+        if not self._pending or self._closing:
             return None
         with self._lock:
             if partition_key in self._seen:
@@ -127,99 +139,154 @@ class PartitionMigrator:
             self._seen[partition_key] = None
             while len(self._seen) > self._remembered:
                 self._seen.popitem(last=False)
-        return self._pool.submit(self._run, query, partition_key, still_wanted)
+            left = {s: query.partition_key(s) for s, keys in self._pending.items()}
+            left = {s: k for s, k in left.items() if k in self._pending[s]}
+            if not left:
+                return None
+            if self._waiting >= MAX_WAITING:
+                del self._seen[partition_key]  # asked again later
+                return None
+            self._waiting += 1
+        try:
+            return self._pool.submit(self._run, partition_key, left, still_wanted)
+        except RuntimeError:  # closed meanwhile
+            return None
 
     def _run(
-        self, query: SemanticQuery, partition_key: str, still_wanted: StillWanted | None
+        self, partition_key: str, left: dict[str, str], still_wanted: StillWanted | None
     ) -> list[Migrated]:
+        with self._lock:
+            self._waiting -= 1
+        done: list[Migrated] = []
         try:
-            return [
-                self.migrate(query, partition_key, source, still_wanted) for source in self.sources
-            ]
+            for source, old_key in left.items():
+                moved = self.migrate(partition_key, source, old_key, still_wanted)
+                if moved is None:
+                    break  # closing, or the tenant is gone
+                done.append(moved)
+                with self._lock:
+                    keys = self._pending.get(source)
+                    if keys is not None:
+                        keys.discard(old_key)
+                        if not keys:
+                            del self._pending[source]
         except StoreUnavailableError as exc:
             with self._lock:  # tried again on a later lookup
                 self._seen.pop(partition_key, None)
             log.warning("partition migration postponed: store unavailable (%s)", exc)
-            return []
         except Exception:
-            log.exception("partition migration failed; the old entries are kept")
-            return []
+            log.exception("partition migration failed; the rows not yet moved are kept")
+        for moved in done:
+            if self.on_migrated is not None:
+                try:
+                    self.on_migrated(moved)
+                except Exception:
+                    log.exception("on_migrated failed")
+        return done
 
     def migrate(
         self,
-        query: SemanticQuery,
         partition_key: str,
         source: str,
+        old_key: str,
         still_wanted: StillWanted | None = None,
-    ) -> Migrated:
-        """Carry ``query``'s partition over from embedder ``source`` now."""
+    ) -> Migrated | None:
+        """Carry the partition ``old_key`` of embedder ``source`` over to
+        ``partition_key`` now, a batch at a time; None when stopped before the end
+        (the migrator closing, or the tenant gone): the rows not moved stay."""
         cache = self.cache
-        old_key = query.partition_key(source)
-        ids = cache.entries.ids_in_partition(old_key)
-        if not ids:
-            return Migrated(source)
-        old = sorted(cache.entries.get_many(ids).values(), key=lambda e: e.id)
-        now = cache._now()
-        live = [e for e in old if not e.is_expired(now)]
-        supported = [e for e in live if cache.is_supported(e.question)]
-        written: list[int] = []
-        kept = 0
-        for start in range(0, len(supported), REEMBED_BATCH):
-            batch = supported[start : start + REEMBED_BATCH]
-            vectors = check_vectors(
-                cache.embedder.embed([e.question for e in batch]), cache.embedder.dim
-            )
+        ids = sorted(cache.entries.ids_in_partition(old_key))
+        counts = dict.fromkeys(("written", "kept", "expired", "unsupported", "gone", "dropped"), 0)
+        for start in range(0, len(ids), REEMBED_BATCH):
+            if self._closing:
+                return None
+            chunk = ids[start : start + REEMBED_BATCH]
+            found = cache.entries.get_many(chunk)
+            counts["gone"] += len(chunk) - len(found)
+            now = cache._now()
+            old = [found[i] for i in chunk if i in found]
+            live = [e for e in old if not e.is_expired(now)]
+            counts["expired"] += len(old) - len(live)
+            readable, vectors = self._embed(live)
+            counts["unsupported"] += len(live) - len(readable)
+            carried = [
+                (e, _carried(e, partition_key, cache.embedder_id, v))
+                for e, v in zip(readable, vectors, strict=True)
+            ]
+            skipped = [e.id for e in old if e.id not in {r.id for r in readable}]
             with cache.write_lock:
                 if still_wanted is not None and not still_wanted():
-                    break
-                for entry, vector in zip(batch, vectors, strict=True):
-                    if cache.entries.has_question(partition_key, entry.question):
-                        kept += 1
-                        continue
-                    new = _carried(entry, partition_key, cache.embedder_id, vector)
-                    stored, _ = cache.entries.upsert(new, now=now)
-                    cache.index.add(partition_key, [stored.id], vector.reshape(1, -1))
-                    written.append(stored.id)
-        with cache.write_lock:
-            if written and still_wanted is not None and not still_wanted():
-                # A delete through another replica committed while these were written.
-                cache.index.remove(partition_key, written)
-                cache.entries.delete(written)
-                written = []
-            dropped = len(cache.entries.delete([e.id for e in old]))
-        done = Migrated(
-            source,
-            written=len(written),
-            kept=kept,
-            expired=len(old) - len(live),
-            unsupported=len(live) - len(supported),
-            dropped=dropped,
-        )
+                    return None
+                moved = move_entries(cache.entries, carried, skipped)
+                for entry in moved.written:
+                    cache.index.add(partition_key, [entry.id], entry.embedding.reshape(1, -1))
+                if moved.written and still_wanted is not None and not still_wanted():
+                    # A delete through another replica committed while this was written.
+                    new_ids = [e.id for e in moved.written]
+                    cache.index.remove(partition_key, new_ids)
+                    cache.entries.delete(new_ids)
+                    return None
+            counts["written"] += len(moved.written)
+            counts["kept"] += moved.kept
+            counts["dropped"] += moved.dropped
+            counts["gone"] += moved.gone
+        done = Migrated(source, **counts)
         # The key's prefix only: it is a hash, but logs need no more of it.
         log.info(
             "partition %s… carried over from %s: %d written, %d kept, %d expired, "
-            "%d unsupported, %d old rows dropped",
+            "%d unsupported, %d gone meanwhile",
             partition_key[:12],
             source,
             done.written,
             done.kept,
             done.expired,
             done.unsupported,
-            done.dropped,
+            done.gone,
         )
-        if self.on_migrated is not None:
-            self.on_migrated(done)
         return done
 
+    def _embed(
+        self, entries: Sequence[StoredEntry]
+    ) -> tuple[list[StoredEntry], NDArray[np.float32]]:
+        """The entries the current embedder reads whole, and their vectors. One question
+        too long for its window fails the batch: it is then embedded one by one, so only
+        that question is left out."""
+        embedder = self.cache.embedder
+        readable = [e for e in entries if _covered(embedder, e.question)]
+        try:
+            vectors = embedder.embed([e.question for e in readable])
+            return readable, check_vectors(vectors, embedder.dim)
+        except InvalidQuestionError:
+            pass
+        kept: list[StoredEntry] = []
+        rows: list[NDArray[np.float32]] = []
+        for entry in readable:
+            try:
+                rows.append(check_vectors(embedder.embed([entry.question]), embedder.dim)[0])
+            except InvalidQuestionError:
+                continue
+            kept.append(entry)
+        return kept, np.asarray(rows, dtype=np.float32).reshape(len(kept), embedder.dim)
+
     def close(self) -> None:
+        """Stop after the batch in hand (the rest is carried after the next start)."""
+        self._closing = True
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _covered(embedder: TextEmbedder, question: str) -> bool:
+    """Whether the embedder reads all of ``question`` (asked of the embedder itself, not
+    the cache's per-tenant memo, which these rows would crowd)."""
+    return not isinstance(embedder, CoveringEmbedder) or (
+        embedder.coverage(question) >= MIN_COVERAGE
+    )
 
 
 def _carried(
     entry: StoredEntry, partition_key: str, embedder_id: str, vector: NDArray[np.float32]
 ) -> NewEntry:
-    """``entry`` as the current embedder's: same answer, entities and expiry; its hit
-    count starts afresh, as a re-embedded entry's does (semantic/reembed.py)."""
+    """``entry`` as the current embedder's: same answer, entities and expiry (its times
+    and hit count are kept by the move)."""
     return NewEntry(
         partition_key=partition_key,
         tenant=entry.tenant,

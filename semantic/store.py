@@ -330,13 +330,17 @@ class EntryStore:
         with unavailable_on_db_errors(self.url), self._session() as session:
             return int(session.scalar(statement) or 0)
 
-    def embedder_counts(self) -> dict[str, int]:
-        """Rows per embedder id (expired ones too: they are dropped when carried over)."""
-        statement = select(SemanticEntry.embedder_id, func.count()).group_by(
-            SemanticEntry.embedder_id
+    def partitions_by_embedder(self, now: datetime) -> dict[str, set[str]]:
+        """Embedder id -> the keys of its partitions that hold a live row at ``now``."""
+        live = (SemanticEntry.expires_at.is_(None)) | (SemanticEntry.expires_at > now)
+        statement = (
+            select(SemanticEntry.embedder_id, SemanticEntry.partition_key).where(live).distinct()
         )
+        out: dict[str, set[str]] = {}
         with unavailable_on_db_errors(self.url), self._session() as session:
-            return {str(i): int(n) for i, n in session.execute(statement)}
+            for embedder_id, key in session.execute(statement):
+                out.setdefault(str(embedder_id), set()).add(str(key))
+        return out
 
     def partition_sizes(self, tenant: str) -> dict[str, tuple[int, datetime]]:
         """The tenant's partitions: key → (entries, when the partition was last used:

@@ -214,7 +214,7 @@ class Pipeline:
             return _unforeseen(exc, "the semantic lookup", tr)
         if result.trace is not None:
             tr.follow(result.trace)
-        if self.migrator is not None and not trace:
+        if self.migrator is not None and self.migrator.is_active and not trace:
             # once per partition and process; an empty partition is decided from memory,
             # so this is asked whichever way the lookup went
             self.migrator.touch(query, result.partition_key, self._still_wanted(ctx))

@@ -100,11 +100,7 @@ def test_vocabulary_reader_rejects_other_files(tmp_path: Path) -> None:
 def test_factory_and_setting_validation(e5: E5Embedder) -> None:
     assert EMBEDDER_NAMES == ("minilm", "e5", "auto")
     assert check_embedder_name(None) == check_embedder_name("  ") == DEFAULT_EMBEDDER
-    # the default by the numbers (issue 12): English as MiniLM, Chinese as e5; the
-    # gateway's setting says the same
-    from gateway.settings import Settings
-
-    assert DEFAULT_EMBEDDER == "auto" == Settings(_env_file=None).embedder
+    assert DEFAULT_EMBEDDER == "auto"  # by the numbers (issue 12): English as MiniLM, Chinese as e5
     assert check_embedder_name(" E5 ") == "e5"
     assert check_embedder_name("MiniLM") == "minilm"
     with pytest.raises(ValueError, match="minilm, e5, auto"):
@@ -112,3 +108,20 @@ def test_factory_and_setting_validation(e5: E5Embedder) -> None:
     built = build_embedder("e5", progress=False)
     assert isinstance(built, E5Embedder) and built.embedder_id == e5.embedder_id
     assert isinstance(build_embedder("minilm", progress=False), Embedder)
+
+
+def test_the_gateway_setting_defaults_to_auto_but_a_path_alone_keeps_minilm(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from gateway.settings import Settings
+
+    monkeypatch.delenv("CACHEGATE_EMBEDDER", raising=False)
+    monkeypatch.delenv("CACHEGATE_EMBEDDER_PATH", raising=False)
+    assert Settings(_env_file=None).embedder == DEFAULT_EMBEDDER
+    # a deployment of the old default named only its MiniLM directory: it keeps MiniLM
+    monkeypatch.setenv("CACHEGATE_EMBEDDER_PATH", str(tmp_path))
+    assert Settings(_env_file=None).embedder == "minilm"
+    # control: a name set beside the path is taken as set
+    monkeypatch.setenv("CACHEGATE_EMBEDDER", "e5")
+    assert Settings(_env_file=None).embedder == "e5"
+    assert Settings(_env_file=None, embedder="auto").embedder == "auto"

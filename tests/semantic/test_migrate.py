@@ -6,9 +6,11 @@ was and does not."""
 from __future__ import annotations
 
 import sqlite3
-from datetime import timedelta
+from collections.abc import Sequence
 
+import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from semantic.cache import SemanticCache
 from semantic.embedder import Embedder
@@ -77,7 +79,9 @@ def test_a_partition_moves_to_the_new_embedder_when_its_tenant_asks(
     b_hit = new.lookup(chat("How can I reset my password?", tenant="tenant-b"))
     assert b_hit.hit and b_hit.answer is not None
     assert b_hit.answer["choices"][0]["message"]["content"] == "b"
-    assert new.entries.embedder_counts() == {e5.embedder_id: 4}
+    assert set(new.entries.partitions_by_embedder(clock())) == {e5.embedder_id}
+    assert new.entries.count(embedder_id=e5.embedder_id) == 4
+    assert not migrator.is_active  # every partition carried: lookups pay nothing now
     migrator.close()
 
 
@@ -128,17 +132,24 @@ def test_a_tenant_deleted_meanwhile_gets_nothing_written(
     migrator = PartitionMigrator.for_store(new)
     query = chat(QUESTIONS[0])
     gone = migrator.touch(query, new.partition_key(query), still_wanted=lambda: False)
-    assert gone is not None
-    [done] = gone.result(timeout=60)
-    assert (done.written, done.dropped) == (0, 1)
-    assert new.entries.count() == 0 and len(new.index) == 0
+    assert gone is not None and gone.result(timeout=60) == []
+    assert new.entries.count(embedder_id=other_embedder.embedder_id) == 0
+    assert len(new.index) == 0
+    # deleted while the batch was written (another replica's delete): removed again
+    answers = iter([True, False])
+    racing = PartitionMigrator.for_store(new)
+    raced = racing.touch(query, new.partition_key(query), still_wanted=lambda: next(answers))
+    assert raced is not None and raced.result(timeout=60) == []
+    assert new.entries.count(embedder_id=other_embedder.embedder_id) == 0
+    assert len(new.index) == 0
     # positive control: the same partition, wanted, under a fresh migrator is carried
     assert old.store(chat(QUESTIONS[0]), reply()).stored
     again = PartitionMigrator.for_store(new)
     kept = again.touch(query, new.partition_key(query), still_wanted=lambda: True)
     assert kept is not None and kept.result(timeout=60)[0].written == 1
-    migrator.close()
-    again.close()
+    assert new.lookup(query).hit
+    for m in (migrator, racing, again):
+        m.close()
 
 
 def test_a_store_outage_keeps_the_old_rows_and_tries_again(
@@ -173,11 +184,13 @@ def test_no_earlier_embedder_means_nothing_to_do(
     migrator.close()
 
 
-def test_expiry_is_carried_as_it_was(
+def test_the_answer_is_as_old_as_it_was(
     sqlite_url: str, clock: ManualClock, embedder: Embedder, other_embedder: Embedder
 ) -> None:
     old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
     assert old.store(chat(QUESTIONS[0]), reply(), SemanticPolicy(ttl_seconds=600)).stored
+    assert old.lookup(chat(QUESTIONS[0])).hit
+    old.close()  # the batched hit count is written
     [before] = old.entries.iter_entries()
     new = SemanticCache(other_embedder, EntryStore(sqlite_url), clock=clock)
     migrator = PartitionMigrator.for_store(new)
@@ -186,10 +199,88 @@ def test_expiry_is_carried_as_it_was(
     assert scheduled is not None and scheduled.result(timeout=60)[0].written == 1
     [after] = new.entries.iter_entries()
     assert after.embedder_id == other_embedder.embedder_id
-    assert after.expires_at == before.expires_at  # not a fresh TTL: the answer is as old
-    clock.advance(301)
-    assert not new.lookup(chat(QUESTIONS[0])).hit
-    assert before.expires_at is not None and before.created_at + timedelta(seconds=600) == (
-        before.expires_at
+    # not fresh: its expiry, times and hits are the old row's
+    assert (after.expires_at, after.created_at, after.updated_at) == (
+        before.expires_at,
+        before.created_at,
+        before.updated_at,
     )
+    assert (
+        (after.hit_count, after.last_hit_at)
+        == (before.hit_count, before.last_hit_at)
+        == (
+            1,
+            before.last_hit_at,
+        )
+    )
+    # a client asking for an answer at most a minute old is not served this 5-minute one
+    assert not new.lookup(chat(QUESTIONS[0]), SemanticPolicy(max_age_seconds=60)).hit
+    assert new.lookup(chat(QUESTIONS[0]), SemanticPolicy(max_age_seconds=600)).hit  # control
+    clock.advance(301)
+    assert not new.lookup(chat(QUESTIONS[0])).hit  # expired when it would have
+    migrator.close()
+
+
+def test_an_entry_deleted_while_its_batch_is_embedded_is_not_written_again(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, other_embedder: Embedder
+) -> None:
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    for i, question in enumerate(QUESTIONS):
+        assert old.store(chat(question), reply(f"answer {i}")).stored
+    wrong = next(e for e in old.entries.iter_entries() if e.question == QUESTIONS[1])
+    new = SemanticCache(other_embedder, EntryStore(sqlite_url), clock=clock)
+    migrator = PartitionMigrator.for_store(new)
+
+    class Deleting:
+        """The new embedder, with an operator's delete landing while it embeds."""
+
+        embedder_id = other_embedder.embedder_id
+        dim = other_embedder.dim
+
+        def coverage(self, text: str) -> float:
+            return other_embedder.coverage(text)
+
+        def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+            old.invalidate(entry_id=wrong.id)
+            return other_embedder.embed(texts)
+
+    new.embedder = Deleting()
+    scheduled = _carry(migrator, new, QUESTIONS[0])
+    assert scheduled is not None
+    [done] = scheduled.result(timeout=60)
+    assert (done.written, done.gone) == (2, 1)
+    new.embedder = other_embedder
+    assert not new.lookup(chat(QUESTIONS[1])).hit  # the deleted answer stays deleted
+    assert new.lookup(chat(QUESTIONS[2])).hit  # control: its neighbours moved
+    migrator.close()
+
+
+def test_a_question_too_long_for_the_new_embedder_is_left_out_alone(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, e5: E5Embedder
+) -> None:
+    old = SemanticCache(e5, EntryStore(sqlite_url), clock=clock)
+    long = "Please explain " + " ".join(f"step{i} of the refund process" for i in range(50))
+    assert old.store(chat(long), reply("long")).stored  # e5 reads 512 tokens, MiniLM 256
+    assert old.store(chat(QUESTIONS[2]), reply("invoice")).stored
+    new = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    migrator = PartitionMigrator.for_store(new)
+    scheduled = _carry(migrator, new, QUESTIONS[2])
+    assert scheduled is not None
+    [done] = scheduled.result(timeout=60)
+    assert (done.written, done.unsupported, done.dropped) == (1, 1, 2)
+    assert new.lookup(chat(QUESTIONS[2])).hit
+    migrator.close()
+
+
+def test_a_lookup_pays_nothing_for_partitions_no_earlier_embedder_left(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, other_embedder: Embedder
+) -> None:
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    assert old.store(chat(QUESTIONS[0]), reply()).stored
+    new = SemanticCache(other_embedder, EntryStore(sqlite_url), clock=clock)
+    migrator = PartitionMigrator.for_store(new)
+    assert migrator.is_active
+    # another tenant's partition was never the earlier embedder's: nothing scheduled
+    assert _carry(migrator, new, QUESTIONS[0], tenant="tenant-z") is None
+    assert _carry(migrator, new, QUESTIONS[0]) is not None  # control: tenant-a's was
     migrator.close()

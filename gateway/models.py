@@ -134,6 +134,8 @@ class MisfireSample(Base):
     verifier_score: Mapped[float | None] = mapped_column(Float, nullable=True)
     # which verifier gave that score (GatewayVerifier.scale_id; None before migration 0008)
     verifier_model: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # which embedder's scale ``score`` is on (None before migration 0010: unknown)
+    embedder_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     entity_comparison: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # human review: label "correct" | "misfire", None while pending
     label: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True)

@@ -104,6 +104,7 @@ def report_router(admin: Any = require_admin) -> APIRouter:
             price_completion=settings.price_per_million_completion_tokens,
             model=model_shape(gw),
             routed=cache is not None and is_routed(cache.embedder_id),
+            embedder_id=None if cache is None else cache.embedder_id,
         )
         report = await asyncio.to_thread(make_report, request, params)
         if format == "json":

@@ -65,6 +65,7 @@ def load(
             MisfireSample.label,
             MisfireSample.shadow_verdict,
             MisfireSample.entity_comparison,
+            MisfireSample.embedder_id,
         ).where(MisfireSample.created_at >= p.since)
         rq = (
             select(
@@ -86,8 +87,8 @@ def load(
             sq = sq.where(MisfireSample.tenant_id == p.tenant)
             rq = rq.where(RequestStat.tenant_id == p.tenant)
         samples = [
-            Sample(tenant, score, label, shadow, recorded_probability(comparison))
-            for tenant, score, label, shadow, comparison in s.execute(sq)
+            Sample(tenant, score, label, shadow, recorded_probability(comparison), embedder)
+            for tenant, score, label, shadow, comparison, embedder in s.execute(sq)
         ]
         stats = [Stat(*row) for row in s.execute(rq)]
         snaps = list(
@@ -152,7 +153,9 @@ DEFINITIONS = {
     "recommended_threshold": "lowest labelled score t whose samples with score >= t have "
     "criterion (Wilson upper bound or point rate) <= target; setting: the threshold knob "
     "value that applies t (t itself, or under CACHEGATE_EMBEDDER=auto the MiniLM cosine "
-    "1 - (1 - t) / 0.3125)",
+    "1 - (1 - t) / 0.3125); from the samples the embedder in force scored only (scores "
+    "of another embedder, or taken before migration 0010, are on another or an unknown "
+    "scale: they count in the misfire rate, not in the score sections)",
     "prefix_token_hit_rate": "sum(cached_tokens) / sum(prompt_tokens) over engine-served requests",
     "prefix_request_hit_rate": "engine-served requests with cached_tokens > 0 / engine-served",
     "ttft_cache_on": "semantic hits and requests that reused prefix tokens",

@@ -67,6 +67,9 @@ def _cards(report: dict[str, Any]) -> str:
         rec_note += f"; set threshold {rec['setting']:.4f} (scores on the auto scale)"
     if rec["threshold"] is None and rec.get("reason"):
         rec_note += f": {rec['reason']}"
+    others = (s.get("scores") or {}).get("other_embedders", 0)
+    if others:  # their scores are on another (or an unknown) embedder's scale
+        rec_note += f"; {others} labelled samples of another embedder left out"
     latest = eng.get("latest") or {}
     cards = [
         _card(

@@ -64,6 +64,9 @@ class ReportParams:
     # Scores on the routed scale (CACHEGATE_EMBEDDER=auto): the recommended threshold
     # is also given as the value to set, a MiniLM cosine (semantic/embedder_routed.py).
     routed: bool = False
+    # The embedder in force: the score sections read only the samples it scored (another
+    # embedder's scores are on another scale). None: every sample.
+    embedder_id: str | None = None
 
     @property
     def since(self) -> datetime:
@@ -77,6 +80,7 @@ class Sample:
     label: str | None
     shadow: str | None
     probability: float | None = None  # the sampling probability it was drawn with
+    embedder_id: str | None = None  # whose scale ``score`` is on (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,10 @@ class Stat:
 def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any]:
     labelled = [Labelled(s.score, s.label == "misfire") for s in samples if s.label]
     misfires = sum(x.misfire for x in labelled)
-    curve = threshold_curve(labelled)
+    # The rate counts every label; scores are comparable only on one embedder's scale.
+    same = [s for s in samples if p.embedder_id is None or s.embedder_id == p.embedder_id]
+    scored = [Labelled(s.score, s.label == "misfire") for s in same if s.label]
+    curve = threshold_curve(scored)
     shadow = [s for s in samples if s.shadow in ("agree", "disagree")]
     both = [s for s in shadow if s.label]
     matching = sum((s.shadow == "disagree") == (s.label == "misfire") for s in both)
@@ -109,7 +116,12 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
             **_without_counts(proportion(misfires, len(labelled))),
             "weighted": weighted_misfires([s for s in samples if s.label]),
         },
-        "score_buckets": buckets(labelled, p.edges),
+        "scores": {
+            "embedder_id": p.embedder_id,
+            "labelled": len(scored),
+            "other_embedders": len(labelled) - len(scored),
+        },
+        "score_buckets": buckets(scored, p.edges),
         "threshold_curve": thin(curve, 200),
         "recommended_threshold": with_setting(recommend(curve, p.target, p.criterion), p),
         "shadow": {
@@ -120,8 +132,8 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
             "agreement_with_humans": rate(matching, len(both)),
         },
         "labelled_scores": {
-            "correct": [x.score for x in labelled if not x.misfire][:5000],
-            "misfire": [x.score for x in labelled if x.misfire][:5000],
+            "correct": [x.score for x in scored if not x.misfire][:5000],
+            "misfire": [x.score for x in scored if x.misfire][:5000],
         },
     }
 

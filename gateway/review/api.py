@@ -52,6 +52,7 @@ class SampleOut(BaseModel):
     threshold: float
     verifier_score: float | None = None
     verifier_model: str | None = None
+    embedder_id: str | None = None  # whose scale ``score`` is on (None: before 0010)
     entity_comparison: dict[str, Any] | None
     label: str | None
     note: str | None
@@ -75,6 +76,7 @@ class SampleOut(BaseModel):
             threshold=row.threshold,
             verifier_score=row.verifier_score,
             verifier_model=row.verifier_model,
+            embedder_id=row.embedder_id,
             entity_comparison=row.entity_comparison,
             label=row.label,
             note=row.note,

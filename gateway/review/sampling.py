@@ -320,6 +320,7 @@ class MisfireSampler:
                 threshold=hit.threshold,
                 verifier_score=hit.verifier_score,
                 verifier_model=hit.verifier_model,
+                embedder_id=None if self.embedder is None else self.embedder.embedder_id,
                 entity_comparison=comparison,
             )
             s.add(row)

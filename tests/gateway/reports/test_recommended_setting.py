@@ -4,6 +4,8 @@ routed scale, the MiniLM cosine the tenant's knob takes (the gateway maps it bac
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gateway.reports.sections import ReportParams, Sample, misfire_section
@@ -33,3 +35,21 @@ def test_no_recommendation_has_no_setting_and_low_scores_floor_at_zero() -> None
     p = ReportParams(routed=True)
     assert misfire_section([], p)["recommended_threshold"]["setting"] is None
     assert as_minilm_cosine(0.5) == 0.0  # no MiniLM cosine maps that low
+
+
+def test_only_the_embedder_in_force_scores_the_recommendation() -> None:
+    # The window spans a switch from MiniLM: its samples are MiniLM cosines, which read
+    # as routed scores would recommend a far looser MiniLM setting.
+    now = [replace(s, embedder_id="auto:x") for s in SAMPLES]
+    before = [Sample("t", 0.86 + i * 0.0005, "correct", None, None, "minilm:y") for i in range(120)]
+    before += [Sample("t", 0.85, "misfire", None, None, None)]  # taken before 0010: unknown
+    p = ReportParams(target=0.01, criterion="point", routed=True, embedder_id="auto:x")
+    section = misfire_section(now + before, p)
+    assert section["recommended_threshold"]["threshold"] == pytest.approx(0.96)
+    assert section["scores"] == {"embedder_id": "auto:x", "labelled": 41, "other_embedders": 121}
+    assert len(section["labelled_scores"]["correct"]) == 40
+    # the misfire rate counts every label, whatever scored it
+    assert section["misfires"]["labelled"] == 162 and section["misfires"]["misfires"] == 2
+    # control: read together, the MiniLM cosines pull the recommendation down
+    mixed = misfire_section(now + before, replace(p, embedder_id=None))
+    assert mixed["recommended_threshold"]["threshold"] == pytest.approx(0.86)

@@ -100,10 +100,13 @@ class Explainer:
         except ApiError as err:
             raise BadRequestError(f"body: {err.message}", param=err.param, code=err.code) from None
         steps = [ExplainStep(check="tenant_enabled", passed=not tenant.disabled)]
+        # What a lookup would apply, also when the request stops before the search.
+        applied, setting = self.pipeline.threshold_in_force(policy)
         fields: dict[str, Any] = {
             "tenant_id": tenant_id,
             "policy_version": version,
-            "threshold": policy.threshold,
+            "threshold": applied,
+            "threshold_setting": setting,
         }
         if tenant.disabled:  # authentication refuses its keys before any lookup
             return _render("skipped", "tenant_disabled", fields, steps, LookupTrace(), None)

@@ -206,7 +206,16 @@ class ExplainResponse(BaseModel):
     question: str | None
     partition_key: str | None
     partition_size: int
-    threshold: float
+    threshold: float = Field(
+        description="The similarity threshold the lookup applies, on the scale of `score` "
+        "(the retrieval threshold when the verifier is on; under CACHEGATE_EMBEDDER=auto "
+        "the routed scale)"
+    )
+    threshold_setting: float | None = Field(
+        None,
+        description="The policy knob that sets it (`retrieval_threshold` with the verifier "
+        "on, else `threshold`; a MiniLM cosine under auto); None: the embedder's default",
+    )
     best_score: float | None
     verifier_cut: float | None = Field(
         None, description="A candidate is served only above this verifier score (None: off)"

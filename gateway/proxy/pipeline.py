@@ -23,6 +23,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
 from gateway.metrics import GatewayMetrics
+from gateway.policy import TenantPolicy
 from gateway.proxy.backfill_store import still_minted, store_within_bounds
 from gateway.proxy.cacheable import request_temperature, unreplayable_request
 from gateway.proxy.controls import CacheControl, request_policy, semantic_namespace
@@ -235,6 +236,17 @@ class Pipeline:
         if count:
             self.metrics.semantic_miss(ctx.tenant_id, reason)
         return SemanticDecision("miss", reason, query, result, tr.result)
+
+    def threshold_in_force(self, policy: TenantPolicy) -> tuple[float, float | None]:
+        """(the similarity threshold a lookup of this tenant applies, on the scale of its
+        scores; the knob that sets it, None when the embedder's default does): with the
+        verifier on, the retrieval threshold; else the tenant's ``threshold``; either on
+        the routed scale under ``auto``, where the knobs are MiniLM cosines."""
+        if self.verification is not None:
+            return self.verification.retrieval_threshold(policy), policy.retrieval_threshold
+        routed = self.cache is not None and is_routed(self.cache.embedder_id)
+        given = policy.threshold
+        return (on_routed_scale(given) if routed else given), given
 
     def _from_memory(self, query: SemanticQuery, sem: SemanticPolicy) -> LookupResult | None:
         """The lookup decided on the event loop when it needs nothing but memory (a

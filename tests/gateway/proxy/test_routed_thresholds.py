@@ -13,8 +13,9 @@ from gateway.app import Components
 from gateway.policy import TenantPolicy
 from semantic import Embedder
 from semantic.embedder_e5 import E5Embedder
-from semantic.embedder_routed import RoutedEmbedder
+from semantic.embedder_routed import RoutedEmbedder, on_routed_scale
 from tests.gateway import vllm_recordings as rec
+from tests.gateway.admin_support import ADMIN_TOKEN, admin
 from tests.gateway.conftest import Gateway, chat_body, gateway_settings, running_gateway
 from tests.gateway.scripted_upstream import scripted_upstream
 
@@ -23,7 +24,9 @@ from tests.gateway.scripted_upstream import scripted_upstream
 def gw(embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     routed = RoutedEmbedder(embedder, E5Embedder(progress=False))
     with scripted_upstream("vllm") as up:
-        settings = gateway_settings(tmp_path_factory.mktemp("routed"), upstream_url=up.url)
+        settings = gateway_settings(
+            tmp_path_factory.mktemp("routed"), upstream_url=up.url, admin_token=ADMIN_TOKEN
+        )
         with running_gateway(settings, Components(embedder=routed)) as g:
             yield g
 
@@ -55,3 +58,21 @@ def test_the_default_threshold_means_what_it_means_under_minilm(
     assert semantic_header(gw, key, stored) == "hit"  # positive control: the same question
     header = semantic_header(gw, key, asked)
     assert header == ("hit" if served else "miss:below_threshold"), (header, minilm_cosine)
+
+
+def test_explain_shows_the_threshold_on_the_scale_of_its_scores(gw: Gateway) -> None:
+    tenant, key = gw.tenant("routed", TenantPolicy(sample_rate=0.0))
+    assert semantic_header(gw, key, "What is the capital of France?").startswith("miss")
+    with admin(gw) as client:
+        asked = chat_body(rec.MODEL, "Tell me the capital of France")
+        searched = client.post(f"/tenants/{tenant}/cache/explain", json={"body": asked}).json()
+        # stopped before the search (temperature above the tenant's maximum): the
+        # threshold shown is still the one a search would apply, not the raw knob
+        hot = asked | {"temperature": 1.5}
+        skipped = client.post(f"/tenants/{tenant}/cache/explain", json={"body": hot}).json()
+    assert searched["decision"] == "hit" and skipped["decision"] == "skipped"
+    for report in (searched, skipped):
+        assert report["threshold"] == pytest.approx(on_routed_scale(0.89))
+        assert report["threshold_setting"] == 0.89  # the knob, a MiniLM cosine
+    # the best score is on the same scale: MiniLM's 0.9547 read as a routed score
+    assert searched["best_score"] == pytest.approx(on_routed_scale(0.9547), abs=1e-3)

@@ -272,6 +272,11 @@ def test_explain_shows_the_verifiers_score_and_cut(gw: Gateway, verifier: Gatewa
     report = r.json()
     assert report["decision"] == "miss" and report["reason"] == "verifier_refused"
     assert report["verifier_cut"] == pytest.approx(verifier.shipped_cut(0.01))
+    # the retrieval threshold the lookup applied, set by the embedder's default
+    verification = gw.state.pipeline.verification
+    assert verification is not None
+    assert report["threshold"] == pytest.approx(verification.retrieval_threshold(TenantPolicy()))
+    assert report["threshold_setting"] is None and report["threshold"] < 0.89
     (candidate,) = report["candidates"]
     assert candidate["refusal"] == "verifier_refused"
     assert candidate["verifier_score"] == pytest.approx(

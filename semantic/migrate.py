@@ -16,15 +16,18 @@ not delayed and misses as before; the next one finds the entries. So a cache
 survives a switch partition by partition as its tenants come back, and two
 embedders' vectors are never compared: old rows are only ever read as text.
 
-Rows an old replica writes after this one started (a rolling upgrade) are carried at
-the next start. When every partition left has been carried, the migrator is idle
-and a lookup pays nothing for it.
+The partitions left are read again every :data:`REFRESH_SECONDS` (in the migration
+thread): keys whose rows expired go, and rows an old replica wrote since (a rolling
+upgrade) come, every partition then looked at once more. When none is left the
+migrator is idle and a lookup pays nothing for it. Migrated rows keep their answer as
+it was when moved, their times and their hit count.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -53,6 +56,11 @@ DEFAULT_REMEMBERED = 100_000
 #: later lookup instead of queueing its query (and conversation) in memory.
 MAX_WAITING = 1_000
 
+#: Seconds between re-reads of the partitions left: keys whose rows expired (or that
+#: another replica carried) go, and rows an old replica wrote since (a rolling
+#: upgrade) come; the migrator goes idle once none is left.
+REFRESH_SECONDS = 600.0
+
 #: Asked under the cache's write lock before and after writing (None: always wanted):
 #: whether the partition's tenant is still the one that asked. One deleted meanwhile
 #: gets nothing written, and what was written as the delete ran is removed again.
@@ -70,6 +78,15 @@ class Migrated:
     unsupported: int = 0  # the current embedder cannot read the question (coverage, length)
     gone: int = 0  # deleted by someone else while this ran: not carried
     dropped: int = 0  # old rows deleted by the move
+
+
+class _Stopped(Exception):
+    """A migration stopped before the end: the migrator is closing, or the partition's
+    tenant is gone (``gone``: its partitions need not be carried)."""
+
+    def __init__(self, gone: bool) -> None:
+        super().__init__("tenant gone" if gone else "closing")
+        self.gone = gone
 
 
 class PartitionMigrator:
@@ -91,6 +108,8 @@ class PartitionMigrator:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._waiting = 0
         self._closing = False
+        self._refresh_at = time.monotonic() + REFRESH_SECONDS
+        self._refreshing = False
         self._lock = threading.Lock()
         # One thread: migrations are rare (once per partition) and must not compete
         # with lookups for the embedder.
@@ -102,8 +121,7 @@ class PartitionMigrator:
     ) -> PartitionMigrator:
         """A migrator over every live partition other embedders left in ``cache``'s
         store (none: it does nothing, at no cost a lookup)."""
-        pending = cache.entries.partitions_by_embedder(cache._now())
-        pending.pop(cache.embedder_id, None)
+        pending = cache.entries.partitions_by_embedder(cache._now(), cache.embedder_id)
         if pending:
             log.info(
                 "the store holds %d partition(s) of %d earlier embedder(s); each is "
@@ -132,6 +150,7 @@ class PartitionMigrator:
         returns the scheduled work, or None."""
         if not self._pending or self._closing:
             return None
+        self._refresh_if_due()
         with self._lock:
             if partition_key in self._seen:
                 self._seen.move_to_end(partition_key)
@@ -139,18 +158,50 @@ class PartitionMigrator:
             self._seen[partition_key] = None
             while len(self._seen) > self._remembered:
                 self._seen.popitem(last=False)
-            left = {s: query.partition_key(s) for s, keys in self._pending.items()}
-            left = {s: k for s, k in left.items() if k in self._pending[s]}
+            sources = list(self._pending)
+        # Hashed outside the lock: the key covers the whole conversation.
+        keys = {source: query.partition_key(source) for source in sources}
+        with self._lock:
+            left = {s: k for s, k in keys.items() if k in self._pending.get(s, ())}
             if not left:
                 return None
             if self._waiting >= MAX_WAITING:
-                del self._seen[partition_key]  # asked again later
+                self._seen.pop(partition_key, None)  # asked again later
                 return None
             self._waiting += 1
+        return self._submit(self._run, partition_key, left, still_wanted)
+
+    def _submit(
+        self, fn: Callable[..., list[Migrated]], *args: object
+    ) -> Future[list[Migrated]] | None:
         try:
-            return self._pool.submit(self._run, partition_key, left, still_wanted)
+            return self._pool.submit(fn, *args)
         except RuntimeError:  # closed meanwhile
             return None
+
+    def _refresh_if_due(self) -> None:
+        with self._lock:
+            if self._refreshing or time.monotonic() < self._refresh_at:
+                return
+            self._refreshing = True
+        self._submit(self._refresh)
+
+    def _refresh(self) -> list[Migrated]:
+        """Re-read the partitions left (in the migration thread, off the request path);
+        every partition may be looked at again, once."""
+        try:
+            cache = self.cache
+            pending = cache.entries.partitions_by_embedder(cache._now(), cache.embedder_id)
+            with self._lock:
+                self._pending = pending
+                self._seen.clear()
+        except StoreUnavailableError as exc:
+            log.warning("could not re-read the partitions left to carry over: %s", exc)
+        finally:
+            with self._lock:
+                self._refreshing = False
+                self._refresh_at = time.monotonic() + REFRESH_SECONDS
+        return []
 
     def _run(
         self, partition_key: str, left: dict[str, str], still_wanted: StillWanted | None
@@ -158,24 +209,29 @@ class PartitionMigrator:
         with self._lock:
             self._waiting -= 1
         done: list[Migrated] = []
+        settled = list(left.items())  # dropped from the pending keys at the end
         try:
             for source, old_key in left.items():
-                moved = self.migrate(partition_key, source, old_key, still_wanted)
-                if moved is None:
-                    break  # closing, or the tenant is gone
-                done.append(moved)
-                with self._lock:
-                    keys = self._pending.get(source)
-                    if keys is not None:
-                        keys.discard(old_key)
-                        if not keys:
-                            del self._pending[source]
+                done.append(self.migrate(partition_key, source, old_key, still_wanted))
+        except _Stopped as stop:
+            if not stop.gone:
+                settled = []  # closing: carried after the next start
         except StoreUnavailableError as exc:
+            settled = []
             with self._lock:  # tried again on a later lookup
                 self._seen.pop(partition_key, None)
             log.warning("partition migration postponed: store unavailable (%s)", exc)
         except Exception:
+            # Not tried again in this process (it would fail alike on every lookup):
+            # the rows not yet moved stay, unsearched, until they expire.
             log.exception("partition migration failed; the rows not yet moved are kept")
+        with self._lock:
+            for source, old_key in settled:
+                keys = self._pending.get(source)
+                if keys is not None:
+                    keys.discard(old_key)
+                    if not keys:
+                        del self._pending[source]
         for moved in done:
             if self.on_migrated is not None:
                 try:
@@ -190,34 +246,32 @@ class PartitionMigrator:
         source: str,
         old_key: str,
         still_wanted: StillWanted | None = None,
-    ) -> Migrated | None:
+    ) -> Migrated:
         """Carry the partition ``old_key`` of embedder ``source`` over to
-        ``partition_key`` now, a batch at a time; None when stopped before the end
-        (the migrator closing, or the tenant gone): the rows not moved stay."""
+        ``partition_key`` now, a batch at a time. Raises ``_Stopped`` when the migrator
+        closes or the tenant is gone before the end: the rows not moved stay."""
         cache = self.cache
         ids = sorted(cache.entries.ids_in_partition(old_key))
         counts = dict.fromkeys(("written", "kept", "expired", "unsupported", "gone", "dropped"), 0)
         for start in range(0, len(ids), REEMBED_BATCH):
             if self._closing:
-                return None
+                raise _Stopped(gone=False)
             chunk = ids[start : start + REEMBED_BATCH]
             found = cache.entries.get_many(chunk)
             counts["gone"] += len(chunk) - len(found)
             now = cache._now()
             old = [found[i] for i in chunk if i in found]
-            live = [e for e in old if not e.is_expired(now)]
-            counts["expired"] += len(old) - len(live)
-            readable, vectors = self._embed(live)
-            counts["unsupported"] += len(live) - len(readable)
+            expired = {e.id for e in old if e.is_expired(now)}
+            readable, vectors = self._embed([e for e in old if e.id not in expired])
             carried = [
                 (e, _carried(e, partition_key, cache.embedder_id, v))
                 for e, v in zip(readable, vectors, strict=True)
             ]
-            skipped = [e.id for e in old if e.id not in {r.id for r in readable}]
+            unreadable = {e.id for e in old} - expired - {e.id for e in readable}
             with cache.write_lock:
                 if still_wanted is not None and not still_wanted():
-                    return None
-                moved = move_entries(cache.entries, carried, skipped)
+                    raise _Stopped(gone=True)
+                moved = move_entries(cache.entries, carried, [*expired, *unreadable])
                 for entry in moved.written:
                     cache.index.add(partition_key, [entry.id], entry.embedding.reshape(1, -1))
                 if moved.written and still_wanted is not None and not still_wanted():
@@ -225,11 +279,14 @@ class PartitionMigrator:
                     new_ids = [e.id for e in moved.written]
                     cache.index.remove(partition_key, new_ids)
                     cache.entries.delete(new_ids)
-                    return None
+                    raise _Stopped(gone=True)
+            # a row deleted by someone else meanwhile counts as gone, whatever it was
+            counts["expired"] += len(expired - moved.gone)
+            counts["unsupported"] += len(unreadable - moved.gone)
             counts["written"] += len(moved.written)
             counts["kept"] += moved.kept
             counts["dropped"] += moved.dropped
-            counts["gone"] += moved.gone
+            counts["gone"] += len(moved.gone)
         done = Migrated(source, **counts)
         # The key's prefix only: it is a hash, but logs need no more of it.
         log.info(

@@ -330,11 +330,15 @@ class EntryStore:
         with unavailable_on_db_errors(self.url), self._session() as session:
             return int(session.scalar(statement) or 0)
 
-    def partitions_by_embedder(self, now: datetime) -> dict[str, set[str]]:
-        """Embedder id -> the keys of its partitions that hold a live row at ``now``."""
+    def partitions_by_embedder(self, now: datetime, other_than: str) -> dict[str, set[str]]:
+        """Embedder id -> the keys of its partitions that hold a live row at ``now``, for
+        every embedder but ``other_than`` (the one in force: a deployment that never
+        switched reads nothing here)."""
         live = (SemanticEntry.expires_at.is_(None)) | (SemanticEntry.expires_at > now)
         statement = (
-            select(SemanticEntry.embedder_id, SemanticEntry.partition_key).where(live).distinct()
+            select(SemanticEntry.embedder_id, SemanticEntry.partition_key)
+            .where(live, SemanticEntry.embedder_id != other_than)
+            .distinct()
         )
         out: dict[str, set[str]] = {}
         with unavailable_on_db_errors(self.url), self._session() as session:

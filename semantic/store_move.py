@@ -37,7 +37,24 @@ class Moved:
     written: list[StoredEntry] = field(default_factory=list)  # the new rows
     kept: int = 0  # the new partition already held the question: its row stays
     dropped: int = 0  # old rows deleted (carried or not)
-    gone: int = 0  # old rows deleted by someone else meanwhile: nothing carried
+    gone: frozenset[int] = frozenset()  # old ids deleted by someone else meanwhile
+
+
+#: What the delete returns of each old row: a new row is built from the row as it was
+#: deleted, not as it was read before its question was embedded (an old replica may
+#: have updated its answer meanwhile).
+_RETURNED = (
+    SemanticEntry.id,
+    SemanticEntry.partition_key,
+    SemanticEntry.answer,
+    SemanticEntry.entities,
+    SemanticEntry.expires_at,
+    SemanticEntry.ttl_seconds,
+    SemanticEntry.created_at,
+    SemanticEntry.updated_at,
+    SemanticEntry.hit_count,
+    SemanticEntry.last_hit_at,
+)
 
 
 def move_entries(
@@ -46,9 +63,11 @@ def move_entries(
     dropped: Sequence[int] = (),
 ) -> Moved:
     """Delete the old rows of ``carried`` (and the ids in ``dropped``) and insert each
-    carried entry's new row, in one transaction; see the module docstring. A concurrent
-    insert of the same question elsewhere loses nothing: the transaction is rolled back
-    and run once more, when the check finds that row."""
+    carried entry's new row (its key, embedder and vector from the ``NewEntry``; its
+    answer, entities, expiry, times and hits from the old row as deleted), in one
+    transaction; see the module docstring. A concurrent insert of the same question
+    elsewhere loses nothing: the transaction is rolled back and run once more, when the
+    check finds that row."""
     old_ids = [old.id for old, _ in carried] + [int(i) for i in dropped]
     with unavailable_on_db_errors(store.url):
         for attempt in range(2):
@@ -67,14 +86,13 @@ def _move(
     kept = 0
     with store._session() as session, session.begin():
         result = session.execute(
-            delete(SemanticEntry)
-            .where(SemanticEntry.id.in_(old_ids))
-            .returning(SemanticEntry.id, SemanticEntry.partition_key)
+            delete(SemanticEntry).where(SemanticEntry.id.in_(old_ids)).returning(*_RETURNED)
         )
-        removed = {int(i): str(p) for i, p in result}
-        changes = [NewChange(DELETE, key, i) for i, key in removed.items()]
+        removed = {int(row.id): row for row in result}
+        changes = [NewChange(DELETE, str(row.partition_key), i) for i, row in removed.items()]
         for old, new in carried:
-            if old.id not in removed:
+            was = removed.get(old.id)
+            if was is None:
                 continue  # deleted meanwhile (an operator, a purge, a bound): not carried
             normalized = normalize_question(new.question)
             digest = question_digest(normalized)
@@ -93,16 +111,16 @@ def _move(
                 tenant=new.tenant,
                 question=new.question,
                 normalized_question=normalized,
-                answer=new.answer,
+                answer=was.answer,
                 embedding=np.ascontiguousarray(new.embedding, dtype="<f4").tobytes(),
                 embedder_id=new.embedder_id,
-                entities=new.entities,
-                expires_at=new.expires_at,
-                ttl_seconds=new.ttl_seconds,
-                created_at=old.created_at,
-                updated_at=old.updated_at,
-                hit_count=old.hit_count,
-                last_hit_at=old.last_hit_at,
+                entities=was.entities,
+                expires_at=was.expires_at,
+                ttl_seconds=was.ttl_seconds,
+                created_at=was.created_at,
+                updated_at=was.updated_at,
+                hit_count=was.hit_count,
+                last_hit_at=was.last_hit_at,
             )
             session.add(row)
             session.flush()
@@ -110,4 +128,5 @@ def _move(
             written.append(to_entry(row))
         log_changes(session, changes)
     store.memo.forget([*removed, *(e.id for e in written)])  # after the commit
-    return Moved(written, kept, len(removed), len(old_ids) - len(removed))
+    gone = frozenset(old_ids) - frozenset(removed)
+    return Moved(written, kept, len(removed), gone)

@@ -69,7 +69,7 @@ def _cards(report: dict[str, Any]) -> str:
         rec_note += f": {rec['reason']}"
     others = (s.get("scores") or {}).get("other_embedders", 0)
     if others:  # their scores are on another (or an unknown) embedder's scale
-        rec_note += f"; {others} labelled samples of another embedder left out"
+        rec_note += f"; {others} labelled samples of another embedder (or unknown) left out"
     latest = eng.get("latest") or {}
     cards = [
         _card(

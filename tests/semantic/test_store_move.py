@@ -38,6 +38,7 @@ def _changes(store: EntryStore) -> list[tuple[str, str | None, int | None]]:
 def test_the_rows_still_there_move_and_the_rest_do_not(store: EntryStore) -> None:
     questions = ["How do I reset my password?", "Where is my card?", "How do I close it?"]
     olds = [store.upsert(entry(q, partition_key=OLD), now=T0)[0] for q in questions]
+    store.upsert(entry(questions[0], partition_key=OLD), now=T0 + timedelta(minutes=1))
     store.record_hit(olds[0].id, at=T0 + timedelta(minutes=5))
     olds[0] = store.get(olds[0].id)
     fresher, _ = store.upsert(
@@ -52,7 +53,7 @@ def test_the_rows_still_there_move_and_the_rest_do_not(store: EntryStore) -> Non
     ]
     moved = move_entries(store, carried, [dropped.id])
 
-    assert (moved.kept, moved.dropped, moved.gone) == (1, 3, 1)
+    assert (moved.kept, moved.dropped, moved.gone) == (1, 3, {olds[2].id})
     [written] = moved.written
     assert (written.partition_key, written.embedder_id, written.question) == (
         NEW,
@@ -66,7 +67,7 @@ def test_the_rows_still_there_move_and_the_rest_do_not(store: EntryStore) -> Non
         olds[0].hit_count,
         olds[0].last_hit_at,
     )
-    assert olds[0].hit_count == 1
+    assert olds[0].hit_count == 1 and olds[0].created_at != olds[0].updated_at
     assert store.ids_in_partition(OLD) == set()
     assert store.ids_in_partition(NEW) == {written.id, fresher.id}
     assert store.get(fresher.id).updated_at == T0 + timedelta(hours=1)  # not overwritten
@@ -81,5 +82,5 @@ def test_nothing_moves_twice(store: EntryStore) -> None:
     first = move_entries(store, carried)
     again = move_entries(store, carried)  # a second replica with the same batch
     assert (len(first.written), first.dropped) == (1, 1)
-    assert (len(again.written), again.kept, again.dropped, again.gone) == (0, 0, 0, 1)
+    assert (len(again.written), again.kept, again.dropped, again.gone) == (0, 0, 0, {old.id})
     assert len(store.ids_in_partition(NEW)) == 1

@@ -5,6 +5,7 @@ Real gateway, real SQLite, real MiniLM and e5, a scripted upstream."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from gateway.app import Components
@@ -13,6 +14,7 @@ from semantic import Embedder
 from semantic.embedder_e5 import E5Embedder
 from semantic.embedder_routed import RoutedEmbedder
 from tests.gateway import vllm_recordings as rec
+from tests.gateway.admin_support import ADMIN_TOKEN, admin
 from tests.gateway.conftest import (
     Gateway,
     chat_body,
@@ -43,9 +45,9 @@ def test_a_switch_to_auto_carries_each_partition_over_on_first_ask(
 ) -> None:
     policy = TenantPolicy(sample_rate=0.0)
     with scripted_upstream("vllm") as up:
-        settings = gateway_settings(tmp_path, upstream_url=up.url)
+        settings = gateway_settings(tmp_path, upstream_url=up.url, admin_token=ADMIN_TOKEN)
         with running_gateway(settings, Components(embedder=embedder)) as first:
-            key_a = first.tenant("switch-a", policy)[1]
+            tenant_a, key_a = first.tenant("switch-a", policy)
             key_b = first.tenant("switch-b", policy)[1]
             assert ask(first, key_a, STORED_A)[0].startswith("miss")
             assert ask(first, key_a, ASKED_A)[0] == "hit"  # positive control under MiniLM
@@ -60,6 +62,13 @@ def test_a_switch_to_auto_carries_each_partition_over_on_first_ask(
         with running_gateway(settings, Components(embedder=routed)) as second:
             migrator = second.state.pipeline.migrator
             assert migrator is not None and migrator.sources == (embedder.embedder_id,)
+            assert second.cache.entries.count(embedder_id=embedder.embedder_id) == 2
+            # a dry run (explain) moves nothing: it only reads
+            with admin(second) as client:
+                body = {"body": chat_body(rec.MODEL, ASKED_A)}
+                r = client.post(f"/tenants/{tenant_a}/cache/explain", json=body)
+            assert r.status_code == 200 and r.json()["decision"] == "miss"
+            time.sleep(0.5)
             assert second.cache.entries.count(embedder_id=embedder.embedder_id) == 2
             # The first ask of the partition finds the index without it, and carries it.
             assert ask(second, key_a, ASKED_A)[0].startswith("miss")
@@ -76,6 +85,6 @@ def test_a_switch_to_auto_carries_each_partition_over_on_first_ask(
                 lambda: second.cache.entries.count(embedder_id=embedder.embedder_id) == 0
             )
             assert ask(second, key_b, STORED_B) == ("hit", answer_b)
-            assert not migrator.is_active  # both partitions carried: nothing left to do
             written = "cachegate_semantic_migrated_entries_total"
             assert wait_until(lambda: metric(second.metrics(), written, outcome="written") == 2)
+            assert wait_until(lambda: not migrator.is_active)  # nothing left to do

@@ -173,3 +173,24 @@ def chat_body(model: str, question: str, max_tokens: int, system: str | None = N
             ]
     messages.append({"role": "user", "content": question})
     return {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0}
+
+
+def bench_keying(tenants: Any, engine: Any) -> tuple[str, str]:
+    """(namespace, weights revision) the gateway keys the bench tenant's requests with:
+    ``tenant:<id>:<minted id>`` (gateway/tenants.py) and the in-process engine's weights
+    digest (gateway/app.py ``_model_revisions``). Entries prepared under other keys sit
+    in partitions the gateway never searches (every phase-2 request then misses)."""
+    minted = tenants.namespace_id(TENANT)
+    namespace = f"tenant:{TENANT}:{minted}" if minted else f"tenant:{TENANT}"
+    return namespace, engine.fingerprint.weights_digest[:16]
+
+
+def bench_query(body: dict[str, Any], keying: tuple[str, str]) -> Any:
+    """The semantic query the gateway builds for ``body`` from the bench tenant."""
+    from dataclasses import replace
+
+    from semantic import SemanticQuery
+
+    namespace, revision = keying
+    query = SemanticQuery.from_chat(tenant=TENANT, body=body, namespace=namespace)
+    return replace(query, model=f"{query.model}@{revision}")

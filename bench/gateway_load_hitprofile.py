@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.gateway_load_common import API_KEY, TENANT, chat_body, loadavg
+from bench.gateway_load_common import API_KEY, TENANT, bench_keying, chat_body, loadavg
 
 
 class ThreadProfiles:
@@ -165,7 +165,8 @@ def main() -> None:
     from migrations.runner import upgrade_database
     from prefix.model.dtype import resolve_dtype
     from prefix.model.loader import default_model_path, load_model
-    from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
+    from semantic import EntryStore, PartitionedIndex, SemanticCache
+    from semantic.embedders import build_embedder
     from validators import Validator
 
     with tempfile.TemporaryDirectory(prefix="hit-profile-") as tmp_name:
@@ -184,8 +185,11 @@ def main() -> None:
             device="cpu",
             dtype=resolve_dtype(settings.dtype, "cpu")[0],
         )
-        embedder = Embedder(
-            settings.embedder_path, progress=False, backend=settings.embedder_backend
+        embedder = build_embedder(
+            settings.embedder,
+            Path(settings.embedder_path) if settings.embedder_path else None,
+            progress=False,
+            backend=settings.embedder_backend,
         )
         upgrade_database(url)
         tenants = TenantStore(create_engine(url))
@@ -207,12 +211,13 @@ def main() -> None:
             "zipf": 1.1,
             "trace_requests": 20,
         }
-        prep = prepare(spec, cache, policy, loaded.model_id)
+        engine = engine_on(loaded, settings)
+        prep = prepare(spec, cache, policy, loaded.model_id, bench_keying(tenants, engine))
         questions = prep["phase2"]["hit_questions"]
         app = create_app(
             settings,
             Components(
-                engine=engine_on(loaded, settings),
+                engine=engine,
                 embedder=embedder,
                 semantic_cache=cache,
                 verifier=verifier,

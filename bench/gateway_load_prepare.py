@@ -14,7 +14,7 @@ import time
 from collections import Counter, defaultdict
 from typing import Any
 
-from bench.gateway_load_common import DATA, PHASE2_ANSWER, TENANT, chat_body
+from bench.gateway_load_common import DATA, PHASE2_ANSWER, bench_query, chat_body
 
 
 def read_banking() -> list[tuple[str, str]]:
@@ -63,10 +63,11 @@ def change_number(text: str, rng: random.Random) -> str | None:
     return text[: m.start()] + new + text[m.end() :]
 
 
-def prepare(spec: dict[str, Any], cache: Any, policy: Any, model: str) -> dict[str, Any]:
-    """Store phase-1/2 entries, verify phase-2 paraphrase hits, build the phase-3 trace."""
-
-    from semantic import SemanticQuery
+def prepare(
+    spec: dict[str, Any], cache: Any, policy: Any, model: str, keying: tuple[str, str]
+) -> dict[str, Any]:
+    """Store phase-1/2 entries, verify phase-2 paraphrase hits, build the phase-3 trace
+    (``keying``: the gateway's namespace and weights revision, ``bench_query``)."""
 
     validator = cache.validator
     guards = tuple(policy.guards)
@@ -87,7 +88,7 @@ def prepare(spec: dict[str, Any], cache: Any, policy: Any, model: str) -> dict[s
         rng.shuffle(qs)
 
     def query(body: dict[str, Any]) -> Any:
-        return SemanticQuery.from_chat(tenant=TENANT, body=body, namespace=f"tenant:{TENANT}")
+        return bench_query(body, keying)
 
     # ---- phase 2: stored questions and verified paraphrase hits ----
     n_store, n_cand = spec["store_per_intent"], spec["candidates_per_intent"]

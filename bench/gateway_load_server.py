@@ -26,6 +26,8 @@ from bench.gateway_load_common import (
     READY,
     ROOT,
     TENANT,
+    bench_keying,
+    bench_query,
     chat_body,
     loadavg,
     summary,
@@ -45,16 +47,20 @@ def _variant(cache: Any, app: Any, name: str) -> None:
     apply_variant(cache, name, app.state.gateway.pipeline)
 
 
-def microbench(cache: Any, policy: Any, model: str, prep: dict, n: int, tenants: Any) -> dict:
+def microbench(
+    cache: Any,
+    policy: Any,
+    model: str,
+    prep: dict,
+    n: int,
+    tenants: Any,
+    keying: tuple[str, str],
+) -> dict:
     """In-process costs of the semantic layer, measured before any server runs."""
     from datetime import UTC, datetime
 
-    from semantic import SemanticQuery
-
     def q(text: str, max_tokens: int) -> Any:
-        return SemanticQuery.from_chat(
-            tenant=TENANT, body=chat_body(model, text, max_tokens), namespace=f"tenant:{TENANT}"
-        )
+        return bench_query(chat_body(model, text, max_tokens), keying)
 
     hits = prep["phase2"]["hit_questions"] or [prep["phase1"]["question"]]
     p2 = [q(hits[i % len(hits)], 24) for i in range(n)]
@@ -126,10 +132,13 @@ def gateway_policy(settings: Any, cache: Any) -> tuple[Any, Any]:
     from dataclasses import replace
 
     from gateway.policy import TenantPolicy
+    from semantic.embedder_routed import is_routed, on_routed_scale
 
     tenant_policy = TenantPolicy()
     policy = tenant_policy.semantic_policy()
     if settings.verifier != "on":
+        if is_routed(cache.embedder_id):  # the knob is a MiniLM cosine (pipeline.py)
+            policy = replace(policy, threshold=on_routed_scale(policy.threshold))
         return policy, None
     from gateway.verification import load_verifier, retrieval_threshold_for
 
@@ -158,7 +167,8 @@ def serve_main(spec_path: str) -> None:
     from prefix.model.dtype import resolve_dtype
     from prefix.model.loader import default_model_path, load_model
     from prefix.serve.server import create_engine_app
-    from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
+    from semantic import EntryStore, PartitionedIndex, SemanticCache
+    from semantic.embedders import build_embedder
     from tests.live_server import serving
     from validators import Validator
 
@@ -185,7 +195,13 @@ def serve_main(spec_path: str) -> None:
         dtype=resolve_dtype(settings.dtype, device)[0],
     )
     say("loading embedder ...")
-    embedder = Embedder(settings.embedder_path, progress=False, backend=settings.embedder_backend)
+    # The gateway's own choice (CACHEGATE_EMBEDDER; the default, auto, since session 26).
+    embedder = build_embedder(
+        settings.embedder,
+        Path(settings.embedder_path) if settings.embedder_path else None,
+        progress=False,
+        backend=settings.embedder_backend,
+    )
     upgrade_database(url)
     tenants = TenantStore(create_engine(url))
     admin = TenantAdmin(tenants, None, None)
@@ -197,15 +213,17 @@ def serve_main(spec_path: str) -> None:
     if settings.verifier == "on":
         say("loading the pair verifier ...")
     policy, verifier = gateway_policy(settings, cache)
+    gw_engine = engine_on(loaded, settings)
+    keying = bench_keying(tenants, gw_engine)
     say("preparing the semantic cache (phase-2 entries, paraphrase checks, trace) ...")
-    prep = prepare(spec, cache, policy, loaded.model_id)
+    prep = prepare(spec, cache, policy, loaded.model_id, keying)
     p2 = prep["phase2"]
     say(
         f"  stored {p2['stored']} questions; {p2['verified_hits']} of {p2['candidates']} "
         f"held-out paraphrases are verified hits; trace of {len(prep['phase3']['trace'])} requests"
     )
     say("in-process cost of the semantic layer (nothing else running) ...")
-    micro = microbench(cache, policy, loaded.model_id, prep, spec["micro_n"], tenants)
+    micro = microbench(cache, policy, loaded.model_id, prep, spec["micro_n"], tenants, keying)
     for label, s in micro.items():
         if isinstance(s, dict):
             say(f"  {label}: p50 {s['p50']:.2f} ms, p99 {s['p99']:.2f} ms")
@@ -228,7 +246,6 @@ def serve_main(spec_path: str) -> None:
     instrument_thread_pools(timers)
     wrap_sync(routes, "_semantic_hit", timers, "build hit response")
 
-    gw_engine = engine_on(loaded, settings)
     direct_engine = engine_on(loaded, settings)
     gw_app = create_app(
         settings,

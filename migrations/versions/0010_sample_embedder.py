@@ -28,9 +28,7 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.add_column(
-        "misfire_samples", sa.Column("embedder_id", sa.String(length=200), nullable=True)
-    )
+    op.add_column("misfire_samples", sa.Column("embedder_id", sa.String(length=200), nullable=True))
 
 
 def downgrade() -> None:

@@ -42,7 +42,7 @@ from gateway.sync.feed import ChangeFeed
 from gateway.tenants import TenantStore, enforce_foreign_keys
 from gateway.tracing import gateway_tracer, instrument
 from gateway.trailing_slash import StripTrailingSlash
-from gateway.verification import GatewayVerifier, Verification, load_verifier
+from gateway.verification import GatewayVerifier, Verification, load_verifier, warm_chinese
 from migrations.runner import upgrade_database
 from prefix.config import EngineConfig
 from semantic import EntryStore, PartitionedIndex, SemanticCache
@@ -177,6 +177,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
         verification = None
         if cache is not None and settings.verifier == "on":
             verification = await asyncio.to_thread(_build_verification, settings, parts, cache, db)
+            # Off the request path: the first Chinese lookup need not wait for its model.
+            warm_chinese(verification.verifier, cache.embedder)
             calibrator = verification.calibrator
             # A tenant deleted (or its policy changed) on any replica: its cut is recomputed
             # (every cut after a rebuild, when the feed names no tenant).

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
@@ -32,6 +34,7 @@ from gateway.settings import get_settings
 from gateway.verifier_choice import resolve_dtype, resolve_zh_precision
 from semantic import SemanticPolicy
 from semantic.embedder_routed import is_routed, on_routed_scale
+from semantic.embedders import MIN_COVERAGE
 
 if TYPE_CHECKING:  # torch comes in only when the verifier is loaded
     from validators.verifier import PairVerifier
@@ -200,3 +203,33 @@ class Verification:
         cut = await self.cut(tenant_id, policy)
         verified = replace(sem, threshold=self.retrieval_threshold(policy), verifier_cut=cut.cut)
         return verified, cut
+
+
+#: A question any embedder that reads Chinese covers whole.
+CHINESE_PROBE = "如何修改登录密码"
+
+
+def warm_chinese(verifier: GatewayVerifier, embedder: object) -> threading.Thread | None:
+    """Load the Chinese cross-encoder in the background when ``embedder`` reads Chinese
+    (``auto``, the default, or ``e5``), so the first Chinese lookup does not wait
+    seconds for it; None when it does not (MiniLM serves no Chinese question, and its
+    deployments never pay the ~100 MB) or there is no Chinese path. A load that fails
+    is logged: the Chinese lookups then fail closed, as they would have on first use."""
+    coverage = getattr(embedder, "coverage", None)
+    if verifier.model.zh_path is None or coverage is None:
+        return None
+    if coverage(CHINESE_PROBE) < MIN_COVERAGE:
+        return None
+
+    def load() -> None:
+        started = time.perf_counter()
+        try:
+            _ = verifier.model.zh_encoder
+        except Exception:
+            log.exception("the Chinese pair verifier did not load; Chinese lookups will miss")
+            return
+        log.info("Chinese pair verifier loaded in %.1f s", time.perf_counter() - started)
+
+    thread = threading.Thread(target=load, name="cachegate-zh-verifier", daemon=True)
+    thread.start()
+    return thread

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from prefix.core.request import EngineRequest
-from prefix.core.sequence import Sequence
+from prefix.core.sequence import Sequence, SequenceStatus
 from prefix.errors import (
     EngineDeadError,
     PrefixError,
@@ -66,7 +66,9 @@ class _Stream:
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue[_Item]
     tenant: str = ""  # EngineRequest.tenant_key ("" anonymous: no per-tenant share)
-    started: bool = False  # its first output came (or it ended): no longer waiting
+    # Admitted by the scheduler, or its first output came, or it ended: no longer waiting.
+    started: bool = False
+    seq: Sequence | None = None  # set once registered; its status says when it is admitted
 
 
 class AsyncEngine:
@@ -157,6 +159,7 @@ class AsyncEngine:
                 if seq.request_id in self._streams:
                     raise ValueError(f"duplicate request id {seq.request_id!r}")
                 self._streams[seq.request_id] = stream
+                stream.seq = seq
                 self._queued_adds += 1
                 self._inbox.put(("add", (seq, req.params)))
                 registered = True
@@ -209,6 +212,7 @@ class AsyncEngine:
                 self._drain_inbox()
                 if self.engine.has_unfinished():
                     self._dispatch_all(self.engine.step())
+                    self._admitted()
                     self.steps += 1
                 else:
                     self._wake.wait(0.05)
@@ -219,6 +223,17 @@ class AsyncEngine:
             self._end_streams(exc)
         else:  # shut down: a reader still waiting (or a submit under way) must not hang
             self._end_streams(EngineDeadError("the engine was shut down"))
+
+    def _admitted(self) -> None:
+        """Requests the scheduler has admitted wait no longer, output or not: a long
+        prompt's prefill takes several steps, and its tenant's share of the waiting queue
+        is for requests not yet admitted, as the global bound (``num_waiting``) counts.
+        (A request preempted back to the queue is not counted again.)"""
+        with self._streams_lock:
+            for stream in self._streams.values():
+                seq = stream.seq
+                if not stream.started and seq and seq.status is not SequenceStatus.WAITING:
+                    self._started(stream)
 
     def _end_streams(self, exc: BaseException) -> None:
         """Send ``exc`` to every open stream; none registers afterwards."""

@@ -240,6 +240,12 @@ def test_a_shutdown_ends_the_streams_still_open(tiny_llama: LoadedModel) -> None
     run(engine, body)
 
 
+def stream_seq(ae: AsyncEngine, request_id: str) -> Sequence:
+    seq = ae._streams[request_id].seq
+    assert seq is not None
+    return seq
+
+
 def test_one_tenant_fills_only_its_share_of_the_waiting_queue(tiny_llama: LoadedModel) -> None:
     """Tenant A floods the queue: past its share (3 of 4) only A is refused; B, and
     anonymous requests, still get in. Every share is given back as requests start."""
@@ -292,3 +298,37 @@ def test_a_refused_or_failed_submit_gives_its_share_back(tiny_llama: LoadedModel
         return dict(ae._waiting_by_tenant)
 
     assert run(engine, body) == {}
+
+
+def test_a_request_in_its_prefill_no_longer_holds_its_tenants_share(
+    tiny_llama: LoadedModel,
+) -> None:
+    """A long prompt is prefilled over several steps with no output meanwhile: once the
+    scheduler admitted it, it is no longer waiting, so its tenant's share is free again
+    (it counted until its first output, so a tenant of long prompts was refused early)."""
+    engine = make(tiny_llama, max_num_waiting=4, prefill_chunk_size=4, max_num_batched_tokens=4)
+    gate = StepGate(engine)
+    params = SamplingParams(max_tokens=2, ignore_eos=True)
+    long = engine.request(list(range(3, 19)), params, namespace="tenant-a", request_id="long")
+
+    async def body(ae: AsyncEngine) -> tuple[dict[str, int], dict[str, int], bool]:
+        stream = await ae.submit(long)
+        before = dict(ae._waiting_by_tenant)  # submitted, not yet admitted: waiting
+        try:
+            await asyncio.to_thread(gate.entered.acquire)  # step 1: the first chunk
+            gate.allowed.release()
+            await asyncio.to_thread(gate.entered.acquire)  # step 2, still prefilling
+            during = dict(ae._waiting_by_tenant)
+            seq = stream_seq(ae, "long")
+            prefilling = (
+                seq.num_computed_tokens < seq.num_prompt_tokens and not seq.output_token_ids
+            )
+        finally:
+            gate.open()
+        await drain(stream)
+        return before, during, prefilling
+
+    before, during, prefilling = run(engine, body)
+    assert before == {"tenant-a": 1}  # control: a request not yet admitted counts
+    assert prefilling  # the check ran inside the prefill, before any output
+    assert during == {}  # admitted: its share is back

@@ -14,9 +14,10 @@ then every stream raises ``EngineDeadError``, as does every later ``submit()``.
 thread, or waiting in its scheduler); beyond it ``submit()`` raises ``QueueFullError``
 (a 429 ``queue_full`` with ``Retry-After``). A finished request whose reader has not
 drained its stream yet (a slow client) is not waiting and does not count. One
-tenant's requests that have had no output yet may fill at most its share of the
-queue (``max_num_waiting_per_tenant``, by default three quarters): beyond it only
-that tenant gets ``QueueFullError``, and the others still get in.
+tenant's requests not yet admitted (a request preempted back to the scheduler's
+queue counts again) may fill at most its share of the queue
+(``max_num_waiting_per_tenant``, by default three quarters): beyond it only that
+tenant gets ``QueueFullError``, and the others still get in.
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ class _Stream:
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue[_Item]
     tenant: str = ""  # EngineRequest.tenant_key ("" anonymous: no per-tenant share)
-    # Admitted by the scheduler, or its first output came, or it ended: no longer waiting.
-    started: bool = False
+    started: bool = False  # its first output came, it ended or its reader left
+    counted: bool = True  # in its tenant's waiting share (reserved at submit)
     seq: Sequence | None = None  # set once registered; its status says when it is admitted
 
 
@@ -94,9 +95,12 @@ class AsyncEngine:
         # Under _streams_lock: set by the dying engine thread as it fans its error out
         # to the streams; a stream registered after that would never hear of it.
         self._dead = False
-        # Under _streams_lock: per tenant, requests submitted (or being submitted) that
-        # have had no output yet: the tenant's share of the waiting queue in use.
+        # Under _streams_lock: per tenant, requests submitted (or being submitted) and not
+        # admitted: the tenant's share of the waiting queue in use.
         self._waiting_by_tenant: Counter[str] = Counter()
+        # Under _streams_lock: registered streams with a tenant and no output yet, whose
+        # admission (or preemption back to the queue) moves their share (_admitted).
+        self._unstarted: dict[str, _Stream] = {}
 
     # ---- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -160,6 +164,8 @@ class AsyncEngine:
                     raise ValueError(f"duplicate request id {seq.request_id!r}")
                 self._streams[seq.request_id] = stream
                 stream.seq = seq
+                if stream.tenant:
+                    self._unstarted[seq.request_id] = stream
                 self._queued_adds += 1
                 self._inbox.put(("add", (seq, req.params)))
                 registered = True
@@ -176,6 +182,14 @@ class AsyncEngine:
         once per stream. Called under ``_streams_lock``."""
         if not stream.started:
             stream.started = True
+            if stream.seq is not None:
+                self._unstarted.pop(stream.seq.request_id, None)
+            self._uncount(stream)
+
+    def _uncount(self, stream: _Stream) -> None:
+        """Give ``stream``'s place in its tenant's waiting share back (under the lock)."""
+        if stream.counted:
+            stream.counted = False
             if stream.tenant:
                 self._waiting_by_tenant[stream.tenant] -= 1
                 if self._waiting_by_tenant[stream.tenant] <= 0:
@@ -225,15 +239,22 @@ class AsyncEngine:
             self._end_streams(EngineDeadError("the engine was shut down"))
 
     def _admitted(self) -> None:
-        """Requests the scheduler has admitted wait no longer, output or not: a long
-        prompt's prefill takes several steps, and its tenant's share of the waiting queue
-        is for requests not yet admitted, as the global bound (``num_waiting``) counts.
-        (A request preempted back to the queue is not counted again.)"""
+        """A tenant's share counts what the global bound (``num_waiting``) counts: requests
+        not admitted. One the scheduler admitted gives its place back, output or not (a
+        long prompt's prefill takes several steps); one it preempted back to its queue
+        takes a place again. Only streams with no output yet are looked at (at most the
+        waiting ones and the running ones still in their prefill)."""
         with self._streams_lock:
-            for stream in self._streams.values():
+            for stream in self._unstarted.values():
                 seq = stream.seq
-                if not stream.started and seq and seq.status is not SequenceStatus.WAITING:
-                    self._started(stream)
+                if seq is None or not stream.tenant:
+                    continue
+                waiting = seq.status is SequenceStatus.WAITING
+                if not waiting:
+                    self._uncount(stream)
+                elif not stream.counted:
+                    stream.counted = True
+                    self._waiting_by_tenant[stream.tenant] += 1
 
     def _end_streams(self, exc: BaseException) -> None:
         """Send ``exc`` to every open stream; none registers afterwards."""

@@ -332,3 +332,52 @@ def test_a_request_in_its_prefill_no_longer_holds_its_tenants_share(
     assert before == {"tenant-a": 1}  # control: a request not yet admitted counts
     assert prefilling  # the check ran inside the prefill, before any output
     assert during == {}  # admitted: its share is back
+
+
+def test_a_request_preempted_in_its_prefill_takes_its_share_again(
+    tiny_llama: LoadedModel,
+) -> None:
+    """KV runs short while tenant B's long prompt is prefilled: the scheduler preempts it
+    back to its queue, and it holds B's share again until it is admitted once more."""
+    engine = make(
+        tiny_llama,
+        num_blocks=6,
+        prefill_chunk_size=4,
+        max_num_batched_tokens=5,
+        max_num_seqs=2,
+    )
+    gate = StepGate(engine)
+    params = SamplingParams(max_tokens=16, ignore_eos=True)
+    first = engine.request(list(range(3, 7)), params, namespace="tenant-x", request_id="a")
+    params_b = SamplingParams(max_tokens=2, ignore_eos=True)
+    long = engine.request(list(range(20, 40)), params_b, namespace="tenant-b", request_id="b")
+
+    async def body(ae: AsyncEngine) -> list[tuple[str, int]]:
+        seen: list[tuple[str, int]] = []  # (B's status, B's waiting count) at each gate
+        streams = [await ae.submit(first)]
+        try:
+            await asyncio.to_thread(gate.entered.acquire)
+            streams.append(await ae.submit(long))
+            for _ in range(60):
+                gate.allowed.release()
+                await asyncio.to_thread(gate.entered.acquire)
+                seq = stream_seq(ae, "b")
+                if seq.output_token_ids:
+                    break
+                count = ae._waiting_by_tenant.get("tenant-b", 0)
+                seen.append((seq.status.value, count))
+        finally:
+            gate.open()
+        for stream in streams:
+            await drain(stream)
+        return seen
+
+    seen = run(engine, body)
+    # At each gate the step has run and the bookkeeping of the step before it: B is
+    # admitted (its share goes after that step), preempted in the next one (the share
+    # was already given back), counted again while it waits, then admitted once more.
+    assert seen[0] == ("running", 1), seen
+    preempted = seen.index(("waiting", 0))
+    assert seen[preempted + 1] == ("waiting", 1), seen
+    assert seen[-1] == ("running", 0), seen
+    assert engine.scheduler.num_preemptions >= 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -175,10 +176,11 @@ def create_app(settings: Settings | None = None, components: Components | None =
         feed.start()
         app.state.sync = feed
         verification = None
+        warming: threading.Thread | None = None
         if cache is not None and settings.verifier == "on":
             verification = await asyncio.to_thread(_build_verification, settings, parts, cache, db)
             # Off the request path: the first Chinese lookup need not wait for its model.
-            warm_chinese(verification.verifier, cache.embedder)
+            warming = warm_chinese(verification.verifier, cache.embedder)
             calibrator = verification.calibrator
             # A tenant deleted (or its policy changed) on any replica: its cut is recomputed
             # (every cut after a rebuild, when the feed names no tenant).
@@ -229,6 +231,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
         try:
             yield
         finally:
+            if warming is not None:  # native code must not run on as the process exits
+                await asyncio.to_thread(warming.join, 60)
             await asyncio.to_thread(feed.stop)
             if snapshots is not None:
                 await asyncio.to_thread(snapshots.stop)

@@ -226,7 +226,10 @@ def warm_chinese(verifier: GatewayVerifier, embedder: object) -> threading.Threa
         try:
             _ = verifier.model.zh_encoder
         except Exception:
-            log.exception("the Chinese pair verifier did not load; Chinese lookups will miss")
+            log.exception(
+                "the Chinese pair verifier did not load at start; each Chinese lookup "
+                "tries again and fails closed (a miss) while it cannot"
+            )
             return
         log.info("Chinese pair verifier loaded in %.1f s", time.perf_counter() - started)
 

@@ -83,14 +83,17 @@ class ChinesePath:
         do not check out: never a guess)."""
         with self._load_lock:
             if self._encoder is None:
-                self._encoder = ChineseEncoder(
+                encoder = ChineseEncoder(
                     self.model_dir,
                     threads=self.threads,
                     backend=self.backend,
                     precision=self.precision,
                 )
-                if self._encoder.weights_sha256 != self.weights_sha256:
+                # Checked before it is kept: weights that changed stay refused on every
+                # later call, not only the first.
+                if encoder.weights_sha256 != self.weights_sha256:
                     raise VerifierModelError("Chinese verifier weights changed after start")
+                self._encoder = encoder
         return self._encoder
 
     def raw_scores(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:

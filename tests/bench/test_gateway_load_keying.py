@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.gateway_load_common import TENANT, bench_keying, bench_query, chat_body
+from bench.gateway_load_prepare import fake_answer
 from gateway.app import Components
 from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel
@@ -29,6 +30,14 @@ def test_the_bench_keys_its_entries_as_the_gateway_looks_them_up(
         assert ours.partition_key(embedder.embedder_id) == theirs.partition_key(
             embedder.embedder_id
         )
+        # end to end: an entry stored under the bench's key is a hit over HTTP
+        key = gw.admin.issue_key("tests", TENANT, "bench").key
+        stored = gw.cache.store(ours, fake_answer(gw.model, "Use the reset link.", 20))
+        assert stored.stored
+        with gw.http(key) as http:
+            r = http.post("/v1/chat/completions", json=body)
+        assert r.status_code == 200 and r.headers["x-cachegate-semantic"] == "hit"
+        assert r.json()["choices"][0]["message"]["content"] == "Use the reset link."
         # control: without the minted id the key differs (the drift this test guards)
         stale = bench_query(body, (f"tenant:{TENANT}", bench_keying(gw.tenants, engine)[1]))
         assert stale.partition_key(embedder.embedder_id) != theirs.partition_key(

@@ -114,7 +114,8 @@ def prepare(
     best = (cv @ sv.T).max(axis=1)
     likely = [q for q, s in zip(cands, best, strict=True) if s >= policy.threshold]
     t0 = time.perf_counter()
-    hits, refused = [], Counter()
+    hits: list[str] = []
+    refused: Counter[str] = Counter()
     for q in likely:
         r = cache.lookup(query(chat_body(model, q, p2)), policy)
         if r.hit:

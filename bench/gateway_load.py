@@ -167,6 +167,13 @@ def main() -> None:
         " bench/gateway_load_hitprofile.apply_variant) and as shipped",
     )
     ap.add_argument("--rounds", type=int, default=2, help="--before-after windows per variant")
+    ap.add_argument(
+        "--embedder",
+        choices=("auto", "minilm", "e5"),
+        default="auto",
+        help="CACHEGATE_EMBEDDER of the gateway under test (the server process gets no "
+        "CACHEGATE_* variable; default: the gateway's default, auto)",
+    )
     ap.add_argument("--output", default="gateway_load", help="results/<name>.json")
     ap.add_argument(
         "--hit-client",
@@ -208,6 +215,7 @@ def main() -> None:
             "topics": topics,
             "zipf": args.zipf,
             "trace_requests": trace_requests,
+            "embedder": args.embedder,
         }
         print("starting the server process (model, embedder, cache preparation) ...", flush=True)
         server = ServerProcess(__file__, spec, tmp)

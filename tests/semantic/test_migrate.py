@@ -33,6 +33,17 @@ def e5() -> E5Embedder:
     return E5Embedder(progress=False)
 
 
+def _switched(
+    url: str, clock: ManualClock, before: Embedder, after: Embedder
+) -> tuple[SemanticCache, SemanticCache, PartitionMigrator]:
+    """One answer stored under ``before``, then the cache under ``after`` and its
+    migrator: (the old cache, the new one, the migrator)."""
+    old = SemanticCache(before, EntryStore(url), clock=clock)
+    assert old.store(chat(QUESTIONS[0]), reply()).stored
+    new = SemanticCache(after, EntryStore(url), clock=clock)
+    return old, new, PartitionMigrator.for_store(new)
+
+
 def _carry(migrator: PartitionMigrator, cache: SemanticCache, question: str, **kw: object):
     query = chat(question, **kw)  # type: ignore[arg-type]
     return migrator.touch(query, cache.partition_key(query))
@@ -127,10 +138,7 @@ def test_questions_the_new_embedder_cannot_read_are_dropped(
 def test_a_tenant_deleted_meanwhile_gets_nothing_written(
     sqlite_url: str, clock: ManualClock, embedder: Embedder, other_embedder: Embedder
 ) -> None:
-    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
-    assert old.store(chat(QUESTIONS[0]), reply()).stored
-    new = SemanticCache(other_embedder, EntryStore(sqlite_url), clock=clock)
-    migrator = PartitionMigrator.for_store(new)
+    old, new, migrator = _switched(sqlite_url, clock, embedder, other_embedder)
     query = chat(QUESTIONS[0])
     gone = migrator.touch(query, new.partition_key(query), still_wanted=lambda: False)
     assert gone is not None and gone.result(timeout=60) == []
@@ -157,10 +165,7 @@ def test_a_tenant_deleted_meanwhile_gets_nothing_written(
 def test_a_store_outage_keeps_the_old_rows_and_tries_again(
     tmp_path, sqlite_url: str, clock: ManualClock, embedder: Embedder, other_embedder: Embedder
 ) -> None:
-    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
-    assert old.store(chat(QUESTIONS[0]), reply()).stored
-    new = SemanticCache(other_embedder, EntryStore(sqlite_url), clock=clock)
-    migrator = PartitionMigrator.for_store(new)
+    old, new, migrator = _switched(sqlite_url, clock, embedder, other_embedder)
     db = sqlite_url.removeprefix("sqlite:///")
     with sqlite3.connect(db) as conn:  # the schema vanishes: the store reports it away
         conn.execute("ALTER TABLE semantic_entries RENAME TO away")
@@ -277,10 +282,7 @@ def test_a_question_too_long_for_the_new_embedder_is_left_out_alone(
 def test_a_lookup_pays_nothing_for_partitions_no_earlier_embedder_left(
     sqlite_url: str, clock: ManualClock, embedder: Embedder, other_embedder: Embedder
 ) -> None:
-    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
-    assert old.store(chat(QUESTIONS[0]), reply()).stored
-    new = SemanticCache(other_embedder, EntryStore(sqlite_url), clock=clock)
-    migrator = PartitionMigrator.for_store(new)
+    _, new, migrator = _switched(sqlite_url, clock, embedder, other_embedder)
     assert migrator.is_active
     # another tenant's partition was never the earlier embedder's: nothing scheduled
     assert _carry(migrator, new, QUESTIONS[0], tenant="tenant-z") is None

@@ -4,11 +4,9 @@ partition holds, with their times and hits, and both sides are in the change log
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 
-import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -17,16 +15,9 @@ from semantic.models import CacheChange
 from semantic.store import EntryStore
 from semantic.store_move import move_entries
 from tests.semantic.test_store import T0, entry
+from tests.semantic.test_store import store as store  # the fixture: SQLite and PostgreSQL
 
 OLD, NEW = "o" * 64, "n" * 64
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest) -> Iterator[EntryStore]:
-    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
-    entry_store = EntryStore(url)
-    yield entry_store
-    entry_store.close()
 
 
 def _changes(store: EntryStore) -> list[tuple[str, str | None, int | None]]:

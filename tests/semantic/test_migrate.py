@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
@@ -31,6 +31,21 @@ QUESTIONS = [
 @pytest.fixture(scope="module")
 def e5() -> E5Embedder:
     return E5Embedder(progress=False)
+
+
+class _Hooked:
+    """``inner``, calling ``before()`` each time it is asked to embed."""
+
+    def __init__(self, inner: Embedder, before: Callable[[], object]) -> None:
+        self.inner, self.before = inner, before
+        self.embedder_id, self.dim = inner.embedder_id, inner.dim
+
+    def coverage(self, text: str) -> float:
+        return self.inner.coverage(text)
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.before()
+        return self.inner.embed(texts)
 
 
 def _switched(
@@ -238,20 +253,8 @@ def test_an_entry_deleted_while_its_batch_is_embedded_is_not_written_again(
     new = SemanticCache(other_embedder, EntryStore(sqlite_url), clock=clock)
     migrator = PartitionMigrator.for_store(new)
 
-    class Deleting:
-        """The new embedder, with an operator's delete landing while it embeds."""
-
-        embedder_id = other_embedder.embedder_id
-        dim = other_embedder.dim
-
-        def coverage(self, text: str) -> float:
-            return other_embedder.coverage(text)
-
-        def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-            old.invalidate(entry_id=wrong.id)
-            return other_embedder.embed(texts)
-
-    new.embedder = Deleting()
+    # an operator's delete lands while the new embedder embeds the batch
+    new.embedder = _Hooked(other_embedder, lambda: old.invalidate(entry_id=wrong.id))
     scheduled = _carry(migrator, new, QUESTIONS[0])
     assert scheduled is not None
     [done] = scheduled.result(timeout=60)
@@ -327,21 +330,11 @@ def test_close_stops_between_batches_and_leaves_the_rest(
     started = threading.Event()
     release = threading.Event()
 
-    class Slow:
-        """The new embedder, held inside its first batch until the test lets it go."""
+    def hold() -> None:  # inside the first batch until the test lets it go
+        started.set()
+        release.wait(60)
 
-        embedder_id = other_embedder.embedder_id
-        dim = other_embedder.dim
-
-        def coverage(self, text: str) -> float:
-            return other_embedder.coverage(text)
-
-        def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-            started.set()
-            release.wait(60)
-            return other_embedder.embed(texts)
-
-    new.embedder = Slow()
+    new.embedder = _Hooked(other_embedder, hold)
     scheduled = _carry(migrator, new, questions[0])
     assert scheduled is not None and started.wait(60)
     closing = threading.Thread(target=migrator.close)

@@ -21,7 +21,7 @@ the pair verifier on hits      ``verification.py`` (load, batching), ``verifier_
                                target → cut), ``calibrator.py`` (cuts kept, outages)
 **proxy/**                     the request path
   routes                       ``proxy/routes.py`` (``/v1/*``), ``proxy/miss.py``
-  lookup → upstream → backfill ``proxy/pipeline.py``
+  lookup → upstream → backfill ``proxy/pipeline.py``, ``proxy/store_rest.py`` (outage rest)
   per-request cache controls   ``proxy/controls.py``, ``proxy/cacheable.py``
   upstreams and dialects       ``proxy/upstream.py``, ``proxy/dialects.py``,
                                ``proxy/http_upstream.py``, ``proxy/relay.py``,

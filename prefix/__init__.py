@@ -31,7 +31,7 @@ engine config / errors      ``config.py`` (frozen, validated) / ``errors.py``
                             ``tiers/disk_store.py``, ``tiers/redis_store.py``
 **serve/**                  the engine and its OpenAI server
   the engine                ``serve/engine.py`` (``PrefixEngine``)
-  async front (thread)      ``serve/async_engine.py``
+  async front (thread)      ``serve/async_engine.py``, ``serve/waiting_share.py``
   body → EngineRequest      ``serve/openai_adapter.py``
   HTTP server               ``serve/server.py`` (app, routes), ``serve/completions.py``,
                             ``serve/state.py``, ``serve/trusted_namespace.py``

@@ -2,7 +2,8 @@
 
 The semantic layer is an optimisation that must never cost correctness or
 availability: anything that makes a request uncacheable skips it, and a
-database outage fails open to the upstream (counted, logged, shown by /ready).
+database outage fails open to the upstream (counted, logged, shown by /ready;
+gateway/proxy/store_rest.py).
 ``lookup(..., trace=True)`` is the same decision as a dry run with every step
 recorded: the admin API's explain renders it (:mod:`gateway.admin.explain`).
 """
@@ -12,15 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
-
-from sqlalchemy import exc as sa_exc
-from sqlalchemy import text
 
 from gateway.metrics import GatewayMetrics
 from gateway.policy import TenantPolicy
@@ -28,6 +25,7 @@ from gateway.proxy.backfill_store import still_minted, store_within_bounds
 from gateway.proxy.cacheable import request_temperature, unreplayable_request
 from gateway.proxy.controls import CacheControl, request_policy, semantic_namespace
 from gateway.proxy.judge import UpstreamJudge
+from gateway.proxy.store_rest import StoreRest
 from gateway.tenants import TenantContext
 from gateway.verification import Verification
 from semantic import SemanticCache, SemanticPolicy, SemanticQuery
@@ -61,12 +59,6 @@ class SemanticDecision:
 #: Threads that run semantic lookups (``CACHEGATE_LOOKUP_THREADS``).
 DEFAULT_LOOKUP_THREADS = 2
 
-#: Seconds the semantic layer rests after the store failed: requests skip it at once
-#: (``skipped:store_unavailable``) instead of each paying the connect timeout of a
-#: database that hangs (5 s a call), and the first request after the rest tries again.
-#: A ping from /ready that succeeds ends the rest early.
-STORE_RETRY_SECONDS = 5.0
-
 
 class Pipeline:
     def __init__(
@@ -95,8 +87,7 @@ class Pipeline:
         self.inline = inline
         # The pair verifier and each tenant's cut (gateway/verification.py); None: off.
         self.verification = verification
-        self.store_ok = True  # last semantic DB call succeeded (shown by /ready)
-        self._retry_at = 0.0  # monotonic time the store is tried again after a failure
+        self.rest = StoreRest(metrics)  # the store's health; the rest after a failure
         # model name -> its weights' revision, part of the partition: answers of weights
         # replaced under the same name are never served (seed 003: 缓存键要含模型版本).
         self.model_revisions = dict(model_revisions or {})
@@ -123,6 +114,15 @@ class Pipeline:
         for outcome in ("written", "kept", "expired", "unsupported"):
             if n := getattr(done, outcome):
                 self.metrics.semantic_migrated.labels(outcome).inc(n)
+
+    @property
+    def store_ok(self) -> bool:
+        """The last semantic DB call succeeded (shown by /ready)."""
+        return self.rest.is_ok
+
+    async def check_store(self) -> bool:
+        """Ping the semantic store now (for /ready); see :meth:`StoreRest.check`."""
+        return await self.rest.check(self.cache)
 
     def revised(self, query: SemanticQuery) -> SemanticQuery:
         """``query`` with its model's weights revision, as lookups and backfills key it."""
@@ -206,7 +206,7 @@ class Pipeline:
         except StoreUnavailableError as exc:
             if trace:
                 raise
-            self._store_down(exc)
+            self.rest.failed(exc)
             return SemanticDecision("skipped", "store_unavailable")
         except InvalidRequestError as exc:
             tr.step("cacheable", False, str(exc))
@@ -221,7 +221,7 @@ class Pipeline:
             self.migrator.touch(query, result.partition_key, self._still_wanted(ctx))
         count = not trace  # a dry run counts nothing
         if count and not from_memory:  # memory says nothing of the store: it may rest on
-            self.store_ok = True
+            self.rest.succeeded()
         if result.hit and await self._judge_refuses(ctx, query, result, tr):
             if count:
                 self.metrics.semantic_miss(ctx.tenant_id, "judge_refused")
@@ -329,7 +329,7 @@ class Pipeline:
         key = looked.partition_key if looked is not None else None
         sem = request_policy(ctx, cc)
         try:
-            self._raise_if_resting()
+            self.rest.raise_if_resting()
             result = await asyncio.to_thread(
                 store_within_bounds,
                 cache,
@@ -342,7 +342,7 @@ class Pipeline:
                 self.minted_id,
             )
         except StoreUnavailableError as exc:
-            self._store_down(exc)
+            self.rest.failed(exc)
             outcome = "error:store_unavailable"
         except (InvalidRequestError, ValueError) as exc:
             log.warning("backfill refused: %s", exc)
@@ -351,7 +351,7 @@ class Pipeline:
             log.exception("backfill failed")
             outcome = "error:internal"
         else:
-            self.store_ok = True
+            self.rest.succeeded()
             outcome = "stored" if result.stored else f"skipped:{result.reason}"
         self.metrics.backfills.labels(ctx.tenant_id, outcome.split(":", 1)[0]).inc()
         return outcome
@@ -362,33 +362,9 @@ class Pipeline:
         # Checked in the lookup thread, not before queueing: lookups queued behind one
         # stuck on a hung database then fail at once instead of each waiting in turn.
         if not trace:
-            self._raise_if_resting()
+            self.rest.raise_if_resting()
         assert self.cache is not None
         return self.cache.lookup(query, sem, trace=trace, show=show)
-
-    def _raise_if_resting(self) -> None:
-        if self.store_ok:
-            return
-        now = time.monotonic()
-        if now < self._retry_at:
-            raise StoreUnavailableError("the semantic store failed moments ago; resting")
-        self._retry_at = now + STORE_RETRY_SECONDS  # this call tries; the others rest
-
-    async def check_store(self) -> bool:
-        """Ping the semantic store now (for /ready) and remember the answer, so
-        readiness follows an outage and its recovery without waiting for a request."""
-        if self.cache is None:
-            return True
-        try:
-            await asyncio.to_thread(_ping, self.cache)
-        except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
-            if self.store_ok:
-                log.error("semantic store unavailable: %s", exc)
-            self.store_ok = False
-            self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
-            return False
-        self.store_ok = True
-        return True
 
     def _still_wanted(self, ctx: TenantContext) -> Callable[[], bool] | None:
         minted_id = self.minted_id
@@ -400,19 +376,6 @@ class Pipeline:
         if self.migrator is not None:
             self.migrator.close()
 
-    def _store_down(self, exc: Exception) -> None:
-        if self.store_ok:
-            log.error(
-                "semantic store unavailable, serving without it (retried every %g s): %s",
-                STORE_RETRY_SECONDS,
-                exc,
-            )
-            self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
-        elif time.monotonic() >= self._retry_at:  # a retry after the rest failed too
-            self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
-        self.store_ok = False
-        self.metrics.store_unavailable.inc()
-
 
 def _unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecision:
     """Skip the semantic layer for a request it failed on unexpectedly: the request still
@@ -421,8 +384,3 @@ def _unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecisio
     log.error("semantic layer skipped a request: %s while %s", type(exc).__name__, during)
     tr.step("cacheable", False, f"unexpected {type(exc).__name__}")
     return SemanticDecision("skipped", "uncacheable:internal", trace=tr.result)
-
-
-def _ping(cache: SemanticCache) -> None:
-    with cache.entries.engine.connect() as conn:
-        conn.execute(text("SELECT 1"))

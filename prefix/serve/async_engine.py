@@ -17,7 +17,8 @@ drained its stream yet (a slow client) is not waiting and does not count. One
 tenant's requests not yet admitted (a request preempted back to the scheduler's
 queue counts again) may fill at most its share of the queue
 (``max_num_waiting_per_tenant``, by default three quarters): beyond it only that
-tenant gets ``QueueFullError``, and the others still get in.
+tenant gets ``QueueFullError``, and the others still get in (the bookkeeping is
+prefix/serve/waiting_share.py).
 """
 
 from __future__ import annotations
@@ -26,14 +27,13 @@ import asyncio
 import logging
 import queue
 import threading
-from collections import Counter
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from prefix.core.request import EngineRequest
-from prefix.core.sequence import Sequence, SequenceStatus
+from prefix.core.sequence import Sequence
 from prefix.errors import (
     EngineDeadError,
     PrefixError,
@@ -43,6 +43,7 @@ from prefix.errors import (
 )
 from prefix.serve.engine import PrefixEngine, RequestOutput
 from prefix.serve.threads import engine_thread_count
+from prefix.serve.waiting_share import ShareEntry, WaitingShare
 from protocol.sampling import SamplingParams
 
 __all__ = ["AsyncEngine", "EngineDeadError", "OutputStream", "StepFailedError"]
@@ -66,10 +67,7 @@ _Item = RequestOutput | _Failed | BaseException
 class _Stream:
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue[_Item]
-    tenant: str = ""  # EngineRequest.tenant_key ("" anonymous: no per-tenant share)
-    started: bool = False  # its first output came, it ended or its reader left
-    counted: bool = True  # in its tenant's waiting share (reserved at submit)
-    seq: Sequence | None = None  # set once registered; its status says when it is admitted
+    share: ShareEntry = field(default_factory=ShareEntry)
 
 
 class AsyncEngine:
@@ -95,12 +93,8 @@ class AsyncEngine:
         # Under _streams_lock: set by the dying engine thread as it fans its error out
         # to the streams; a stream registered after that would never hear of it.
         self._dead = False
-        # Under _streams_lock: per tenant, requests submitted (or being submitted) and not
-        # admitted: the tenant's share of the waiting queue in use.
-        self._waiting_by_tenant: Counter[str] = Counter()
-        # Under _streams_lock: registered streams with a tenant and no output yet, whose
-        # admission (or preemption back to the queue) moves their share (_admitted).
-        self._unstarted: dict[str, _Stream] = {}
+        # Under _streams_lock: each tenant's share of the waiting queue in use.
+        self.waiting_share = WaitingShare(engine.config.waiting_per_tenant)
 
     # ---- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -138,18 +132,15 @@ class AsyncEngine:
                 f"{waiting} requests are waiting for the engine (the limit is "
                 f"{config.max_num_waiting}); retry later"
             )
-        stream = _Stream(asyncio.get_running_loop(), asyncio.Queue(), req.tenant_key)
+        stream = _Stream(asyncio.get_running_loop(), asyncio.Queue(), ShareEntry(req.tenant_key))
         with self._streams_lock:
-            if stream.tenant and self._waiting_by_tenant[stream.tenant] >= (
-                config.waiting_per_tenant
-            ):
+            if not self.waiting_share.can_reserve(stream.share.tenant):
                 # The tenant is not named: the message goes to that tenant's client.
                 raise QueueFullError(
                     f"this tenant has {config.waiting_per_tenant} requests waiting for "
                     "the engine, its share of the queue; retry later"
                 )
-            if stream.tenant:
-                self._waiting_by_tenant[stream.tenant] += 1  # reserved before validation
+            self.waiting_share.reserve(stream.share)  # before validation
         self._submitting += 1
         registered = False
         try:
@@ -163,9 +154,7 @@ class AsyncEngine:
                 if seq.request_id in self._streams:
                     raise ValueError(f"duplicate request id {seq.request_id!r}")
                 self._streams[seq.request_id] = stream
-                stream.seq = seq
-                if stream.tenant:
-                    self._unstarted[seq.request_id] = stream
+                self.waiting_share.register(stream.share, seq)
                 self._queued_adds += 1
                 self._inbox.put(("add", (seq, req.params)))
                 registered = True
@@ -173,27 +162,9 @@ class AsyncEngine:
             self._submitting -= 1
             if not registered:
                 with self._streams_lock:
-                    self._started(stream)
+                    self.waiting_share.release(stream.share)
         self._wake.set()
         return OutputStream(self, seq.request_id, seq.root, stream)
-
-    def _started(self, stream: _Stream) -> None:
-        """``stream`` waits no longer (its first output, its end, or its reader left);
-        once per stream. Called under ``_streams_lock``."""
-        if not stream.started:
-            stream.started = True
-            if stream.seq is not None:
-                self._unstarted.pop(stream.seq.request_id, None)
-            self._uncount(stream)
-
-    def _uncount(self, stream: _Stream) -> None:
-        """Give ``stream``'s place in its tenant's waiting share back (under the lock)."""
-        if stream.counted:
-            stream.counted = False
-            if stream.tenant:
-                self._waiting_by_tenant[stream.tenant] -= 1
-                if self._waiting_by_tenant[stream.tenant] <= 0:
-                    del self._waiting_by_tenant[stream.tenant]
 
     async def generate(self, req: EngineRequest) -> AsyncGenerator[RequestOutput, None]:
         """Stream one request's outputs; raises RequestError before the first yield."""
@@ -208,7 +179,7 @@ class AsyncEngine:
         with self._streams_lock:
             stream = self._streams.pop(request_id, None)
             if stream is not None:
-                self._started(stream)
+                self.waiting_share.release(stream.share)
 
     def abort(self, request_id: str) -> None:
         self._inbox.put(("abort", request_id))
@@ -226,7 +197,8 @@ class AsyncEngine:
                 self._drain_inbox()
                 if self.engine.has_unfinished():
                     self._dispatch_all(self.engine.step())
-                    self._admitted()
+                    with self._streams_lock:
+                        self.waiting_share.after_step()
                     self.steps += 1
                 else:
                     self._wake.wait(0.05)
@@ -238,31 +210,13 @@ class AsyncEngine:
         else:  # shut down: a reader still waiting (or a submit under way) must not hang
             self._end_streams(EngineDeadError("the engine was shut down"))
 
-    def _admitted(self) -> None:
-        """A tenant's share counts what the global bound (``num_waiting``) counts: requests
-        not admitted. One the scheduler admitted gives its place back, output or not (a
-        long prompt's prefill takes several steps); one it preempted back to its queue
-        takes a place again. Only streams with no output yet are looked at (at most the
-        waiting ones and the running ones still in their prefill)."""
-        with self._streams_lock:
-            for stream in self._unstarted.values():
-                seq = stream.seq
-                if seq is None or not stream.tenant:
-                    continue
-                waiting = seq.status is SequenceStatus.WAITING
-                if not waiting:
-                    self._uncount(stream)
-                elif not stream.counted:
-                    stream.counted = True
-                    self._waiting_by_tenant[stream.tenant] += 1
-
     def _end_streams(self, exc: BaseException) -> None:
         """Send ``exc`` to every open stream; none registers afterwards."""
         with self._streams_lock:
             self._dead = True  # no stream registers after this: submit() checks it
             streams = list(self._streams.values())
             for s in streams:
-                self._started(s)
+                self.waiting_share.release(s.share)
         for s in streams:
             try:
                 s.loop.call_soon_threadsafe(s.queue.put_nowait, exc)
@@ -298,7 +252,7 @@ class AsyncEngine:
         with self._streams_lock:
             stream = self._streams.get(request_id)
             if stream is not None:
-                self._started(stream)
+                self.waiting_share.release(stream.share)
         if stream is not None:
             try:
                 stream.loop.call_soon_threadsafe(stream.queue.put_nowait, item)
@@ -329,7 +283,7 @@ class AsyncEngine:
             for out in outputs:
                 stream = self._streams.get(out.request_id)
                 if stream is not None:
-                    self._started(stream)
+                    self.waiting_share.release(stream.share)
                     by_loop.setdefault(stream.loop, []).append((stream, _item(out)))
         for loop, items in by_loop.items():
             try:

@@ -16,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from gateway.metrics import GatewayMetrics
-from gateway.proxy import pipeline as pipeline_module
+from gateway.proxy import store_rest
 from gateway.proxy.cacheable import unreplayable_request
 from gateway.proxy.controls import CacheControl, request_policy
 from gateway.proxy.pipeline import Pipeline
@@ -162,7 +162,7 @@ def test_validator_refusals_and_guards_are_counted_by_kind(cache: SemanticCache)
 def test_store_outage_fails_open_and_recovers(
     cache: SemanticCache, db_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pipeline_module, "STORE_RETRY_SECONDS", 0.5)
+    monkeypatch.setattr(store_rest, "STORE_RETRY_SECONDS", 0.5)
     metrics = GatewayMetrics()
     pipe = Pipeline(cache, metrics)
     q = body("What is the capital of France?")

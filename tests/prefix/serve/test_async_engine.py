@@ -241,7 +241,7 @@ def test_a_shutdown_ends_the_streams_still_open(tiny_llama: LoadedModel) -> None
 
 
 def stream_seq(ae: AsyncEngine, request_id: str) -> Sequence:
-    seq = ae._streams[request_id].seq
+    seq = ae._streams[request_id].share.seq
     assert seq is not None
     return seq
 
@@ -271,7 +271,7 @@ def test_one_tenant_fills_only_its_share_of_the_waiting_queue(tiny_llama: Loaded
             gate.open()
         for stream in streams:
             await drain(stream)
-        left = dict(ae._waiting_by_tenant)
+        left = ae.waiting_share.by_tenant()
         streams = [await ae.submit(of("tenant-a", i)) for i in (7, 8, 9)]  # A again
         for stream in streams:
             await drain(stream)
@@ -295,7 +295,7 @@ def test_a_refused_or_failed_submit_gives_its_share_back(tiny_llama: LoadedModel
                 await ae.submit(too_long)
         stream = await ae.submit(engine.request([3, 4, 5], namespace="tenant-a"))
         await drain(stream)
-        return dict(ae._waiting_by_tenant)
+        return ae.waiting_share.by_tenant()
 
     assert run(engine, body) == {}
 
@@ -313,12 +313,12 @@ def test_a_request_in_its_prefill_no_longer_holds_its_tenants_share(
 
     async def body(ae: AsyncEngine) -> tuple[dict[str, int], dict[str, int], bool]:
         stream = await ae.submit(long)
-        before = dict(ae._waiting_by_tenant)  # submitted, not yet admitted: waiting
+        before = ae.waiting_share.by_tenant()  # submitted, not yet admitted: waiting
         try:
             await asyncio.to_thread(gate.entered.acquire)  # step 1: the first chunk
             gate.allowed.release()
             await asyncio.to_thread(gate.entered.acquire)  # step 2, still prefilling
-            during = dict(ae._waiting_by_tenant)
+            during = ae.waiting_share.by_tenant()
             seq = stream_seq(ae, "long")
             prefilling = (
                 seq.num_computed_tokens < seq.num_prompt_tokens and not seq.output_token_ids
@@ -364,7 +364,7 @@ def test_a_request_preempted_in_its_prefill_takes_its_share_again(
                 seq = stream_seq(ae, "b")
                 if seq.output_token_ids:
                     break
-                count = ae._waiting_by_tenant.get("tenant-b", 0)
+                count = ae.waiting_share.by_tenant().get("tenant-b", 0)
                 seen.append((seq.status.value, count))
         finally:
             gate.open()

@@ -1,0 +1,81 @@
+"""The semantic store's health as the request path sees it, and the rest after a failure.
+
+The semantic layer fails open: a store that fails makes requests skip the layer
+(``skipped:store_unavailable``) and reach the model. A database that hangs costs each
+call its connect timeout (5 s), so after a failure the layer rests: for
+``STORE_RETRY_SECONDS`` nothing asks the store, and the first call after the rest tries
+again. A ping from /ready (:meth:`StoreRest.check`) that succeeds ends the rest early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import text
+
+from gateway.metrics import GatewayMetrics
+from semantic import SemanticCache
+from semantic.errors import StoreUnavailableError
+
+log = logging.getLogger("cachegate.gateway")
+
+#: Seconds the semantic layer rests after the store failed (see the module docstring).
+STORE_RETRY_SECONDS = 5.0
+
+
+class StoreRest:
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self.metrics = metrics
+        self.is_ok = True  # the last semantic DB call succeeded (shown by /ready)
+        self._retry_at = 0.0  # monotonic time the store is tried again after a failure
+
+    def raise_if_resting(self) -> None:
+        """Raise StoreUnavailableError while the layer rests; the first call after the
+        rest goes through (and the calls behind it rest on until it is answered)."""
+        if self.is_ok:
+            return
+        now = time.monotonic()
+        if now < self._retry_at:
+            raise StoreUnavailableError("the semantic store failed moments ago; resting")
+        self._retry_at = now + STORE_RETRY_SECONDS  # this call tries; the others rest
+
+    def succeeded(self) -> None:
+        self.is_ok = True
+
+    def failed(self, exc: Exception) -> None:
+        """A call on the store failed: log the outage once, rest, count it."""
+        if self.is_ok:
+            log.error(
+                "semantic store unavailable, serving without it (retried every %g s): %s",
+                STORE_RETRY_SECONDS,
+                exc,
+            )
+            self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
+        elif time.monotonic() >= self._retry_at:  # a retry after the rest failed too
+            self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
+        self.is_ok = False
+        self.metrics.store_unavailable.inc()
+
+    async def check(self, cache: SemanticCache | None) -> bool:
+        """Ping the semantic store now (for /ready) and remember the answer, so
+        readiness follows an outage and its recovery without waiting for a request."""
+        if cache is None:
+            return True
+        try:
+            await asyncio.to_thread(_ping, cache)
+        except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
+            if self.is_ok:
+                log.error("semantic store unavailable: %s", exc)
+            self.is_ok = False
+            self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
+            return False
+        self.is_ok = True
+        return True
+
+
+def _ping(cache: SemanticCache) -> None:
+    with cache.entries.engine.connect() as conn:
+        conn.execute(text("SELECT 1"))

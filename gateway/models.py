@@ -160,6 +160,8 @@ class RequestStat(Base):
     cache: Mapped[str] = mapped_column(String(16))  # semantic-hit | prefix-hit | miss | bypass
     semantic: Mapped[str] = mapped_column(String(200))  # x-cachegate-semantic
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # which embedder's scale ``score`` is on (None: no lookup ran, or before migration 0011)
+    embedder_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
     cached_tokens: Mapped[int] = mapped_column(Integer, default=0)
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)

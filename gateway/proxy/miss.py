@@ -198,11 +198,20 @@ class UpstreamAnswer:
         now = time.perf_counter()
         gw.metrics.ttft.labels(tenant, "upstream").observe((self.first_byte or now) - self.started)
         gw.metrics.latency.labels(tenant, "upstream").observe(now - self.started)
-        result = self.decision.result
+        result, cache = self.decision.result, gw.pipeline.cache
         score = result.score if result is not None else None
+        # A lookup ran: its score is on the cache's embedder's scale (the report draws
+        # only the scores of the embedder in force). None when no lookup ran.
+        embedder_id = cache.embedder_id if result is not None and cache is not None else None
         tokens = (done.prompt_tokens, done.cached_tokens, done.completion_tokens)
         row = RequestRecord(
-            tenant, label, self.decision.header, score, *tokens, namespace_id=self.ctx.namespace_id
+            tenant,
+            label,
+            self.decision.header,
+            score,
+            *tokens,
+            namespace_id=self.ctx.namespace_id,
+            embedder_id=embedder_id,
         )
         if gw.saved is not None:
             gw.saved.count(row)

@@ -326,6 +326,7 @@ def _semantic_hit(
     gw.metrics.ttft.labels(ctx.tenant_id, "semantic").observe(elapsed)
     gw.metrics.latency.labels(ctx.tenant_id, "semantic").observe(elapsed)
     tokens = (prompt_tokens, prompt_tokens, use["completion_tokens"])
+    cache = gw.pipeline.cache
     row = RequestRecord(
         ctx.tenant_id,
         "semantic-hit",
@@ -333,6 +334,8 @@ def _semantic_hit(
         result.score,
         *tokens,
         namespace_id=ctx.namespace_id,
+        # the scale ``score`` is on: the report draws only the embedder in force's scores
+        embedder_id=None if cache is None else cache.embedder_id,
     )
     if gw.saved is not None:
         gw.saved.count(row)

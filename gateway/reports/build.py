@@ -78,6 +78,7 @@ def load(
                 RequestStat.cached_tokens,
                 RequestStat.completion_tokens,
                 RequestStat.ttft_ms,
+                RequestStat.embedder_id,
             )
             .where(RequestStat.at >= p.since)
             .order_by(RequestStat.at.desc())
@@ -90,7 +91,8 @@ def load(
             Sample(tenant, score, label, shadow, recorded_probability(comparison), embedder)
             for tenant, score, label, shadow, comparison, embedder in s.execute(sq)
         ]
-        stats = [Stat(*row) for row in s.execute(rq)]
+        # the last by name: at ten columns SQLAlchemy types the row as possibly longer
+        stats = [Stat(*row[:9], embedder_id=row.embedder_id) for row in s.execute(rq)]
         snaps = list(
             s.scalars(
                 select(EngineSnapshot)
@@ -146,6 +148,9 @@ def build_report(
 DEFINITIONS = {
     "semantic_hit_rate": "semantic-hit requests / all recorded requests",
     "eligible_hit_rate": "semantic hits / requests where a semantic lookup ran",
+    "hit_scores": "similarity scores of the semantic hits the embedder in force scored "
+    "(another embedder's, or recorded before migration 0011, are on another or an unknown "
+    "scale: they count in the hit rates, hit_scores_other_embedders says how many)",
     "misfire_rate": "labelled misfires / labelled samples (unweighted), 95% Wilson interval",
     "misfire_rate_weighted": "sum of w over labelled misfires / sum of w over labelled samples, "
     "w = 1 / the sampling probability (near-threshold hits are sampled 3x); 95% Wilson "

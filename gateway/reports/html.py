@@ -43,6 +43,14 @@ FIGURES = (
 )
 
 
+def _caption(name: str, caption: str, s: dict[str, Any]) -> str:
+    """A figure's caption; the score histogram's says how many hits it left out."""
+    others = s["traffic"].get("hit_scores_other_embedders", 0)
+    if name == "score_histogram" and others:  # on another (or an unknown) embedder's scale
+        return f"{caption}; {others} hits under other embedders not drawn"
+    return caption
+
+
 def _card(title: str, value: str, note: str = "") -> str:
     return (
         f'<div class="card"><span>{escape(title)}</span><b>{escape(value)}</b>'
@@ -230,11 +238,12 @@ def _tenants(report: dict[str, Any]) -> str:
 def render(report: dict[str, Any], figures: dict[str, bytes]) -> str:
     s, scope = report["summary"], report["scope"]
     who = f"tenant {scope['tenant']}" if scope["tenant"] else "all tenants"
+    captions = [(name, _caption(name, caption, s)) for name, caption in FIGURES]
     imgs = "".join(
         f'<figure><img alt="{escape(caption)}" id="fig-{name}" '
         f'src="data:image/png;base64,{base64.b64encode(figures[name]).decode("ascii")}">'
         f"<figcaption>{escape(caption)}</figcaption></figure>"
-        for name, caption in FIGURES
+        for name, caption in captions
         if name in figures
     )
     if not figures:  # a core install without matplotlib: say how to get the figures

@@ -89,8 +89,13 @@ def misfire_vs_threshold(
 
 
 def score_histogram(
-    hit_scores: Sequence[float], correct: Sequence[float], misfire: Sequence[float]
+    hit_scores: Sequence[float],
+    correct: Sequence[float],
+    misfire: Sequence[float],
+    other_embedders: int = 0,
 ) -> bytes:
+    """``other_embedders``: hits scored by another embedder (or unknown), not drawn: the
+    legend says so, as "all hits" would claim every one."""
     fig, ax = _figure()
     title = "Similarity scores: all semantic hits vs labelled samples"
     everything = [*hit_scores, *correct, *misfire]
@@ -101,7 +106,10 @@ def score_histogram(
     hi = max(1.0, max(everything))
     bins = [lo + (hi - lo) * i / 20 for i in range(21)] if hi > lo else 10
     if hit_scores:
-        ax.hist(hit_scores, bins=bins, histtype="step", color="tab:blue", label="all hits")
+        label = "all hits"
+        if other_embedders:
+            label = f"hits ({other_embedders} under other embedders not drawn)"
+        ax.hist(hit_scores, bins=bins, histtype="step", color="tab:blue", label=label)
     if correct:
         ax.hist(correct, bins=bins, alpha=0.6, color="tab:green", label="labelled correct")
     if misfire:
@@ -173,6 +181,7 @@ def render_all(report: dict[str, Any]) -> dict[str, bytes]:
             s["traffic"]["hit_scores"],
             s["labelled_scores"]["correct"],
             s["labelled_scores"]["misfire"],
+            s["traffic"].get("hit_scores_other_embedders", 0),
         ),
         "hit_rates_over_time": hit_rates_over_time(s["timeline"]),
         "cache_memory": cache_memory(report["engine"]["memory"]),

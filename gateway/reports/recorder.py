@@ -64,6 +64,9 @@ class RequestRecord:
     # id, is dropped at write time instead of counting for the new tenant. None: not
     # checked (a record built outside a request).
     namespace_id: str | None = None
+    # The semantic cache's embedder when a lookup ran: ``score`` is on its scale, and the
+    # report draws only the scores of the embedder in force. None: no lookup ran.
+    embedder_id: str | None = None
 
     def timed(self, ttft_ms: float | None, latency_ms: float, stream: bool) -> RequestRecord:
         return replace(self, ttft_ms=ttft_ms, latency_ms=latency_ms, stream=stream)

@@ -64,8 +64,9 @@ class ReportParams:
     # Scores on the routed scale (CACHEGATE_EMBEDDER=auto): the recommended threshold
     # is also given as the value to set, a MiniLM cosine (semantic/embedder_routed.py).
     routed: bool = False
-    # The embedder in force: the score sections read only the samples it scored (another
-    # embedder's scores are on another scale). None: every sample.
+    # The embedder in force: the score sections read only the samples it scored, and the
+    # hit score histogram only the hits it scored (another embedder's scores are on
+    # another scale). None: every sample and every hit.
     embedder_id: str | None = None
 
     @property
@@ -94,6 +95,7 @@ class Stat:
     cached_tokens: int
     completion_tokens: int
     ttft_ms: float | None
+    embedder_id: str | None = None  # whose scale ``score`` is on (None: no lookup, or unknown)
 
 
 def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any]:
@@ -184,6 +186,11 @@ def traffic_section(stats: Sequence[Stat], p: ReportParams) -> dict[str, Any]:
     reused = sum(1 for r in engine if r.cached_tokens > 0)
     on = [r.ttft_ms for r in stats if r.ttft_ms is not None and _reused(r)]
     off = [r.ttft_ms for r in stats if r.ttft_ms is not None and not _reused(r)]
+    # Hit counts and rates count every hit; scores are comparable only on one embedder's
+    # scale, so the histogram draws those of the embedder in force (rows from before
+    # migration 0011 have no embedder: scale unknown, not drawn either).
+    scored = [r for r in stats if r.cache == "semantic-hit" and r.score is not None]
+    drawn = [r for r in scored if p.embedder_id is None or r.embedder_id == p.embedder_id]
     return {
         "traffic": {
             "requests": len(stats),
@@ -192,9 +199,8 @@ def traffic_section(stats: Sequence[Stat], p: ReportParams) -> dict[str, Any]:
             "semantic_hit_rate": rate(hits, len(stats)),
             "semantic_lookups": looked_up,
             "eligible_hit_rate": rate(hits, looked_up),
-            "hit_scores": [
-                r.score for r in stats if r.cache == "semantic-hit" and r.score is not None
-            ][:20000],
+            "hit_scores": [r.score for r in drawn][:20000],
+            "hit_scores_other_embedders": len(scored) - len(drawn),
         },
         "prefix": {
             "engine_requests": len(engine),

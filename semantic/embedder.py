@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 
 from semantic import embedder_onnx
 from semantic.errors import EmbedderError, InvalidQuestionError
+from semantic.latin_language import is_non_english, vocabulary_words
 from semantic.question import coerce_question
 
 #: What runs the forward: ``auto`` (ONNX Runtime on CPU when installed and checked
@@ -169,6 +170,7 @@ class Embedder:
         progress: bool = True,
         scripts: tuple[str, ...] = MINILM_SCRIPTS,
         backend: str = "auto",
+        english_only: bool = True,
     ) -> None:
         path = Path(model_path) if model_path is not None else bundled_model_path()
         if not path.is_dir():
@@ -184,6 +186,9 @@ class Embedder:
         self.batch_size = batch_size
         # Unicode script names whose letters count as covered (see coverage()).
         self.scripts = scripts
+        # A Latin-script question in another language (Spanish, German …) is not covered:
+        # the model was trained on English (semantic/latin_language.py).
+        self.english_only = english_only
         # Intra-op threads while embedding on CPU (None: leave torch's setting).
         # One short question gains nothing from more threads, and with the cores
         # busy (an in-process engine, other requests) a 2-thread encode took
@@ -209,6 +214,9 @@ class Embedder:
         self._onnx: embedder_onnx.OnnxForward | None = self._load_onnx(backend, progress)
         # Computed once: hashing ~90 MB of weights takes a few hundred ms.
         self._embedder_id = f"{self.name}:{self._dim}:{model_digest(self.model_path)[:16]}"
+        # The whole words the model's vocabulary spells in one token (the language test's
+        # second signal: a question made of words it does not know is not English).
+        self._words = vocabulary_words(self._model.tokenizer.get_vocab())
         if progress:
             elapsed = time.perf_counter() - started
             print(
@@ -274,6 +282,8 @@ class Embedder:
     def coverage(self, text: str) -> float:
         """Fraction of the letters and digits of ``text`` inside a non-``[UNK]`` token
         and, for letters, in a script of :data:`scripts` (see :class:`CoveringEmbedder`)."""
+        if self.english_only and is_non_english(text, self._words):
+            return 0.0
         tokenizer = self._model.tokenizer
         encoded = tokenizer(
             text, add_special_tokens=False, return_offsets_mapping=True, verbose=False

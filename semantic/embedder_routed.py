@@ -1,7 +1,7 @@
-"""``auto``: each question to the embedder that represents it, MiniLM where it can (every
-letter of Latin script: English, but also French or Vietnamese, which it reads as
-poorly as it does without ``auto``) and multilingual-e5 for the rest (Chinese, and any
-question with a word MiniLM cannot see), in one vector space where the two never meet.
+"""``auto``: each question to the embedder that represents it, MiniLM where it can (English:
+every letter of Latin script, and not another language by :mod:`semantic.latin_language`)
+and multilingual-e5 for the rest (Chinese, Spanish, German …, and any question with a
+word MiniLM cannot see), in one vector space where the two never meet.
 
 Neither embedder is best for all traffic (``bench/embedder_compare.py``): MiniLM ranks
 English better, and refuses every Chinese question (it cannot represent them: the
@@ -29,7 +29,9 @@ MiniLM cosine of 0.89 shows as 0.9656; a threshold a tenant sets (``threshold``,
 
 The id names both embedders (``auto:<minilm id>+<e5 id>``), so the cache partitions
 by the pair, and switching to or from ``auto`` re-embeds as any switch does
-(``semantic/reembed.py``).
+(``semantic/migrate.py``). Which questions take which route is part of what a vector
+means, so the id also names the route rule: ``:en`` since the first route takes
+English only (session 27; before, a Spanish question went to MiniLM).
 """
 
 from __future__ import annotations
@@ -83,8 +85,10 @@ class RoutedEmbedder:
         self.first, self.second, self.floor = first, second, floor
         # The scale and the floor are part of what a vector means: re-measured thresholds
         # (a new SQUEEZE) or another floor make other vectors, under another id.
+        rule = ":en" if getattr(first, "english_only", False) else ""
         self._embedder_id = (
-            f"{ROUTED_PREFIX}s{SQUEEZE:.4f}:f{floor:g}:{first.embedder_id}+{second.embedder_id}"
+            f"{ROUTED_PREFIX}s{SQUEEZE:.4f}:f{floor:g}{rule}:"
+            f"{first.embedder_id}+{second.embedder_id}"
         )
         self._dim = first.dim + 1 + second.dim
 

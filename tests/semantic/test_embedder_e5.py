@@ -71,7 +71,11 @@ def test_coverage_of_both_embedders(e5: E5Embedder, embedder: Embedder) -> None:
     assert embedder.coverage("你们几点开门几点关门") == 0.0
     assert embedder.coverage("Привет, как дела?") == 0.0
     assert 0.5 < embedder.coverage("What does 你好 mean?") < MIN_COVERAGE
-    assert embedder.coverage("Ça coûte combien?") == 1.0
+    # French is Latin script MiniLM spells, but a language it never learned (session 27:
+    # semantic/latin_language.py); e5 reads it. An English question stays covered.
+    assert embedder.coverage("Ça coûte combien?") == 0.0
+    assert e5.coverage("Ça coûte combien?") == 1.0
+    assert embedder.coverage("How much does it cost?") == 1.0
     assert e5.coverage("你们几点开门几点关门") == 1.0
     assert e5.coverage("Привет, как дела?") == 1.0
     assert e5.coverage("What does 你好 mean?") == 1.0

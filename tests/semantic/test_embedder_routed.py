@@ -59,6 +59,26 @@ def test_scores_are_each_embedders_own_and_routes_never_meet(
         routed.embed("a single str")
 
 
+def test_other_latin_script_languages_go_to_e5_and_never_meet_english(
+    routed: RoutedEmbedder, embedder: Embedder
+) -> None:
+    """Spanish is Latin script MiniLM spells, but never learned: it goes to e5, where
+    its paraphrase is near it; the English question of the same meaning is not."""
+    es = ["¿Cómo cambio mi contraseña?", "¿Cómo puedo cambiar mi contraseña?"]
+    assert [routed.routes_first(t) for t in es] == [False, False]
+    assert embedder.coverage(es[0]) == 0.0 and routed.coverage(es[0]) == 1.0
+    assert routed.routes_first(EN[1])  # positive control: English stays with MiniLM
+    vectors = routed.embed([*es, EN[1]])
+    assert np.abs(vectors[:2, : embedder.dim + 1]).max() == 0.0  # only e5's block
+    assert float(vectors[0] @ vectors[1]) > 0.9
+    assert abs(float(vectors[0] @ vectors[2])) < 1e-6
+    # The route rule is part of what a vector means: an embedder without it has its own id.
+    assert ":en:" in routed.embedder_id
+    bare = Embedder(cpu_threads=1, progress=False, english_only=False)
+    assert bare.coverage(es[0]) == 1.0  # the rule off: MiniLM takes it, as before
+    assert ":en:" not in RoutedEmbedder(bare, routed.second).embedder_id
+
+
 def test_the_factory_builds_it_and_refuses_one_path(embedder: Embedder) -> None:
     built = build_embedder("auto", progress=False)
     assert isinstance(built, RoutedEmbedder) and built.first.embedder_id == embedder.embedder_id

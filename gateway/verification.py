@@ -35,6 +35,7 @@ from gateway.verifier_choice import resolve_dtype, resolve_zh_precision
 from semantic import SemanticPolicy
 from semantic.embedder_routed import is_routed, on_routed_scale
 from semantic.embedders import MIN_COVERAGE
+from semantic.latin_language import bundled_english_words, is_non_english
 
 if TYPE_CHECKING:  # torch comes in only when the verifier is loaded
     from validators.verifier import PairVerifier
@@ -132,6 +133,13 @@ def load_verifier(
         settings.verifier_zh_precision, settings.verifier_backend
     )
 
+    # A pair in a Latin-script language other than English goes to the multilingual
+    # cross-encoder, as auto sends such a question to e5 (semantic/latin_language.py).
+    words = bundled_english_words()
+
+    def is_foreign(text: str) -> bool:
+        return is_non_english(text, words)
+
     def load(english: Dtype) -> PairVerifier:
         return PairVerifier(
             threads=threads,
@@ -139,6 +147,7 @@ def load_verifier(
             dtype=english,
             backend=settings.verifier_backend,
             zh_precision=zh_precision,
+            is_foreign=is_foreign,
         )
 
     try:

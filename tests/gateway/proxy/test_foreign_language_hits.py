@@ -1,0 +1,100 @@
+"""Latin-script questions in other languages than English, through a live gateway with the
+real embedders and the shipped verifier (semantic/latin_language.py): under ``auto``
+they go to e5 and the multilingual cross-encoder, a paraphrase is served and a close
+question with another answer is not, and a question is never served an answer of
+the other language; under ``minilm`` they are neither served nor stored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.policy import TenantPolicy
+from gateway.verification import GatewayVerifier, load_verifier
+from semantic import Embedder
+from semantic.embedder_e5 import E5Embedder
+from semantic.embedder_routed import RoutedEmbedder
+from tests.gateway.conftest import Gateway
+from tests.gateway.proxy.test_verifier_hits import OPEN, ask, stored_then_asked, verified_gateway
+from tests.gateway.scripted_upstream import Upstream, scripted_upstream
+
+pytestmark = pytest.mark.slow
+
+PASSWORD_ES = "¿Cómo cambio mi contraseña?"
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[Upstream]:
+    with scripted_upstream("vllm") as upstream:
+        yield upstream
+
+
+@pytest.fixture(scope="module")
+def verifier() -> GatewayVerifier:
+    return load_verifier()
+
+
+@pytest.fixture(scope="module")
+def routed_gw(
+    up: Upstream,
+    embedder: Embedder,
+    verifier: GatewayVerifier,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Gateway]:
+    routed = RoutedEmbedder(embedder, E5Embedder(progress=False))
+    with verified_gateway(tmp_path_factory.mktemp("foreign"), up, routed, verifier) as g:
+        yield g
+
+
+@pytest.mark.parametrize(
+    ("stored", "asked", "expected"),
+    [
+        # e5 0.99, the multilingual cross-encoder 0.995: served at the default target
+        (PASSWORD_ES, "¿Cómo puedo cambiar mi contraseña?", "hit"),
+        ("Wie ändere ich mein Passwort?", "Wie kann ich mein Passwort ändern?", "hit"),
+        # lost against stolen: retrieved (e5 0.952), refused by the verifier (0.41)
+        ("He perdido mi tarjeta", "Me han robado la tarjeta", "miss:verifier_refused"),
+        # the same question in English: another route, cosine 0 to everything stored
+        (PASSWORD_ES, "How do I change my password?", "miss:below_threshold"),
+        ("How do I change my password?", PASSWORD_ES, "miss:below_threshold"),
+    ],
+    ids=["es_paraphrase", "de_paraphrase", "es_lost_vs_stolen", "es_then_en", "en_then_es"],
+)
+def test_other_languages_are_verified_by_the_multilingual_model(
+    routed_gw: Gateway, stored: str, asked: str, expected: str
+) -> None:
+    _tenant, header = stored_then_asked(routed_gw, stored, asked)
+    assert header == expected or header.startswith(expected + ":"), header
+
+
+def test_a_mixed_pair_is_refused_by_the_verifier(verifier: GatewayVerifier) -> None:
+    # Where one space holds both languages (CACHEGATE_EMBEDDER=e5), the pair would meet:
+    # the verifier refuses it whatever the score, an answer in the other language.
+    (verdict,) = verifier.model.verdicts(PASSWORD_ES, ["How do I change my password?"])
+    assert (verdict.score, verdict.supported, verdict.reason) == (0.0, False, "language_mismatch")
+    (same,) = verifier.model.verdicts(PASSWORD_ES, ["¿Cómo puedo cambiar mi contraseña?"])
+    assert same.supported and same.path == "zh" and same.score > verifier.shipped_cut(0.01)
+    (english,) = verifier.model.verdicts("How do I reset my password?", ["How can I reset it?"])
+    assert english.supported and english.path == "en"
+
+
+def test_under_minilm_they_are_neither_served_nor_stored(
+    up: Upstream,
+    embedder: Embedder,
+    verifier: GatewayVerifier,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    with verified_gateway(tmp_path_factory.mktemp("foreign-minilm"), up, embedder, verifier) as g:
+        _tenant, key = g.tenant("minilm", TenantPolicy(**OPEN))
+        first = ask(g, key, PASSWORD_ES)
+        assert first.headers["x-cachegate-semantic"] == "miss:unsupported_text"
+        assert first.headers["x-cachegate-backfill"] == "skipped:unsupported_text"
+        again = ask(g, key, PASSWORD_ES)
+        assert again.headers["x-cachegate-semantic"] == "miss:unsupported_text"
+        # positive control: an English question in the same tenant is stored and served
+        assert ask(g, key, "How do I change my password?").headers["x-cachegate-backfill"] == (
+            "stored"
+        )
+        hit = ask(g, key, "How do I change my password?")
+        assert hit.headers["x-cachegate-semantic"] == "hit"

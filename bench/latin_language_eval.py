@@ -8,12 +8,14 @@ cache's decision on them before and since it (semantic/latin_language.py).
    (``dev``) and the half never looked at (``test``).
 2. **The decision**, over pairs of that file in one language: positives (same intent),
    hard negatives (each question's nearest question of another intent by e5's cosine)
-   and every other pair of two intents. *Before*: ``auto`` as it was (MiniLM takes every
-   Latin-script question, the English cross-encoder judges them). *Now*: the test
-   sends a non-English question to e5 and its pair to the multilingual cross-encoder,
-   and refuses a pair of one language against another. Both at the gateway's
-   retrieval threshold for ``auto`` and the verifier's default cut (target 1%, float32),
-   after the entity validator, as the cache decides.
+   and every other pair of two intents; and over ``cross`` pairs, the same question in
+   two languages (its cached answer is in the other one: never to be served).
+   *Before*: ``auto`` as it was (MiniLM takes every Latin-script question, the English
+   cross-encoder judges them). *Now*: the test sends a non-English question to e5 and
+   its pair to the multilingual cross-encoder, and refuses a pair in two languages it
+   can tell apart. Both at the gateway's retrieval threshold for ``auto`` and the
+   verifier's default cut (target 1%, float32), after the entity validator, as the
+   cache decides.
 
     .venv/bin/python bench/latin_language_eval.py
 
@@ -39,7 +41,12 @@ from gateway.verification import retrieval_threshold_for
 from semantic import Embedder
 from semantic.embedder_e5 import E5Embedder
 from semantic.embedder_routed import RoutedEmbedder
-from semantic.latin_language import bundled_english_words, foreign_language, is_non_english
+from semantic.latin_language import (
+    bundled_english_words,
+    foreign_language,
+    foreign_languages,
+    is_non_english,
+)
 from validators import Validator, ValidatorError
 from validators.verifier import DEFAULT_TARGET_MISFIRE, PairVerifier
 
@@ -132,6 +139,16 @@ def pairs_of(
             nearest = others[int(np.argmax(vectors[others] @ vectors[i]))]
             pairs.append((i, nearest))
             kinds.append("hard")
+    # The same question in two languages: its answer is in the other one, never served.
+    by_slot: dict[tuple[str, int], list[int]] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for i, r in enumerate(rows):
+        n = seen[(r["intent"], r["lang"])] = seen.get((r["intent"], r["lang"]), -1) + 1
+        by_slot.setdefault((r["intent"], n), []).append(i)
+    for same in by_slot.values():
+        for i, j in itertools.combinations(same, 2):
+            pairs.append((i, j))
+            kinds.append("cross")
     return pairs, kinds
 
 
@@ -164,7 +181,7 @@ def decide(
 
 def rates(served: np.ndarray, kinds: np.ndarray, langs: np.ndarray) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for kind in ("positive", "hard", "negative"):
+    for kind in ("positive", "hard", "negative", "cross"):
         m = kinds == kind
         out[kind] = {
             "served": int(served[m].sum()),
@@ -172,7 +189,8 @@ def rates(served: np.ndarray, kinds: np.ndarray, langs: np.ndarray) -> dict[str,
             "rate": round(float(served[m].mean()), 4),
         }
         out[kind]["by_language"] = {
-            lang: round(float(served[m & (langs == lang)].mean()), 4) for lang in sorted(set(langs))
+            lang: round(float(served[m & (langs == lang)].mean()), 4)
+            for lang in sorted(set(langs[m]))
         }
     return out
 
@@ -194,20 +212,28 @@ def main() -> int:
     langs = np.asarray([rows[i]["lang"] for i, _ in pairs])
     validator = Validator()
     accepted = np.asarray([_accepts(validator, texts[i], texts[j]) for i, j in pairs])
-    is_foreign: Callable[[str], bool] = lambda t: is_non_english(t, words)  # noqa: E731
+    languages: Callable[[str], frozenset[str] | None] = lambda t: foreign_languages(t, words)  # noqa: E731
     setups = {
         "before": (Embedder(progress=False, english_only=False), PairVerifier(threads=2)),
-        "now": (Embedder(progress=False), PairVerifier(threads=2, is_foreign=is_foreign)),
+        "now": (Embedder(progress=False), PairVerifier(threads=2, foreign_languages=languages)),
     }
-    result["pairs"] = {k: int((kinds == k).sum()) for k in ("positive", "hard", "negative")}
+    result["pairs"] = {
+        k: int((kinds == k).sum()) for k in ("positive", "hard", "negative", "cross")
+    }
     for name, (first, verifier) in setups.items():
         served = decide(texts, pairs, RoutedEmbedder(first, e5), verifier, accepted)
         result[name] = rates(served, kinds, langs)
+        # the served pairs no cache should serve, to read by hand
+        result[name]["served_wrong"] = [
+            {"kind": str(kinds[k]), "a": texts[pairs[k][0]], "b": texts[pairs[k][1]]}
+            for k in np.flatnonzero(served & (kinds != "positive"))
+        ]
         r = result[name]
         print(
             f"{name:6s} positives {r['positive']['rate']:.2%}  hard negatives "
             f"{r['hard']['rate']:.2%} ({r['hard']['served']}/{r['hard']['pairs']})  other "
-            f"negatives {r['negative']['rate']:.3%}"
+            f"negatives {r['negative']['served']}/{r['negative']['pairs']}  the same question "
+            f"in two languages {r['cross']['served']}/{r['cross']['pairs']}"
         )
     write_json("latin_language_eval", result)
     return 0

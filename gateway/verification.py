@@ -17,6 +17,7 @@ cut for its ``target_misfire_rate`` (:mod:`gateway.calibration`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import threading
@@ -35,7 +36,7 @@ from gateway.verifier_choice import resolve_dtype, resolve_zh_precision
 from semantic import SemanticPolicy
 from semantic.embedder_routed import is_routed, on_routed_scale
 from semantic.embedders import MIN_COVERAGE
-from semantic.latin_language import bundled_english_words, is_non_english
+from semantic.latin_language import bundled_english_words, foreign_languages
 
 if TYPE_CHECKING:  # torch comes in only when the verifier is loaded
     from validators.verifier import PairVerifier
@@ -60,6 +61,8 @@ RETRIEVAL_THRESHOLDS = {
 }
 #: For an embedder not measured: the cosine-only default (no recall is recovered).
 FALLBACK_RETRIEVAL_THRESHOLD = 0.89
+#: Questions whose language the verifier remembers (a few µs to read one again).
+FOREIGN_TEXTS_REMEMBERED = 10_000
 
 
 def retrieval_threshold_for(embedder_id: str) -> float:
@@ -134,11 +137,13 @@ def load_verifier(
     )
 
     # A pair in a Latin-script language other than English goes to the multilingual
-    # cross-encoder, as auto sends such a question to e5 (semantic/latin_language.py).
+    # cross-encoder, as auto sends such a question to e5 (semantic/latin_language.py);
+    # remembered per text: the new question is read against every candidate, each lookup.
     words = bundled_english_words()
 
-    def is_foreign(text: str) -> bool:
-        return is_non_english(text, words)
+    @functools.lru_cache(maxsize=FOREIGN_TEXTS_REMEMBERED)
+    def languages(text: str) -> frozenset[str] | None:
+        return foreign_languages(text, words)
 
     def load(english: Dtype) -> PairVerifier:
         return PairVerifier(
@@ -147,7 +152,7 @@ def load_verifier(
             dtype=english,
             backend=settings.verifier_backend,
             zh_precision=zh_precision,
-            is_foreign=is_foreign,
+            foreign_languages=languages,
         )
 
     try:

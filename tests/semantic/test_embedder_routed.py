@@ -18,6 +18,7 @@ from semantic.embedder_routed import (
     on_routed_scale,
 )
 from semantic.embedders import build_embedder
+from semantic.latin_language import RULE_VERSION
 
 EN = ["How do I reset my password?", "How can I change my password?", "What is your address?"]
 ZH = ["怎么修改登录密码", "如何更改我的登录密码", "你们几点开门几点关门"]
@@ -73,10 +74,10 @@ def test_other_latin_script_languages_go_to_e5_and_never_meet_english(
     assert float(vectors[0] @ vectors[1]) > 0.9
     assert abs(float(vectors[0] @ vectors[2])) < 1e-6
     # The route rule is part of what a vector means: an embedder without it has its own id.
-    assert ":en:" in routed.embedder_id
+    assert f":{RULE_VERSION}:" in routed.embedder_id
     bare = Embedder(cpu_threads=1, progress=False, english_only=False)
     assert bare.coverage(es[0]) == 1.0  # the rule off: MiniLM takes it, as before
-    assert ":en:" not in RoutedEmbedder(bare, routed.second).embedder_id
+    assert f":{RULE_VERSION}:" not in RoutedEmbedder(bare, routed.second).embedder_id
 
 
 def test_the_factory_builds_it_and_refuses_one_path(embedder: Embedder) -> None:

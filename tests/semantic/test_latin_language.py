@@ -25,6 +25,10 @@ FOREIGN = [
     # a sentence-initial capital after a full stop is grammar, not a name
     ("Esqueci a minha senha. Como recupero?", "pt"),
     ("Làm thế nào để đổi mật khẩu?", "vi"),  # the letters only Vietnamese writes
+    # case says nothing in a text all in capitals or all capitalised: read as lowercase
+    ("NECESITO AYUDA CON MI TARJETA DE CREDITO QUE NO FUNCIONA", "es"),
+    ("Necesito Ayuda Con Mi Tarjeta De Credito Que No Funciona", "es"),
+    ("l'heure d'ouverture", "fr"),  # elisions
 ]
 ENGLISH = [
     "How do I reset my password?",
@@ -37,6 +41,23 @@ ENGLISH = [
     "Evonne Goolagong defeated Françoise Dürr 6 -- 4 , 6 -- 2 .",
     "what does carpe diem mean",
     "Where is Đà Nẵng?",  # a name, capitalised: no evidence
+    "HOW DO I RESET MY PIN",
+    # short queries with a name: an article before a capital, a particle between two,
+    # an acronym, an apostrophe that is no elision, one-letter words, a mark alone
+    "Van Gogh paintings",
+    "Del Taco menu",
+    "De Niro movies",
+    "Tour de France winner",
+    "Cirque du Soleil tickets",
+    "LA Lakers score",
+    "O'Reilly hours",
+    "what time is it, 5 o'clock?",
+    "D'Angelo songs",
+    "Y combinator",
+    "u up",
+    "per diem rates",
+    "pâté recipe",
+    "piñata",
     "",
     "???",
 ]

@@ -77,7 +77,8 @@ class WaitingShare:
                 self._counts[entry.tenant] += 1
 
     def by_tenant(self) -> dict[str, int]:
-        """Places in use per tenant (tenants with none are left out)."""
+        """Places in use per tenant (tenants with none are left out); a copy, taken
+        under the owner's lock as every other call."""
         return dict(self._counts)
 
     def _uncount(self, entry: ShareEntry) -> None:

@@ -349,7 +349,10 @@ def _build_upstream(settings: Settings, parts: Components, salt: str) -> Upstrea
 def _build_cache(settings: Settings, parts: Components, url: str) -> SemanticCache:
     path = Path(settings.embedder_path) if settings.embedder_path else None
     embedder = parts.embedder or build_embedder(
-        settings.embedder, path, backend=settings.embedder_backend
+        settings.embedder,
+        path,
+        backend=settings.embedder_backend,
+        english_only=settings.embedder_english_only,
     )
     store = EntryStore(
         url, memo_size=settings.entry_cache_size, memo_seconds=settings.entry_cache_seconds

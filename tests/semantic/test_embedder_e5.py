@@ -129,3 +129,18 @@ def test_the_gateway_setting_defaults_to_auto_but_a_path_alone_keeps_minilm(
     monkeypatch.setenv("CACHEGATE_EMBEDDER", "e5")
     assert Settings(_env_file=None).embedder == "e5"
     assert Settings(_env_file=None, embedder="auto").embedder == "auto"
+
+
+def test_english_only_is_a_setting_the_factory_passes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.settings import Settings
+
+    monkeypatch.delenv("CACHEGATE_EMBEDDER_ENGLISH_ONLY", raising=False)
+    assert Settings(_env_file=None).embedder_english_only is True
+    monkeypatch.setenv("CACHEGATE_EMBEDDER_ENGLISH_ONLY", "false")
+    assert Settings(_env_file=None).embedder_english_only is False
+    spanish = "¿Cómo cambio mi contraseña?"
+    strict = build_embedder("minilm", progress=False)
+    loose = build_embedder("minilm", progress=False, english_only=False)
+    assert isinstance(strict, Embedder) and isinstance(loose, Embedder)
+    assert strict.coverage(spanish) == 0.0 and loose.coverage(spanish) == 1.0
+    assert strict.embedder_id == loose.embedder_id  # the same vectors: the same id

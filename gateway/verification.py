@@ -17,7 +17,6 @@ cut for its ``target_misfire_rate`` (:mod:`gateway.calibration`).
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import logging
 import threading
@@ -61,8 +60,6 @@ RETRIEVAL_THRESHOLDS = {
 }
 #: For an embedder not measured: the cosine-only default (no recall is recovered).
 FALLBACK_RETRIEVAL_THRESHOLD = 0.89
-#: Questions whose language the verifier remembers (a few µs to read one again).
-FOREIGN_TEXTS_REMEMBERED = 10_000
 
 
 def retrieval_threshold_for(embedder_id: str) -> float:
@@ -138,10 +135,9 @@ def load_verifier(
 
     # A pair in a Latin-script language other than English goes to the multilingual
     # cross-encoder, as auto sends such a question to e5 (semantic/latin_language.py);
-    # remembered per text: the new question is read against every candidate, each lookup.
+    # the verifier remembers each question's languages per tenant, as its verdicts.
     words = bundled_english_words()
 
-    @functools.lru_cache(maxsize=FOREIGN_TEXTS_REMEMBERED)
     def languages(text: str) -> frozenset[str] | None:
         return foreign_languages(text, words)
 

@@ -32,6 +32,7 @@ import math
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -162,6 +163,8 @@ class PairVerifier:
         # remembered ones are exact (validators/verdict_cache.py).
         self.model_id = f"{self.meta['weights_sha256']}:{dtype}"
         self.cache: VerdictCache[Verdict] = VerdictCache(cache_size)
+        # (scope, text) -> (its languages,): what foreign_languages said, per tenant
+        self._languages: VerdictCache[tuple[frozenset[str] | None]] = VerdictCache(cache_size)
         self._encodings: VerdictCache[Row] = VerdictCache(cache_size)
         # Concurrent lookups share forwards (validators/verify_batcher.py).
         self.batcher = VerifyBatcher(self.en.forward_rows, max_batch)
@@ -208,7 +211,7 @@ class PairVerifier:
     ) -> list[Verdict]:
         """Like ``verdicts`` for arbitrary (query, cached) pairs, batched (evaluation)."""
         checked = [(check_question(a), check_question(b)) for a, b in pairs]
-        out, en, zh = self._route(checked)
+        out, en, zh = self._route(checked, scope)
         if en:
             for i, v in zip(en, self._score_en([checked[i] for i in en], scope), strict=True):
                 out[i] = v
@@ -218,14 +221,15 @@ class PairVerifier:
         return [v for v in out if v is not None]
 
     def _route(
-        self, checked: Sequence[tuple[str, str]]
+        self, checked: Sequence[tuple[str, str]], scope: str = ""
     ) -> tuple[list[Verdict | None], list[int], list[int]]:
         """Verdicts of pairs no model reads (other scripts), and the English and Chinese
         rows' positions."""
         out: list[Verdict | None] = [None] * len(checked)
         en: list[int] = []
         zh: list[int] = []
-        languages = PairLanguages(self.foreign_languages)  # each text read once per call
+        reader = None if self.foreign_languages is None else partial(self._languages_of, scope)
+        languages = PairLanguages(reader)  # each text read once per call
         for i, (a, b) in enumerate(checked):
             if verifier_zh.has_kana_or_hangul(a) or verifier_zh.has_kana_or_hangul(b):
                 out[i] = Verdict(0.0, False, "", "language_not_covered")
@@ -249,6 +253,16 @@ class PairVerifier:
                 en.append(i)
         return out, en, zh
 
+    def _languages_of(self, scope: str, text: str) -> frozenset[str] | None:
+        """``foreign_languages(text)``, remembered per scope as verdicts are: how fast a
+        question is read never tells one tenant that another asked it."""
+        assert self.foreign_languages is not None
+        kept = self._languages.get((scope, text))
+        if kept is None:
+            kept = (self.foreign_languages(text),)
+            self._languages.put((scope, text), kept)
+        return kept[0]
+
     def remembered(
         self, query: object, candidates: Sequence[object], *, scope: str = ""
     ) -> list[Verdict] | None:
@@ -259,7 +273,7 @@ class PairVerifier:
         if isinstance(candidates, str | bytes):
             raise VerifierTypeError("candidates must be a sequence of questions, not one question")
         checked = [(q, check_question(c)) for c in candidates]
-        out, en, zh = self._route(checked)
+        out, en, zh = self._route(checked, scope)
         for i in en:
             row = self._encodings.get((scope, *checked[i]), count_miss=False)
             if row is None:

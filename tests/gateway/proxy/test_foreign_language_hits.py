@@ -98,3 +98,17 @@ def test_under_minilm_they_are_neither_served_nor_stored(
         )
         hit = ask(g, key, "How do I change my password?")
         assert hit.headers["x-cachegate-semantic"] == "hit"
+
+
+def test_languages_are_remembered_per_tenant(verifier: GatewayVerifier) -> None:
+    """As verdicts are: reading a question again costs a few µs, and how fast it is read
+    must not tell one tenant that another asked it."""
+    model = verifier.model
+    question = "¿Cuándo abren la tienda el domingo?"
+    model.verdicts(question, ["¿A qué hora abre la tienda el domingo?"], scope="tenant-a")
+    assert model._languages.get(("tenant-a", question), count_miss=False) == (frozenset({"es"}),)
+    assert model._languages.get(("tenant-b", question), count_miss=False) is None
+    model.verdicts(question, ["How do I reset my PIN?"], scope="tenant-b")
+    assert model._languages.get(("tenant-b", question), count_miss=False) is not None
+    english = model._languages.get(("tenant-b", "How do I reset my PIN?"), count_miss=False)
+    assert english == (None,)  # English: remembered as such, not as a miss

@@ -156,10 +156,17 @@ DEV_TENANT = "dev"
 
 def serve_settings(args: argparse.Namespace, s: Settings) -> Settings:
     """The settings ``serve`` runs with: only ``--dev`` (``make serve``) turns the
-    development tenant on; a production start never creates one by default."""
+    development tenant on; a production start never creates one by default. ``--host``
+    and ``--port`` replace the settings', so what the start prints (the development
+    key's base URL) names where it listens."""
+    update: dict[str, object] = {}
     if getattr(args, "dev", False) and not s.dev_tenant:
-        return s.model_copy(update={"dev_tenant": DEV_TENANT})
-    return s
+        update["dev_tenant"] = DEV_TENANT
+    if getattr(args, "host", None):
+        update["host"] = args.host
+    if getattr(args, "port", None):
+        update["port"] = args.port
+    return s.model_copy(update=update) if update else s
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -171,7 +178,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from prefix.serve.threads import reserve_for_engine_thread
 
     s = serve_settings(args, get_settings())
-    host, port = args.host or s.host, args.port or s.port
+    host, port = s.host, s.port
     configure_logging(s)  # text or JSON lines (gateway/logging_setup.py)
     print(f"cachegate gateway on http://{host}:{port} (loading model and embedder ...)", flush=True)
     # torch's intra-op pool only in the in-process engine's thread (prefix/serve/threads.py);

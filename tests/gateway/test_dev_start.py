@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, select
 
 from gateway.app import _dev_tenant
@@ -45,3 +46,18 @@ def test_serve_dev_makes_the_dev_tenant(tmp_path: Path) -> None:
         build_parser().parse_args(["serve", "--dev"]), _settings(tmp_path, dev_tenant="mine")
     )
     assert named.dev_tenant == "mine"
+
+
+def test_the_dev_key_names_the_port_it_listens_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'port.db'}"
+    upgrade_database(url)
+    args = build_parser().parse_args(["serve", "--dev", "--port", "8765", "--host", "0.0.0.0"])
+    s = serve_settings(args, _settings(tmp_path))
+    assert (s.host, s.port) == ("0.0.0.0", 8765)
+    _tenants_after_start(s, url)
+    assert "http://0.0.0.0:8765/v1" in capsys.readouterr().out
+    # control: without the flags, the settings' own
+    plain = serve_settings(build_parser().parse_args(["serve"]), _settings(tmp_path, port=9001))
+    assert plain.port == 9001

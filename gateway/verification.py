@@ -105,6 +105,13 @@ class GatewayVerifier:
     def shipped_cut(self, target: float) -> float:
         return self.model.cut_for(target)
 
+    def unread_reason(self, question: str, candidate: str, scope: str = "") -> str | None:
+        """Why the verifier refused this pair without reading it (``language_mismatch``,
+        ``language_not_covered``, ``too_many_tokens`` …), None when it read it: for
+        explain, where a score of 0 alone does not say which (may run a forward)."""
+        (verdict,) = self.model.verdicts(question, [candidate], scope=scope)
+        return None if verdict.supported else verdict.reason
+
 
 def load_verifier(
     threads: int = 1,

@@ -18,7 +18,7 @@ route make them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from gateway.admin.cache import require_tenant, store_errors
@@ -70,7 +70,7 @@ def _entity_comparison(
     return {"entry_id": entry.id} | comparison.to_dict()
 
 
-def _candidate(c: TraceCandidate) -> ExplainCandidate:
+def _candidate(c: TraceCandidate, unread: Mapping[int, str]) -> ExplainCandidate:
     assert c.entry is not None
     return ExplainCandidate(
         entry_id=c.entry_id,
@@ -80,6 +80,7 @@ def _candidate(c: TraceCandidate) -> ExplainCandidate:
         expired=c.refusal == "expired",
         refusal=c.refusal,
         verifier_score=c.verifier_score,
+        verifier_unread=unread.get(c.entry_id),
         hit_count=c.entry.hit_count,
         expires_at=c.entry.expires_at,
     )
@@ -129,7 +130,27 @@ class Explainer:
             decision.trace.candidates,
             policy.semantic_policy().entity_kinds,
         )
-        return _render(decision.status, decision.reason, fields, steps, decision.trace, comparison)
+        unread = await asyncio.to_thread(self._unread, decision.trace)
+        return _render(
+            decision.status, decision.reason, fields, steps, decision.trace, comparison, unread
+        )
+
+    def _unread(self, trace: LookupTrace) -> dict[int, str]:
+        """entry id -> why the verifier refused that pair unread, for the candidates it
+        scored 0 (the lookup's scores alone do not say why)."""
+        verification = self.pipeline.verification
+        if verification is None or trace.question is None:
+            return {}
+        out: dict[int, str] = {}
+        for c in trace.candidates:
+            if c.entry is not None and c.verifier_score == 0.0:
+                scope = trace.partition_key or ""
+                reason = verification.verifier.unread_reason(
+                    trace.question, c.entry.question, scope
+                )
+                if reason is not None:
+                    out[c.entry_id] = reason
+        return out
 
 
 def _render(
@@ -139,6 +160,7 @@ def _render(
     steps: list[ExplainStep],
     trace: LookupTrace,
     comparison: dict[str, Any] | None,
+    unread: Mapping[int, str] | None = None,
 ) -> ExplainResponse:
     steps = steps + [
         ExplainStep(check=s.check, passed=s.passed, detail=s.detail) for s in trace.steps
@@ -155,7 +177,7 @@ def _render(
         # A hit the judge refused names no served entry: serving would not serve it.
         served_entry_id=trace.served_entry_id if status == "hit" else None,
         # The report shows live entries only: a vanished one has no row to describe.
-        candidates=[_candidate(c) for c in trace.candidates if c.entry is not None],
+        candidates=[_candidate(c, unread or {}) for c in trace.candidates if c.entry is not None],
         entity_comparison=comparison,
         verifier_cut=trace.verifier_cut,
         # The threshold the lookup applied (with the verifier on: the retrieval threshold).

@@ -192,6 +192,11 @@ class ExplainCandidate(BaseModel):
     verifier_score: float | None = Field(
         None, description="The pair verifier's score of this pair (None: it did not judge it)"
     )
+    verifier_unread: str | None = Field(
+        None,
+        description="Why the verifier refused this pair unread, at score 0 (language_mismatch:"
+        " two languages; language_not_covered; too_many_tokens); None: it read it",
+    )
     hit_count: int
     expires_at: datetime | None
 

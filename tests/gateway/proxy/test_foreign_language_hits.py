@@ -7,7 +7,9 @@ the other language; under ``minilm`` they are neither served nor stored."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+import httpx
 import pytest
 
 from gateway.policy import TenantPolicy
@@ -15,7 +17,9 @@ from gateway.verification import GatewayVerifier, load_verifier
 from semantic import Embedder
 from semantic.embedder_e5 import E5Embedder
 from semantic.embedder_routed import RoutedEmbedder
-from tests.gateway.conftest import Gateway
+from tests.gateway import vllm_recordings as rec
+from tests.gateway.admin_support import admin
+from tests.gateway.conftest import Gateway, chat_body
 from tests.gateway.proxy.test_verifier_hits import OPEN, ask, stored_then_asked, verified_gateway
 from tests.gateway.scripted_upstream import Upstream, scripted_upstream
 
@@ -112,3 +116,37 @@ def test_languages_are_remembered_per_tenant(verifier: GatewayVerifier) -> None:
     assert model._languages.get(("tenant-b", question), count_miss=False) is not None
     english = model._languages.get(("tenant-b", "How do I reset my PIN?"), count_miss=False)
     assert english == (None,)  # English: remembered as such, not as a miss
+
+
+def test_explain_names_a_refusal_for_two_languages(
+    up: Upstream, verifier: GatewayVerifier, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Under ``e5`` one space holds both languages: with a low retrieval threshold the
+    English question finds the Spanish entry, and explain says why the verifier refused
+    it at score 0; a Spanish paraphrase it read has no such reason (positive control)."""
+    e5 = E5Embedder(progress=False)
+    with verified_gateway(tmp_path_factory.mktemp("foreign-e5"), up, e5, verifier) as g:
+        tenant, key = g.tenant("explain", TenantPolicy(**(OPEN | {"retrieval_threshold": 0.5})))
+        assert ask(g, key, PASSWORD_ES).headers["x-cachegate-backfill"] == "stored"
+        with admin(g) as client:
+            # the body a request sends, so explain looks in the partition the answer is in
+            mixed = explain(
+                client, tenant, body=chat_body(rec.MODEL, "How do I change my password?")
+            )
+            same = explain(
+                client, tenant, body=chat_body(rec.MODEL, "¿Cómo puedo cambiar mi contraseña?")
+            )
+    (candidate,) = mixed["candidates"]
+    assert candidate["question"] == PASSWORD_ES and candidate["above_threshold"]
+    assert candidate["verifier_score"] == 0.0
+    assert candidate["verifier_unread"] == "language_mismatch"
+    assert mixed["decision"] == "miss"
+    (read,) = same["candidates"]
+    assert read["verifier_unread"] is None and read["verifier_score"] > 0.5
+    assert same["decision"] == "hit"
+
+
+def explain(client: httpx.Client, tenant: str, **req: Any) -> dict[str, Any]:
+    r = client.post(f"/tenants/{tenant}/cache/explain", json=req)
+    assert r.status_code == 200, r.text
+    return dict(r.json())

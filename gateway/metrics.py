@@ -96,6 +96,13 @@ class GatewayMetrics:
             ["tenant", "reason"],
             registry=r,
         )
+        self.verifier_unread = Counter(
+            "cachegate_verifier_unread",
+            "verifier_refused misses whose best candidate the verifier refused without"
+            " reading it, by why (language_mismatch, too_many_tokens, ...)",
+            ["tenant", "reason"],
+            registry=r,
+        )
         self.validator_rejections = Counter(
             "cachegate_validator_rejections",
             "Candidates above the threshold refused by a validator, by kind",
@@ -208,6 +215,7 @@ class GatewayMetrics:
             "semantic_hits",
             "semantic_misses",
             "validator_rejections",
+            "verifier_unread",
             "prefix_query_tokens",
             "prefix_hit_tokens",
             "ttft",
@@ -278,9 +286,13 @@ class GatewayMetrics:
         """The tenant's keyed digest whatever the label mode (the access line's)."""
         return tenant_label(tenant_id, "digest", self.label_key)
 
-    def semantic_miss(self, tenant: str, reason: str) -> None:
+    def semantic_miss(self, tenant: str, reason: str, unread: str | None = None) -> None:
+        """Count a serving miss (never a dry run's); ``unread``: why the verifier
+        refused the best candidate without reading it, on a ``verifier_refused`` miss."""
         kind = reason.split(":", 1)
         self.semantic_misses.labels(tenant, kind[0]).inc()
+        if unread is not None:
+            self.verifier_unread.labels(tenant, unread).inc()
         if kind[0] == "entity_mismatch" and len(kind) == 2:
             self.validator_rejections.labels(tenant, kind[1]).inc()
         elif kind[0] == "judge_refused":

@@ -105,6 +105,16 @@ class GatewayVerifier:
     def shipped_cut(self, target: float) -> float:
         return self.model.cut_for(target)
 
+    def unread_reason_known(self, question: str, candidate: str, scope: str = "") -> str | None:
+        """``unread_reason`` from what the verifier already knows (no forward, no
+        tokenizer call): the semantic cache asks it after a miss whose best candidate
+        scored 0, to count such misses by why; None when it read the pair or cannot
+        say without work."""
+        verdicts = self.model.remembered(question, [candidate], scope=scope)
+        if not verdicts or verdicts[0].supported:
+            return None
+        return verdicts[0].reason
+
     def unread_reason(self, question: str, candidate: str, scope: str = "") -> str | None:
         """Why the verifier refused this pair without reading it (``language_mismatch``,
         ``language_not_covered``, ``too_many_tokens`` …), None when it read it: for

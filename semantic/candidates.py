@@ -31,7 +31,7 @@ from semantic.question_vectors import memo_scope
 from semantic.results import BELOW_THRESHOLD, EMPTY, EXPIRED, LookupResult
 from semantic.store import StoredEntry
 from semantic.trace import VANISHED, LookupTrace, TraceCandidate
-from semantic.verification import VERIFIER_REFUSED, HitVerifier, verify
+from semantic.verification import VERIFIER_REFUSED, HitVerifier, unread_reason, verify
 
 Scored = list[tuple[int, float]]
 #: Older than the request's ``max-age`` allows (a per-request refusal, not an expiry).
@@ -48,6 +48,8 @@ class Choice:
     vanished: list[int] = field(default_factory=list)
     verdicts: dict[int, str | None] = field(default_factory=dict)  # per judged entry id
     verifier_scores: dict[int, float] = field(default_factory=dict)  # per verified entry id
+    # why the verifier refused the best refused entry unread (it scored 0), when known
+    verifier_unread: str | None = None
 
     @property
     def verifier_score(self) -> float | None:
@@ -209,6 +211,11 @@ def _verified(
         # The reason of the best turned-down candidate, as without a verifier.
         if choice.refused is None or (choice.served is None and _before(choice, entry.id)):
             choice.refused = (reason, entry.id)
+    if choice.served is None and choice.refused is not None:
+        why, refused_id = choice.refused
+        if why == VERIFIER_REFUSED and choice.verifier_scores.get(refused_id) == 0.0:
+            entry = next(e for e, _ in accepted if e.id == refused_id)
+            choice.verifier_unread = unread_reason(verifier, query.question, entry.question, key)
 
 
 def _before(choice: Choice, entry_id: int) -> bool:
@@ -315,6 +322,7 @@ def decided_result(
             embedding=vector,
             trace=tr.result,
             verifier_score=choice.verifier_score,
+            verifier_unread=choice.verifier_unread,
         )
     # None cleared the bar, or every candidate had vanished and nothing is left.
     reason = EMPTY if remaining == 0 else BELOW_THRESHOLD

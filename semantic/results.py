@@ -41,7 +41,9 @@ class LookupResult:
     ``partition_key`` to skip hashing the partition again. ``trace`` is the record
     of every step when the lookup was traced (a dry run), else None.
     ``verifier_score`` is the pair verifier's score of the served entry (on a hit)
-    or of the best one it refused (on a ``verifier_refused`` miss), when it ran.
+    or of the best one it refused (on a ``verifier_refused`` miss), when it ran;
+    ``verifier_unread`` why it refused that one without reading it (it scored 0:
+    ``language_mismatch``, ``too_many_tokens`` …), when the verifier says.
     """
 
     hit: bool
@@ -55,6 +57,7 @@ class LookupResult:
     embedding: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
     trace: LookupTrace | None = field(default=None, repr=False, compare=False)
     verifier_score: float | None = None
+    verifier_unread: str | None = None
 
 
 @dataclass(frozen=True)

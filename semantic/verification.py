@@ -14,6 +14,12 @@ it knows without a forward, for lookups answered from memory). :func:`verify` is
 the one place that calls it, and it fails closed: any exception, a wrong number of scores or a
 score outside [0, 1] is reported as ``verifier_error`` on every candidate, never
 a hit. A policy with a cut but no verifier is ``verifier_unavailable``.
+
+A verifier may also offer ``unread_reason_known(question, candidate, scope) -> str |
+None``: why it refused a pair without reading it (another language, too long …),
+answered only from what it already knows (no forward). :func:`unread_reason` asks it
+for the best refused candidate of a miss that scored 0, so the gateway can count
+such misses by why.
 """
 
 from __future__ import annotations
@@ -86,3 +92,19 @@ def verify(
         logger.warning("semantic: the verifier returned unusable scores; treated as a miss")
         return None, VERIFIER_ERROR
     return scores, None
+
+
+def unread_reason(
+    verifier: HitVerifier | None, question: str, candidate: str, scope: str = ""
+) -> str | None:
+    """Why ``verifier`` refused the pair unread, when it offers that without a forward
+    (``unread_reason_known``); None when it read the pair, cannot say, or fails."""
+    known = getattr(verifier, "unread_reason_known", None)
+    if known is None:
+        return None
+    try:
+        reason = known(question, candidate, scope)
+    except Exception as exc:  # a label for a counter: never worth failing a lookup
+        logger.warning("semantic: the verifier's unread reason failed (%s)", type(exc).__name__)
+        return None
+    return reason if isinstance(reason, str) else None

@@ -234,7 +234,7 @@ class Pipeline:
             return SemanticDecision("hit", None, query, result, tr.result, sem.threshold)
         reason = result.reason or "miss"
         if count:
-            self.metrics.semantic_miss(ctx.tenant_id, reason)
+            self.metrics.semantic_miss(ctx.tenant_id, reason, result.verifier_unread)
         return SemanticDecision("miss", reason, query, result, tr.result)
 
     def threshold_in_force(self, policy: TenantPolicy) -> tuple[float, float | None]:

@@ -175,3 +175,45 @@ def test_the_verifier_is_scoped_to_the_tenants_partition(cache: SemanticCache) -
     assert first and second and first != second
     assert first == cache.partition_key(chat(PARAPHRASE))
     assert second == cache.partition_key(chat(PARAPHRASE, tenant="tenant-b"))
+
+
+class Unread(Scripted):
+    """Scripted, and says why it refused a pair unread (a score of 0)."""
+
+    def __init__(self, table: dict[str, float], why: dict[str, str]) -> None:
+        super().__init__(table)
+        self.why = why
+        self.asked: list[str] = []
+
+    def unread_reason_known(self, question: str, candidate: str, scope: str = "") -> str | None:
+        self.asked.append(candidate)
+        return self.why.get(candidate)
+
+
+class UnreadRaising(Scripted):
+    def unread_reason_known(self, question: str, candidate: str, scope: str = "") -> str | None:
+        raise RuntimeError("broken")
+
+
+def test_a_miss_whose_best_candidate_was_unread_says_why(cache: SemanticCache) -> None:
+    v = Unread({STORED: 0.0, OTHER: 0.0}, {STORED: "language_mismatch", OTHER: "too_many_tokens"})
+    r = lookup(cache, v)
+    assert not r.hit and r.reason == VERIFIER_REFUSED and r.verifier_score == 0.0
+    # asked once, of the refusal the result reports (the best candidate by cosine)
+    assert len(v.asked) == 1 and r.verifier_unread == v.why[v.asked[0]]
+    # positive control: a pair it read (score above 0) is not asked about
+    read = Unread({STORED: 0.3, OTHER: 0.2}, {STORED: "language_mismatch"})
+    r = lookup(cache, read)
+    assert r.reason == VERIFIER_REFUSED and r.verifier_unread is None and read.asked == []
+    # a hit asks nothing, even with a candidate it could not read
+    hit = Unread({STORED: 0.9, OTHER: 0.0}, {OTHER: "language_mismatch"})
+    r = lookup(cache, hit)
+    assert r.hit and r.verifier_unread is None and hit.asked == []
+
+
+def test_a_verifier_without_reasons_or_failing_to_give_one_changes_nothing(
+    cache: SemanticCache,
+) -> None:
+    for v in (Scripted({STORED: 0.0, OTHER: 0.0}), UnreadRaising({STORED: 0.0, OTHER: 0.0})):
+        r = lookup(cache, v)
+        assert not r.hit and r.reason == VERIFIER_REFUSED and r.verifier_unread is None

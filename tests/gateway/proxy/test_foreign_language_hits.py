@@ -19,7 +19,7 @@ from semantic.embedder_e5 import E5Embedder
 from semantic.embedder_routed import RoutedEmbedder
 from tests.gateway import vllm_recordings as rec
 from tests.gateway.admin_support import admin
-from tests.gateway.conftest import Gateway, chat_body
+from tests.gateway.conftest import Gateway, chat_body, metric
 from tests.gateway.proxy.test_verifier_hits import OPEN, ask, stored_then_asked, verified_gateway
 from tests.gateway.scripted_upstream import Upstream, scripted_upstream
 
@@ -136,6 +136,16 @@ def test_explain_names_a_refusal_for_two_languages(
             same = explain(
                 client, tenant, body=chat_body(rec.MODEL, "¿Cómo puedo cambiar mi contraseña?")
             )
+        # explain's dry runs count nothing; the same questions asked for real are
+        # counted: the English one as a verifier_refused miss it could not read
+        assert unread(g, tenant) == 0
+        miss = ask(g, key, "How do I change my password?")
+        assert miss.headers["x-cachegate-semantic"] == "miss:verifier_refused"
+        assert unread(g, tenant) == 1
+        paraphrase = ask(g, key, "¿Cómo puedo cambiar mi contraseña?")
+        assert paraphrase.headers["x-cachegate-semantic"] == "hit"
+        assert unread(g, tenant) == 1  # positive control: a pair it read is not counted
+        assert metric(g.metrics(), "cachegate_semantic_misses_total", tenant=tenant) == 2
     (candidate,) = mixed["candidates"]
     assert candidate["question"] == PASSWORD_ES and candidate["above_threshold"]
     assert candidate["verifier_score"] == 0.0
@@ -144,6 +154,12 @@ def test_explain_names_a_refusal_for_two_languages(
     (read,) = same["candidates"]
     assert read["verifier_unread"] is None and read["verifier_score"] > 0.5
     assert same["decision"] == "hit"
+
+
+def unread(g: Gateway, tenant: str) -> float:
+    return metric(
+        g.metrics(), "cachegate_verifier_unread_total", tenant=tenant, reason="language_mismatch"
+    )
 
 
 def explain(client: httpx.Client, tenant: str, **req: Any) -> dict[str, Any]:

@@ -3,6 +3,7 @@
     python bench/train_verifier.py [--epochs 1] [--max-minutes 22] [--rebuild-pairs]
     python bench/train_verifier.py --skip-training --calibrate-dtype bfloat16
     python bench/train_verifier_zh.py && python bench/train_verifier.py --skip-training
+    python bench/train_verifier.py --topics --out <trial dir>   # + the English topic pool
 
 Steps (each prints progress to stderr):
 
@@ -58,6 +59,7 @@ from bench import verifier_card, verifier_eval
 from bench.verifier_calibrate import CAL_CAP, calibrate, float32_beside
 from bench.verifier_calibrate_int8 import calibrate_zh_int8, card_section
 from bench.verifier_pairs import VPair, build_pairs, load, sample_train, save
+from bench.verifier_pairs_topics import training_pairs as topic_pairs
 from bench.verifier_training import TrainConfig, load_base, train
 from validators import verifier_codec, verifier_zh, verifier_zh_encoder
 from validators.verifier import CALIBRATION_FILES, MODEL_DIR, PairVerifier
@@ -195,7 +197,12 @@ def train_and_write(
 ) -> tuple[dict[str, float], int]:
     model, tokenizer, base = load_start(args.init_from)
     stats = train(model, tokenizer, chosen, cfg)
-    info = {"base": base, "train": stats, "caps": args.caps}
+    info = {
+        "base": base,
+        "train": stats,
+        "caps": args.caps,
+        "topic_pairs": sum(p.source == "topics-en" for p in chosen),
+    }
     write_model(args.out, model, tokenizer, {**info, "config": cfg.__dict__})
     return stats, chinese_training_pairs(args.out)
 
@@ -285,6 +292,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         " AMX or AVX512-BF16",
     )
     ap.add_argument(
+        "--topics",
+        action="store_true",
+        help="add the English topic pool (bench/data/en_topic_intents.jsonl; measured in"
+        " session 28 without a gain, so not in the shipped recipe)",
+    )
+    ap.add_argument(
         "--skip-training",
         action="store_true",
         help="reuse the weights (both languages) already in --out; calibrate, record, evaluate",
@@ -318,6 +331,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.skip_training and not args.cap:  # describe the weights as they were trained
         args.caps = json.loads((args.out / "verifier.json").read_text()).get("caps", args.caps)
     chosen = training_set(pairs, args.seed, args.caps)
+    if args.skip_training:  # the card counts what the weights were trained on
+        meta = json.loads((args.out / "verifier.json").read_text())
+        args.topics = bool(meta.get("topic_pairs"))
+    if args.topics:
+        chosen += topic_pairs(pairs, "en", args.seed)
     print(
         f"train: {len(chosen)} English pairs, {sum(p.label for p in chosen)} positive",
         file=sys.stderr,

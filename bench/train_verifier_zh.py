@@ -16,7 +16,9 @@ BANKING77/CLINC150 intent pairs, the rewrites) plus a sample of the English one
 (the model is multilingual: English intent, direction and word-order pairs teach
 what "same answer" means across the many intents Chinese has few of). The
 calibration and evaluation splits are never trained on (split by intent / PAWS-X
-sentence, bench/verifier_pairs.py). The run ends with each split's AUC and the
+sentence, bench/verifier_pairs.py). ``--topics`` adds a draw of the Chinese topic pool
+(bench/verifier_pairs_topics.py: intents of other domains, written in Chinese, in the
+training split only). The run ends with each split's AUC and the
 Chinese paraphrases kept at the 1% cut read off the calibration split; then
 ``bench/train_verifier.py --skip-training`` recalibrates the whole verifier.
 """
@@ -252,6 +254,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=12)
     ap.add_argument("--no-english", action="store_true", help="train on Chinese pairs only")
+    ap.add_argument(
+        "--topics",
+        action="store_true",
+        help="add the Chinese topic pool (bench/data/zh_topic_intents.jsonl)",
+    )
     ap.add_argument("--report-per-kind", type=int, default=300)
     ap.add_argument(
         "--teacher-weight",
@@ -275,6 +282,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     pairs = load_or_build_pairs(args.pairs, rebuild=False)
     chosen = training_pairs(pairs, args.seed, english=not args.no_english)
+    if args.topics:
+        from bench.verifier_pairs_topics import training_pairs as topic_pairs
+
+        chosen += topic_pairs(pairs, "zh", args.seed)
     print(f"train zh: {len(chosen)} training pairs", file=sys.stderr)
     model = build(args.trainable_layers)
     resumed: list[dict] = []

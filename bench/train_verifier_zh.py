@@ -327,7 +327,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for p in chosen:
         key = f"{p.lang}/{p.kind}/{p.label}"
         counts[key] = counts.get(key, 0) + 1
-    info = {"train": stats, "config": cfg.__dict__, "resumed": resumed, "pairs": counts}
+    topics = sum(p.source == "topics-zh" for p in chosen)
+    info = {
+        "train": stats,
+        "config": cfg.__dict__,
+        "resumed": resumed,
+        "pairs": counts,
+        "topic_pairs": topics,
+    }
     write(model, args.out, {**info, "report": result})
     print(json.dumps(result, indent=2, ensure_ascii=False))
     return 0

@@ -46,14 +46,27 @@ def common_scale(
     zh_negatives: Sequence[float], en_negatives: Sequence[float]
 ) -> dict[str, list[float]]:
     """Knots (x: Chinese probability, y: English-scale score) of a piecewise-linear
-    map; denser near the top, where the cuts are."""
-    probs = np.unique(
+    map; denser near the top, where the cuts are.
+
+    Knots pair order statistics, not interpolated quantiles (until session 28): for a
+    share q of negatives, the Chinese negative a cut at q would sit on (:func:`_cut`)
+    maps onto the English one. At every calibrated target the two languages' cuts then
+    land on one score, so the shared cut (the higher of the two) cannot be raised by
+    where an interpolated Chinese quantile falls between two English negatives
+    (tests/bench/test_verifier_calibrate.py shows it happen on the old knots)."""
+    tops = np.unique(
         np.concatenate(
-            [np.linspace(0, 0.9, 46), np.linspace(0.9, 0.99, 46), np.linspace(0.99, 1.0, 21)]
+            [
+                np.linspace(0.0, 0.01, 21),
+                np.linspace(0.01, 0.1, 46),
+                np.linspace(0.1, 1.0, 46),
+                np.asarray(TARGETS),
+            ]
         )
     )
-    x = np.quantile(np.asarray(zh_negatives), probs)
-    y = np.quantile(np.asarray(en_negatives), probs)
+    zh, en = np.asarray(zh_negatives), np.asarray(en_negatives)
+    x = np.asarray([_cut(zh, q) for q in tops])[::-1]
+    y = np.asarray([_cut(en, q) for q in tops])[::-1]
     x = np.concatenate([[0.0], x, [1.0]])
     y = np.concatenate([[0.0], y, [1.0]])
     # np.interp needs strictly increasing knots; ties among negatives would break that.

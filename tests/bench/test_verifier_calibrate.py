@@ -18,7 +18,7 @@ def test_the_chinese_cut_lands_on_the_english_one_at_every_target(
     rng = np.random.default_rng(seed)
     zh = rng.beta(0.5, 3.0, n_zh)  # another shape than the English scores, as in life
     en = rng.beta(0.4, 4.0, n_en)
-    knots = common_scale(zh, en)
+    knots = common_scale(zh.tolist(), en.tolist())
     mapped = np.interp(zh, knots["x"], knots["y"])
     for t in TARGETS:
         shared = max(_cut(en, t), _cut(mapped, t))

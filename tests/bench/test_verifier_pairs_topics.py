@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-import zlib
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from bench.semantic_data import load_banking77, load_clinc150
@@ -27,16 +24,7 @@ from bench.verifier_pairs_topics import (
     source,
     topic_pairs,
 )
-
-
-def _bigrams(texts: Sequence[str]) -> np.ndarray:
-    out = np.zeros((len(texts), 512), dtype=np.float32)
-    for i, t in enumerate(texts):
-        chars = t.casefold()
-        for j in range(len(chars)):
-            out[i, zlib.crc32(chars[j : j + 2].encode()) % 512] += 1.0
-    return out
-
+from tests.bench.test_verifier_pairs_zh import _bigrams
 
 ROWS = [
     ("roaming", "turn-on", ["how do I turn on roaming", "activate roaming before my trip"]),

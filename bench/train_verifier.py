@@ -14,13 +14,15 @@ Steps (each prints progress to stderr):
    English training split (bench/verifier_training.py), on the CPU;
 3. (the Chinese cross-encoder is trained by bench/train_verifier_zh.py, which
    reads the same pairs file; this script calibrates whatever it left in ``--out``);
-4. score the calibration split, map the Chinese scores onto the English scale
-   and write ``calibration.json``;
+4. score the whole calibration split in float32 and keep at most 500 pairs a
+   (language, kind, label) at evenly spaced ranks (bench/verifier_cal_sample.py);
+   score those, map the Chinese scores onto the English scale and write
+   ``calibration.json``;
 5. record the scores of fixed pairs (``fixtures.json``), evaluate on the eval
    split (bench/verifier_eval.py; into ``bench/results/verifier_eval.json`` for
    the shipped model, into ``--out``/verifier_eval.json for a trial run elsewhere)
    and write ``MODEL_CARD.md``;
-6. score the calibration split again with bfloat16 matrix products and with the
+6. score the same calibration pairs again with bfloat16 matrix products and with the
    int8 ONNX graph, and write ``calibration_bfloat16.json`` and
    ``calibration_int8.json`` and their sections of the card;
 7. score the Chinese calibration pairs with the int8 graph and write its map and
@@ -56,7 +58,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import verifier_calibrate as calib
 from bench import verifier_card, verifier_eval
-from bench.verifier_calibrate import CAL_CAP, calibrate, float32_beside
+from bench.verifier_cal_sample import calibration_sample
+from bench.verifier_calibrate import calibrate, float32_beside
 from bench.verifier_calibrate_int8 import calibrate_zh_int8, card_section
 from bench.verifier_pairs import VPair, build_pairs, load, sample_train, save
 from bench.verifier_pairs_topics import training_pairs as topic_pairs
@@ -231,6 +234,7 @@ def eval_results_path(out: Path) -> Path:
 def write_float32(
     args: argparse.Namespace,
     pairs: Sequence[VPair],
+    cal_pairs: Sequence[VPair],
     *,
     counts: Counter[tuple[str, str, str, int]],
     chosen: Sequence[VPair],
@@ -239,8 +243,9 @@ def write_float32(
     cfg: TrainConfig,
     started: float,
 ) -> None:
-    """Calibrate in float32, record the fixtures, evaluate and write the model card."""
-    cal = calibrate(pairs, args.out)
+    """Calibrate in float32 on ``cal_pairs``, record the fixtures, evaluate and write
+    the model card."""
+    cal = calibrate(cal_pairs, args.out)
     fixtures = record_fixtures(args.out)
     result = verifier_eval.evaluate(PairVerifier(args.out), pairs, per_kind=EVAL_CAP, calls=100)
     eval_path = eval_results_path(args.out)
@@ -354,10 +359,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         n_zh = chinese_training_pairs(args.out)
     else:
         stats, n_zh = train_and_write(args, chosen, cfg, pairs)
+    # Chosen by the float32 scores of the weights now in --out: every dtype scores them.
+    cal_pairs = calibration_sample(pairs, args.out)
     if "float32" in dtypes:
         write_float32(
             args,
             pairs,
+            cal_pairs,
             counts=counts,
             chosen=chosen,
             n_zh=n_zh,
@@ -368,12 +376,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     shipped = json.loads((args.out / CALIBRATION_FILES["float32"]).read_text())
     for dtype in dtypes:
         if dtype != "float32":
-            other = calibrate(pairs, args.out, dtype)
-            base = float32_beside(pairs, args.out, other)
+            other = calibrate(cal_pairs, args.out, dtype)
+            base = float32_beside(cal_pairs, args.out, other)
             section = calib.dtype_card_section(base, other, dtype, shipped)
             calib.put_card_section(args.out / "MODEL_CARD.md", section)
     if ("float32" in dtypes or args.calibrate_zh_int8) and verifier_zh_encoder.available(args.out):
-        block = calibrate_zh_int8(pairs, args.out, CAL_CAP)
+        block = calibrate_zh_int8(cal_pairs, args.out)
         calib.put_card_section(args.out / "MODEL_CARD.md", card_section(block, shipped))
     total_min = (time.perf_counter() - started) / 60
     print(f"done in {total_min:.1f} min: {args.out}", file=sys.stderr)

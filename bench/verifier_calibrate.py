@@ -7,7 +7,8 @@ cross-encoder is trained by bench/train_verifier_zh.py).
 - ``calibration``: for the calibration split, every negative's and positive's
   score per language (``PairVerifier.cut_for`` reads the cut off the negatives)
   and a table of cut, misfire rate and positives kept for a few targets.
-- ``calibrate``: score the calibration split in a dtype and write its file (float32
+- ``calibrate``: score the calibration pairs (bench/verifier_cal_sample.py chooses
+  them) in a dtype and write its file (float32
   also fits ``common_scale``); ``float32_beside``: the float32 calibration to compare
   another dtype's with (both run by bench/train_verifier.py).
 - ``dtype_card_section`` / ``put_card_section``: the model card's section on a
@@ -23,14 +24,12 @@ import hashlib
 import json
 import os
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench import verifier_eval
 from bench.verifier_pairs import VPair
 from validators import verifier_zh_encoder
 from validators.verifier import CALIBRATION_FILES, PairVerifier, Verdict
@@ -38,7 +37,8 @@ from validators.verifier_dtype import Dtype
 
 TARGETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 CALIBRATION_EXCLUDED = ("unrelated",)
-#: Calibration pairs per (language, kind) that bench/train_verifier.py scores.
+#: Calibration pairs per (language, kind, label) that the calibration keeps
+#: (bench/verifier_cal_sample.py thins larger groups to this many).
 CAL_CAP = 500
 
 
@@ -114,11 +114,19 @@ def calibration(
     }
 
 
-def score_pairs(verifier: PairVerifier, pairs: Sequence[VPair], batch: int = 64) -> list[Verdict]:
-    """The verifier's verdict on each pair, in order (batches bound the memory)."""
+def score_pairs(
+    verifier: PairVerifier, pairs: Sequence[VPair], batch: int = 64, desc: str | None = None
+) -> list[Verdict]:
+    """The verifier's verdict on each pair, in order (batches bound the memory; with
+    ``desc``, a progress bar on stderr)."""
+    from tqdm import tqdm
+
     verdicts: list[Verdict] = []
-    for lo in range(0, len(pairs), batch):
-        verdicts += verifier.verdicts_for_pairs([(p.a, p.b) for p in pairs[lo : lo + batch]])
+    with tqdm(total=len(pairs), desc=desc, unit="pair", disable=desc is None) as bar:
+        for lo in range(0, len(pairs), batch):
+            chunk = pairs[lo : lo + batch]
+            verdicts += verifier.verdicts_for_pairs([(p.a, p.b) for p in chunk])
+            bar.update(len(chunk))
     return verdicts
 
 
@@ -242,17 +250,15 @@ def put_card_section(card: Path, section: str) -> None:
     card.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
 
 
-def calibrate(
-    pairs: Sequence[VPair], model_dir: Path, dtype: Dtype = "float32"
-) -> dict[str, object]:
-    """Score the calibration split in ``dtype`` and write its calibration file.
+def calibrate(cal: Sequence[VPair], model_dir: Path, dtype: Dtype = "float32") -> dict[str, object]:
+    """Score the calibration pairs ``cal`` (bench/verifier_cal_sample.py chooses them)
+    in ``dtype`` and write its calibration file.
 
     float32 also fits the Chinese scores' map onto the English scale (zh_encoder.json).
     Another dtype keeps that map: the Chinese cross-encoder runs in float32 whatever
     the dtype, so its scores do not move, and ``cut_for`` takes each language's own
     cut on the scores as served, so the bound holds in both languages whichever sets
     the cut."""
-    cal = verifier_eval.sample_eval(pairs, CAL_CAP, split="cal")
     zh_meta = model_dir / verifier_zh_encoder.META_FILE
     if dtype == "float32" and zh_meta.exists():
         # The map is fitted to raw Chinese scores, not mapped ones.
@@ -265,8 +271,7 @@ def calibrate(
     # ever on disk for the gateway to read.
     empty: dict[str, Any] = {"negatives": {}, "positives": {}}
     verifier = PairVerifier(model_dir, dtype=dtype, calibration=empty)
-    print(f"calibration ({dtype}): scoring {len(cal)} pairs", file=sys.stderr)
-    verdicts = score_pairs(verifier, cal)
+    verdicts = score_pairs(verifier, cal, desc=f"calibration ({dtype})")
     if dtype == "float32" and verifier.zh_model_file is not None:
         kept = [i for i, p in enumerate(cal) if p.kind not in CALIBRATION_EXCLUDED and not p.label]
         en_neg = [verdicts[i].score for i in kept if verdicts[i].path == "en"]
@@ -288,17 +293,14 @@ def calibrate(
     return result
 
 
-def float32_beside(
-    pairs: Sequence[VPair], model_dir: Path, other: dict[str, Any]
-) -> dict[str, Any]:
-    """The float32 calibration of the pairs ``other`` scored: calibration.json when it
-    scored them, else those pairs scored in float32 now (for comparison; not written)."""
+def float32_beside(cal: Sequence[VPair], model_dir: Path, other: dict[str, Any]) -> dict[str, Any]:
+    """The float32 calibration of the pairs ``cal`` that ``other`` scored:
+    calibration.json when it scored them, else they are scored in float32 now (for
+    comparison; not written)."""
     shipped: dict[str, Any] = json.loads((model_dir / CALIBRATION_FILES["float32"]).read_text())
     if shipped.get("pairs_sha256") == other["pairs_sha256"]:
         return shipped
-    cal = verifier_eval.sample_eval(pairs, CAL_CAP, split="cal")
-    print(f"calibration (float32, for comparison): scoring {len(cal)} pairs", file=sys.stderr)
     verifier = PairVerifier(model_dir)
-    verdicts = score_pairs(verifier, cal)
+    verdicts = score_pairs(verifier, cal, desc="calibration (float32, for comparison)")
     result = calibration(cal, [v.score for v in verdicts], [v.supported for v in verdicts])
     return identified(result, verifier, cal)

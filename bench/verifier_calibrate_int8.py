@@ -22,15 +22,15 @@ from typing import Any
 import numpy as np
 
 from bench import verifier_calibrate as calib
-from bench import verifier_eval
 from bench.verifier_pairs import VPair
 from validators import verifier_zh_encoder
 from validators.verifier import CALIBRATION_FILES
 
 
-def calibrate_zh_int8(pairs: Sequence[VPair], model_dir: Path, cal_cap: int) -> dict[str, Any]:
-    """Score the Chinese calibration pairs with the int8 graph; write and return the block."""
-    cal = [p for p in verifier_eval.sample_eval(pairs, cal_cap, split="cal") if p.lang == "zh"]
+def calibrate_zh_int8(calibration_pairs: Sequence[VPair], model_dir: Path) -> dict[str, Any]:
+    """Score the Chinese calibration pairs (of those bench/verifier_cal_sample.py chose)
+    with the int8 graph; write and return the block."""
+    cal = [p for p in calibration_pairs if p.lang == "zh"]
     float32 = json.loads((model_dir / CALIBRATION_FILES["float32"]).read_text())
     en_negatives = float32["negatives"]["en"]  # float32 English scores of the same split
     encoder = verifier_zh_encoder.ChineseEncoder(model_dir, precision="int8")

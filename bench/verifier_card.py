@@ -170,6 +170,10 @@ min{started_from}. {timing}
 
 ## Calibration (calibration split, `unrelated` pairs excluded)
 
+At most 500 pairs a (language, kind, label), at evenly spaced ranks of the whole
+group's float32 scores (bench/verifier_cal_sample.py), so the cut does not depend on
+a random draw:
+
 {_cal_table(calibration)}
 
 ## Evaluation (eval split only, default cut {result["default_cut"]:.4f} = target misfire 1%)

@@ -76,6 +76,26 @@ def test_the_threshold_holds_the_goals_by_their_upper_bound() -> None:
     assert choose_threshold(kinds, np.ones(1000, dtype=bool), cos) == 0.81
 
 
+def test_the_chinese_threshold_answers_to_the_chinese_goals_alone() -> None:
+    import numpy as np
+
+    from bench.semantic_eval_verifier import ZH_GOALS, choose_threshold
+
+    # English hard negatives served up to 0.94 hold the shared T at the top of the
+    # sweep; the Chinese goals do not see them, and stop at their own (zh/hard: 3 of
+    # 200 at 0.70, a rate over 1%, so T goes above them).
+    kinds = np.asarray(["en/hard"] * 500 + ["zh/hard"] * 200)
+    cos = np.full(700, 0.3)
+    cos[:50] = 0.94
+    cos[500:503] = 0.70
+    verified = np.ones(700, dtype=bool)
+    assert choose_threshold(kinds, verified, cos) == 0.95
+    assert choose_threshold(kinds, verified, cos, ZH_GOALS) == 0.71
+    # control: with two of them at 0.70 (1% of 200) the Chinese T is the sweep's lowest
+    cos[502] = 0.3
+    assert choose_threshold(kinds, verified, cos, ZH_GOALS) == 0.50
+
+
 def test_served_negatives_lists_only_served_negatives_best_first() -> None:
     import numpy as np
 

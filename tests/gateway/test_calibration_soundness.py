@@ -27,7 +27,7 @@ from gateway.review.sampling import stored_score
 from gateway.tenants import utc_now
 from tests.gateway.test_calibration import migrated, sample
 
-SHIPPED = 0.979006  # the shipped curve's 1% cut (calibration.json)
+SHIPPED = 0.981161  # the shipped curve's 1% cut (calibration.json, session 29)
 CLEAN = [(0.9 + i * 1e-4, False) for i in range(400)]
 
 
@@ -124,8 +124,8 @@ def _low(k: int, n: int, z: float) -> float:
 
 
 def test_labels_of_a_looser_period_never_lower_the_cut_below_the_shipped_one() -> None:
-    # Target 5% (shipped cut 0.745) for a while: 8% misfires at 0.85. Then 1% (shipped
-    # 0.979): clean labels above 0.979 pile up. The cut stays at 0.979: until session
+    # Target 5% (shipped cut 0.733) for a while: 8% misfires at 0.85. Then 1% (shipped
+    # 0.981): clean labels above 0.981 pile up. The cut stays at 0.981: until session
     # 21 they "proved" a cut below 0.85, re-serving the 8% band at a 1% target.
     loose = [(0.85, False)] * 92 + [(0.85, True)] * 8 + [(0.995, False)] * 100
     for extra in (0, 2000, 4000):

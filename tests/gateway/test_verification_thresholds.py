@@ -1,7 +1,8 @@
 """The retrieval thresholds in gateway/verification.py are the ones
-bench/semantic_eval_verifier.py chose for the shipped verifier, and the results files
-the README quotes describe that verifier (its 1% cut). Shipping new weights moves the
-cut (session 16: 0.9797 -> 0.9790, and MiniLM's threshold 0.83 -> 0.84), so a model
+bench/semantic_eval_verifier.py chose for the shipped verifier (or stricter), and the
+results files the README quotes describe that verifier (its 1% cut). Shipping new
+weights moves the cut (session 16: 0.9797 -> 0.9790, and MiniLM's threshold 0.83 ->
+0.84; session 29: 0.9790 -> 0.9812), so a model
 shipped without rerunning the pipeline bench fails here rather than serving on a
 threshold chosen for other weights."""
 
@@ -35,11 +36,21 @@ def test_every_threshold_names_the_run_that_chose_it() -> None:
 
 
 @pytest.mark.parametrize("embedder", sorted(CHOSEN_BY))
-def test_the_threshold_is_the_one_the_bench_chose(embedder: str) -> None:
+def test_the_threshold_is_the_one_the_bench_chose_or_stricter(embedder: str) -> None:
+    # Stricter only: a higher T serves a subset of what the chosen one serves, so every
+    # misfire bound the bench checked still holds; the run then records the rates at
+    # the gateway's T too, which the README quotes (session 29: MiniLM stays at 0.84
+    # where the calibration split allows 0.83, README "The pair verifier on the hit path").
     name, key = CHOSEN_BY[embedder]
     recorded = _results(name)["embedders"][key]
     assert recorded["embedder_id"].split(":", 1)[0] == embedder
-    assert recorded["retrieval_threshold"] == pytest.approx(RETRIEVAL_THRESHOLDS[embedder])
+    gateway = RETRIEVAL_THRESHOLDS[embedder]
+    assert gateway >= recorded["retrieval_threshold"] - 1e-9
+    if gateway != pytest.approx(recorded["retrieval_threshold"]):
+        at = recorded["at_gateway_threshold"]
+        assert at["retrieval_threshold"] == pytest.approx(gateway)
+        for kind, rate in at["verifier"].items():  # a subset is served: never more
+            assert rate <= recorded["verifier"][kind] + 1e-9, kind
 
 
 @pytest.mark.parametrize("name", sorted({n for n, _ in CHOSEN_BY.values()}))

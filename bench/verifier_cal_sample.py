@@ -3,16 +3,17 @@
 Every pair of the calibration split is scored in float32 (the kinds
 ``CALIBRATION_EXCLUDED`` leaves out aside), and each (language, kind, label) group
 larger than ``CAL_CAP`` is thinned to ``CAL_CAP`` pairs at evenly spaced ranks of its
-scores: the midpoints of ``CAL_CAP`` equal shares of the group. Until session 29 the
-group was a random draw of ``CAL_CAP`` pairs.
+scores: the midpoints of ``CAL_CAP`` equal shares of the group. Until session 29 each
+(language, kind) group was a random draw of ``CAL_CAP`` pairs.
 
 Why: the 1% cut sits on about the 22nd-highest of ~2,200 English negatives, so which
 500 of the 5,370 hard negatives a draw took moved it. Over 40 draws from one pairs
 file the shipped weights' 1% cut had a standard deviation of 0.0050 (0.9694 to
-0.9886); thinned, the draw's luck is gone and the cut is one number per pairs file
-and weights. Thinning keeps what the draw kept: at most ``CAL_CAP`` pairs a group, so
-the numerous hard negatives weigh no more in the mix than before, and the file's size.
-Each group's share above any score is the whole group's to within one pair in
+0.9886; bench/verifier_cal_draws.py); thinned, the draw's luck is gone and the cut is
+one number per pairs file and weights. Thinning keeps what the draw kept: at most
+``CAL_CAP`` pairs a group, so the numerous hard negatives weigh no more in the mix
+than before, and the file's size.
+Each group's share above any score is the whole group's to within half a pair in
 ``CAL_CAP`` (:func:`thin`).
 
 Every dtype's calibration scores the pairs the float32 scores chose, so the dtypes
@@ -39,7 +40,7 @@ def thin(scores: Sequence[float], cap: int) -> list[int]:
 
     Rank ``r`` (0 the lowest) of ``n`` is kept when it is the midpoint of one of
     ``cap`` equal shares, so for any score the kept share above it differs from the
-    whole group's by at most ``1/cap``. Ties keep index order, so the choice is a
+    whole group's by at most half of ``1/cap``. Ties keep index order, so the choice is a
     function of the scores alone."""
     n = len(scores)
     if cap < 1:

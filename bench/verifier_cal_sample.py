@@ -12,7 +12,8 @@ file the shipped weights' 1% cut had a standard deviation of 0.0050 (0.9694 to
 0.9886; bench/verifier_cal_draws.py); thinned, the draw's luck is gone and the cut is
 one number per pairs file and weights. Thinning keeps what the draw kept: at most
 ``CAL_CAP`` pairs a group, so the numerous hard negatives weigh no more in the mix
-than before, and the file's size.
+than before, and the file's size (groups now split by label too: a kind with both
+labels, PAWS-X, keeps up to ``CAL_CAP`` of each, which today's data never exceeds).
 Each group's share above any score is the whole group's to within half a pair in
 ``CAL_CAP`` (:func:`thin`).
 

@@ -96,6 +96,22 @@ def test_the_chinese_threshold_answers_to_the_chinese_goals_alone() -> None:
     assert choose_threshold(kinds, verified, cos, ZH_GOALS) == 0.50
 
 
+def test_goals_met_tells_the_top_of_the_sweep_from_no_threshold_at_all() -> None:
+    import numpy as np
+
+    from bench.semantic_eval_verifier import choose_threshold, goals_met
+
+    kinds = np.asarray(["en/hard"] * 500)
+    verified = np.ones(500, dtype=bool)
+    cos = np.full(500, 0.3)
+    cos[:50] = 0.94  # served up to 0.94: the goals hold at the top, 0.95
+    t = choose_threshold(kinds, verified, cos)
+    assert t == 0.95 and goals_met(kinds, verified & (cos >= t))
+    cos[:50] = 0.99  # above every T of the sweep: 0.95 again, but the goals hold nowhere
+    t = choose_threshold(kinds, verified, cos)
+    assert t == 0.95 and not goals_met(kinds, verified & (cos >= t))
+
+
 def test_served_negatives_lists_only_served_negatives_best_first() -> None:
     import numpy as np
 

@@ -47,7 +47,7 @@ from bench.semantic_pairs import (
     load_clinc150,
     sample_per_intent,
 )
-from semantic.embedder import CoveringEmbedder
+from semantic.embedder_base import CoveringEmbedder
 from semantic.embedders import EMBEDDER_NAMES, MIN_COVERAGE, build_embedder
 
 HANDMADE = Path(__file__).resolve().parent / "data" / "embedder_pairs.json"

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from bench.semantic_data import Question
 from semantic import Embedder, SemanticQuery
-from semantic.embedder import TextEmbedder
+from semantic.embedder_base import TextEmbedder
 
 
 def embed_all(

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from bench.semantic_common import reply
 from bench.semantic_latency_timing import summary, time_each
 from semantic import EntryStore, SemanticCache, VectorIndex, normalize_question
-from semantic.embedder import TextEmbedder
+from semantic.embedder_base import TextEmbedder
 from semantic.models import SemanticEntry
 from semantic.question import question_digest
 

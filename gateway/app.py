@@ -47,7 +47,7 @@ from gateway.verification import GatewayVerifier, Verification, load_verifier, w
 from migrations.runner import upgrade_database
 from prefix.config import EngineConfig
 from semantic import EntryStore, PartitionedIndex, SemanticCache
-from semantic.embedder import CoveringEmbedder
+from semantic.embedder_base import CoveringEmbedder
 from semantic.embedders import build_embedder
 from semantic.store_db import postgres_connect_args
 from validators import Validator

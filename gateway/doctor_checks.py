@@ -280,8 +280,8 @@ def _embedder(s: Settings) -> list[Check]:
 
 
 def _minilm(given: Path | None) -> Check:
-    from semantic.embedder import bundled_model_path
     from semantic.errors import EmbedderError
+    from semantic.model_files import bundled_model_path
 
     try:
         path = given or bundled_model_path()

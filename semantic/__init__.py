@@ -36,7 +36,8 @@ Typical wiring (the gateway does this)::
 
 from semantic.cache import SemanticCache
 from semantic.cacheability import uncacheable_reason
-from semantic.embedder import Embedder, TextEmbedder, bundled_model_path
+from semantic.embedder import Embedder
+from semantic.embedder_base import TextEmbedder
 from semantic.errors import (
     EmbedderError,
     EntryNotFoundError,
@@ -49,6 +50,7 @@ from semantic.errors import (
 )
 from semantic.hit_validator import HitValidator
 from semantic.index import VectorIndex
+from semantic.model_files import bundled_model_path
 from semantic.partition import (
     ANSWER_PARAMS,
     IGNORED_PARAMS,

@@ -39,7 +39,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from semantic.candidates import choose, decided_result, hit_result, trace_candidates
-from semantic.embedder import TextEmbedder
+from semantic.embedder_base import TextEmbedder
 from semantic.errors import InvalidRequestError, WouldBlockError
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator

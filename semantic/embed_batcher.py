@@ -21,7 +21,7 @@ import threading
 import numpy as np
 from numpy.typing import NDArray
 
-from semantic.embedder import TextEmbedder
+from semantic.embedder_base import TextEmbedder
 
 #: Most questions in one forward (short questions: padding stays cheap).
 DEFAULT_MAX_BATCH = 32

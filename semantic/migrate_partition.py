@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from semantic.cache import SemanticCache
-from semantic.embedder import CoveringEmbedder, TextEmbedder
+from semantic.embedder_base import CoveringEmbedder, TextEmbedder
 from semantic.embedders import MIN_COVERAGE
 from semantic.errors import InvalidQuestionError
 from semantic.reembed import REEMBED_BATCH

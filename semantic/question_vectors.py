@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from semantic.embed_batcher import EmbedBatcher
-from semantic.embedder import TextEmbedder
+from semantic.embedder_base import TextEmbedder
 from semantic.embedders import MIN_COVERAGE
 from semantic.partition import SemanticQuery
 from semantic.vectors import check_vectors

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 
 from tqdm import tqdm
 
-from semantic.embedder import CoveringEmbedder
+from semantic.embedder_base import CoveringEmbedder
 from semantic.embedders import MIN_COVERAGE
 from semantic.index import check_vectors
 from semantic.partition import SemanticQuery

@@ -52,7 +52,7 @@ from gateway.proxy.upstream import Delta, Upstream, UpstreamRequest
 from gateway.tenants import TenantContext, utc_now
 from protocol.openai import new_id
 from protocol.responses import Kind, answer_text
-from semantic.embedder import TextEmbedder
+from semantic.embedder_base import TextEmbedder
 from semantic.embedder_routed import RoutedEmbedder, band_on_routed_scale
 from semantic.errors import InvalidQuestionError
 from validators import ValidatorError, compare_entities, extract_entities

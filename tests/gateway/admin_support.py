@@ -22,7 +22,7 @@ from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel
 from prefix.serve.engine import PrefixEngine
 from protocol.responses import Kind, response_body, usage
-from semantic.embedder import CoveringEmbedder
+from semantic.embedder_base import CoveringEmbedder
 from tests.gateway.conftest import Gateway, gateway_settings, running_gateway
 
 ADMIN_TOKEN = "admin-token-for-tests-0123456789"

@@ -78,8 +78,8 @@ def test_a_good_configuration_with_an_http_engine_passes(tmp_path: Path, engine_
 
 
 def test_the_embedder_files_each_setting_needs(tmp_path: Path, engine_url: str) -> None:
-    from semantic.embedder import bundled_model_path
     from semantic.embedder_e5 import bundled_e5_path
+    from semantic.model_files import bundled_model_path
 
     def embedder_checks(**extra: Any) -> list[Check]:
         s = settings(tmp_path / str(len(extra)), upstream_url=engine_url, **extra)

@@ -19,7 +19,7 @@ from gateway.index_snapshots import SnapshotWriter, start_index
 from gateway.sync.feed import ChangeFeed
 from migrations.runner import upgrade_database
 from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
-from semantic.embedder import bundled_model_path
+from semantic.model_files import bundled_model_path
 from semantic.partition import SemanticQuery
 
 QUESTIONS = [f"What is the status of shipment number {i} to warehouse {i % 7}?" for i in range(60)]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from migrations.runner import upgrade_database
-from semantic.embedder import Embedder, bundled_model_path
+from semantic.embedder import Embedder
+from semantic.model_files import bundled_model_path
 from semantic.store import EntryStore
 from tests.semantic.helpers import PG_SERVER_URL, ManualClock
 

@@ -5,8 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semantic.embedder import Embedder, TextEmbedder, bundled_model_path, model_digest
+from semantic.embedder import Embedder
+from semantic.embedder_base import TextEmbedder
 from semantic.errors import EmbedderError, InvalidQuestionError
+from semantic.model_files import bundled_model_path, model_digest
 
 
 def test_bundled_model_is_local() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semantic.embedder import CoveringEmbedder, Embedder, TextEmbedder
+from semantic.embedder import Embedder
+from semantic.embedder_base import CoveringEmbedder, TextEmbedder
 from semantic.embedder_e5 import E5Embedder, bundled_e5_path, read_vocabulary
 from semantic.embedders import (
     DEFAULT_EMBEDDER,

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from semantic.cache import SemanticCache
-from semantic.embedder import Embedder, bundled_model_path
+from semantic.embedder import Embedder
 from semantic.migrate import PartitionMigrator
+from semantic.model_files import bundled_model_path
 from semantic.store import EntryStore
 from tests.gateway.sync.feed_support import feeding, hits, wait_for
 from tests.semantic.helpers import PARAPHRASE, STORED, chat, reply

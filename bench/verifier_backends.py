@@ -96,7 +96,11 @@ def main() -> None:
     scores: dict[str, list[float]] = {name: [] for name in variants}
     names = list(variants)
     gc.collect()
-    for i in range(args.calls):
+    # --calls beyond the questions' supply: as many as every variant has
+    runs = min(len(calls) for _, calls in variants.values())
+    if runs < args.calls:
+        print(f"{runs} calls per variant (the questions make no more)", file=sys.stderr)
+    for i in range(runs):
         for name in names if i % 2 == 0 else names[::-1]:
             verifier, calls = variants[name]
             query, candidates = calls[i]
@@ -144,7 +148,7 @@ def main() -> None:
         {
             "benchmark": "verifier_backends",
             "environment": {**environment(), "load_average_at_end": list(os.getloadavg())},
-            "calls_per_variant": args.calls,
+            "calls_per_variant": runs,
             "candidates_per_call": CANDIDATES,
             "native_bfloat16": native_bf16,
             "results": out,

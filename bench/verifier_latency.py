@@ -38,7 +38,7 @@ writes bench/results/verifier_latency_forward.json:
 
 Writes bench/results/verifier_latency.json (``--dtype bfloat16``: _bf16.json, ``int8``:
 _int8.json;
-``--forward``: _forward.json).
+``--forward``: _forward.json; ``--name NAME``: NAME.json, either way).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def main() -> None:
     ap.add_argument("--dtype", choices=DTYPES, default="float32", help="of the verifier")
     ap.add_argument("--clients", type=int, default=8, help="concurrent lookups (--forward)")
     ap.add_argument(
-        "--name", help="results/<name>.json (--forward; default verifier_latency_forward)"
+        "--name", help="results/<name>.json (default: verifier_latency[_dtype], or _forward)"
     )
     args = ap.parse_args()
     if args.forward:
@@ -187,7 +187,7 @@ def main() -> None:
     out["load_average"] = {"start": load_start, "end": list(os.getloadavg())}
     out["environment"] = environment()
     suffix = {"float32": "", "bfloat16": "_bf16"}.get(args.dtype, f"_{args.dtype}")
-    write_json("verifier_latency" + suffix, out)
+    write_json(args.name or "verifier_latency" + suffix, out)
     for name in ("off", "verifier", "verifier_cache_repeat", "verifier_only"):
         s = out[name]
         print(

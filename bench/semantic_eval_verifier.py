@@ -235,8 +235,8 @@ class Scored:
         self.scores = verifier_scores(verifier, pairs)
         scores = self.scores
         # As the cache (semantic/candidates.py): a question equal once normalized needs no verifier.
-        same = np.asarray([normalize_question(p.a) == normalize_question(p.b) for p in pairs])
-        self.verified = self.accepted & ((scores > cut) | same)
+        self.same = np.asarray([normalize_question(p.a) == normalize_question(p.b) for p in pairs])
+        self.verified = self.accepted & ((scores > cut) | self.same)
 
 
 def evaluate(

@@ -58,6 +58,12 @@ def lookups(texts: list[str], calls: int) -> list[tuple[str, list[str]]]:
     ]
 
 
+def calls_to_run(asked: int, supplies: list[int]) -> int:
+    """``asked`` calls per variant, or as many as every variant's questions make: each
+    variant times the same number of calls (it crashed past the supply before)."""
+    return min([asked, *supplies])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=60, help="timed score() calls per variant")
@@ -96,8 +102,7 @@ def main() -> None:
     scores: dict[str, list[float]] = {name: [] for name in variants}
     names = list(variants)
     gc.collect()
-    # --calls beyond the questions' supply: as many as every variant has
-    runs = min(len(calls) for _, calls in variants.values())
+    runs = calls_to_run(args.calls, [len(calls) for _, calls in variants.values()])
     if runs < args.calls:
         print(f"{runs} calls per variant (the questions make no more)", file=sys.stderr)
     for i in range(runs):

@@ -48,20 +48,7 @@ def test_bench_times_both_backends_and_records_their_agreement(
         assert 0 < results[f"{lang}_int8_max_score_difference"] < 0.9
 
 
-def test_calls_beyond_the_questions_supply_run_as_many_as_there_are(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The real questions make ~73 English calls; asking for more once crashed with an
-    # IndexError after loading everything. Here the supply is cut to 2 calls.
-    monkeypatch.setattr(bench._common, "RESULTS", tmp_path)
-    real = verifier_backends.lookups
-    monkeypatch.setattr(verifier_backends, "lookups", lambda texts, calls: real(texts, 2))
-    monkeypatch.setattr(sys, "argv", ["verifier_backends.py", "--calls", "5", "--name", "t"])
-    threads = torch.get_num_threads()
-    try:
-        verifier_backends.main()
-    finally:
-        torch.set_num_threads(threads)
-    payload = json.loads((tmp_path / "t.json").read_text())
-    assert payload["calls_per_variant"] == 2
-    assert {r["n"] for k, r in payload["results"].items() if isinstance(r, dict)} == {2}
+def test_calls_beyond_the_questions_supply_run_as_many_as_there_are() -> None:
+    assert verifier_backends.calls_to_run(60, [73, 73, 120]) == 60
+    assert verifier_backends.calls_to_run(120, [73, 90]) == 73
+    assert verifier_backends.calls_to_run(5, []) == 5

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ def test_pairs_are_counted_per_kind_and_unordered_intent_pair() -> None:
 
 def test_a_short_list_is_reported_as_incomplete(tmp_path: Path) -> None:
     index = {"a": "x:one", "b": "x:two"}
-    result = {
+    result: dict[str, Any] = {
         "counts": {"en/hard": 100, "en/paraphrase+": 50},
         "embedders": {
             "m": {

@@ -25,8 +25,10 @@ sample, the same task asks the upstream for a fresh answer to the same body
 compares it with the served answer: cosine similarity of the two answers'
 embeddings (the semantic cache's embedder) and the entity validators on the
 answers (``entity_comparison["answers"]``). Verdict ``agree`` when the
-similarity is at least ``min_similarity`` (default 0.80) and the answers'
-entities match, else ``disagree``; stored beside the human label. At most
+similarity is at least ``min_similarity`` (default 0.80, a MiniLM cosine, put on e5's
+scale where e5 compares: :mod:`gateway.review.shadow`) and the answers' entities
+match, else ``disagree``; stored beside the human label, with the floor applied
+(``entity_comparison["shadow_floor"]``). At most
 ``max_concurrent`` shadow requests run at once; failures are logged and leave
 the verdict empty.
 """
@@ -41,7 +43,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from prometheus_client import CollectorRegistry, Counter
 from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
@@ -49,19 +50,22 @@ from sqlalchemy.orm import sessionmaker
 from gateway.models import MisfireSample, Tenant
 from gateway.proxy.pipeline import SemanticDecision
 from gateway.proxy.upstream import Delta, Upstream, UpstreamRequest
+from gateway.review.shadow import (
+    DEFAULT_MIN_SIMILARITY,
+    ShadowResult,
+    compare_answers,
+    entity_comparison,
+)
 from gateway.tenants import TenantContext, utc_now
 from protocol.openai import new_id
 from protocol.responses import Kind, answer_text
 from semantic.embedder_base import TextEmbedder
 from semantic.embedder_routed import RoutedEmbedder, band_on_routed_scale
-from semantic.errors import InvalidQuestionError
-from validators import ValidatorError, compare_entities, extract_entities
 
 log = logging.getLogger("cachegate.gateway.review")
 
 BOOST_BAND = 0.03
 BOOST_FACTOR = 3.0
-DEFAULT_MIN_SIMILARITY = 0.80
 
 
 def stored_score(score: float | None) -> float | None:
@@ -86,60 +90,6 @@ def sample_probability(
     if score < threshold + band:
         return min(1.0, rate * boost)
     return min(1.0, rate)
-
-
-def entity_comparison(a: str, b: str, kinds: list[str] | None = None) -> dict[str, Any]:
-    """``compare_entities`` of two texts as JSON, or ``{"error": ...}`` when a text is unusable."""
-    try:
-        return compare_entities(extract_entities(a), extract_entities(b), kinds).to_dict()
-    except ValidatorError as exc:
-        return {"error": str(exc)[:200]}
-
-
-def _embed_fitting(embedder: TextEmbedder, texts: list[str]) -> np.ndarray:
-    """Embed texts, shortening any the embedder refuses as too long (answers can be long)."""
-    fitted = [t[:4000] for t in texts]
-    for _ in range(8):
-        try:
-            return np.asarray(embedder.embed(fitted), dtype=np.float32)
-        except InvalidQuestionError as exc:
-            if "empty" in str(exc) or "NUL" in str(exc):
-                raise
-            fitted = [t[: max(1, len(t) * 2 // 3)] for t in fitted]
-    raise InvalidQuestionError("answers too long to embed")
-
-
-@dataclass(frozen=True)
-class ShadowResult:
-    verdict: str  # "agree" | "disagree"
-    similarity: float
-    entities: dict[str, Any]
-
-
-def compare_answers(
-    embedder: TextEmbedder | None,
-    served: str,
-    fresh: str,
-    min_similarity: float = DEFAULT_MIN_SIMILARITY,
-) -> ShadowResult:
-    """Cosine similarity of the answers' embeddings + the validators on the answers."""
-    if not served.strip() or not fresh.strip():
-        similarity = 1.0 if served.strip() == fresh.strip() else 0.0
-    elif served == fresh:
-        similarity = 1.0
-    elif embedder is None:
-        raise ValueError("comparing different answers needs an embedder")
-    else:
-        if isinstance(embedder, RoutedEmbedder):
-            # On one plain embedder's own scale, which min_similarity is written in:
-            # MiniLM when it reads both answers, else e5 (never a cross-route 0).
-            embedder = embedder.plain_for([served[:4000], fresh[:4000]])
-        vectors = _embed_fitting(embedder, [served, fresh])
-        similarity = float(np.clip(np.dot(vectors[0], vectors[1]), -1.0, 1.0))
-    entities = entity_comparison(served, fresh) if served.strip() and fresh.strip() else {}
-    entities_ok = bool(entities.get("matches", True))
-    verdict = "agree" if similarity >= min_similarity and entities_ok else "disagree"
-    return ShadowResult(verdict, similarity, entities)
 
 
 @dataclass(frozen=True)
@@ -372,7 +322,11 @@ class MisfireSampler:
             row.shadow_similarity = result.similarity
             row.shadow_answer = fresh
             row.shadow_at = utc_now()
-            row.entity_comparison = {**(row.entity_comparison or {}), "answers": result.entities}
+            row.entity_comparison = {
+                **(row.entity_comparison or {}),
+                "answers": result.entities,
+                "shadow_floor": round(result.floor, 6),
+            }
 
     # ---- lifecycle --------------------------------------------------------------------------
     async def drain(self, timeout: float = 60.0) -> None:

@@ -20,7 +20,8 @@ from sqlalchemy.orm import Session
 from gateway.app import Components
 from gateway.models import AuditEvent, MisfireSample, RequestStat
 from gateway.policy import TenantPolicy
-from gateway.review.sampling import BOOST_BAND, compare_answers, sample_probability
+from gateway.review.sampling import BOOST_BAND, sample_probability
+from gateway.review.shadow import compare_answers
 from gateway.tenants import utc_now
 from prefix.model.loader import LoadedModel
 from protocol.responses import response_body, usage
@@ -301,6 +302,7 @@ def test_shadow_agrees_when_the_model_gives_the_same_answer(gw: Gateway) -> None
     assert row.shadow_similarity == pytest.approx(1.0, abs=1e-4)
     assert row.shadow_at is not None and row.label is None
     assert row.entity_comparison is not None and row.entity_comparison["answers"]["matches"]
+    assert row.entity_comparison["shadow_floor"] == pytest.approx(0.80)  # MiniLM's scale
     # the shadow request ran on the engine, and nothing was backfilled by it
     assert metric(gw.metrics(), "prefix_requests_total") == engine_runs + 1
     assert entries(gw, tenant) == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.review.sampling import compare_answers
+from gateway.review.shadow import compare_answers
 from semantic import Embedder
 from semantic.embedder_e5 import E5Embedder
 from semantic.embedder_routed import RoutedEmbedder

@@ -42,7 +42,8 @@ def shares(vectors: np.ndarray, intents: Sequence[str], floors: Sequence[float])
     """Share of same-intent and of different-intent pairs at or above each floor."""
     upper = np.triu_indices(len(intents), 1)
     cos = (vectors @ vectors.T)[upper]  # (n·(n−1)/2,) pairwise cosines
-    same = np.asarray([intents[i] == intents[j] for i, j in zip(*upper, strict=True)])
+    labels = np.asarray(intents)
+    same = labels[upper[0]] == labels[upper[1]]
     out: dict[str, Any] = {"same_pairs": int(same.sum()), "different_pairs": int((~same).sum())}
     out["different_median"] = round(float(np.median(cos[~same])), 4)
     out["same_median"] = round(float(np.median(cos[same])), 4) if same.any() else None

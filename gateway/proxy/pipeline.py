@@ -29,7 +29,7 @@ from gateway.proxy.store_rest import StoreRest
 from gateway.tenants import TenantContext
 from gateway.verification import Verification
 from semantic import SemanticCache, SemanticPolicy, SemanticQuery
-from semantic.embedder_routed import is_routed, on_routed_scale
+from semantic.embedder_routed import knobs_on_e5_scale, on_routed_scale
 from semantic.errors import InvalidRequestError, StoreUnavailableError, WouldBlockError
 from semantic.migrate import Migrated, PartitionMigrator
 from semantic.results import LookupResult
@@ -176,9 +176,10 @@ class Pipeline:
             if not listed:
                 return SemanticDecision("skipped", "not_allowlisted", trace=tr.result)
         sem = request_policy(ctx, cc, lookup=True)
-        if self.verification is None and is_routed(self.cache.embedder_id):
-            # The tenant's threshold is a MiniLM cosine: on the routed scale, the same
-            # English questions pass (semantic/embedder_routed.py).
+        if self.verification is None and knobs_on_e5_scale(self.cache.embedder_id):
+            # The tenant's threshold is a MiniLM cosine: on the routed scale the same
+            # English questions pass, on e5's Chinese ones as e5 reads them
+            # (semantic/embedder_routed.py).
             sem = replace(sem, threshold=on_routed_scale(sem.threshold))
         if self.verification is not None:
             try:
@@ -241,12 +242,12 @@ class Pipeline:
         """(the similarity threshold a lookup of this tenant applies, on the scale of its
         scores; the knob that sets it, None when the embedder's default does): with the
         verifier on, the retrieval threshold; else the tenant's ``threshold``; either on
-        the routed scale under ``auto``, where the knobs are MiniLM cosines."""
+        e5's scale under ``auto`` and ``e5``, where the knobs are MiniLM cosines."""
         if self.verification is not None:
             return self.verification.retrieval_threshold(policy), policy.retrieval_threshold
-        routed = self.cache is not None and is_routed(self.cache.embedder_id)
+        mapped = self.cache is not None and knobs_on_e5_scale(self.cache.embedder_id)
         given = policy.threshold
-        return (on_routed_scale(given) if routed else given), given
+        return (on_routed_scale(given) if mapped else given), given
 
     def _from_memory(self, query: SemanticQuery, sem: SemanticPolicy) -> LookupResult | None:
         """The lookup decided on the event loop when it needs nothing but memory (a
@@ -268,7 +269,7 @@ class Pipeline:
         if band is None or self.judge is None or result.score is None:
             return False
         low, high = band.low, band.high
-        if self.cache is not None and is_routed(self.cache.embedder_id):
+        if self.cache is not None and knobs_on_e5_scale(self.cache.embedder_id):
             # The band is written in MiniLM cosine, as every threshold a tenant sets.
             low, high = on_routed_scale(low), on_routed_scale(high)
         if not low <= result.score <= high:

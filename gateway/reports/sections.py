@@ -61,8 +61,9 @@ class ReportParams:
     max_rows: int = 200_000
     model: ModelShape | None = None
     now: datetime = field(default_factory=utc_now)
-    # Scores on the routed scale (CACHEGATE_EMBEDDER=auto): the recommended threshold
-    # is also given as the value to set, a MiniLM cosine (semantic/embedder_routed.py).
+    # Scores on e5's scale where the knobs are MiniLM cosines (CACHEGATE_EMBEDDER=auto's
+    # routed scale, or e5's own): the recommended threshold is also given as the value
+    # to set, a MiniLM cosine (semantic/embedder_routed.py knobs_on_e5_scale).
     routed: bool = False
     # The embedder in force: the score sections read only the samples it scored, and the
     # hit score histogram only the hits it scored (another embedder's scores are on
@@ -142,8 +143,8 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
 
 def with_setting(rec: dict[str, Any], p: ReportParams) -> dict[str, Any]:
     """``rec`` with ``setting``: the value of the tenant's ``threshold`` knob that
-    applies it. The score itself under a plain embedder; under ``auto`` the scores are
-    on the routed scale and the knob takes a MiniLM cosine, which the gateway maps."""
+    applies it. The score itself under MiniLM; under ``auto`` and ``e5`` the scores are
+    on e5's scale and the knob takes a MiniLM cosine, which the gateway maps."""
     t = rec["threshold"]
     setting = None if t is None else (round(as_minilm_cosine(t), 6) if p.routed else t)
     return rec | {"setting": setting}

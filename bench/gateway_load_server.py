@@ -135,12 +135,12 @@ def gateway_policy(settings: Any, cache: Any) -> tuple[Any, Any]:
     from dataclasses import replace
 
     from gateway.policy import TenantPolicy
-    from semantic.embedder_routed import is_routed, on_routed_scale
+    from semantic.embedder_routed import knobs_on_e5_scale, on_routed_scale
 
     tenant_policy = TenantPolicy()
     policy = tenant_policy.semantic_policy()
     if settings.verifier != "on":
-        if is_routed(cache.embedder_id):  # the knob is a MiniLM cosine (pipeline.py)
+        if knobs_on_e5_scale(cache.embedder):  # the knob is a MiniLM cosine (pipeline.py)
             policy = replace(policy, threshold=on_routed_scale(policy.threshold))
         return policy, None
     from gateway.verification import load_verifier, retrieval_threshold_for

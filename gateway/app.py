@@ -367,6 +367,4 @@ def _build_verification(
     verifier = parts.verifier or load_verifier(settings.verifier_threads)
     cache.verifier = verifier
     log.info("pair verifier on (CACHEGATE_VERIFIER=on)")
-    return Verification.build(
-        verifier, db, cache.embedder_id, settings.verifier_calibration_seconds
-    )
+    return Verification.build(verifier, db, cache.embedder, settings.verifier_calibration_seconds)

@@ -66,8 +66,8 @@ class TenantPolicy(BaseModel):
     # bound the tenant sets, which gateway/calibration.py turns into the verifier's cut,
     # and the cosine a candidate needs before the verifier sees it (None: the measured
     # default for the embedder in use). `threshold` applies while the verifier is off.
-    # Both are MiniLM cosines, put on e5's scale under `auto` and `e5`
-    # (semantic/embedder_routed.py knobs_on_e5_scale).
+    # Both, and the judge band, are MiniLM cosines, put on e5's scale under `auto` and
+    # `e5` (semantic/embedder_routed.py knobs_on_e5_scale).
     target_misfire_rate: float = Field(0.01, gt=0.0, lt=1.0)
     retrieval_threshold: float | None = Field(None, gt=0.0, le=1.0)
     ttl_seconds: int | None = Field(86_400, gt=0, le=MAX_TTL_SECONDS)

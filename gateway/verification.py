@@ -33,6 +33,8 @@ from gateway.policy import TenantPolicy
 from gateway.settings import get_settings
 from gateway.verifier_choice import resolve_dtype, resolve_zh_precision
 from semantic import SemanticPolicy
+from semantic.embedder_base import TextEmbedder
+from semantic.embedder_e5 import E5_MODEL_NAME
 from semantic.embedder_routed import is_routed, knobs_on_e5_scale, on_routed_scale
 from semantic.embedders import MIN_COVERAGE
 from semantic.latin_language import bundled_english_words, foreign_languages
@@ -68,12 +70,18 @@ RETRIEVAL_THRESHOLDS = {
 FALLBACK_RETRIEVAL_THRESHOLD = 0.89
 
 
-def retrieval_threshold_for(embedder_id: str) -> float:
+def retrieval_threshold_for(embedder_id: str, e5_scale: bool = False) -> float:
+    """The measured retrieval threshold of an embedder, on the scale of its scores;
+    ``e5_scale``: an e5 model of another name (a ``CACHEGATE_EMBEDDER_PATH`` file),
+    which gets e5's, not the cosine-only fallback."""
     if is_routed(embedder_id):
         # MiniLM's threshold on the routed scale, which is e5's there by construction
         # (semantic/embedder_routed.py): each route is searched as its embedder alone.
         return on_routed_scale(RETRIEVAL_THRESHOLDS["all-MiniLM-L6-v2"])
-    return RETRIEVAL_THRESHOLDS.get(embedder_id.split(":", 1)[0], FALLBACK_RETRIEVAL_THRESHOLD)
+    name = embedder_id.split(":", 1)[0]
+    if name not in RETRIEVAL_THRESHOLDS and e5_scale:
+        name = E5_MODEL_NAME
+    return RETRIEVAL_THRESHOLDS.get(name, FALLBACK_RETRIEVAL_THRESHOLD)
 
 
 class GatewayVerifier:
@@ -207,19 +215,22 @@ class Verification:
     verifier: GatewayVerifier
     calibrator: Calibrator
     embedder_id: str
+    #: the knobs are MiniLM cosines put on e5's scale (``knobs_on_e5_scale``)
+    e5_scale: bool = False
 
     @classmethod
     def build(
-        cls, verifier: GatewayVerifier, db: Engine | None, embedder_id: str, ttl: float = 60.0
+        cls, verifier: GatewayVerifier, db: Engine | None, embedder: TextEmbedder, ttl: float = 60.0
     ) -> Verification:
         calibrator = Calibrator(db, verifier.shipped_cut, ttl, verifier_model=verifier.scale_id)
-        return cls(verifier, calibrator, embedder_id)
+        return cls(verifier, calibrator, embedder.embedder_id, knobs_on_e5_scale(embedder))
 
     def retrieval_threshold(self, policy: TenantPolicy) -> float:
         if policy.retrieval_threshold is not None:
             given = policy.retrieval_threshold  # a MiniLM cosine, on e5's scale there
-            return on_routed_scale(given) if knobs_on_e5_scale(self.embedder_id) else given
-        return retrieval_threshold_for(self.embedder_id)
+            mapped = self.e5_scale or is_routed(self.embedder_id)
+            return on_routed_scale(given) if mapped else given
+        return retrieval_threshold_for(self.embedder_id, self.e5_scale)
 
     async def cut(self, tenant_id: str, policy: TenantPolicy) -> CutInForce:
         """The tenant's cut in force (from memory; the database when it is stale)."""

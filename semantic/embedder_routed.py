@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from semantic.embedder_base import CoveringEmbedder
-from semantic.embedder_e5 import E5_MODEL_NAME
+from semantic.embedder_e5 import E5_SCALE
 from semantic.latin_language import RULE_VERSION
 
 #: MiniLM's cosine c reads as 1 − SQUEEZE·(1 − c): its measured retrieval threshold
@@ -71,12 +71,15 @@ def is_routed(embedder_id: str) -> bool:
     return embedder_id.startswith(ROUTED_PREFIX)
 
 
-def knobs_on_e5_scale(embedder_id: str) -> bool:
+def knobs_on_e5_scale(embedder: object) -> bool:
     """Whether a similarity knob a tenant sets (a MiniLM cosine) is put on e5's scale by
-    :func:`on_routed_scale` for this embedder: ``auto``'s routed scale, or the bundled
-    e5's own (since session 30: read raw there, the default 0.89 served 44% of Chinese
-    hard negatives with the verifier off). Others take it as given."""
-    return is_routed(embedder_id) or embedder_id.split(":", 1)[0] == E5_MODEL_NAME
+    :func:`on_routed_scale` for this embedder: ``auto``'s routed scale, or any e5's own
+    (its ``cosine_scale``, whatever its model file is called; also through a proxy that
+    passes attributes on, as tracing's does). Since session 30: read raw there, the
+    default 0.89 served 44% of Chinese hard negatives with the verifier off. Other
+    embedders take it as given."""
+    embedder_id = getattr(embedder, "embedder_id", "")
+    return is_routed(embedder_id) or getattr(embedder, "cosine_scale", None) == E5_SCALE
 
 
 def band_on_routed_scale(band: float, first_route: bool) -> float:

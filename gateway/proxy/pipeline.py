@@ -176,7 +176,7 @@ class Pipeline:
             if not listed:
                 return SemanticDecision("skipped", "not_allowlisted", trace=tr.result)
         sem = request_policy(ctx, cc, lookup=True)
-        if self.verification is None and knobs_on_e5_scale(self.cache.embedder_id):
+        if self.verification is None and knobs_on_e5_scale(self.cache.embedder):
             # The tenant's threshold is a MiniLM cosine: on the routed scale the same
             # English questions pass, on e5's Chinese ones as e5 reads them
             # (semantic/embedder_routed.py).
@@ -245,7 +245,7 @@ class Pipeline:
         e5's scale under ``auto`` and ``e5``, where the knobs are MiniLM cosines."""
         if self.verification is not None:
             return self.verification.retrieval_threshold(policy), policy.retrieval_threshold
-        mapped = self.cache is not None and knobs_on_e5_scale(self.cache.embedder_id)
+        mapped = self.cache is not None and knobs_on_e5_scale(self.cache.embedder)
         given = policy.threshold
         return (on_routed_scale(given) if mapped else given), given
 
@@ -269,7 +269,7 @@ class Pipeline:
         if band is None or self.judge is None or result.score is None:
             return False
         low, high = band.low, band.high
-        if self.cache is not None and knobs_on_e5_scale(self.cache.embedder_id):
+        if self.cache is not None and knobs_on_e5_scale(self.cache.embedder):
             # The band is written in MiniLM cosine, as every threshold a tenant sets.
             low, high = on_routed_scale(low), on_routed_scale(high)
         if not low <= result.score <= high:

@@ -103,7 +103,7 @@ def report_router(admin: Any = require_admin) -> APIRouter:
             price_prompt=settings.price_per_million_prompt_tokens,
             price_completion=settings.price_per_million_completion_tokens,
             model=model_shape(gw),
-            routed=cache is not None and knobs_on_e5_scale(cache.embedder_id),
+            routed=cache is not None and knobs_on_e5_scale(cache.embedder),
             embedder_id=None if cache is None else cache.embedder_id,
         )
         report = await asyncio.to_thread(make_report, request, params)

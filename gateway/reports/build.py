@@ -157,9 +157,10 @@ DEFINITIONS = {
     "interval at Kish's effective size (sum w)^2 / sum w^2; none when a sample lacks it",
     "recommended_threshold": "lowest labelled score t whose samples with score >= t have "
     "criterion (Wilson upper bound or point rate) <= target; setting: the threshold knob "
-    "value that applies t (t itself, or under CACHEGATE_EMBEDDER=auto the MiniLM cosine "
-    "1 - (1 - t) / 0.3125); from the samples the embedder in force scored only (scores "
-    "of another embedder, or taken before migration 0010, are on another or an unknown "
+    "value that applies t (t itself, or under CACHEGATE_EMBEDDER=auto or e5, whose knobs "
+    "are MiniLM cosines, 1 - (1 - t) / 0.3125); from the samples the embedder in force "
+    "scored only (scores of another embedder, or taken before migration 0010, are on "
+    "another or an unknown "
     "scale: they count in the misfire rate, not in the score sections)",
     "prefix_token_hit_rate": "sum(cached_tokens) / sum(prompt_tokens) over engine-served requests",
     "prefix_request_hit_rate": "engine-served requests with cached_tokens > 0 / engine-served",

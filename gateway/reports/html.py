@@ -72,7 +72,7 @@ def _cards(report: dict[str, Any]) -> str:
     rec_value = f"{rec['threshold']:.4f}" if rec["threshold"] is not None else "not yet"
     rec_note = f"target {fmt_pct(rec['target'])} ({rec['criterion']})"
     if rec.get("setting") is not None and rec["setting"] != rec["threshold"]:
-        rec_note += f"; set threshold {rec['setting']:.4f} (scores on the auto scale)"
+        rec_note += f"; set threshold {rec['setting']:.4f} (scores on e5's scale)"
     if rec["threshold"] is None and rec.get("reason"):
         rec_note += f": {rec['reason']}"
     others = (s.get("scores") or {}).get("other_embedders", 0)

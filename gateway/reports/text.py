@@ -55,7 +55,7 @@ def _section(name: str, s: dict[str, Any]) -> list[str]:
         else f"none ({rec.get('reason') or 'no data'})"
     )
     if rec.get("setting") is not None and rec["setting"] != rec["threshold"]:
-        rec_text += f" (set threshold {rec['setting']:.4f}: scores are on the auto scale)"
+        rec_text += f" (set threshold {rec['setting']:.4f}: scores are on e5's scale)"
     on, off = ttft["cache_on"], ttft["cache_off"]
     by_cache = ", ".join(f"{k} {v}" for k, v in t["by_cache"].items())
     lines = [

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from semantic.embedder_base import TextEmbedder
-from semantic.embedder_e5 import E5Embedder
+from semantic.embedder_e5 import E5_SCALE
 from semantic.embedder_routed import on_routed_scale
 from semantic.errors import InvalidQuestionError
 from validators import ValidatorError, compare_entities, extract_entities
@@ -33,7 +33,7 @@ def floor_for(embedder: TextEmbedder, min_similarity: float) -> float:
     """``min_similarity`` (a MiniLM cosine) on the scale of ``embedder``'s cosines: e5's
     (any e5 model file, also behind a proxy such as tracing's) through
     :func:`on_routed_scale`; any other embedder's as given."""
-    if getattr(embedder, "cosine_scale", None) == E5Embedder.cosine_scale:
+    if getattr(embedder, "cosine_scale", None) == E5_SCALE:
         return on_routed_scale(min_similarity)
     return min_similarity
 

@@ -15,7 +15,12 @@ from typing import Any
 import pytest
 
 from gateway.policy import TenantPolicy
-from gateway.verification import RETRIEVAL_THRESHOLDS, Verification, retrieval_threshold_for
+from gateway.verification import (
+    FALLBACK_RETRIEVAL_THRESHOLD,
+    RETRIEVAL_THRESHOLDS,
+    Verification,
+    retrieval_threshold_for,
+)
 from validators.verifier import MODEL_DIR
 from validators.verifier_calibration import cut_for
 
@@ -74,3 +79,25 @@ def test_the_routed_embedder_searches_each_route_at_its_embedders_threshold() ->
     assert verification.retrieval_threshold(own) == pytest.approx(1 - 0.3125 * 0.11)  # 0.9656
     alone = Verification(nothing, nothing, "all-MiniLM-L6-v2:384:x")  # control: as given
     assert alone.retrieval_threshold(own) == 0.89
+
+
+@pytest.mark.parametrize("e5_id", ["multilingual-e5-small-q4:384:y", "my-e5-file:384:z"])
+def test_under_e5_a_tenants_threshold_is_a_minilm_cosine_and_the_default_e5s(
+    e5_id: str,
+) -> None:
+    # The bundled e5, or an e5 model file of another name (CACHEGATE_EMBEDDER_PATH): the
+    # knob is put on e5's scale; the default is e5's measured 0.95, not mapped again,
+    # and not the cosine-only fallback an unknown embedder gets.
+    nothing: Any = None
+    verification = Verification(nothing, nothing, e5_id, e5_scale=True)
+    assert verification.retrieval_threshold(TenantPolicy(retrieval_threshold=0.89)) == (
+        pytest.approx(1 - 0.3125 * 0.11)
+    )
+    assert (
+        verification.retrieval_threshold(TenantPolicy())
+        == RETRIEVAL_THRESHOLDS["multilingual-e5-small-q4"]
+    )
+    # control: an embedder of unknown scale keeps the knob and gets the fallback
+    other = Verification(nothing, nothing, "my-model:384:z")
+    assert other.retrieval_threshold(TenantPolicy(retrieval_threshold=0.89)) == 0.89
+    assert other.retrieval_threshold(TenantPolicy()) == FALLBACK_RETRIEVAL_THRESHOLD

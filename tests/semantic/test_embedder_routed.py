@@ -15,6 +15,7 @@ from semantic.embedder_routed import (
     RoutedEmbedder,
     band_on_routed_scale,
     is_routed,
+    knobs_on_e5_scale,
     on_routed_scale,
 )
 from semantic.embedders import build_embedder
@@ -99,3 +100,22 @@ def test_the_id_names_the_scale_and_answers_compare_on_one_plain_scale(
     # A MiniLM width (the sampling band) narrows by SQUEEZE on the first route only.
     assert band_on_routed_scale(0.03, True) == pytest.approx(0.03 * SQUEEZE)
     assert band_on_routed_scale(0.03, False) == 0.03
+
+
+def test_knobs_are_put_on_e5s_scale_by_what_the_embedder_reads_on(
+    routed: RoutedEmbedder, embedder: Embedder
+) -> None:
+    class AnyE5:  # an e5 model file of another name: its id names the file
+        embedder_id, cosine_scale = "my-e5:384:abc", "e5"
+
+    class Proxy:  # as tracing's: every attribute is the wrapped one's
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+    for e5_scaled in (routed, routed.second, AnyE5(), Proxy(routed), Proxy(AnyE5())):
+        assert knobs_on_e5_scale(e5_scaled)
+    # MiniLM, alone or behind the proxy, takes a knob as given
+    assert not knobs_on_e5_scale(embedder) and not knobs_on_e5_scale(Proxy(embedder))

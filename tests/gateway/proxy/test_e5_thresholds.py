@@ -23,12 +23,17 @@ LOGIN = "怎么修改登录密码"  # how do I change my login password
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+def e5() -> E5Embedder:
+    return E5Embedder(progress=False)
+
+
+@pytest.fixture(scope="module")
+def gw(e5: E5Embedder, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     with scripted_upstream("vllm") as up:
         settings = gateway_settings(
             tmp_path_factory.mktemp("e5"), upstream_url=up.url, admin_token=ADMIN_TOKEN
         )
-        with running_gateway(settings, Components(embedder=E5Embedder(progress=False))) as g:
+        with running_gateway(settings, Components(embedder=e5)) as g:
             yield g
 
 
@@ -51,8 +56,12 @@ def semantic_header(gw: Gateway, key: str, question: str) -> str:
     ],
 )
 def test_the_default_threshold_is_read_on_e5s_scale(
-    gw: Gateway, stored: str, asked: str, e5_cosine: float, served: bool
+    gw: Gateway, e5: E5Embedder, stored: str, asked: str, e5_cosine: float, served: bool
 ) -> None:
+    a, b = e5.embed([stored, asked])
+    assert float(a @ b) == pytest.approx(e5_cosine, abs=2e-3)
+    # each negative sits where the raw 0.89 served it and the mapped 0.9656 does not
+    assert served or 0.89 <= e5_cosine < on_routed_scale(0.89)
     key = gw.tenant("e5", TenantPolicy(sample_rate=0.0))[1]
     assert semantic_header(gw, key, stored).startswith("miss")
     assert semantic_header(gw, key, stored) == "hit"  # positive control: the same question
@@ -66,7 +75,13 @@ def test_explain_gives_the_threshold_on_e5s_scale_and_the_knob_as_set(gw: Gatewa
     with admin(gw) as client:
         asked = chat_body(rec.MODEL, "怎么修改支付密码")
         report = client.post(f"/tenants/{tenant}/cache/explain", json={"body": asked}).json()
-    assert report["threshold"] == pytest.approx(on_routed_scale(0.80))  # 0.9375
-    assert report["threshold_setting"] == 0.80  # the knob, a MiniLM cosine
+        # stopped before the search (temperature above the tenant's maximum): the
+        # threshold shown is still the one a search would apply, not the raw knob
+        hot = asked | {"temperature": 1.5}
+        skipped = client.post(f"/tenants/{tenant}/cache/explain", json={"body": hot}).json()
+    assert skipped["decision"] == "skipped"
+    for shown in (report, skipped):
+        assert shown["threshold"] == pytest.approx(on_routed_scale(0.80))  # 0.9375
+        assert shown["threshold_setting"] == 0.80  # the knob, a MiniLM cosine
     # 0.9495 on e5's scale clears 0.9375: a tenant that loosens the knob gets what it asks
     assert report["decision"] == "hit"

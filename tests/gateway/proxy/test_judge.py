@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,4 +109,26 @@ def test_under_the_routed_embedder_the_band_is_a_minilm_cosine(
                 r = http.post("/v1/completions", json=body)
             assert r.status_code == 200, r.text
             expected = "miss:judge_refused" if name == "in" else "hit"  # control: no band
+            assert r.headers["x-cachegate-semantic"] == expected
+
+
+def test_under_e5_the_band_is_a_minilm_cosine_too(tiny_llama: LoadedModel, tmp_path: Path) -> None:
+    # CACHEGATE_EMBEDDER=e5: "Tell me the capital of France" scores 0.9389 against the
+    # stored question. A threshold of 0.75 and a band of 0.75-0.82 (MiniLM cosines) read
+    # 0.9219 and 0.9219-0.9438 on e5's scale, so the judge is asked (and this model's
+    # answer is no "yes"); read raw, the band would have let the hit through unjudged.
+    with admin_gateway(tmp_path, tiny_llama, E5Embedder(progress=False)) as g:
+        off: dict[str, Any] = {"guards": [], "entity_kinds": [], "threshold": 0.75}
+        band = JudgeBand(low=0.75, high=0.82)
+        for name, policy in (
+            ("in", TenantPolicy(**off, judge_band=band)),
+            ("none", TenantPolicy(**off)),  # control: no band, the same hit served
+        ):
+            tenant, key = g.tenant(f"e5-{name}", policy)
+            seed(g, tenant, completion(g.model, "What is the capital of France?"))
+            with g.http(key) as http:
+                body = completion(g.model, "Tell me the capital of France")
+                r = http.post("/v1/completions", json=body)
+            assert r.status_code == 200, r.text
+            expected = "miss:judge_refused" if name == "in" else "hit"
             assert r.headers["x-cachegate-semantic"] == expected

@@ -149,7 +149,7 @@ def gateway_policy(settings: Any, cache: Any) -> tuple[Any, Any]:
     cache.verifier = verifier
     policy = replace(
         policy,
-        threshold=retrieval_threshold_for(cache.embedder_id),
+        threshold=retrieval_threshold_for(cache.embedder_id, knobs_on_e5_scale(cache.embedder)),
         verifier_cut=verifier.shipped_cut(tenant_policy.target_misfire_rate),
     )
     return policy, verifier

@@ -101,3 +101,27 @@ def test_under_e5_a_tenants_threshold_is_a_minilm_cosine_and_the_default_e5s(
     other = Verification(nothing, nothing, "my-model:384:z")
     assert other.retrieval_threshold(TenantPolicy(retrieval_threshold=0.89)) == 0.89
     assert other.retrieval_threshold(TenantPolicy()) == FALLBACK_RETRIEVAL_THRESHOLD
+
+
+def test_build_reads_the_scale_off_the_embedder() -> None:
+    # Verification.build asks the embedder itself (semantic/embedder_routed.py
+    # knobs_on_e5_scale): an e5 file of another name by its cosine_scale, auto by its id.
+    class Model:
+        scale_id = "s"
+
+        def shipped_cut(self, target: float) -> float:
+            return 0.98
+
+    class RenamedE5:
+        embedder_id, cosine_scale = "my-e5-file:384:z", "e5"
+
+    class MiniLM:
+        embedder_id = "all-MiniLM-L6-v2:384:x"
+
+    model: Any = Model()
+    own = TenantPolicy(retrieval_threshold=0.89)
+    e5 = Verification.build(model, None, RenamedE5())  # type: ignore[arg-type]
+    assert e5.e5_scale and e5.retrieval_threshold(own) == pytest.approx(1 - 0.3125 * 0.11)
+    assert e5.retrieval_threshold(TenantPolicy()) == 0.95
+    minilm = Verification.build(model, None, MiniLM())  # type: ignore[arg-type]
+    assert not minilm.e5_scale and minilm.retrieval_threshold(own) == 0.89  # control

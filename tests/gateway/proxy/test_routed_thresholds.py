@@ -9,33 +9,21 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.app import Components
 from gateway.policy import TenantPolicy
 from semantic import Embedder
 from semantic.embedder_e5 import E5Embedder
 from semantic.embedder_routed import RoutedEmbedder, on_routed_scale
 from tests.gateway import vllm_recordings as rec
-from tests.gateway.admin_support import ADMIN_TOKEN, admin
-from tests.gateway.conftest import Gateway, chat_body, gateway_settings, running_gateway
-from tests.gateway.scripted_upstream import scripted_upstream
+from tests.gateway.admin_support import admin
+from tests.gateway.conftest import Gateway, chat_body
+from tests.gateway.proxy.knob_support import knob_gateway, semantic_header
 
 
 @pytest.fixture(scope="module")
 def gw(embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     routed = RoutedEmbedder(embedder, E5Embedder(progress=False))
-    with scripted_upstream("vllm") as up:
-        settings = gateway_settings(
-            tmp_path_factory.mktemp("routed"), upstream_url=up.url, admin_token=ADMIN_TOKEN
-        )
-        with running_gateway(settings, Components(embedder=routed)) as g:
-            yield g
-
-
-def semantic_header(gw: Gateway, key: str, question: str) -> str:
-    with gw.http(key) as http:
-        r = http.post("/v1/chat/completions", json=chat_body(rec.MODEL, question))
-    assert r.status_code == 200, r.text
-    return r.headers["x-cachegate-semantic"]
+    with knob_gateway(tmp_path_factory.mktemp("routed"), routed) as g:
+        yield g
 
 
 @pytest.mark.parametrize(

@@ -135,11 +135,11 @@ class Settings(BaseSettings):
     # Verdicts remembered per (model, pair as the model reads it): exact, since a score is a
     # pure function of the two texts (validators/verdict_cache.py). 0: off.
     verifier_cache_size: int = Field(10_000, ge=0)
-    # The English verifier's matrix products: bfloat16 is ~2x faster on AVX512-BF16/AMX CPUs
-    # (scores within 0.03 of float32); int8 (ONNX Runtime) ~2x faster on other x86 CPUs; each
-    # with its own shipped calibration. "auto": bfloat16 where the CPU computes it natively,
-    # else int8 where ONNX Runtime runs it on x86 (AVX2, VNNI, AMX), else float32
-    # (gateway/verifier_choice.py resolve_dtype).
+    # The English verifier's matrix products: bfloat16 is ~2x faster on AMX CPUs (scores
+    # within 0.03 of float32); int8 (ONNX Runtime) ~2x faster on other x86 CPUs, AVX512-BF16
+    # without AMX included; each with its own shipped calibration. "auto": bfloat16 where the
+    # CPU has AMX, else int8 where ONNX Runtime runs it on x86 (AVX2, VNNI, AMX), else
+    # bfloat16 where native, else float32 (gateway/verifier_choice.py resolve_dtype).
     verifier_dtype: Literal["auto", "float32", "bfloat16", "int8"] = "auto"
     # What runs the verifier's float32 forwards (English when the dtype is float32, Chinese
     # always): "auto" = ONNX Runtime, checked against torch at load, ~2x faster per pair

@@ -6,10 +6,16 @@ Every choice reads its own shipped calibration, so the tenant's misfire bound ho
 in each; what differs is speed and how many paraphrases the cut keeps. English, a
 batch of five pairs (bench/results/verifier_backends_*.json):
 
-* bfloat16 where the CPU computes it natively (AVX512-BF16, AMX): the fastest;
+* bfloat16 where the CPU has AMX: the fastest there (3.8-4.2 ms a pair);
 * int8 (ONNX Runtime, 7-bit weights: the same scores on every x86 CPU) where the
   CPU has its u8s8 kernels (:data:`INT8_CPU_FLAGS`), ONNX Runtime runs the verifier
-  and the int8 calibration is shipped;
+  and the int8 calibration is shipped. That includes CPUs with AVX512-BF16 but no
+  AMX (AMD Zen 4), where bfloat16 is native but int8 on VNNI is about twice as fast:
+  3.88 against 7.37 ms a pair (verifier_backends_epyc_zen4.json; 5.4 against 9.0 in
+  session 17's ``--forward`` bench), the difference between meeting the 5 ms goal
+  and missing it, for 0.7 points of paraphrase recall at the same misfire bound;
+* bfloat16 where it is native but int8 cannot run (no int8 calibration, the torch
+  backend);
 * float32 elsewhere (emulated bf16 is slower than float32; ARM's int8 kernels were
   never measured).
 
@@ -36,6 +42,8 @@ if TYPE_CHECKING:
 #: (validators/onnx_quantize.py). Other CPUs (ARM: other kernels, not measured) get
 #: float32.
 INT8_CPU_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni", "avx2")
+#: the flag under which bfloat16 beats int8 for the English verifier (AMX tiles)
+AMX_BF16 = "amx_bf16"
 
 
 def _int8_kernels(backend: str, flags: frozenset[str] | None) -> tuple[bool, str]:
@@ -80,29 +88,42 @@ def resolve_dtype(
     setting: str, backend: str, flags: frozenset[str] | None = None
 ) -> tuple[Dtype, str]:
     """``(dtype, why)`` for the English verifier: an explicit setting as given; ``auto``
-    is bfloat16 where the CPU computes it natively (the engine's rule,
-    ``prefix.model.dtype``) and the backend may be torch, else int8 as for Chinese
-    (with a usable int8 calibration: the one the verifier itself would read), else
-    float32."""
-    from prefix.model.dtype import cpu_bf16_reason
-    from validators.verifier import MODEL_DIR
-    from validators.verifier_calibration import read_calibration
+    is bfloat16 where the CPU has AMX and the backend may be torch, else int8 as for
+    Chinese (with a usable int8 calibration: the one the verifier itself would read),
+    else bfloat16 where the CPU computes it natively (the engine's rule,
+    ``prefix.model.dtype``) and the backend may be torch, else float32."""
+    from prefix.model.dtype import cpu_bf16_reason, cpu_flags
 
     if setting != "auto":
         return cast("Dtype", setting), "set"
+    flags = cpu_flags() if flags is None else flags
     bf16 = cpu_bf16_reason(flags)
-    if bf16 is not None and backend != "onnx":  # bfloat16 runs in torch only
+    torch_ok = backend != "onnx"  # bfloat16 runs in torch only
+    if bf16 is not None and torch_ok and AMX_BF16 in flags:
         return "bfloat16", bf16
-    no_bf16 = (
-        "no native bfloat16 (emulated is slower)"
-        if bf16 is None
-        else "bfloat16 runs in torch, not the onnx backend"
-    )
     fast, why = _int8_kernels(backend, flags)
+    if fast and not _en_int8_calibrated():
+        fast, why = False, "no int8 calibration shipped for these weights"
+    if bf16 is not None and torch_ok:
+        if not fast:
+            return "bfloat16", f"{bf16}; not int8: {why}"
+        return "int8", f"{bf16} but no AMX, where int8 is about twice as fast; {why}"
+    if bf16 is None:
+        no_bf16 = "no native bfloat16 (emulated is slower)"
+    else:
+        no_bf16 = "bfloat16 runs in torch, not the onnx backend"
     if not fast:
         return "float32", f"{no_bf16}; {why}"
+    return "int8", f"{no_bf16}; {why}"
+
+
+def _en_int8_calibrated() -> bool:
+    """Whether the English int8 calibration the verifier would read is shipped."""
+    from validators.verifier import MODEL_DIR
+    from validators.verifier_calibration import read_calibration
+
     try:
         read_calibration(MODEL_DIR, "int8", _en_weights())
     except (OSError, ValueError):
-        return "float32", f"{no_bf16}, and no int8 calibration shipped for these weights"
-    return "int8", f"{no_bf16}; {why}"
+        return False
+    return True

@@ -1,7 +1,8 @@
 """``CACHEGATE_VERIFIER_DTYPE`` (gateway/verification.py ``load_verifier``): the
-default ``auto`` resolves (gateway/verifier_choice.py) to bfloat16 on a CPU that
-computes it natively (avx512_bf16 or amx_bf16), to int8 where ONNX Runtime's int8
-kernels run (AVX2, VNNI, AMX), and to float32 elsewhere; an explicit dtype wins over
+default ``auto`` resolves (gateway/verifier_choice.py) to bfloat16 on a CPU with
+AMX, to int8 where ONNX Runtime's int8 kernels run (AVX2, VNNI, AMX; AVX512-BF16
+without AMX included, where int8 is faster), to bfloat16 where it is native and int8
+cannot run, and to float32 elsewhere; an explicit dtype wins over
 the CPU; the choice is logged with its reason; the verifier reads the calibration of
 the dtype it runs in. The CPU's flags are faked where the rule is tested, as
 tests/prefix/model/test_dtype.py passes them.
@@ -54,18 +55,47 @@ def test_auto_is_the_default_and_the_only_other_values_are_dtypes() -> None:
             Settings(verifier_dtype=bad)
 
 
-@pytest.mark.parametrize("flag", ["avx512_bf16", "amx_bf16"])
-def test_auto_on_a_cpu_with_native_bf16_is_bfloat16(
-    settings_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, flag: str
-) -> None:
-    fake_cpu(settings_env, NO_BF16 | {flag})
-    with caplog.at_level(logging.INFO, logger="cachegate.gateway.verification"):
-        v = load_verifier()
-    assert v.model.dtype == "bfloat16" and v.model.calibration_dtype == "bfloat16"
+def chosen_line(caplog: pytest.LogCaptureFixture) -> str:
     lines = [
         r.getMessage() for r in caplog.records if "pair verifier computes in" in r.getMessage()
     ]
-    assert len(lines) == 1 and "bfloat16" in lines[0] and flag in lines[0], lines
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("flags", "why"),
+    [
+        (NO_BF16 | {"amx_bf16", "avx512_bf16", "amx_int8"}, "amx_bf16"),  # Sapphire Rapids
+        # native bfloat16 where no int8 kernel runs: still faster than float32
+        (NEITHER | {"avx512_bf16"}, "avx512_bf16"),
+    ],
+)
+def test_auto_is_bfloat16_with_amx_or_where_int8_cannot_run(
+    settings_env: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    flags: frozenset[str],
+    why: str,
+) -> None:
+    fake_cpu(settings_env, flags)
+    with caplog.at_level(logging.INFO, logger="cachegate.gateway.verification"):
+        v = load_verifier()
+    assert v.model.dtype == "bfloat16" and v.model.calibration_dtype == "bfloat16"
+    line = chosen_line(caplog)
+    assert "bfloat16" in line and why in line, line
+
+
+def test_auto_with_avx512_bf16_but_no_amx_is_int8(
+    settings_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # AMD Zen 4: native bfloat16, but int8 on VNNI measured twice as fast a pair.
+    fake_cpu(settings_env, NO_BF16 | {"avx512_bf16", "avx512_vnni"})
+    with caplog.at_level(logging.INFO, logger="cachegate.gateway.verification"):
+        v = load_verifier()
+    assert v.model.dtype == "int8" and v.model.calibration_dtype == "int8"
+    assert v.model.backend == "onnx"
+    line = chosen_line(caplog)
+    assert "no AMX" in line and "avx512_vnni" in line, line
 
 
 def test_auto_on_a_cpu_without_native_bf16_is_int8_with_its_own_calibration(
@@ -129,10 +159,12 @@ def test_the_default_settings_load_the_dtype_this_cpu_resolves_to(settings_env: 
     assert get_settings().verifier_dtype == "auto"
     flags = cpu_flags()
     v = load_verifier()
-    if {"avx512_bf16", "amx_bf16"} & flags:
+    if "amx_bf16" in flags:
         expected = "bfloat16"
     elif {"avx2", "avx_vnni", "avx512_vnni", "amx_int8"} & flags:
         expected = "int8"
+    elif "avx512_bf16" in flags:
+        expected = "bfloat16"
     else:
         expected = "float32"
     assert v.model.dtype == expected and v.model.calibration_dtype == expected

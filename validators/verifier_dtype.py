@@ -11,8 +11,8 @@ on this CPU (bench/results/verifier_latency_forward.json, one thread, load
 (``verifier_model/calibration_bfloat16.json``, the calibration split scored in
 bfloat16), so the cut for a target is read off the scores as served; the
 gateway's default ``CACHEGATE_VERIFIER_DTYPE=auto`` picks bfloat16 where the CPU
-has AMX (gateway/verifier_choice.py; with AVX512-BF16 alone int8 is faster). The class default stays float32:
-the recorded fixtures are float32 scores.
+has AMX (gateway/verifier_choice.py; with AVX512-BF16 alone int8 is faster). The
+class default stays float32: the recorded fixtures are float32 scores.
 
 ``int8`` runs the English forward through ONNX Runtime with its matrix products in
 int8 (validators/onnx_quantize.py: weights per channel in 7 bits, so the same

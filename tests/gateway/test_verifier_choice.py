@@ -2,8 +2,8 @@
 
 ``CACHEGATE_VERIFIER_DTYPE`` (English): bfloat16 where the CPU has AMX, else int8
 where ONNX Runtime's int8 kernels run (AVX2, VNNI, AMX) and ONNX Runtime runs the
-verifier, else bfloat16 where it is native, else float32; an explicit value wins (the rest of its tests, through
-``load_verifier``, are in test_verification_dtype.py).
+verifier, else bfloat16 where it is native, else float32; an explicit value wins (the
+rest of its tests, through ``load_verifier``, are in test_verification_dtype.py).
 
 ``CACHEGATE_VERIFIER_ZH_PRECISION``: ``auto`` runs the Chinese verifier in int8
 where the CPU has ONNX Runtime's u8s8 kernels (AVX2, VNNI, AMX) and ONNX Runtime runs

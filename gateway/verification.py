@@ -98,8 +98,12 @@ class GatewayVerifier:
         # English int8 graph is a scale of its own. The Chinese int8 graph's scores are
         # mapped onto the common scale by a map fitted to its own (verifier_zh_path.py),
         # and its labels have always shared the float32 id: changing that would drop
-        # every label of the hosts where it was chosen.
-        en = model.meta["weights_sha256"] + (":int8" if model.dtype == "int8" else "")
+        # every label of the hosts where it was chosen. The int8 sessions' version
+        # (validators/onnx_forward.py) is part of it: another graph, another scale.
+        from validators.onnx_forward import INT8_SESSION_VERSION  # torch is loaded by now
+
+        int8 = f":int8.{INT8_SESSION_VERSION}" if model.dtype == "int8" else ""
+        en = model.meta["weights_sha256"] + int8
         weights = f"{en}:{zh}"
         self.scale_id = hashlib.sha256(weights.encode()).hexdigest()[:16]
 

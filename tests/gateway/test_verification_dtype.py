@@ -110,6 +110,13 @@ def test_auto_on_a_cpu_without_native_bf16_is_int8_with_its_own_calibration(
     # int8 scores are a scale of their own for tenant labels; bfloat16's are float32's.
     f32, b16 = load_verifier(dtype="float32"), load_verifier(dtype="bfloat16")
     assert v.scale_id != f32.scale_id and b16.scale_id == f32.scale_id
+    # Another int8 graph (session 31 skipped a fusion that moved its scores) is another
+    # scale; the same one keeps its id.
+    import validators.onnx_forward
+
+    assert type(v)(v.model).scale_id == v.scale_id
+    settings_env.setattr(validators.onnx_forward, "INT8_SESSION_VERSION", 1)
+    assert type(v)(v.model).scale_id != v.scale_id
 
 
 def test_when_autos_int8_graph_fails_float32_serves_and_an_explicit_int8_refuses(

@@ -161,3 +161,44 @@ def test_int8_products_do_not_saturate_on_any_cpu() -> None:
     scale = np.abs(x).sum(axis=1, keepdims=True)  # the largest a product could be
     # quantization error is ~0.05% of that bound; saturated sums were 3.5% on an AVX2 EPYC
     assert (np.abs(got - want) / scale).max() < 0.005
+
+
+def test_int8_sessions_skip_the_slow_skip_layer_norm_fusion(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # ONNX Runtime fuses the int8 graphs' residual Add + LayerNormalization into a
+    # SkipLayerNormalization whose CPU kernel was ~5x slower than the two ops
+    # (onnx_forward.INT8_DISABLED_OPTIMIZERS); the verifier's int8 sessions skip it.
+    import onnx
+    import onnxruntime as ort
+
+    real = ort.InferenceSession
+    opened: list[tuple[bytes, dict[str, Any]]] = []
+
+    def recording(graph: bytes, options: Any, **kwargs: Any) -> Any:
+        if "disabled_optimizers" in kwargs:  # the verifier's own sessions, not the quantizer's
+            opened.append((graph, kwargs))
+        return real(graph, options, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", recording)
+    PairVerifier(cache_size=0, zh=False, dtype="int8")
+    (graph, kwargs), *_ = opened
+    assert kwargs["disabled_optimizers"] == ["SkipLayerNormFusion"]
+
+    def fused_ops(**extra: Any) -> list[str]:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        path = tmp_path / f"optimized{len(list(tmp_path.iterdir()))}.onnx"
+        options.optimized_model_filepath = str(path)
+        real(graph, options, providers=["CPUExecutionProvider"], **extra)
+        return [node.op_type for node in onnx.load(str(path)).graph.node]
+
+    served = fused_ops(disabled_optimizers=kwargs["disabled_optimizers"])
+    assert "SkipLayerNormalization" not in served and "DynamicQuantizeMatMul" in served
+    # Control: the same graph with ONNX Runtime's defaults does get the fusion.
+    assert "SkipLayerNormalization" in fused_ops()
+    # The float32 graphs are opened as before.
+    opened.clear()
+    PairVerifier(cache_size=0, zh=False, dtype="float32", backend="onnx")
+    assert opened and all(kw["disabled_optimizers"] is None for _, kw in opened)

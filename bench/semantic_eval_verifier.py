@@ -52,6 +52,7 @@ from bench.verifier_pairs import VPair, report_lang
 from gateway.verification import retrieval_threshold_for
 from semantic.question import normalize_question
 from validators import Validator, ValidatorError
+from validators.onnx_forward import INT8_SESSION_VERSION
 from validators.verifier import DEFAULT_TARGET_MISFIRE, MODEL_DIR, PairVerifier
 from validators.verifier_dtype import DTYPES, Dtype
 
@@ -113,8 +114,11 @@ def verifier_scores(verifier: PairVerifier, pairs: Sequence[VPair]) -> np.ndarra
     per digest of the weights and the Chinese model file: the scores depend on those alone,
     the cut on the calibration, so a new calibration reuses them."""
     head = verifier.zh_model_file  # the Chinese path's own weights (and score map)
-    # The English compute dtype too, except float32 (whose files predate the option).
+    # The English compute dtype too, except float32 (whose files predate the option),
+    # and for int8 the sessions' version (another int8 graph scores differently).
     dtype = b"" if verifier.dtype == "float32" else verifier.dtype.encode()
+    if verifier.dtype == "int8":
+        dtype += f".{INT8_SESSION_VERSION}".encode()
     digest = hashlib.sha256(
         verifier.meta["weights_sha256"].encode() + (head.read_bytes() if head else b"") + dtype
     ).hexdigest()

@@ -10,7 +10,8 @@ verifier opens it ("served"), plus its float32 graph, and the three run interlea
 call by call on those arrays, one thread. Reported per language: p50 per call and per
 pair, the ratio, and the logit differences between the two int8 sessions and from
 each to float32 (int8's own noise, which the fusion should neither add to nor take
-from).
+from), and how far the pair probabilities moved (before the Chinese map onto the
+common scale).
 
     .venv/bin/python bench/verifier_int8_fusion.py [--calls 60] [--rounds 3]
 
@@ -121,6 +122,14 @@ def compare(
         "served_vs_fused": diff("served", "fused"),
         "fused_vs_float32": diff("fused", "float32"),
         "served_vs_float32": diff("served", "float32"),
+    }
+    prob = {name: 1.0 / (1.0 + np.exp(-v)) for name, v in flat.items()}
+    moved = np.abs(prob["served"] - prob["fused"])
+    out["probability_difference"] = {
+        "served_vs_fused": {
+            "mean": round(float(moved.mean()), 5),
+            "max": round(float(moved.max()), 4),
+        }
     }
     out["pairs"] = int(flat["fused"].size)
     return out

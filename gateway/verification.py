@@ -31,7 +31,7 @@ from gateway.calibration import CutInForce
 from gateway.calibrator import Calibrator
 from gateway.policy import TenantPolicy
 from gateway.settings import get_settings
-from gateway.verifier_choice import resolve_dtype, resolve_zh_precision
+from gateway.verifier_choice import int8_fallback, resolve_dtype, resolve_zh_precision
 from semantic import SemanticPolicy
 from semantic.embedder_base import TextEmbedder
 from semantic.embedder_e5 import E5_MODEL_NAME
@@ -150,10 +150,10 @@ def load_verifier(
 
     ``cache_size``: verdicts remembered (None: ``CACHEGATE_VERIFIER_CACHE_SIZE``);
     ``dtype``: of its English matrix products (None: ``CACHEGATE_VERIFIER_DTYPE``);
-    "auto" is resolved by gateway/verifier_choice.py (bfloat16 where the CPU computes it
-    natively, else int8 where ONNX Runtime's int8 kernels run, else float32) and the
-    choice is logged with its reason; the verifier reads the calibration of the dtype
-    it runs in.
+    "auto" is resolved by gateway/verifier_choice.py (bfloat16 where the CPU has AMX,
+    else int8 where ONNX Runtime's int8 kernels run, else bfloat16 where native, else
+    float32) and the choice is logged with its reason; the verifier reads the
+    calibration of the dtype it runs in.
     The verdict cache holds scores only, never an answer, and keeps them per
     partition (the cache passes its partition key as the scope), so a tenant
     cannot learn from a fast answer that another tenant scored the same pair."""
@@ -192,9 +192,10 @@ def load_verifier(
         if name != "auto" or chosen != "int8":
             raise  # an explicit choice that cannot run refuses to start
         # auto's int8 graph failed (export, quantizer, its probe check): auto chose it
-        # for speed only, so float32 with its own calibration serves instead.
-        log.warning("%s; the verifier computes in float32 instead", exc)
-        chosen, reason = "float32", f"the int8 graph failed ({reason})"
+        # for speed only, so the next choice serves, with its own calibration.
+        fallback = int8_fallback(settings.verifier_backend)
+        log.warning("%s; the verifier computes in %s instead", exc, fallback)
+        chosen, reason = fallback, f"the int8 graph failed ({reason})"
         model = load(chosen)
     gateway_verifier = GatewayVerifier(model)
     log.info(

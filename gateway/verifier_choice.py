@@ -6,14 +6,15 @@ Every choice reads its own shipped calibration, so the tenant's misfire bound ho
 in each; what differs is speed and how many paraphrases the cut keeps. English, a
 batch of five pairs (bench/results/verifier_backends_*.json):
 
-* bfloat16 where the CPU has AMX: the fastest there (3.8-4.2 ms a pair);
+* bfloat16 where the CPU has AMX: within the 5 ms goal there (3.8-4.2 ms a pair) and
+  float32's ranking (English int8 was never timed on AMX);
 * int8 (ONNX Runtime, 7-bit weights: the same scores on every x86 CPU) where the
   CPU has its u8s8 kernels (:data:`INT8_CPU_FLAGS`), ONNX Runtime runs the verifier
   and the int8 calibration is shipped. That includes CPUs with AVX512-BF16 but no
-  AMX (AMD Zen 4), where bfloat16 is native but int8 on VNNI is about twice as fast:
-  3.88 against 7.37 ms a pair (verifier_backends_epyc_zen4.json; 5.4 against 9.0 in
-  session 17's ``--forward`` bench), the difference between meeting the 5 ms goal
-  and missing it, for 0.7 points of paraphrase recall at the same misfire bound;
+  AMX (AMD Zen 4), where bfloat16 is native but int8 on VNNI was 1.7-1.9x faster in
+  every same-run comparison: 3.88 against 7.37 ms a pair
+  (verifier_backends_epyc_zen4.json; 5.4 against 9.0 in session 17's ``--forward``
+  bench), for 0.8 points of paraphrase recall at the same misfire bound;
 * bfloat16 where it is native but int8 cannot run (no int8 calibration, the torch
   backend);
 * float32 elsewhere (emulated bf16 is slower than float32; ARM's int8 kernels were
@@ -107,7 +108,7 @@ def resolve_dtype(
     if bf16 is not None and torch_ok:
         if not fast:
             return "bfloat16", f"{bf16}; not int8: {why}"
-        return "int8", f"{bf16} but no AMX, where int8 is about twice as fast; {why}"
+        return "int8", f"{bf16} but no AMX, where int8 is faster; {why}"
     if bf16 is None:
         no_bf16 = "no native bfloat16 (emulated is slower)"
     else:
@@ -127,3 +128,13 @@ def _en_int8_calibrated() -> bool:
     except (OSError, ValueError):
         return False
     return True
+
+
+def int8_fallback(backend: str, flags: frozenset[str] | None = None) -> Dtype:
+    """What ``auto`` runs when the int8 graph it chose fails at load (export, quantizer,
+    probe check): bfloat16 where the CPU computes it natively and torch may run it
+    (AVX512-BF16 without AMX), else float32."""
+    from prefix.model.dtype import cpu_bf16_reason
+
+    native = cpu_bf16_reason(flags) is not None
+    return "bfloat16" if native and backend != "onnx" else "float32"

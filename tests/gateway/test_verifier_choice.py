@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from gateway.settings import Settings, get_settings
 from gateway.verification import load_verifier
-from gateway.verifier_choice import resolve_dtype, resolve_zh_precision
+from gateway.verifier_choice import int8_fallback, resolve_dtype, resolve_zh_precision
 
 PLAIN = frozenset({"fpu", "sse2", "avx2", "avx512f"})
 #: an x86 CPU before AVX2, or what an ARM CPU's flags look like to this check
@@ -108,6 +108,9 @@ def test_english_auto_is_float32_without_an_int8_calibration_of_these_weights(
     monkeypatch.setattr(validators.verifier, "MODEL_DIR", tmp_path)
     dtype, why = resolve_dtype("auto", "auto", PLAIN)
     assert dtype == "float32" and "no int8 calibration" in why
+    # With native bfloat16 (no AMX) the missing int8 calibration leaves bfloat16.
+    dtype, why = resolve_dtype("auto", "auto", PLAIN | {"avx512_bf16"})
+    assert dtype == "bfloat16" and "no int8 calibration" in why
     stale = json.loads((shipped / CALIBRATION_FILES["int8"]).read_text())
     stale["weights_sha256"] = "0" * 64
     (tmp_path / CALIBRATION_FILES["int8"]).write_text(json.dumps(stale))
@@ -116,6 +119,13 @@ def test_english_auto_is_float32_without_an_int8_calibration_of_these_weights(
     (tmp_path / CALIBRATION_FILES["int8"]).unlink()
     (tmp_path / CALIBRATION_FILES["int8"]).symlink_to(shipped / CALIBRATION_FILES["int8"])
     assert resolve_dtype("auto", "auto", PLAIN)[0] == "int8"
+
+
+def test_a_failed_int8_graph_falls_back_to_native_bfloat16_else_float32() -> None:
+    assert int8_fallback("auto", PLAIN | {"avx512_bf16", "avx512_vnni"}) == "bfloat16"
+    assert int8_fallback("torch", PLAIN | {"avx512_bf16"}) == "bfloat16"
+    assert int8_fallback("auto", PLAIN | {"avx512_vnni"}) == "float32"  # no native bf16
+    assert int8_fallback("onnx", PLAIN | {"avx512_bf16"}) == "float32"  # bf16 is torch's
 
 
 def test_an_explicit_english_dtype_wins_over_the_cpu() -> None:

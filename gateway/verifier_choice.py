@@ -11,7 +11,7 @@ batch of five pairs (bench/results/verifier_backends_*.json):
 * int8 (ONNX Runtime, 7-bit weights: the same scores on every x86 CPU) where the
   CPU has its u8s8 kernels (:data:`INT8_CPU_FLAGS`), ONNX Runtime runs the verifier
   and the int8 calibration is shipped. That includes CPUs with AVX512-BF16 but no
-  AMX (AMD Zen 4), where bfloat16 is native but int8 on VNNI was 1.7-1.9x faster in
+  AMX (AMD Zen 4), where bfloat16 is native but int8 on VNNI was 1.6-1.9x faster in
   every same-run comparison: 3.88 against 7.37 ms a pair
   (verifier_backends_epyc_zen4.json; 5.4 against 9.0 in session 17's ``--forward``
   bench), for 0.8 points of paraphrase recall at the same misfire bound;

@@ -25,6 +25,15 @@ from validators.verify_batcher import Row
 
 #: Rows per padded forward, after sorting by length (bench/verifier_latency.py).
 FORWARD_CHUNK = 8
+#: Rows per forward of the int8 graph: one. ONNX Runtime quantizes each product's
+#: activations per tensor at run time, with one scale for the whole batch, so in a
+#: shared forward a pair's int8 score moved with the other pairs beside it (by 0.02
+#: on average, up to 0.10, over 150 BANKING77 pairs beside four others; float32: 0),
+#: and the batcher puts concurrent lookups, other tenants' too, into one forward.
+#: Alone, a pair's score is a function of the pair (and exact when remembered); the
+#: padding a shared forward needed is saved, so it costs about as much
+#: (bench/verifier_int8_rows.py).
+INT8_FORWARD_CHUNK = 1
 #: Pairs of different lengths the ONNX graph must score as torch does (one padded batch
 #: and alone) before it serves: validators/onnx_forward.py.
 PROBE_PAIRS = (
@@ -62,6 +71,8 @@ class EnglishModel:
         self.threads = threads
         self.backend_setting = backend_setting
         self._lock = threading.Lock()
+        #: Rows per padded forward (:data:`INT8_FORWARD_CHUNK` in int8).
+        self.forward_chunk = INT8_FORWARD_CHUNK if dtype == "int8" else FORWARD_CHUNK
         #: float32 products through ONNX Runtime (validators/onnx_forward.py); None: torch.
         self.graph: onnx_forward.OnnxForward | None = self._load_onnx()
 
@@ -125,17 +136,17 @@ class EnglishModel:
     def forward_rows(self, rows: list[Row]) -> list[float]:
         """One logit per (input_ids, token_type_ids) row; the batcher's forward.
 
-        Rows are sorted by length and run in chunks of ``FORWARD_CHUNK``, each padded
-        to its own longest row: one batch padded to the longest of 32 pairs took 1.7x
-        as long (bench/results/verifier_latency_forward.json)."""
+        Rows are sorted by length and run in chunks of ``forward_chunk`` (8; 1 in int8),
+        each padded to its own longest row: one batch padded to the longest of 32 pairs
+        took 1.7x as long (bench/results/verifier_latency_forward.json)."""
         order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
         logits = [0.0] * len(rows)
         with self._lock:
             previous = torch.get_num_threads()
             torch.set_num_threads(self.threads)
             try:
-                for start in range(0, len(order), FORWARD_CHUNK):
-                    chunk = order[start : start + FORWARD_CHUNK]
+                for start in range(0, len(order), self.forward_chunk):
+                    chunk = order[start : start + self.forward_chunk]
                     for i, z in zip(chunk, self.forward([rows[i] for i in chunk]), strict=True):
                         logits[i] = z
             finally:

@@ -88,7 +88,7 @@ def test_auto_is_bfloat16_with_amx_or_where_int8_cannot_run(
 def test_auto_with_avx512_bf16_but_no_amx_is_int8(
     settings_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # AMD Zen 4: native bfloat16, but int8 on VNNI measured 1.7-1.9x as fast a pair.
+    # AMD Zen 4: native bfloat16, but int8 on VNNI measured 1.6-1.9x as fast a pair.
     fake_cpu(settings_env, NO_BF16 | {"avx512_bf16", "avx512_vnni"})
     with caplog.at_level(logging.INFO, logger="cachegate.gateway.verification"):
         v = load_verifier()

@@ -2,7 +2,8 @@
 in validators/verifier_en.py): it runs in ONNX Runtime only, reads its own calibration
 (``calibration_int8.json``) and refuses to load without one of its weights (no float32
 fallback: its scores drift by the size of the cuts' margins), decides clear pairs as
-float32 does at each one's own cut, and keeps each cut's promise on its own scores."""
+float32 does at each one's own cut, keeps each cut's promise on its own scores, and
+scores a pair the same whatever pairs share its call (one row per forward)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from validators.verifier import CALIBRATION_FILES, MODEL_DIR, PairVerifier
+from validators.verifier_en import FORWARD_CHUNK, INT8_FORWARD_CHUNK
 from validators.verifier_errors import VerifierModelError
 
 pytestmark = pytest.mark.slow
@@ -101,6 +103,24 @@ def test_int8_scores_move_but_clear_pairs_are_decided_alike(
     # Each at its own cut: the same decision on every clear pair, both ways.
     assert all((x > cut32) == (y > cut8) for x, y in clear), clear
     assert {x > cut32 for x, _ in clear} == {True, False}
+
+
+def test_an_int8_score_does_not_depend_on_the_pairs_beside_it(int8: PairVerifier) -> None:
+    # ONNX Runtime quantizes activations with one scale per batch: in a shared forward
+    # a pair's score moved with its neighbours (another tenant's, through the batcher).
+    # Each int8 row runs alone, so it scores exactly as alone.
+    target, *others = PAIRS[:6]
+    alone = int8.verdicts_for_pairs([target])[0].score
+    beside = int8.verdicts_for_pairs([target, *others])[0].score
+    assert int8.en.forward_chunk == INT8_FORWARD_CHUNK == 1
+    assert beside == alone
+    # Control: with the rows sharing one forward, as before, the neighbours move it.
+    int8.en.forward_chunk = FORWARD_CHUNK
+    try:
+        shared = int8.verdicts_for_pairs([target, *others])[0].score
+        assert shared != alone
+    finally:
+        int8.en.forward_chunk = INT8_FORWARD_CHUNK
 
 
 def model_copy(tmp_path: Path, int8_calibration: str | None) -> Path:

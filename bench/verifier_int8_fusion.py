@@ -7,11 +7,12 @@ given (BANKING77 test questions for English, the translated intent questions for
 Chinese; a query and five candidates, as ``bench/verifier_backends.py``). Each int8
 graph is then opened twice, with ONNX Runtime's default rewrites ("fused") and as the
 verifier opens it ("served"), plus its float32 graph, and the three run interleaved
-call by call on those arrays, one thread. Reported per language: p50 per call and per
-pair, the ratio, and the logit differences between the two int8 sessions and from
-each to float32 (int8's own noise, which the fusion should neither add to nor take
-from), and how far the pair probabilities moved (before the Chinese map onto the
-common scale).
+lookup by lookup on those arrays (a lookup's forwards together: the Chinese graph takes
+a lookup's pairs in one forward, the English int8 graph one pair at a time), one
+thread. Reported per language: p50 per lookup and per pair, the ratio, the logit
+differences between the two int8 sessions and from each to float32 (int8's own noise,
+which the fusion should neither add to nor take from), and how far the pair
+probabilities moved (before the Chinese map onto the common scale).
 
     .venv/bin/python bench/verifier_int8_fusion.py [--calls 60] [--rounds 3]
 
@@ -89,8 +90,11 @@ def captured_verifier() -> Iterator[tuple[PairVerifier, list[tuple[bytes, bytes]
 
 
 def compare(
-    graphs: tuple[bytes, bytes], feeds: list[dict[str, Any]], rounds: int
+    graphs: tuple[bytes, bytes], calls: list[list[dict[str, Any]]], rounds: int
 ) -> dict[str, Any]:
+    """Each lookup's forwards (``calls``: the feeds of one ``score`` call, one forward
+    each; English int8 runs a forward per pair) timed together, three sessions
+    interleaved call by call."""
     float32, int8 = graphs
     sessions = {
         "fused": session(int8, None),
@@ -101,13 +105,13 @@ def compare(
     logits: dict[str, list[np.ndarray]] = {name: [] for name in sessions}
     names = list(sessions)
     for r in range(rounds):
-        for i, feed in enumerate(feeds):
+        for i, feeds in enumerate(calls):
             for name in names if (r + i) % 2 == 0 else names[::-1]:
                 t0 = time.perf_counter_ns()
-                (logit,) = sessions[name].run(None, feed)
+                outs = [sessions[name].run(None, feed)[0] for feed in feeds]
                 times[name].append((time.perf_counter_ns() - t0) / 1e6)
                 if r == 0:
-                    logits[name].append(np.asarray(logit, dtype=np.float64).ravel())
+                    logits[name].extend(np.asarray(o, dtype=np.float64).ravel() for o in outs)
     flat = {name: np.concatenate(v) for name, v in logits.items()}
 
     def diff(a: str, b: str) -> dict[str, float]:
@@ -153,12 +157,18 @@ def main() -> None:
         if len(graphs) != 2:
             raise SystemExit(f"expected the English and the Chinese int8 graph, not {len(graphs)}")
         for lang, texts, built in (("en", en_texts, graphs[0]), ("zh", zh_texts, graphs[1])):
-            inputs.clear()
+            calls = []
             for query, candidates in lookups(texts, args.calls):
+                inputs.clear()
                 verifier.score(query, candidates)
-            feeds = [dict(zip(names, arrays, strict=True)) for names, arrays in inputs]
-            print(f"{lang}: {len(feeds)} forwards x {args.rounds} rounds …", file=sys.stderr)
-            results[lang] = compare(built, feeds, args.rounds)
+                calls.append([dict(zip(names, arrays, strict=True)) for names, arrays in inputs])
+            forwards = sum(len(c) for c in calls)
+            print(
+                f"{lang}: {len(calls)} lookups ({forwards} forwards) x {args.rounds} rounds …",
+                file=sys.stderr,
+            )
+            results[lang] = compare(built, calls, args.rounds)
+            results[lang]["forwards"] = forwards
 
     print("\n| language | fused p50 (ms a call) | served p50 | served / fused |", end="")
     print(" logit diff served vs fused (mean / max) | vs float32: fused / served (mean) |")

@@ -14,7 +14,8 @@ batch of five pairs (bench/results/verifier_backends_*.json):
   AMX (AMD Zen 4), where bfloat16 is native but int8 on VNNI was 1.6-1.9x faster in
   every same-run comparison: 3.88 against 7.37 ms a pair
   (verifier_backends_epyc_zen4.json; 5.4 against 9.0 in session 17's ``--forward``
-  bench), for 0.8 points of paraphrase recall at the same misfire bound;
+  bench), for 1-1.5 points of paraphrase recall at the same misfire bound (50.8%
+  against 52.2% of English calibration positives at the 1% target);
 * bfloat16 where it is native but int8 cannot run (no int8 calibration, the torch
   backend);
 * float32 elsewhere (emulated bf16 is slower than float32; ARM's int8 kernels were

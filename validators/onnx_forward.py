@@ -55,7 +55,8 @@ INT8_DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 #: (gateway/verification.py), so labels scored by another int8 graph do not count: 2
 #: since session 31 skipped the fusion above, which moved English int8 probabilities by
 #: 0.004 on average (at most 0.04; bench/verifier_int8_fusion.py), and ran each English
-#: pair in a forward of its own (validators/verifier_en.py ``INT8_FORWARD_CHUNK``).
+#: pair in a forward of its own (validators/verifier_en.py ``INT8_FORWARD_CHUNK``); both
+#: landed in one release, so one version covers them.
 INT8_SESSION_VERSION = 2
 
 #: What runs a verifier forward: ``auto`` (ONNX Runtime for float32 when installed

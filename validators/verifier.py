@@ -166,8 +166,11 @@ class PairVerifier:
         # (scope, text) -> (its languages,): what foreign_languages said, per tenant
         self._languages: VerdictCache[tuple[frozenset[str] | None]] = VerdictCache(cache_size)
         self._encodings: VerdictCache[Row] = VerdictCache(cache_size)
-        # Concurrent lookups share forwards (validators/verify_batcher.py).
-        self.batcher = VerifyBatcher(self.en.forward_rows, max_batch)
+        # Concurrent lookups share forwards (validators/verify_batcher.py). In int8 each
+        # pair runs alone (verifier_en.INT8_FORWARD_CHUNK), so merging lookups would only
+        # make each wait for the others' forwards: one lookup at a time, in arrival order.
+        rows = max_batch if self.en.forward_chunk > 1 else 1
+        self.batcher = VerifyBatcher(self.en.forward_rows, rows)
         # The Chinese half (validators/verifier_zh_path.py); None: Chinese pairs refused.
         self.zh_path: ChinesePath | None = None
         self.zh_model_file: Path | None = None

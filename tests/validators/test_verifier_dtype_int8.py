@@ -16,6 +16,7 @@ import pytest
 from validators.verifier import CALIBRATION_FILES, MODEL_DIR, PairVerifier
 from validators.verifier_en import FORWARD_CHUNK, INT8_FORWARD_CHUNK
 from validators.verifier_errors import VerifierModelError
+from validators.verify_batcher import DEFAULT_MAX_ROWS
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +106,9 @@ def test_int8_scores_move_but_clear_pairs_are_decided_alike(
     assert {x > cut32 for x, _ in clear} == {True, False}
 
 
-def test_an_int8_score_does_not_depend_on_the_pairs_beside_it(int8: PairVerifier) -> None:
+def test_an_int8_score_does_not_depend_on_the_pairs_beside_it(
+    fp32: PairVerifier, int8: PairVerifier
+) -> None:
     # ONNX Runtime quantizes activations with one scale per batch: in a shared forward
     # a pair's score moved with its neighbours (another tenant's, through the batcher).
     # Each int8 row runs alone, so it scores exactly as alone.
@@ -114,6 +117,9 @@ def test_an_int8_score_does_not_depend_on_the_pairs_beside_it(int8: PairVerifier
     beside = int8.verdicts_for_pairs([target, *others])[0].score
     assert int8.en.forward_chunk == INT8_FORWARD_CHUNK == 1
     assert beside == alone
+    # Nothing to share, so concurrent lookups are not merged either (a merged lookup
+    # would wait for every other's forwards); float32 keeps merging them.
+    assert int8.batcher.max_rows == 1 and fp32.batcher.max_rows == DEFAULT_MAX_ROWS
     # Control: with the rows sharing one forward, as before, the neighbours move it.
     int8.en.forward_chunk = FORWARD_CHUNK
     try:

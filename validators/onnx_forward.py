@@ -45,7 +45,8 @@ MAX_LOGIT_DIFF = 1e-4
 #: graphs), the feed-forward's residual Add + LayerNormalization became one
 #: SkipLayerNormalization whose CPU kernel took 222 us where the two ops take ~45 over
 #: the same [5, 14, 384] activations (ORT 1.32, one thread, an AMD Zen 4 core): without
-#: it an int8 call of five pairs is ~10% faster, English and Chinese alike. The scores
+#: it an int8 forward of five pairs is ~10% faster (a Chinese lookup; English in shared
+#: forwards), a forward of one English pair ~3% (bench/verifier_int8_fusion.py). The scores
 #: move (any rounding change moves the per-tensor activation scale of the next dynamic
 #: quantization) by as much as int8's own noise reshuffles, no closer to or further
 #: from float32, so the int8 calibrations were rescored on this graph (session 31).
@@ -54,9 +55,10 @@ INT8_DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 #: The int8 sessions' version, part of the English int8 score scale's identity
 #: (gateway/verification.py), so labels scored by another int8 graph do not count: 2
 #: since session 31 skipped the fusion above, which moved English int8 probabilities by
-#: 0.004 on average (at most 0.04; bench/verifier_int8_fusion.py), and ran each English
-#: pair in a forward of its own (validators/verifier_en.py ``INT8_FORWARD_CHUNK``); both
-#: landed in one release, so one version covers them.
+#: 0.0016 on average (at most 0.03) as served, and ran each English pair in a forward of
+#: its own (validators/verifier_en.py ``INT8_FORWARD_CHUNK``), which moved them by 0.02
+#: (up to 0.10; bench/verifier_int8_rows.py); both landed in one release, so one version
+#: covers them.
 INT8_SESSION_VERSION = 2
 
 #: What runs a verifier forward: ``auto`` (ONNX Runtime for float32 when installed

@@ -58,6 +58,15 @@ def lookups(texts: list[str], calls: int) -> list[tuple[str, list[str]]]:
     ]
 
 
+def lookup_texts() -> tuple[list[str], list[str]]:
+    """The questions lookups are made of: every 7th BANKING77 test question (English)
+    and every 3rd translated intent question (Chinese)."""
+    with (DATA_DIR / "banking77" / "test.csv").open(newline="", encoding="utf-8") as f:
+        en_texts = [row["text"] for row in csv.DictReader(f)][::7]
+    zh_rows = [json.loads(line) for line in ZH_QUESTIONS.read_text("utf-8").splitlines()]
+    return en_texts, [row["zh"] for row in zh_rows][::3]
+
+
 def calls_to_run(asked: int, supplies: list[int]) -> int:
     """``asked`` calls per variant, or as many as every variant's questions make: each
     variant times the same number of calls (it crashed past the supply before)."""
@@ -71,11 +80,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     started = time.perf_counter()
-
-    with (DATA_DIR / "banking77" / "test.csv").open(newline="", encoding="utf-8") as f:
-        en_texts = [row["text"] for row in csv.DictReader(f)][::7]
-    zh_rows = [json.loads(line) for line in ZH_QUESTIONS.read_text("utf-8").splitlines()]
-    zh_texts = [row["zh"] for row in zh_rows][::3]
+    en_texts, zh_texts = lookup_texts()
 
     print("loading the verifier four ways …", file=sys.stderr, flush=True)
     onnx = PairVerifier(cache_size=0)

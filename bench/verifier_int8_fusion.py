@@ -22,8 +22,6 @@ Writes bench/results/verifier_int8_fusion.json.
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import sys
 import time
 from collections.abc import Iterator
@@ -37,9 +35,8 @@ import numpy as np
 import torch
 
 from bench._common import environment, write_json
-from bench.semantic_data import DATA_DIR
 from bench.semantic_latency_timing import summary
-from bench.verifier_backends import CANDIDATES, ZH_QUESTIONS, lookups
+from bench.verifier_backends import CANDIDATES, lookup_texts, lookups
 from validators import onnx_forward
 from validators.verifier import PairVerifier
 
@@ -146,10 +143,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     started = time.perf_counter()
-    with (DATA_DIR / "banking77" / "test.csv").open(newline="", encoding="utf-8") as f:
-        en_texts = [row["text"] for row in csv.DictReader(f)][::7]
-    zh_rows = [json.loads(line) for line in ZH_QUESTIONS.read_text("utf-8").splitlines()]
-    zh_texts = [row["zh"] for row in zh_rows][::3]
+    en_texts, zh_texts = lookup_texts()
 
     print("loading the int8 verifier …", file=sys.stderr, flush=True)
     results: dict[str, Any] = {}

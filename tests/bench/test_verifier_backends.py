@@ -4,14 +4,12 @@ pairs, the ratios and the score differences between the backends recorded."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-import bench._common
 from bench import verifier_backends
+from tests.bench.bench_main import run_main
 from validators.onnx_forward import MAX_LOGIT_DIFF
 
 pytestmark = pytest.mark.slow
@@ -20,13 +18,8 @@ pytestmark = pytest.mark.slow
 def test_bench_times_both_backends_and_records_their_agreement(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bench._common, "RESULTS", tmp_path)
-    monkeypatch.setattr(sys, "argv", ["verifier_backends.py", "--calls", "3", "--name", "t"])
-    threads = torch.get_num_threads()
-    try:
-        verifier_backends.main()
-    finally:
-        torch.set_num_threads(threads)  # main() runs the bench on one thread
+    argv = ["verifier_backends.py", "--calls", "3", "--name", "t"]
+    run_main(verifier_backends.main, argv, tmp_path, monkeypatch)
     payload = json.loads((tmp_path / "t.json").read_text())
     results = payload["results"]
     for name in (

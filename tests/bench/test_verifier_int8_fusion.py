@@ -4,14 +4,12 @@ timed fused and as served on real lookups, beside float32, with their difference
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-import bench._common
 from bench import verifier_int8_fusion
+from tests.bench.bench_main import run_main
 from validators.onnx_quantize import MAX_INT8_LOGIT_DIFF
 
 pytestmark = pytest.mark.slow
@@ -20,14 +18,8 @@ pytestmark = pytest.mark.slow
 def test_bench_times_both_sessions_and_records_their_differences(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bench._common, "RESULTS", tmp_path)
     argv = ["verifier_int8_fusion.py", "--calls", "3", "--rounds", "1"]
-    monkeypatch.setattr(sys, "argv", argv)
-    threads = torch.get_num_threads()
-    try:
-        verifier_int8_fusion.main()
-    finally:
-        torch.set_num_threads(threads)  # main() runs the bench on one thread
+    run_main(verifier_int8_fusion.main, argv, tmp_path, monkeypatch)
     payload = json.loads((tmp_path / "verifier_int8_fusion.json").read_text())
     assert payload["disabled_optimizers"] == ["SkipLayerNormFusion"]
     for lang in ("en", "zh"):

@@ -1,7 +1,9 @@
 """The gateway's verifier with batching and the verdict cache, through the semantic
 cache's fail-closed ``verify``: a forward that fails while lookups wait on it makes
 every one of them ``verifier_error`` (a miss, never a hit), and nothing it did not
-compute is remembered. The cache size comes from the settings."""
+compute is remembered; in int8, where each pair runs alone and lookups are not merged,
+each waiting lookup's own forward fails it the same way. The cache size comes from the
+settings."""
 
 from __future__ import annotations
 
@@ -27,9 +29,9 @@ QUESTIONS = [
 CANDIDATES = ["I forgot my password, how can I reset it?", "When will my transfer arrive?"]
 
 
-@pytest.fixture(scope="module")
-def verifier() -> GatewayVerifier:
-    return load_verifier(cache_size=100)
+@pytest.fixture(scope="module", params=["float32", "int8"])
+def verifier(request: pytest.FixtureRequest) -> GatewayVerifier:
+    return load_verifier(cache_size=100, dtype=request.param)
 
 
 @pytest.fixture
@@ -66,7 +68,10 @@ def test_a_failed_batched_forward_is_a_miss_for_every_waiting_lookup(
         release.set()
         results = [first.result(10)] + [f.result(10) for f in rest]
     assert results == [(None, VERIFIER_ERROR)] * len(QUESTIONS)
-    assert len(calls) == 2  # the leader's forward, then one batched forward for the rest
+    if model.dtype == "int8":
+        assert len(calls) == len(QUESTIONS)  # one lookup a forward, each failed closed
+    else:
+        assert len(calls) == 2  # the leader's forward, then one batched forward for the rest
     assert len(model.cache) == 0  # nothing remembered from a failed forward
     monkeypatch.undo()
     scores, failure = verify(verifier, QUESTIONS[0], CANDIDATES)

@@ -7,8 +7,9 @@ This bench measures what that costs and what scoring each pair alone costs:
 
 * **dependence**: ``--pairs`` random BANKING77 pairs, each scored alone and as the
   first of five pairs in one forward (four other random pairs), in int8 and, as the
-  control, in float32: the probability moves and the decisions that change at the
-  shipped 1% cut;
+  control, in float32, and in bfloat16 where the CPU computes it natively (it still
+  shares forwards, padding moves it): the probability and logit moves and the
+  decisions that change at the shipped 1% cut;
 * **speed**: ``score(query, 5 distinct candidates)`` calls (as
   bench/verifier_backends.py), verdict cache off, with the rows in chunks of 8 (one
   forward, as before) and one at a time (as served), interleaved call by call.
@@ -37,6 +38,7 @@ from bench._common import environment, write_json
 from bench.semantic_data import DATA_DIR
 from bench.semantic_latency_timing import summary
 from bench.verifier_backends import CANDIDATES, lookups
+from prefix.model.dtype import resolve_dtype
 from validators.verifier import DEFAULT_TARGET_MISFIRE, PairVerifier
 from validators.verifier_en import FORWARD_CHUNK
 
@@ -56,10 +58,19 @@ def dependence(verifier: PairVerifier, texts: list[str], n: int, seed: int) -> d
     x, y = np.asarray(alone), np.asarray(shared)
     cut = verifier.cut_for(DEFAULT_TARGET_MISFIRE)
     moved = np.abs(x - y)
+    eps = 1e-12  # a score of exactly 0 or 1 has no finite logit
+
+    def logit(p: np.ndarray) -> np.ndarray:
+        p = np.clip(p, eps, 1 - eps)
+        return np.log(p / (1 - p))
+
+    logits = np.abs(logit(x) - logit(y))
     return {
         "pairs": n,
-        "mean": round(float(moved.mean()), 5),
-        "max": round(float(moved.max()), 4),
+        "mean": round(float(moved.mean()), 6),
+        "max": round(float(moved.max()), 5),
+        "logit_mean": round(float(logits.mean()), 5),
+        "logit_max": round(float(logits.max()), 4),
         "decisions_changed_at_cut": int(((x > cut) != (y > cut)).sum()),
         "cut": cut,
     }
@@ -87,6 +98,9 @@ def main() -> None:
     int8.en.forward_chunk = served_chunk
     out["dependence_served_int8"] = dependence(int8, texts, args.pairs, 0)
     out["dependence_float32_control"] = dependence(float32, texts, args.pairs, 0)
+    if resolve_dtype("auto", "cpu")[0] == torch.bfloat16:  # native here: measured
+        bf16 = PairVerifier(cache_size=0, zh=False, dtype="bfloat16")
+        out["dependence_bfloat16"] = dependence(bf16, texts, args.pairs, 0)
 
     calls = lookups(texts[::7], args.calls)
     int8.score(*calls[0])  # warm-up
@@ -113,7 +127,9 @@ def main() -> None:
     print(f"one row each / chunks of 8: x{out['one_row_over_chunks_p50']}")
     for key in ("dependence_shared_forward_int8", "dependence_served_int8"):
         print(f"{key}: {out[key]}")
-    print(f"dependence_float32_control: {out['dependence_float32_control']}")
+    for key in ("dependence_float32_control", "dependence_bfloat16"):
+        if key in out:
+            print(f"{key}: {out[key]}")
     write_json(
         "verifier_int8_rows",
         {

@@ -31,7 +31,7 @@ FORWARD_CHUNK = 8
 #: on average, up to 0.10, over 150 BANKING77 pairs beside four others; float32: 0),
 #: and the batcher puts concurrent lookups, other tenants' too, into one forward.
 #: Alone, a pair's score is a function of the pair (and exact when remembered); the
-#: padding a shared forward needed is saved, so a lookup costs only x1.08-1.18 as much
+#: padding a shared forward needed is saved, so a lookup cost x0.97-1.18 as much in three runs
 #: (bench/verifier_int8_rows.py).
 INT8_FORWARD_CHUNK = 1
 #: Pairs of different lengths the ONNX graph must score as torch does (one padded batch

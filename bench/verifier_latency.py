@@ -27,6 +27,8 @@ writes bench/results/verifier_latency_forward.json:
                of ``FORWARD_CHUNK`` (the new one), in float32, bfloat16 (autocast;
                every weight cast; the linear layers only, which is
                ``CACHEGATE_VERIFIER_DTYPE=bfloat16``) and int8 dynamic quantization
+               (torch's, and ONNX Runtime's graph in chunks and, as it serves since
+               session 31, one pair a forward: ``int8_onnx_rows_of_1``)
   score_drift_vs_fp32   each variant's score differences from float32 over 600
                pairs, and the decisions flipped at the default cut
   concurrent   ``--clients`` threads each verifying a 5-candidate lookup at once,

@@ -23,7 +23,7 @@ from bench.semantic_data import DATA_DIR, load_banking77
 from validators import onnx_forward
 from validators.verifier import PairVerifier
 from validators.verifier_dtype import apply_dtype
-from validators.verifier_en import FORWARD_CHUNK, PROBE_PAIRS
+from validators.verifier_en import FORWARD_CHUNK, INT8_FORWARD_CHUNK, PROBE_PAIRS
 from validators.verify_batcher import Row
 
 BATCHES = (1, 5, 32)
@@ -100,16 +100,20 @@ def variants(verifier: PairVerifier) -> dict[str, Callable[[list[Row]], list[flo
         bound = onnx_forward.Bound(fp32, logits)
         return onnx_forward.build(bound, names, verifier.threads, probes, int8=int8)
 
-    def through(onnx: onnx_forward.OnnxForward) -> Callable[[list[Row]], list[float]]:
+    def through(
+        onnx: onnx_forward.OnnxForward, chunk: int = FORWARD_CHUNK
+    ) -> Callable[[list[Row]], list[float]]:
         def run(rows: list[Row]) -> list[float]:
-            verifier.en.graph = onnx
+            before = verifier.en.forward_chunk
+            verifier.en.graph, verifier.en.forward_chunk = onnx, chunk
             try:
                 return verifier.en.forward_rows(rows)
             finally:
-                verifier.en.graph = None
+                verifier.en.graph, verifier.en.forward_chunk = None, before
 
         return run
 
+    int8_graph = graph(int8=True)
     return {
         "fp32_one_padded_batch": one_padded_batch,
         f"fp32_sorted_chunks_of_{FORWARD_CHUNK}": chunked(fp32),
@@ -120,7 +124,10 @@ def variants(verifier: PairVerifier) -> dict[str, Callable[[list[Row]], list[flo
         # ONNX Runtime: float32 (the default where bf16 is not native) and int8 products
         # (7-bit weights, per channel: validators/onnx_quantize.py), not calibrated.
         "fp32_onnx_chunks": through(graph(int8=False)),
-        "int8_onnx_chunks": through(graph(int8=True)),
+        "int8_onnx_chunks": through(int8_graph),
+        # As the verifier serves int8 since session 31: one pair a forward, so a pair's
+        # score does not move with the activations' shared scale (validators/verifier_en.py).
+        f"int8_onnx_rows_of_{INT8_FORWARD_CHUNK}": through(int8_graph, INT8_FORWARD_CHUNK),
     }
 
 

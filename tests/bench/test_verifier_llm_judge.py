@@ -1,0 +1,88 @@
+"""bench/verifier_llm_judge.py: the budgeted cut, the resumable score cache, and a run
+from cached judge scores against the real shipped verifier (the 1.1 GB judge itself
+is not installed by ``make test``; its scores are what the cache holds)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench import verifier_llm_judge as bench
+from bench.verifier_pairs import VPair, save
+
+
+def test_kept_at_budget_serves_at_most_the_budget_of_negatives() -> None:
+    labels = np.array([0] * 200 + [1] * 4)
+    negatives = np.linspace(0.0, 1.0, 200)
+    scores = np.concatenate([negatives, [0.999, 0.996, 0.5, 0.1]])
+    row = bench.kept_at_budget(labels, scores, 0.01)
+    # 1% of 200 negatives: the two highest pass, the third-highest is the cut.
+    assert row["served"] == 0.01
+    assert row["cut"] == pytest.approx(negatives[-3])
+    assert row["kept"] == 0.5  # 0.999 and 0.996 are above it, 0.5 and 0.1 are not
+    # Control: with no budget the cut is the highest negative and neither passes it.
+    none = bench.kept_at_budget(labels, scores, 0.0)
+    assert none["served"] == 0.0 and none["kept"] == 0.0
+
+
+class CountingJudge:
+    """Scores a pair by its lengths, and counts what it was asked (the cache's test)."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        self.asked += pairs
+        return [len(a) / (len(a) + len(b)) for a, b in pairs]
+
+
+def pair(a: str, b: str, label: int, kind: str = "paraphrase") -> VPair:
+    return VPair(a=a, b=b, label=label, kind=kind, lang="en", split="eval", source="test")
+
+
+def test_judge_all_resumes_from_its_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "judge.jsonl"
+    pairs = [pair(f"question {i}", "another question", i % 2) for i in range(5)]
+    first = CountingJudge()
+    out = bench.judge_all(first, pairs[:3], cache, batch=2, deadline=float("inf"))  # type: ignore[arg-type]
+    assert len(first.asked) == 3 and len(out) == 3
+    second = CountingJudge()
+    out = bench.judge_all(second, pairs, cache, batch=2, deadline=float("inf"))  # type: ignore[arg-type]
+    assert second.asked == [(p.a, p.b) for p in pairs[3:]]  # only what the cache lacked
+    assert out[(pairs[0].a, pairs[0].b)] == pytest.approx(10 / 26)
+    assert len(cache.read_text(encoding="utf-8").splitlines()) == 5
+    # Without a judge, missing scores stop the run instead of being skipped silently.
+    with pytest.raises(SystemExit):
+        bench.judge_all(None, [*pairs, pair("new", "pair", 1)], cache, 2, float("inf"))
+
+
+def test_main_from_cached_scores_compares_with_the_shipped_verifier(tmp_path: Path) -> None:
+    texts = [
+        ("How do I reset my PIN?", "how can I change my PIN number", 1),
+        ("my card has not arrived", "when will my new card be delivered", 1),
+        ("what is the exchange rate for euros", "euro exchange rate today", 1),
+        ("How do I top up my account?", "why did my top up fail?", 0),
+        ("How do I freeze my card?", "how do I order a new card", 0),
+        ("can I get a refund", "how long does a transfer take", 0),
+    ]
+    pairs = [pair(a, b, y, "paraphrase" if y else "hard") for a, b, y in texts]
+    save(pairs, tmp_path / "pairs.jsonl")
+    cache = tmp_path / "judge.jsonl"
+    # The cached judge agrees with the labels, so its AUC is 1 whatever the verifier does.
+    with cache.open("w", encoding="utf-8") as f:
+        for p in pairs:
+            f.write(json.dumps({"a": p.a, "b": p.b, "p": 0.9 if p.label else 0.2}) + "\n")
+    out = tmp_path / "result.json"
+    argv = ["--pairs", str(tmp_path / "pairs.jsonl"), "--cache", str(cache), "--out", str(out)]
+    assert bench.main([*argv, "--langs", "en"]) == 0
+    en = json.loads(out.read_text(encoding="utf-8"))["by_lang"]["en"]
+    assert (en["positives"], en["negatives"]) == (3, 3)
+    assert en["judge"]["auc"] == 1.0
+    assert 0.0 <= en["verifier"]["auc"] <= 1.0
+    # Control: a language with no pairs gives no row at all.
+    assert bench.main([*argv, "--langs", "zh"]) == 0
+    assert json.loads(out.read_text(encoding="utf-8"))["by_lang"] == {}

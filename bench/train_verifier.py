@@ -61,6 +61,7 @@ from bench import verifier_card, verifier_eval
 from bench.verifier_cal_sample import calibration_sample
 from bench.verifier_calibrate import calibrate, float32_beside
 from bench.verifier_calibrate_int8 import calibrate_zh_int8, card_section
+from bench.verifier_judge_teacher import judge_targets
 from bench.verifier_pairs import VPair, build_pairs, load, sample_train, save
 from bench.verifier_pairs_topics import training_pairs as topic_pairs
 from bench.verifier_training import TrainConfig, load_base, train
@@ -70,6 +71,7 @@ from validators.verifier_dtype import DTYPES, Dtype
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = ROOT / "data" / "verifier" / "pairs.jsonl"
+JUDGE_CACHE = ROOT / "data" / "verifier" / "judge_train.jsonl"
 # Training pairs per kind (English): enough of each so that no kind is drowned,
 # few enough to train in well under 30 minutes on two shared cores.
 CAPS = {
@@ -199,12 +201,17 @@ def train_and_write(
     args: argparse.Namespace, chosen: Sequence[VPair], cfg: TrainConfig, pairs: Sequence[VPair]
 ) -> tuple[dict[str, float], int]:
     model, tokenizer, base = load_start(args.init_from)
-    stats = train(model, tokenizer, chosen, cfg)
+    targets = judge_targets(chosen, args.teacher_scores, args.teacher_weight)
+    if targets:
+        print(f"train: {len(targets)} pairs with the judge's targets", file=sys.stderr)
+    stats = train(model, tokenizer, chosen, cfg, targets)
     info = {
         "base": base,
         "train": stats,
         "caps": args.caps,
         "topic_pairs": sum(p.source == "topics-en" for p in chosen),
+        "teacher_weight": args.teacher_weight,
+        "taught_pairs": len(targets),
     }
     write_model(args.out, model, tokenizer, {**info, "config": cfg.__dict__})
     return stats, chinese_training_pairs(args.out)
@@ -301,6 +308,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="add the English topic pool (bench/data/en_topic_intents.jsonl; measured in"
         " session 28 without a gain, so not in the shipped recipe)",
+    )
+    ap.add_argument(
+        "--teacher-scores",
+        type=Path,
+        default=JUDGE_CACHE,
+        help="the 1.5B judge's scores of training pairs (bench/verifier_llm_judge.py"
+        " --split train --seed SEED); used with --teacher-weight",
+    )
+    ap.add_argument(
+        "--teacher-weight",
+        type=float,
+        default=0.0,
+        help="train the judged pairs towards (1 - w) * label + w * judge"
+        " (bench/verifier_judge_teacher.py); 0 = labels only, the shipped recipe",
     )
     ap.add_argument(
         "--skip-training",

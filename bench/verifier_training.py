@@ -13,7 +13,7 @@ import math
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,8 +64,12 @@ def train(
     tokenizer: PreTrainedTokenizerBase,
     pairs: Sequence[VPair],
     cfg: TrainConfig,
+    targets: Mapping[tuple[str, str], float] | None = None,
 ) -> dict[str, float]:
-    """Fine-tune in place; stops early (and says so) past ``cfg.max_minutes``."""
+    """Fine-tune in place; stops early (and says so) past ``cfg.max_minutes``.
+    ``targets`` are soft labels by pair (a teacher's, bench/verifier_judge_teacher.py);
+    the other pairs train on their labels."""
+    targets = targets or {}
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
     rng = random.Random(cfg.seed)
@@ -108,7 +112,7 @@ def train(
                 max_length=cfg.max_tokens,
                 return_tensors="pt",
             )
-            labels = torch.tensor([float(p.label) for p in batch])
+            labels = torch.tensor([targets.get((p.a, p.b), float(p.label)) for p in batch])
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
                 logits = model(**enc).logits[:, 0]  # (batch, 1) -> (batch,)
             loss = loss_fn(logits.float(), labels)

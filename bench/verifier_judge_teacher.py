@@ -5,10 +5,14 @@ and appends them to a cache file, one ``{"a", "b", "p"}`` per line; with
 ``--split train --seed S`` it scores exactly the training pairs that
 ``bench/train_verifier.py --seed S`` draws. Those scores then train the verifier as
 
-    target = (1 - w) * label + w * judge(a, b)
+    target = (1 - w) * label + w * calibrated(judge(a, b))
 
 (``bench/train_verifier.py --teacher-scores FILE --teacher-weight w``); pairs the
-judge never scored keep their labels. On the eval split the judge ranks nearest
+judge never scored keep their labels. The judge leans to "yes" (the median hard
+negative of the training split gets P(yes) 0.53), so its raw P(yes) would pull every
+negative up; ``calibrated`` is a logistic map of its logit fitted to the labels of
+the same training pairs (Platt scaling), which keeps the judge's ranking and puts it
+on the labels' scale. On the eval split the judge ranks nearest
 paraphrases against hard negatives about as well as the verifier (AUC 0.891
 against 0.907 in English) and differently: the mean of the two logits ranks them at
 0.929 (bench/results/verifier_llm_judge.json), which is what a teacher needs.
@@ -17,8 +21,12 @@ against 0.907 in English) and differently: the mean of the two logits ranks them
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
 
 from bench.verifier_pairs import VPair
 
@@ -43,10 +51,28 @@ def judge_targets(
     if weight == 0.0:
         return {}
     scores = load_cache(cache)
-    if not scores:
-        raise ValueError(f"no judge scores in {cache}: run bench/verifier_llm_judge.py first")
+    judged = [p for p in pairs if (p.a, p.b) in scores]
+    if not judged:
+        raise ValueError(
+            f"no judge scores of these pairs in {cache}: run bench/verifier_llm_judge.py"
+        )
+    mapped = platt([scores[(p.a, p.b)] for p in judged], [p.label for p in judged])
     return {
-        (p.a, p.b): (1.0 - weight) * p.label + weight * scores[(p.a, p.b)]
-        for p in pairs
-        if (p.a, p.b) in scores
+        (p.a, p.b): (1.0 - weight) * p.label + weight * m
+        for p, m in zip(judged, mapped, strict=True)
     }
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+def platt(scores: Sequence[float], labels: Sequence[int]) -> list[float]:
+    """``scores`` mapped by the logistic curve of their logit that best fits ``labels``
+    (monotone: the order of the scores is kept). Needs both labels among them."""
+    if len(set(labels)) < 2:
+        raise ValueError("calibrating the judge needs positive and negative pairs")
+    x = np.array([[_logit(s)] for s in scores])
+    fit = LogisticRegression(C=1e6).fit(x, np.array(labels))
+    return [float(v) for v in fit.predict_proba(x)[:, 1]]

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from bench.train_verifier import load_start
-from bench.verifier_judge_teacher import judge_targets, load_cache
+from bench.verifier_judge_teacher import judge_targets, load_cache, platt
 from bench.verifier_pairs import VPair
 from bench.verifier_training import TrainConfig, train
 
@@ -34,15 +35,17 @@ def write_cache(path: Path, scores: dict[int, float]) -> None:
             f.write(json.dumps({"a": PAIRS[i].a, "b": PAIRS[i].b, "p": p}) + "\n")
 
 
-def test_targets_mix_label_and_judge_for_the_scored_pairs_only(tmp_path: Path) -> None:
+def test_targets_mix_label_and_calibrated_judge_for_the_scored_pairs_only(
+    tmp_path: Path,
+) -> None:
     cache = tmp_path / "judge.jsonl"
-    write_cache(cache, {0: 0.2, 2: 0.9})
+    write_cache(cache, {0: 0.9, 1: 0.6, 2: 0.7})  # pair 3 was never judged
+    mapped = platt([0.9, 0.6, 0.7], [1, 1, 0])
     targets = judge_targets(PAIRS, cache, 0.5)
-    assert targets == {
-        (PAIRS[0].a, PAIRS[0].b): pytest.approx(0.6),  # 0.5 * 1 + 0.5 * 0.2
-        (PAIRS[2].a, PAIRS[2].b): pytest.approx(0.45),  # 0.5 * 0 + 0.5 * 0.9
-    }
-    assert judge_targets(PAIRS, cache, 1.0)[(PAIRS[2].a, PAIRS[2].b)] == pytest.approx(0.9)
+    assert set(targets) == {(p.a, p.b) for p in PAIRS[:3]}
+    for i in range(3):
+        want = 0.5 * PAIRS[i].label + 0.5 * mapped[i]
+        assert targets[(PAIRS[i].a, PAIRS[i].b)] == pytest.approx(want)
     assert judge_targets(PAIRS, cache, 0.0) == {}
     for bad in (-0.1, 1.5):
         with pytest.raises(ValueError, match="teacher weight"):
@@ -50,6 +53,20 @@ def test_targets_mix_label_and_judge_for_the_scored_pairs_only(tmp_path: Path) -
     with pytest.raises(ValueError, match="no judge scores"):
         judge_targets(PAIRS, tmp_path / "missing.jsonl", 0.5)
     assert load_cache(tmp_path / "missing.jsonl") == {}
+
+
+def test_platt_keeps_the_order_and_pulls_a_yes_leaning_judge_to_the_labels() -> None:
+    negatives, positives = [0.5, 0.6, 0.85, 0.55], [0.55, 0.8, 0.9, 0.95]
+    mapped = platt(negatives + positives, [0] * 4 + [1] * 4)
+    assert (
+        np.argsort(mapped, kind="stable").tolist()
+        == np.argsort(negatives + positives, kind="stable").tolist()
+    )
+    # Raw, the negatives average 0.625 "yes"; mapped, they sit below one half.
+    assert np.mean(mapped[:4]) < 0.5 < np.mean(mapped[4:])
+    assert np.mean(mapped[:4]) < np.mean(negatives)
+    with pytest.raises(ValueError, match="positive and negative"):
+        platt([0.2, 0.4], [1, 1])
 
 
 def trained(targets: dict[tuple[str, str], float] | None) -> dict[str, torch.Tensor]:

@@ -61,7 +61,7 @@ from bench import verifier_card, verifier_eval
 from bench.verifier_cal_sample import calibration_sample
 from bench.verifier_calibrate import calibrate, float32_beside
 from bench.verifier_calibrate_int8 import calibrate_zh_int8, card_section
-from bench.verifier_judge_teacher import judge_targets
+from bench.verifier_judge_teacher import judge_targets, load_cache
 from bench.verifier_pairs import VPair, build_pairs, load, sample_train, save
 from bench.verifier_pairs_topics import training_pairs as topic_pairs
 from bench.verifier_training import TrainConfig, load_base, train
@@ -203,7 +203,17 @@ def train_and_write(
     model, tokenizer, base = load_start(args.init_from)
     targets = judge_targets(chosen, args.teacher_scores, args.teacher_weight)
     if targets:
-        print(f"train: {len(targets)} pairs with the judge's targets", file=sys.stderr)
+        judged = len(load_cache(args.teacher_scores))
+        print(
+            f"train: {len(targets)} pairs with the judge's targets, of {judged} it scored",
+            file=sys.stderr,
+        )
+        if len(targets) < judged:
+            print(
+                "train: warning: the judge scored pairs this sample lacks (another --seed"
+                " or --cap than bench/verifier_llm_judge.py --split train had?)",
+                file=sys.stderr,
+            )
     stats = train(model, tokenizer, chosen, cfg, targets)
     info = {
         "base": base,

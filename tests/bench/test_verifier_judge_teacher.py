@@ -53,6 +53,15 @@ def test_targets_mix_label_and_calibrated_judge_for_the_scored_pairs_only(
     with pytest.raises(ValueError, match="no judge scores"):
         judge_targets(PAIRS, tmp_path / "missing.jsonl", 0.5)
     assert load_cache(tmp_path / "missing.jsonl") == {}
+    # The cache's orientation is the pair's: a pair judged the other way round is not it.
+    flipped = tmp_path / "flipped.jsonl"
+    flipped.write_text(json.dumps({"a": PAIRS[3].b, "b": PAIRS[3].a, "p": 0.9}) + "\n")
+    with pytest.raises(ValueError, match="no judge scores"):
+        judge_targets(PAIRS, flipped, 0.5)
+    # One text pair with two labels cannot have one target.
+    twice = [*PAIRS, pair(PAIRS[0].a, PAIRS[0].b, 0)]
+    with pytest.raises(ValueError, match="share their texts"):
+        judge_targets(twice, cache, 0.5)
 
 
 def test_platt_keeps_the_order_and_pulls_a_yes_leaning_judge_to_the_labels() -> None:

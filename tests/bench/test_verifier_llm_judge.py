@@ -10,9 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.metrics import roc_auc_score
 
 from bench import verifier_llm_judge as bench
+from bench.train_verifier import training_set
 from bench.verifier_pairs import VPair, save
+from validators.verifier import PairVerifier
 
 
 def test_kept_at_budget_serves_at_most_the_budget_of_negatives() -> None:
@@ -40,8 +43,8 @@ class CountingJudge:
         return [len(a) / (len(a) + len(b)) for a, b in pairs]
 
 
-def pair(a: str, b: str, label: int, kind: str = "paraphrase") -> VPair:
-    return VPair(a=a, b=b, label=label, kind=kind, lang="en", split="eval", source="test")
+def pair(a: str, b: str, label: int, kind: str = "paraphrase", split: str = "eval") -> VPair:
+    return VPair(a=a, b=b, label=label, kind=kind, lang="en", split=split, source="test")
 
 
 def test_judge_all_resumes_from_its_cache(tmp_path: Path) -> None:
@@ -82,7 +85,68 @@ def test_main_from_cached_scores_compares_with_the_shipped_verifier(tmp_path: Pa
     en = json.loads(out.read_text(encoding="utf-8"))["by_lang"]["en"]
     assert (en["positives"], en["negatives"]) == (3, 3)
     assert en["judge"]["auc"] == 1.0
-    assert 0.0 <= en["verifier"]["auc"] <= 1.0
+    # The verifier's column is the shipped verifier's own ranking of the same pairs.
+    scores = [
+        v.score
+        for v in PairVerifier(dtype="float32").verdicts_for_pairs([(a, b) for a, b, _ in texts])
+    ]
+    want = roc_auc_score([y for _, _, y in texts], scores)
+    assert en["verifier"]["auc"] == pytest.approx(want, abs=1e-4)
     # Control: a language with no pairs gives no row at all.
     assert bench.main([*argv, "--langs", "zh"]) == 0
+    assert json.loads(out.read_text(encoding="utf-8"))["by_lang"] == {}
+
+
+def train_pairs() -> list[VPair]:
+    out = [
+        pair(f"how do I do thing {i}", f"doing thing {i}", 1, "paraphrase", "train")
+        for i in range(6)
+    ]
+    out += [pair(f"how do I do thing {i}", f"undo thing {i}", 0, "hard", "train") for i in range(6)]
+    out += [pair(f"thing {i}", f"weather {i}", 0, "unrelated", "train") for i in range(3)]
+    return out
+
+
+def test_the_train_split_judges_what_training_draws_kinds_taking_turns() -> None:
+    pairs = train_pairs()
+    kinds = {"paraphrase", "hard"}
+    chosen = bench.choose_pairs(
+        pairs,
+        "train",
+        per_kind=1,
+        seed=7,
+        caps={"paraphrase": 4, "hard": 3},
+        langs={"en"},
+        kinds=kinds,
+    )
+    drawn = [p for p in training_set(pairs, 7, {"paraphrase": 4, "hard": 3}) if p.kind in kinds]
+    assert sorted(chosen, key=str) == sorted(drawn, key=str)
+    # Taking turns: a run cut after any prefix has judged both kinds about alike.
+    assert [p.kind for p in chosen] == ["hard", "paraphrase"] * 3 + ["paraphrase"]
+    # Control: another seed draws other pairs (what the trainer's warning is for).
+    other = bench.choose_pairs(
+        pairs,
+        "train",
+        per_kind=1,
+        seed=8,
+        caps={"paraphrase": 4, "hard": 3},
+        langs={"en"},
+        kinds=kinds,
+    )
+    assert sorted(other, key=str) != sorted(chosen, key=str)
+
+
+def test_a_train_split_run_fills_the_cache_and_writes_no_report(tmp_path: Path) -> None:
+    pairs = train_pairs()
+    save(pairs, tmp_path / "pairs.jsonl")
+    cache = tmp_path / "judge_train.jsonl"
+    with cache.open("w", encoding="utf-8") as f:
+        for p in pairs:
+            f.write(json.dumps({"a": p.a, "b": p.b, "p": 0.5}) + "\n")
+    out = tmp_path / "report.json"
+    argv = ["--pairs", str(tmp_path / "pairs.jsonl"), "--cache", str(cache), "--out", str(out)]
+    assert bench.main([*argv, "--split", "train", "--langs", "en"]) == 0
+    assert not out.exists()
+    # Control: the eval split of the same file (none here) does write its report.
+    assert bench.main([*argv, "--langs", "en"]) == 0
     assert json.loads(out.read_text(encoding="utf-8"))["by_lang"] == {}

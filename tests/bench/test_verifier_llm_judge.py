@@ -107,33 +107,25 @@ def train_pairs() -> list[VPair]:
     return out
 
 
+CAPS = {"paraphrase": 4, "hard": 3}
+KINDS = {"paraphrase", "hard"}
+
+
+def judged_for_training(pairs: list[VPair], seed: int) -> list[VPair]:
+    return bench.choose_pairs(
+        pairs, "train", per_kind=1, seed=seed, caps=CAPS, langs={"en"}, kinds=KINDS
+    )
+
+
 def test_the_train_split_judges_what_training_draws_kinds_taking_turns() -> None:
     pairs = train_pairs()
-    kinds = {"paraphrase", "hard"}
-    chosen = bench.choose_pairs(
-        pairs,
-        "train",
-        per_kind=1,
-        seed=7,
-        caps={"paraphrase": 4, "hard": 3},
-        langs={"en"},
-        kinds=kinds,
-    )
-    drawn = [p for p in training_set(pairs, 7, {"paraphrase": 4, "hard": 3}) if p.kind in kinds]
+    chosen = judged_for_training(pairs, 7)
+    drawn = [p for p in training_set(pairs, 7, CAPS) if p.kind in KINDS]
     assert sorted(chosen, key=str) == sorted(drawn, key=str)
     # Taking turns: a run cut after any prefix has judged both kinds about alike.
     assert [p.kind for p in chosen] == ["hard", "paraphrase"] * 3 + ["paraphrase"]
     # Control: another seed draws other pairs (what the trainer's warning is for).
-    other = bench.choose_pairs(
-        pairs,
-        "train",
-        per_kind=1,
-        seed=8,
-        caps={"paraphrase": 4, "hard": 3},
-        langs={"en"},
-        kinds=kinds,
-    )
-    assert sorted(other, key=str) != sorted(chosen, key=str)
+    assert sorted(judged_for_training(pairs, 8), key=str) != sorted(chosen, key=str)
 
 
 def test_a_train_split_run_fills_the_cache_and_writes_no_report(tmp_path: Path) -> None:

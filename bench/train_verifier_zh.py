@@ -18,9 +18,13 @@ what "same answer" means across the many intents Chinese has few of). The
 calibration and evaluation splits are never trained on (split by intent / PAWS-X
 sentence, bench/verifier_pairs.py). ``--topics`` adds a draw of the Chinese topic pool
 (bench/verifier_pairs_topics.py: intents of other domains, written in Chinese, in the
-training split only). The run ends with each split's AUC and the
-Chinese paraphrases kept at the 1% cut read off the calibration split; then
-``bench/train_verifier.py --skip-training`` recalibrates the whole verifier.
+training split only). ``--judge-scores FILE --judge-weight w`` trains the pairs the
+1.5B judge scored (bench/verifier_llm_judge.py --split train-zh, the same ``--seed``)
+towards ``(1 - w) * label + w * calibrated(judge)``, the judge's P(yes) put on the
+labels' scale by a logistic fit (bench/verifier_judge_teacher.py). The run ends with
+each split's AUC and the Chinese paraphrases kept at the 1% cut read off the
+calibration split; then ``bench/train_verifier.py --skip-training`` recalibrates the
+whole verifier.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ from validators.e5_format import E5File, default_model_path  # noqa: E402
 from validators.verifier import MODEL_DIR  # noqa: E402
 
 PAIRS = ROOT / "data" / "verifier" / "pairs.jsonl"
+#: The 1.5B judge's scores of Chinese training pairs (bench/verifier_llm_judge.py).
+JUDGE_CACHE_ZH = ROOT / "data" / "verifier" / "judge_train_zh.jsonl"
 ZH_CAPS = {
     "paws": 4000,
     "paraphrase": 3000,
@@ -81,6 +87,18 @@ def training_pairs(pairs: Sequence[VPair], seed: int, english: bool) -> list[VPa
     chosen = sample_train(pairs, ZH_CAPS, "zh", seed)
     if english:
         chosen += sample_train(pairs, EN_CAPS, "en", seed)
+    return chosen
+
+
+def training_pairs_zh(
+    pairs: Sequence[VPair], seed: int, english: bool, topics: bool
+) -> list[VPair]:
+    """A run's whole sample: ``training_pairs`` and, with ``topics``, the topic pool's."""
+    chosen = training_pairs(pairs, seed, english)
+    if topics:
+        from bench.verifier_pairs_topics import training_pairs as topic_pairs
+
+        chosen += topic_pairs(pairs, "zh", seed)
     return chosen
 
 
@@ -268,6 +286,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         " pairs' targets (bench/verifier_teacher.py); 0 = labels only",
     )
     ap.add_argument(
+        "--judge-scores",
+        type=Path,
+        default=JUDGE_CACHE_ZH,
+        help="the 1.5B judge's scores of training pairs (bench/verifier_llm_judge.py"
+        " --split train-zh --seed SEED); used with --judge-weight",
+    )
+    ap.add_argument(
+        "--judge-weight",
+        type=float,
+        default=0.0,
+        help="train the judged pairs towards (1 - w) * label + w * calibrated(judge)"
+        " (bench/verifier_judge_teacher.py); 0 = labels only, the shipped recipe",
+    )
+    ap.add_argument(
         "--init-from",
         type=Path,
         default=None,
@@ -275,17 +307,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         " trainable layers or more)",
     )
     args = ap.parse_args(argv)
+    if args.teacher_weight and args.judge_weight:
+        ap.error("--teacher-weight and --judge-weight are two teachers of the same pairs")
+    if not 0.0 <= args.judge_weight <= 1.0:
+        ap.error("--judge-weight must be in [0, 1]")
+    if args.judge_weight and not args.judge_scores.exists():
+        ap.error(f"--judge-scores {args.judge_scores} does not exist (see its --help)")
     # made (or refused) before the quarter hour of training, not after it
     args.out.mkdir(parents=True, exist_ok=True)
     # built on a fresh clone (the pairs file is not committed), as train_verifier does
     from bench.train_verifier import load_or_build_pairs
 
     pairs = load_or_build_pairs(args.pairs, rebuild=False)
-    chosen = training_pairs(pairs, args.seed, english=not args.no_english)
-    if args.topics:
-        from bench.verifier_pairs_topics import training_pairs as topic_pairs
-
-        chosen += topic_pairs(pairs, "zh", args.seed)
+    chosen = training_pairs_zh(pairs, args.seed, english=not args.no_english, topics=args.topics)
     print(f"train zh: {len(chosen)} training pairs", file=sys.stderr)
     model = build(args.trainable_layers)
     resumed: list[dict] = []
@@ -318,8 +352,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         targets = soft_targets(chosen, english_teacher(), args.teacher_weight)
         print(f"train zh: {len(targets)} pairs with the teacher's targets", file=sys.stderr)
+    if args.judge_weight:
+        from bench.verifier_judge_teacher import judge_targets, load_cache
+
+        targets = judge_targets(chosen, args.judge_scores, args.judge_weight)
+        judged = len(load_cache(args.judge_scores))
+        print(f"train zh: {len(targets)} pairs with the judge's targets", file=sys.stderr)
+        if len(targets) < judged:
+            print(
+                f"train zh: warning: the judge scored {judged} pairs, this sample holds"
+                f" {len(targets)} of them (another --seed than the judge's?)",
+                file=sys.stderr,
+            )
     stats = train(model, chosen, cfg, targets)
     stats["teacher_weight"] = args.teacher_weight
+    stats["judge_weight"] = args.judge_weight
     stats["taught_pairs"] = len(targets)
     print(f"train zh: {stats}", file=sys.stderr)
     result = report(model, pairs, args.report_per_kind, args.seed)

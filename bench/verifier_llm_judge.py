@@ -27,6 +27,12 @@ This script measures that on the pairs that decide the goal:
 - **``--split train``**: no report; the judge scores the English training pairs that
   ``bench/train_verifier.py`` draws with the same ``--seed`` and ``--cap`` into its
   ``--teacher-scores`` file (bench/verifier_judge_teacher.py).
+- **``--split train-zh``**: likewise for the Chinese cross-encoder: the Chinese pairs
+  ``bench/train_verifier_zh.py --topics`` draws with the same ``--seed``, into its
+  ``--judge-scores`` file. ``--langs`` picks among ``zh`` (translated), ``zhw``
+  (written) and ``topics`` (the topic pool, also written in Chinese); the default
+  ``--langs`` and ``--kinds`` judge the translated and written pairs of the two kinds
+  above, not the topic pool or the other kinds (rewrites, PAWS-X).
 
 Judge scores are appended to the cache file as they come, groups taking turns, so a
 rerun resumes and a run cut short has judged every kind alike. Writes
@@ -50,6 +56,7 @@ from sklearn.metrics import roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.train_verifier import JUDGE_CACHE, parse_caps, training_set
+from bench.train_verifier_zh import JUDGE_CACHE_ZH, training_pairs_zh
 from bench.verifier_eval import PAIRS, sample_eval
 from bench.verifier_judge_teacher import load_cache
 from bench.verifier_pairs import VPair, load, report_lang
@@ -191,12 +198,18 @@ def summarize(rows: Sequence[tuple[VPair, float, float]], budget: float) -> dict
     return out
 
 
+def group_lang(p: VPair) -> str:
+    """``report_lang``, with the Chinese topic pool apart (``topics``): its questions
+    were written in Chinese, unlike the translated ones it would otherwise join."""
+    return "topics" if p.source == "topics-zh" else report_lang(p)
+
+
 def interleave(pairs: Sequence[VPair]) -> list[VPair]:
     """Round-robin over (language, kind), each group in its own order: a run cut short
     by ``--max-minutes`` has judged every group alike, not the first kind alone."""
     groups: dict[tuple[str, str], list[VPair]] = {}
     for p in pairs:
-        groups.setdefault((report_lang(p), p.kind), []).append(p)
+        groups.setdefault((group_lang(p), p.kind), []).append(p)
     longest = max((len(g) for g in groups.values()), default=0)
     return [g[i] for i in range(longest) for _, g in sorted(groups.items()) if i < len(g)]
 
@@ -212,13 +225,16 @@ def choose_pairs(
     kinds: set[str],
 ) -> list[VPair]:
     """The pairs to judge: for ``train`` exactly those bench/train_verifier.py draws with
-    the same ``--seed`` and ``--cap`` (English), else ``per_kind`` a group as
-    bench/verifier_eval.py samples them."""
+    the same ``--seed`` and ``--cap`` (English), for ``train-zh`` those
+    bench/train_verifier_zh.py --topics draws with the same ``--seed``, else
+    ``per_kind`` a group as bench/verifier_eval.py samples them."""
     if split == "train":
         chosen = training_set(pairs, seed, caps)
+    elif split == "train-zh":
+        chosen = training_pairs_zh(pairs, seed, english=False, topics=True)
     else:
         chosen = sample_eval(pairs, per_kind, split=split)
-    return interleave([p for p in chosen if report_lang(p) in langs and p.kind in kinds])
+    return interleave([p for p in chosen if group_lang(p) in langs and p.kind in kinds])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -231,12 +247,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--split",
         default="eval",
-        choices=("eval", "cal", "train"),
+        choices=("eval", "cal", "train", "train-zh"),
         help="train: only score the training pairs bench/train_verifier.py draws with the"
-        " same --seed and --cap, into its --teacher-scores file (no report)",
+        " same --seed and --cap, into its --teacher-scores file (no report); train-zh: the"
+        " Chinese ones bench/train_verifier_zh.py --topics draws, into its --judge-scores",
     )
-    ap.add_argument("--seed", type=int, default=12, help="--split train: the training seed")
-    ap.add_argument("--cap", action="append", metavar="KIND=N", help="--split train: as there")
+    ap.add_argument(
+        "--seed", type=int, default=12, help="--split train / train-zh: the training seed"
+    )
+    ap.add_argument(
+        "--cap",
+        action="append",
+        metavar="KIND=N",
+        help="--split train: as there (the Chinese trainer has no --cap)",
+    )
     ap.add_argument("--budget", type=float, default=0.01)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
@@ -244,12 +268,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cache",
         type=Path,
         help=f"judge scores, appended to (default {EVAL_CACHE.name}; --split train:"
-        f" {JUDGE_CACHE.name}, what bench/train_verifier.py reads)",
+        f" {JUDGE_CACHE.name}, what bench/train_verifier.py reads; train-zh:"
+        f" {JUDGE_CACHE_ZH.name})",
     )
     ap.add_argument("--max-minutes", type=float, default=60.0)
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
-    cache = args.cache or (JUDGE_CACHE if args.split == "train" else EVAL_CACHE)
+    defaults = {"train": JUDGE_CACHE, "train-zh": JUDGE_CACHE_ZH}
+    cache = args.cache or defaults.get(args.split, EVAL_CACHE)
     deadline = time.monotonic() + 60 * args.max_minutes
     pairs = choose_pairs(
         load(args.pairs),
@@ -264,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache.parent.mkdir(parents=True, exist_ok=True)
     judge = LlmJudge(args.gguf, args.dtype) if args.gguf else None
     known = judge_all(judge, pairs, cache, args.batch, deadline)
-    if args.split == "train":
+    if args.split.startswith("train"):
         # The verifier trained on these pairs, so a comparison here would mean nothing.
         done = sum((p.a, p.b) in known for p in pairs)
         print(f"judged {done} of {len(pairs)} training pairs into {cache}", file=sys.stderr)

@@ -12,9 +12,12 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from bench import train_verifier_zh
 from bench import verifier_llm_judge as bench
+from bench import verifier_pairs_topics as topics
 from bench.train_verifier import training_set
 from bench.verifier_pairs import VPair, save
+from tests.bench.test_verifier_pairs_zh import _bigrams
 from validators.verifier import PairVerifier
 
 
@@ -142,3 +145,84 @@ def test_a_train_split_run_fills_the_cache_and_writes_no_report(tmp_path: Path) 
     # Control: the eval split of the same file (none here) does write its report.
     assert bench.main([*argv, "--langs", "en"]) == 0
     assert json.loads(out.read_text(encoding="utf-8"))["by_lang"] == {}
+
+
+TOPIC_ROWS = [
+    ("账户", "改密码", ["怎么修改登录密码", "如何更改我的登录密码"]),
+    ("账户", "注销", ["怎么注销账户", "如何关闭我的账户"]),
+    ("退款", "退款时间", ["退款多久到账", "退款什么时候到"]),
+    ("退款", "退货时间", ["退货要多久", "退货处理时间"]),
+]
+
+
+@pytest.fixture
+def small_topic_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Chinese topic pool as four intents, its neighbours found by character
+    bigrams: the real pool is 5,000 questions through e5."""
+    path = tmp_path / "zh_topics.jsonl"
+    rows = [
+        json.dumps({"cluster": c, "intent": i, "questions": q}, ensure_ascii=False)
+        for c, i, q in TOPIC_ROWS
+    ]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    monkeypatch.setitem(topics.TOPICS, "zh", path)
+    monkeypatch.setattr(topics, "default_embed", lambda lang: _bigrams)
+
+
+def zh_pair(i: int, label: int, kind: str, source: str) -> VPair:
+    return VPair(f"问题{i}{source}", f"答案{i}{kind}", label, kind, "zh", "train", source)
+
+
+def trained_on(
+    pairs: list[VPair], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *extra: str
+) -> list[VPair]:
+    """What bench/train_verifier_zh.py --topics --seed 3 would train on."""
+    seen: list[VPair] = []
+
+    def capture(model: object, chosen: list[VPair], cfg: object, targets: dict) -> dict:
+        seen.extend(chosen)
+        raise SystemExit("drawn")
+
+    monkeypatch.setattr("bench.train_verifier.load_or_build_pairs", lambda path, rebuild: pairs)
+    monkeypatch.setattr(train_verifier_zh, "build", lambda layers: object())
+    monkeypatch.setattr(train_verifier_zh, "train", capture)
+    argv = ["--out", str(tmp_path / "out"), "--topics", "--seed", "3", *extra]
+    with pytest.raises(SystemExit, match="drawn"):
+        train_verifier_zh.main(argv)
+    return seen
+
+
+@pytest.mark.usefixtures("small_topic_pool")
+def test_the_train_zh_split_judges_what_the_chinese_trainer_trains_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pairs = [
+        zh_pair(i, label, kind, source)
+        for i in range(5)
+        for label, kind in ((1, "paraphrase"), (0, "hard"), (0, "polarity"))
+        for source in ("banking77-zh", "banking77-zhw")
+    ]
+    pairs += [
+        pair(f"how do I do thing {i}", f"doing thing {i}", 1, "paraphrase", "train")
+        for i in range(4)
+    ]
+
+    def judged(langs: set[str], seed: int = 3) -> list[VPair]:
+        return bench.choose_pairs(
+            pairs, "train-zh", per_kind=1, seed=seed, caps={}, langs=langs, kinds=KINDS
+        )
+
+    everything = judged({"zh", "zhw", "topics", "en"})
+    # Exactly the Chinese pairs of those kinds that training sees, with or without its
+    # English sample (the English draw comes after the Chinese one and is not judged).
+    for extra in ((), ("--no-english",)):
+        trained = trained_on(pairs, monkeypatch, tmp_path, *extra)
+        want = [p for p in trained if p.lang == "zh" and p.kind in KINDS]
+        assert sorted(everything, key=str) == sorted(want, key=str)
+    assert {p.source for p in everything} == {"banking77-zh", "banking77-zhw", "topics-zh"}
+    # --langs picks a group: the written questions are one, the topic pool another.
+    written = judged({"zhw", "topics"})
+    assert {p.source for p in written} == {"banking77-zhw", "topics-zh"}
+    assert sum(p.source == "banking77-zhw" for p in written) == 10
+    # Control: the translated group is what "zh" picks, and nothing else.
+    assert {p.source for p in judged({"zh"})} == {"banking77-zh"}

@@ -1,4 +1,4 @@
-"""Soft targets for the English cross-encoder from the 1.5B judge's cached scores.
+"""Soft targets for the cross-encoders from the 1.5B judge's cached scores.
 
 bench/verifier_llm_judge.py scores pairs with Qwen2.5-Coder-1.5B-Instruct (P(yes))
 and appends them to a cache file, one ``{"a", "b", "p"}`` per line; with
@@ -18,6 +18,11 @@ paraphrases against hard negatives about as well as the verifier (AUC 0.891
 against 0.907 in English) and differently: the mean of the two logits ranks them at
 0.929 (bench/results/verifier_llm_judge.json). As a teacher it did not move the
 calibrated pipeline (session 32, README levers list), so the shipped recipe has none.
+The Chinese trainer takes the same targets (``bench/train_verifier_zh.py --judge-scores
+--judge-weight``, scores from ``--split train-zh``); on the questions written in
+Chinese, where the judge ranks held-out pairs far better than the cross-encoder, it
+taught nothing beyond what one more epoch on the labels did (session 33,
+bench/results/verifier_zh_trial_s33.json).
 """
 
 from __future__ import annotations

@@ -165,13 +165,19 @@ def logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
-def kept_at_budget(labels: np.ndarray, scores: np.ndarray, budget: float) -> dict[str, Any]:
-    """Positives kept at the lowest cut that serves at most ``budget`` of the negatives."""
-    neg = np.sort(scores[labels == 0])[::-1]
+def cut_at_budget(negatives: np.ndarray, budget: float) -> float:
+    """The lowest cut that serves at most ``budget`` of ``negatives``."""
+    neg = np.sort(negatives)[::-1]
     allowed = math.floor(budget * len(neg) + 1e-9)  # 0.29 * 100 is 28.999...96
     # Serve strictly above the (allowed+1)-th highest negative: at most ``allowed`` pass
     # (fewer where negatives tie with it).
-    cut = float(neg[allowed]) if allowed < len(neg) else -math.inf
+    return float(neg[allowed]) if allowed < len(neg) else -math.inf
+
+
+def kept_at_budget(labels: np.ndarray, scores: np.ndarray, budget: float) -> dict[str, Any]:
+    """Positives kept at the lowest cut that serves at most ``budget`` of the negatives."""
+    neg = scores[labels == 0]
+    cut = cut_at_budget(neg, budget)
     return {
         "cut": cut,
         "kept": round(float((scores[labels == 1] > cut).mean()), 4),

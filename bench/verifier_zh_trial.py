@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from sklearn.metrics import roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.train_verifier_zh import PAIRS, build, score
+from bench.verifier_llm_judge import cut_at_budget
 from bench.verifier_pairs import VPair, load, report_lang
 from validators import verifier_codec
 from validators.e5_encoder import PairClassifier
@@ -58,18 +58,17 @@ def summarize(pairs: Sequence[VPair], scores: Sequence[float], budget: float) ->
         mine = np.asarray([report_lang(p) == group for p in pairs])
         cal = mine & np.asarray([p.split == "cal" for p in pairs])
         ev = mine & np.asarray([p.split == "eval" for p in pairs])
-        neg = np.sort(s[cal & (labels == 0)])[::-1]
-        if not len(neg) or len(set(labels[ev])) < 2:
+        num_neg = int((cal & (labels == 0)).sum())
+        if not num_neg or len(set(labels[ev])) < 2:
             continue
-        # serve strictly above the (k+1)-th highest: at most k = floor(budget * n) pass
-        cut = float(neg[min(math.floor(budget * len(neg) + 1e-9), len(neg) - 1)])
+        cut = cut_at_budget(s[cal & (labels == 0)], budget)  # read off cal, applied to eval
         out[group] = {
             "eval_auc": round(float(roc_auc_score(labels[ev], s[ev])), 4),
             "eval_paraphrases_kept": round(float((s[ev & (labels == 1)] > cut).mean()), 4),
             "eval_hard_served": round(float((s[ev & (labels == 0)] > cut).mean()), 4),
             "cut": round(cut, 5),
             "eval_pairs": int(ev.sum()),
-            "cal_hard_negatives": len(neg),
+            "cal_hard_negatives": num_neg,
         }
     return out
 

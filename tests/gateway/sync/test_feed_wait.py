@@ -14,7 +14,6 @@ import pytest
 from sqlalchemy.orm import Session
 
 from gateway.sync.feed import ChangeFeed
-from gateway.sync.listener import Listener
 from gateway.sync.log import log_tenant_change
 from semantic.store_db import make_engine
 from tests.gateway.sync.feed_support import feeding, wait_for
@@ -37,39 +36,44 @@ def _heard(feed: ChangeFeed) -> list[frozenset[str]]:
     return heard
 
 
-def test_a_wait_that_raises_is_counted_and_the_feed_polls_on(
-    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_wait_that_raises_is_counted_and_the_feed_polls_on(sqlite_url: str) -> None:
+    # Broken on this feed only: patched on the class, a sync thread another test left
+    # running would take the broken call, and this feed would count no error (CI saw 0).
+    feed = ChangeFeed(sqlite_url, None, poll_seconds=0.1)
     calls = [0]
-    wait = ChangeFeed._wait
+    wait = feed._wait
 
-    def broken_once(self: ChangeFeed) -> None:
+    def broken_once() -> None:
         calls[0] += 1
         if calls[0] == 1:
             raise RuntimeError("injected: the wait broke")
-        wait(self)
+        wait()
 
-    monkeypatch.setattr(ChangeFeed, "_wait", broken_once)
-    with feeding(sqlite_url, None, poll_seconds=0.1) as feed:
+    feed._wait = broken_once  # type: ignore[method-assign]
+    feed.start()
+    try:
         heard = _heard(feed)
         assert wait_for(lambda: calls[0] >= 2, timeout=5.0) is not None  # before: one, dead
         assert feed.stats()["errors"] == 1
         _change(sqlite_url, "acme")
         assert wait_for(lambda: frozenset({"acme"}) in heard, timeout=5.0) is not None
         assert feed.wait_until_caught_up(5)
+    finally:
+        feed.stop()
 
 
 @pytest.mark.postgres
 def test_a_listen_wait_that_raises_falls_back_to_polling(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def psycopg_3_1(self: Listener, timeout: float) -> bool:  # what 3.1 raised in notifies()
+    def psycopg_3_1(timeout: float) -> bool:  # what 3.1 raised in notifies()
         raise TypeError("notifies() got an unexpected keyword argument 'timeout'")
 
     with feeding(pg_url, None, poll_seconds=0.2) as feed:
         assert feed.wait_until_caught_up(5) and feed.stats()["listening"]
         heard = _heard(feed)
-        monkeypatch.setattr(Listener, "wait", psycopg_3_1)
+        assert feed._listener is not None
+        monkeypatch.setattr(feed._listener, "wait", psycopg_3_1)  # this feed's only
         assert wait_for(lambda: feed.stats()["errors"] >= 1, timeout=5.0) is not None
         assert not feed.stats()["listening"]  # before: still "listening", the thread dead
         _change(pg_url, "acme")

@@ -14,21 +14,22 @@ there. The tenant's labels, and the report, measure the share of its SERVED hits
 are wrong.
 
 Refinement per tenant from the review queue (``misfire_samples``, labelled, scored by
-the verifier in force, ``verifier_model``): with at least :data:`MIN_LABELS` labels
-whose score is a probability (finite, in [0, 1]; others never count), the cut only ever
-RISES above the shipped one (``source="raised"``): to the lowest labelled score above
-which the labels disprove nothing, i.e. neither all the samples it serves (that many
-misfires would come at the target rate with chance at most :data:`ALPHA`, an exact
-one-sided binomial test) nor any band of :data:`BAND` of them counted from the top
-score down, nor any group of :data:`BAND` or more equal scores (the same test at a
-Bonferroni-corrected level over those bands: a tenant exactly at its target is raised
-in at most ~4% of draws, measured at 100 to 3,000 labels). A range once disproved
-stays cut off however many clean labels arrive above it. ``source="tenant"`` only says
-the labels confirm the shipped cut (Wilson upper bound within the target among at
-least :data:`MIN_LABELS` it serves); labels never lower the cut below the shipped one
-(until session 21 they did: that "proof" tried every labelled score on every refresh,
-no 95% bound, and re-served ranges its own labels had disproved). The cut is within
-[0, 1]. Shadow verification verdicts are shown in the report but do not move the cut.
+the verifier in force: ``verifier_model`` holds the score scale of the language model
+that scored the sample, one of ``GatewayVerifier.scale_ids``): with at least
+:data:`MIN_LABELS` labels whose score is a probability (finite, in [0, 1]; others never
+count), the cut only ever RISES above the shipped one (``source="raised"``): to the
+lowest labelled score above which the labels disprove nothing, i.e. neither all the
+samples it serves (that many misfires would come at the target rate with chance at most
+:data:`ALPHA`, an exact one-sided binomial test) nor any band of :data:`BAND` of them
+counted from the top score down, nor any group of :data:`BAND` or more equal scores (the
+same test at a Bonferroni-corrected level over those bands: a tenant exactly at its
+target is raised in at most ~4% of draws, measured at 100 to 3,000 labels). A range once
+disproved stays cut off however many clean labels arrive above it. ``source="tenant"``
+only says the labels confirm the shipped cut (Wilson upper bound within the target among
+at least :data:`MIN_LABELS` it serves); labels never lower the cut below the shipped one
+(until session 21 they did: that "proof" tried every labelled score on every refresh, no
+95% bound, and re-served ranges its own labels had disproved). The cut is within [0, 1].
+Shadow verification verdicts are shown in the report but do not move the cut.
 
 Samples are weighted by 1 / the probability they were sampled with: near-threshold
 hits are sampled 3× (gateway/review/sampling.py), and counted plainly they would
@@ -47,7 +48,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -346,20 +347,23 @@ def _lowest_cut_not_disproved(ordered: Sequence[Label], target: float, shipped_c
     return cut
 
 
-def load_labels(db: Engine, tenant_id: str, verifier_model: str | None = None) -> list[Label]:
+def load_labels(
+    db: Engine, tenant_id: str, verifier_models: Collection[str] | None = None
+) -> list[Label]:
     """A tenant's labelled samples that carry a verifier score, newest first, each
     weighted by 1 / the probability it was sampled with (``entity_comparison.sampling``,
     gateway/review/sampling.py); when any sample lacks a usable one, every weight is 1
     (plain counts: a weight guessed for some would skew the rest); with
-    ``verifier_model``, only those that verifier scored."""
+    ``verifier_models``, only those one of these score scales scored (the verifier in
+    force: one per language, ``GatewayVerifier.scale_ids``)."""
     statement = (
         select(MisfireSample.verifier_score, MisfireSample.label, MisfireSample.entity_comparison)
         .where(MisfireSample.tenant_id == tenant_id)
         .where(MisfireSample.label.is_not(None))
         .where(MisfireSample.verifier_score.is_not(None))
     )
-    if verifier_model is not None:
-        statement = statement.where(MisfireSample.verifier_model == verifier_model)
+    if verifier_models is not None:
+        statement = statement.where(MisfireSample.verifier_model.in_(list(verifier_models)))
     statement = statement.order_by(MisfireSample.id.desc()).limit(MAX_SAMPLES)
     with Session(db) as s:
         rows = [

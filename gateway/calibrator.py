@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 
 from sqlalchemy import Engine
@@ -52,9 +52,9 @@ class Calibrator:
 
     ``shipped`` maps a target to the shipped curve's cut; when it fails (a damaged
     calibration file), the cut is 1.0: nothing is served, never a guess.
-    ``verifier_model``: the verifier in force (``GatewayVerifier.scale_id``); only
-    its samples are read (None: every scored sample). ``retry``: seconds between
-    probes of the database while it is away."""
+    ``verifier_models``: the score scales in force (``GatewayVerifier.scale_ids``,
+    one per language); only their samples are read (None: every scored sample).
+    ``retry``: seconds between probes of the database while it is away."""
 
     def __init__(
         self,
@@ -63,11 +63,11 @@ class Calibrator:
         ttl: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
         *,
-        verifier_model: str | None = None,
+        verifier_models: Collection[str] | None = None,
         retry: float = 5.0,
     ) -> None:
         self.db = db
-        self.verifier_model = verifier_model
+        self.verifier_models = None if verifier_models is None else tuple(verifier_models)
         self.shipped = shipped
         self.ttl = ttl
         self.retry = retry
@@ -113,8 +113,8 @@ class Calibrator:
         with self._lock:
             seen, started = self._generation_of(tenant_id), self._clock()
         try:
-            db, model = self.db, self.verifier_model
-            labels = [] if db is None else load_labels(db, tenant_id, model)
+            db, models = self.db, self.verifier_models
+            labels = [] if db is None else load_labels(db, tenant_id, models)
         except OUTAGE_ERRORS as exc:
             self._database_away(exc)
             return self._without_labels(tenant_id, target, shipped)

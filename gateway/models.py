@@ -132,7 +132,7 @@ class MisfireSample(Base):
     threshold: Mapped[float] = mapped_column(Float)
     # the pair verifier's score of the served pair (None: sampled with the verifier off)
     verifier_score: Mapped[float | None] = mapped_column(Float, nullable=True)
-    # which verifier gave that score (GatewayVerifier.scale_id; None before migration 0008)
+    # which score scale gave it (GatewayVerifier.scale_id_of; None before migration 0008)
     verifier_model: Mapped[str | None] = mapped_column(String(32), nullable=True)
     # which embedder's scale ``score`` is on (None before migration 0010: unknown)
     embedder_id: Mapped[str | None] = mapped_column(String(200), nullable=True)

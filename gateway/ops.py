@@ -40,7 +40,7 @@ def start_operations(settings: Settings, gw: GatewayState, db: Engine) -> Operat
         shadow=settings.shadow_verification,
         min_similarity=settings.shadow_min_similarity,
         registry=registry,
-        verifier_model=None if verification is None else verification.verifier.scale_id,
+        scale_of=None if verification is None else verification.verifier.scale_id_of,
     )
     snapshots = None
     engine = gw.upstream.engine

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -84,15 +85,22 @@ def retrieval_threshold_for(embedder_id: str, e5_scale: bool = False) -> float:
     return RETRIEVAL_THRESHOLDS.get(name, FALLBACK_RETRIEVAL_THRESHOLD)
 
 
+def _short_id(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 class GatewayVerifier:
     """The shipped model behind the semantic cache's ``HitVerifier`` protocol."""
 
     def __init__(self, model: PairVerifier) -> None:
         self.model = model
-        zh = model.zh_path.weights_sha256 if model.zh_path is not None else ""
-        #: The identity of the score scale (the English and Chinese weights): a labelled
-        #: sample's score says something about today's cut only under the same id
-        #: (gateway/calibration.py; the misfire sampler stores it with each score).
+        zh_path = model.zh_path
+        zh = zh_path.weights_sha256 if zh_path is not None else ""
+        #: The identity of each score scale: a labelled sample's score says something
+        #: about today's cut only under the id of the model that scored it, so the
+        #: sampler stores that (``scale_id_of``) and calibration reads the samples of
+        #: ``scale_ids`` (gateway/calibration.py). One id per language: retraining one
+        #: language's model leaves the other's labels counting.
         # English int8 scores move by ~0.01 on average and up to 0.8 (bfloat16's by
         # ~1e-3): labels scored in one say little about a cut in the other, so the
         # English int8 graph is a scale of its own. The Chinese int8 graph's scores are
@@ -104,8 +112,26 @@ class GatewayVerifier:
 
         int8 = f":int8.{INT8_SESSION_VERSION}" if model.dtype == "int8" else ""
         en = model.meta["weights_sha256"] + int8
-        weights = f"{en}:{zh}"
-        self.scale_id = hashlib.sha256(weights.encode()).hexdigest()[:16]
+        self.en_scale_id = _short_id(f"en:{en}")
+        #: None without a Chinese path. Chinese scores are the encoder's mapped onto the
+        #: English scale by a map fitted at calibration: a refitted map (an English
+        #: retrain) is another scale though the Chinese weights stayed.
+        self.zh_scale_id: str | None = None
+        if zh_path is not None:
+            common = json.dumps(zh_path.float32_scale, sort_keys=True)
+            self.zh_scale_id = _short_id(f"zh:{zh}:{common}")
+        #: Before session 35 one id covered both languages' weights; a sample stored under
+        #: it was scored by today's models when it equals today's, whichever language.
+        self.legacy_scale_id = _short_id(f"{en}:{zh}")
+        self.scale_ids: tuple[str, ...] = tuple(
+            i for i in (self.en_scale_id, self.zh_scale_id, self.legacy_scale_id) if i
+        )
+
+    def scale_id_of(self, question: str, matched: str, scope: str = "") -> str | None:
+        """The scale id of the model that reads this pair (None: neither does, and its
+        score, 0, is no model's)."""
+        path = self.model.path_of(question, matched, scope=scope)
+        return self.en_scale_id if path == "en" else self.zh_scale_id if path == "zh" else None
 
     def scores(self, question: str, candidates: Sequence[str], scope: str = "") -> list[float]:
         verdicts = self.model.verdicts(question, candidates, scope=scope)
@@ -200,7 +226,7 @@ def load_verifier(
     gateway_verifier = GatewayVerifier(model)
     log.info(
         "pair verifier computes in %s through %s (verifier dtype %s: %s); cuts from its %s"
-        " calibration; Chinese pairs in %s (%s); tenant labels on score scale %s",
+        " calibration; Chinese pairs in %s (%s); tenant labels on score scales %s",
         chosen,
         model.backend,
         name,
@@ -208,7 +234,7 @@ def load_verifier(
         model.calibration_dtype,
         zh_precision,
         zh_reason,
-        gateway_verifier.scale_id,
+        ", ".join(gateway_verifier.scale_ids),
     )
     return gateway_verifier
 
@@ -227,7 +253,7 @@ class Verification:
     def build(
         cls, verifier: GatewayVerifier, db: Engine | None, embedder: TextEmbedder, ttl: float = 60.0
     ) -> Verification:
-        calibrator = Calibrator(db, verifier.shipped_cut, ttl, verifier_model=verifier.scale_id)
+        calibrator = Calibrator(db, verifier.shipped_cut, ttl, verifier_models=verifier.scale_ids)
         return cls(verifier, calibrator, embedder.embedder_id, knobs_on_e5_scale(embedder))
 
     def retrieval_threshold(self, policy: TenantPolicy) -> float:

@@ -256,6 +256,13 @@ class PairVerifier:
                 en.append(i)
         return out, en, zh
 
+    def path_of(self, query: object, cached: object, *, scope: str = "") -> str:
+        """Which model reads this pair: "en", "zh", or "" when neither does (no forward;
+        the language reads are remembered per ``scope`` as ``verdicts``' are)."""
+        checked = [(check_question(query), check_question(cached))]
+        _, en, zh = self._route(checked, scope)
+        return "en" if en else "zh" if zh else ""
+
     def _languages_of(self, scope: str, text: str) -> frozenset[str] | None:
         """``foreign_languages(text)``, remembered per scope as verdicts are: how fast a
         question is read never tells one tenant that another asked it."""

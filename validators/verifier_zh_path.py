@@ -44,6 +44,9 @@ class ChinesePath:
         self.weights_sha256 = str(meta["weights_sha256"])
         self.id = self.weights_sha256
         scale = meta["to_common_scale"]
+        #: The float32 encoder's map onto the common scale (the int8 graph's own map is
+        #: fitted beside it, at the same calibration).
+        self.float32_scale: dict[str, Any] = scale
         #: The int8 graph's calibration lists (None: the calibration file's, float32).
         self.negatives: list[float] | None = None
         self.positives: list[float] | None = None

@@ -14,9 +14,10 @@ nothing. The probability actually used is stored with the sample (in
 A sampled hit is written to ``misfire_samples`` (tenant, question, matched
 question, served answer, score, threshold, the entity comparison of the two
 questions under ``entity_comparison["questions"]``, entry id, partition key,
-time, and the pair verifier's score when it ran, with the verifier's identity:
-gateway/calibration.py refines the tenant's verifier cut from the labelled ones
-the verifier in force scored) by a background task: the
+time, and the pair verifier's score when it ran, with the identity of the score scale
+of the model that read the pair, English or Chinese: gateway/calibration.py refines
+the tenant's verifier cut from the labelled ones the models in force scored) by a
+background task: the
 hit's response never waits for it.
 
 **Shadow verification** (``CACHEGATE_SHADOW_VERIFICATION``): after writing the
@@ -39,7 +40,7 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,9 @@ from semantic.embedder_base import TextEmbedder
 from semantic.embedder_routed import band_on_routed_scale
 
 log = logging.getLogger("cachegate.gateway.review")
+
+#: (question, matched question, scope) -> the score scale id of the model that reads it
+ScaleOf = Callable[[str, str, str], str | None]
 
 BOOST_BAND = 0.03
 BOOST_FACTOR = 3.0
@@ -119,7 +123,6 @@ class _Hit:
     entity_kinds: list[str] | None
     sampling: dict[str, Any]
     verifier_score: float | None = None
-    verifier_model: str | None = None
     kv_block_quota: int | None = None  # the tenant's: its shadow request takes its blocks
 
 
@@ -137,11 +140,12 @@ class MisfireSampler:
         shadow_timeout: float = 120.0,
         rng: random.Random | None = None,
         registry: CollectorRegistry | None = None,
-        verifier_model: str | None = None,
+        scale_of: ScaleOf | None = None,
     ) -> None:
-        #: Stored with each verifier score: which verifier gave it (calibration reads
-        #: only the samples of the verifier in force).
-        self.verifier_model = verifier_model
+        #: Stored with each verifier score: the score scale of the model that gave it,
+        #: ``scale_of(question, matched question, scope)`` (calibration reads only the
+        #: samples of the scales in force; ``GatewayVerifier.scale_id_of``).
+        self.scale_of = scale_of
         self.sessions = sessionmaker(db, expire_on_commit=False)
         self.upstream = upstream
         self.embedder = embedder
@@ -222,7 +226,6 @@ class MisfireSampler:
             score=float(result.score),
             threshold=float(threshold),
             verifier_score=verifier_score,
-            verifier_model=None if verifier_score is None else self.verifier_model,
             kv_block_quota=policy.kv_block_quota,
             entity_kinds=policy.entity_kinds,
             sampling={
@@ -276,13 +279,26 @@ class MisfireSampler:
                 score=hit.score,
                 threshold=hit.threshold,
                 verifier_score=hit.verifier_score,
-                verifier_model=hit.verifier_model,
+                verifier_model=self._scale_id(hit),
                 embedder_id=None if self.embedder is None else self.embedder.embedder_id,
                 entity_comparison=comparison,
             )
             s.add(row)
             s.flush()
             return int(row.id)
+
+    def _scale_id(self, hit: _Hit) -> str | None:
+        """Which score scale gave the hit's verifier score (off the request path: it may
+        read the pair's languages); None without a score or when it cannot be told (the
+        sample then refines no cut)."""
+        if hit.verifier_score is None or self.scale_of is None:
+            return None
+        scope = f"review:{hit.tenant_id}"  # remembered language reads stay per tenant
+        try:
+            return self.scale_of(hit.question, hit.matched_question, scope)
+        except Exception as exc:
+            log.warning("misfire sample: score scale unknown (%s)", type(exc).__name__)
+            return None
 
     async def _verify(self, sample_id: int, hit: _Hit) -> None:
         try:

@@ -135,11 +135,11 @@ def test_only_the_labels_of_the_verifier_in_force_refine_the_cut(tmp_path: Path)
             s.add(sample("t", 0.6 + 0.001 * i, "correct", now, model=None))
         for _ in range(10):
             s.add(sample("t", 0.99, "misfire", now, model="new"))
-    old = Calibrator(db, lambda target: 0.5, verifier_model="old").refresh("t", 0.01)
+    old = Calibrator(db, lambda target: 0.5, verifier_models=["old"]).refresh("t", 0.01)
     assert (old.source, old.labelled) == ("tenant", 400)  # positive control: confirmed
-    new = Calibrator(db, lambda target: 0.5, verifier_model="new").refresh("t", 0.01)
+    new = Calibrator(db, lambda target: 0.5, verifier_models=["new"]).refresh("t", 0.01)
     assert (new.labelled, new.misfires) == (10, 10) and new.cut == 0.5  # too few to move it
-    fresh = Calibrator(db, lambda target: 0.5, verifier_model="newer").refresh("t", 0.01)
+    fresh = Calibrator(db, lambda target: 0.5, verifier_models=["newer"]).refresh("t", 0.01)
     assert (fresh.source, fresh.cut, fresh.labelled) == ("shipped", 0.5, 0)
     db.dispose()
 

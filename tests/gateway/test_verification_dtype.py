@@ -109,17 +109,17 @@ def test_auto_on_a_cpu_without_native_bf16_is_int8_with_its_own_calibration(
     assert any("int8 through onnx" in r.getMessage() for r in caplog.records)
     # int8 scores are a scale of their own for tenant labels; bfloat16's are float32's.
     f32, b16 = load_verifier(dtype="float32"), load_verifier(dtype="bfloat16")
-    assert v.scale_id != f32.scale_id and b16.scale_id == f32.scale_id
+    assert v.en_scale_id != f32.en_scale_id and b16.en_scale_id == f32.en_scale_id
     # Another int8 graph (session 31 skipped a fusion that moved its scores) is another
     # scale; the same one keeps its id.
     import validators.onnx_forward
 
-    assert type(v)(v.model).scale_id == v.scale_id
+    assert type(v)(v.model).en_scale_id == v.en_scale_id
     settings_env.setattr(validators.onnx_forward, "INT8_SESSION_VERSION", 1)
-    assert type(v)(v.model).scale_id != v.scale_id
+    assert type(v)(v.model).en_scale_id != v.en_scale_id
     # Control: the version is int8's alone; float32 and bfloat16 labels keep counting.
-    assert type(f32)(f32.model).scale_id == f32.scale_id
-    assert type(b16)(b16.model).scale_id == b16.scale_id
+    assert type(f32)(f32.model).en_scale_id == f32.en_scale_id
+    assert type(b16)(b16.model).en_scale_id == b16.en_scale_id
 
 
 def test_when_autos_int8_graph_fails_float32_serves_and_an_explicit_int8_refuses(
@@ -137,7 +137,7 @@ def test_when_autos_int8_graph_fails_float32_serves_and_an_explicit_int8_refuses
         v = load_verifier()
     assert v.model.dtype == "float32" and v.model.calibration_dtype == "float32"
     assert any("int8 graph failed" in r.getMessage() for r in caplog.records)
-    assert v.scale_id == load_verifier(dtype="float32").scale_id
+    assert v.scale_ids == load_verifier(dtype="float32").scale_ids
     with pytest.raises(VerifierModelError):
         load_verifier(dtype="int8")
     # On a CPU with native bfloat16 but no AMX (where auto prefers int8), bfloat16 is

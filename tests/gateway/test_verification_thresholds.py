@@ -107,7 +107,7 @@ def test_build_reads_the_scale_off_the_embedder() -> None:
     # Verification.build asks the embedder itself (semantic/embedder_routed.py
     # knobs_on_e5_scale): an e5 file of another name by its cosine_scale, auto by its id.
     class Model:
-        scale_id = "s"
+        scale_ids = ("s",)
 
         def shipped_cut(self, target: float) -> float:
             return 0.98

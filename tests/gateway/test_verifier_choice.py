@@ -157,4 +157,4 @@ def test_the_choice_reaches_the_verifier_and_is_logged(
     assert f32.model.zh_precision == "float32"
     # The Chinese int8 graph's scores are mapped onto the common scale: its labels keep
     # the float32 id (English int8 is a scale of its own: test_verification_dtype).
-    assert f32.scale_id == v.scale_id
+    assert f32.zh_scale_id == v.zh_scale_id and f32.scale_ids == v.scale_ids

@@ -262,6 +262,7 @@ class MisfireSampler:
             "questions": entity_comparison(hit.question, hit.matched_question, hit.entity_kinds),
             "sampling": hit.sampling,
         }
+        scale_id = self._scale_id(hit)  # before the transaction: it may read languages
         with self.sessions.begin() as s:
             # in the sample's own transaction: a delete committed before it is seen
             tenant = s.get(Tenant, hit.tenant_id)
@@ -279,7 +280,7 @@ class MisfireSampler:
                 score=hit.score,
                 threshold=hit.threshold,
                 verifier_score=hit.verifier_score,
-                verifier_model=self._scale_id(hit),
+                verifier_model=scale_id,
                 embedder_id=None if self.embedder is None else self.embedder.embedder_id,
                 entity_comparison=comparison,
             )

@@ -362,6 +362,8 @@ def load_labels(
         .where(MisfireSample.label.is_not(None))
         .where(MisfireSample.verifier_score.is_not(None))
     )
+    if isinstance(verifier_models, str):  # one id is not a collection of its letters
+        raise TypeError("verifier_models is a collection of score scale ids, not one id")
     if verifier_models is not None:
         statement = statement.where(MisfireSample.verifier_model.in_(list(verifier_models)))
     statement = statement.order_by(MisfireSample.id.desc()).limit(MAX_SAMPLES)

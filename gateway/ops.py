@@ -1,14 +1,18 @@
 """Starts and stops the operations side of the gateway with the app's lifespan:
-the request statistics writer, the engine snapshotter (in-process engine only)
-and the misfire sampler (with shadow verification when the settings ask)."""
+the request statistics writer, the engine snapshotter (in-process engine only),
+the misfire sampler (with shadow verification when the settings ask) and, with the
+verifier on, a one-off re-tag of old samples by language (gateway/review/retag.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import threading
+from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
 from gateway.reports.recorder import EngineSnapshotter, StatsRecorder, pool_snapshot
+from gateway.review.retag import retag_in_background
 from gateway.review.sampling import MisfireSampler
 from gateway.settings import Settings
 from gateway.state import GatewayState
@@ -19,8 +23,14 @@ class Operations:
     stats: StatsRecorder
     review: MisfireSampler
     snapshots: EngineSnapshotter | None
+    #: re-tagging the samples of before session 35 by language (gateway/review/retag.py)
+    retag: asyncio.Task[None] | None = None
+    _stop_retag: threading.Event = field(default_factory=threading.Event)
 
     async def aclose(self) -> None:
+        if self.retag is not None:
+            self._stop_retag.set()  # between two batches
+            await asyncio.gather(self.retag, return_exceptions=True)
         await self.review.aclose()
         if self.snapshots is not None:
             await self.snapshots.stop()
@@ -51,4 +61,16 @@ def start_operations(settings: Settings, gw: GatewayState, db: Engine) -> Operat
         snapshots.start()
     stats.start()
     gw.stats, gw.review = stats, review
-    return Operations(stats, review, snapshots)
+    ops = Operations(stats, review, snapshots)
+    if verification is not None:
+        verifier = verification.verifier
+        ops.retag = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(
+                retag_in_background,
+                db,
+                verifier.legacy_scale_id,
+                verifier.scale_id_of,
+                ops._stop_retag,
+            )
+        )
+    return ops

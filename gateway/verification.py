@@ -226,7 +226,8 @@ def load_verifier(
     gateway_verifier = GatewayVerifier(model)
     log.info(
         "pair verifier computes in %s through %s (verifier dtype %s: %s); cuts from its %s"
-        " calibration; Chinese pairs in %s (%s); tenant labels on score scales %s",
+        " calibration; Chinese pairs in %s (%s); tenant labels on score scales en=%s zh=%s"
+        " (and legacy=%s, from before session 35)",
         chosen,
         model.backend,
         name,
@@ -234,7 +235,9 @@ def load_verifier(
         model.calibration_dtype,
         zh_precision,
         zh_reason,
-        ", ".join(gateway_verifier.scale_ids),
+        gateway_verifier.en_scale_id,
+        gateway_verifier.zh_scale_id or "none",
+        gateway_verifier.legacy_scale_id,
     )
     return gateway_verifier
 

@@ -257,8 +257,10 @@ class PairVerifier:
         return out, en, zh
 
     def path_of(self, query: object, cached: object, *, scope: str = "") -> str:
-        """Which model reads this pair: "en", "zh", or "" when neither does (no forward;
-        the language reads are remembered per ``scope`` as ``verdicts``' are)."""
+        """Which model a pair is routed to: "en", "zh", or "" when it reads neither
+        (no forward, no tokenizer call; the language reads are remembered per ``scope``
+        as ``verdicts``' are). A routed pair that turns out too long for its model is
+        still that model's: its verdict is then unsupported, scored 0."""
         checked = [(check_question(query), check_question(cached))]
         _, en, zh = self._route(checked, scope)
         return "en" if en else "zh" if zh else ""

@@ -9,6 +9,8 @@ event keeps the previous label.
 from __future__ import annotations
 
 import asyncio
+import math
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any, Literal
 
@@ -53,6 +55,12 @@ class SampleOut(BaseModel):
     verifier_score: float | None = None
     verifier_model: str | None = None
     embedder_id: str | None = None  # whose scale ``score`` is on (None: before 0010)
+    refines_cut: bool | None = Field(
+        None,
+        description="whether this sample, once labelled, counts for its tenant's verifier "
+        "cut: scored on a scale in force (a retrained model's samples stop counting); "
+        "null with the verifier off",
+    )
     entity_comparison: dict[str, Any] | None
     label: str | None
     note: str | None
@@ -61,7 +69,15 @@ class SampleOut(BaseModel):
     shadow: ShadowOut
 
     @classmethod
-    def of(cls, row: MisfireSample) -> SampleOut:
+    def of(cls, row: MisfireSample, in_force: Collection[str] | None = None) -> SampleOut:
+        """``in_force``: the verifier's score scales (``GatewayVerifier.scale_ids``),
+        None with the verifier off."""
+        score = row.verifier_score
+        refines = None
+        if in_force is not None:
+            # what gateway/calibration.py load_labels reads
+            probability = score is not None and math.isfinite(score) and 0.0 <= score <= 1.0
+            refines = probability and row.verifier_model in in_force
         return cls(
             id=row.id,
             tenant_id=row.tenant_id,
@@ -77,6 +93,7 @@ class SampleOut(BaseModel):
             verifier_score=row.verifier_score,
             verifier_model=row.verifier_model,
             embedder_id=row.embedder_id,
+            refines_cut=refines,
             entity_comparison=row.entity_comparison,
             label=row.label,
             note=row.note,
@@ -119,6 +136,7 @@ def list_samples(
     status: str,
     limit: int,
     before_id: int | None,
+    in_force: Collection[str] | None = None,
 ) -> SampleList:
     statement = select(MisfireSample).order_by(MisfireSample.id.desc()).limit(limit + 1)
     if tenant is not None:
@@ -134,20 +152,27 @@ def list_samples(
     more = len(rows) > limit
     rows = rows[:limit]
     return SampleList(
-        data=[SampleOut.of(r) for r in rows], next_before_id=rows[-1].id if more else None
+        data=[SampleOut.of(r, in_force) for r in rows], next_before_id=rows[-1].id if more else None
     )
 
 
-def get_sample(sessions: sessionmaker[Any], sample_id: int) -> SampleOut:
+def get_sample(
+    sessions: sessionmaker[Any], sample_id: int, in_force: Collection[str] | None = None
+) -> SampleOut:
     with sessions() as s:
         row = s.get(MisfireSample, sample_id)
         if row is None:
             raise NotFoundError(f"no misfire sample with id {sample_id}", code="sample_not_found")
-        return SampleOut.of(row)
+        return SampleOut.of(row, in_force)
 
 
 def label_sample(
-    sessions: sessionmaker[Any], sample_id: int, label: str, note: str | None, actor: str
+    sessions: sessionmaker[Any],
+    sample_id: int,
+    label: str,
+    note: str | None,
+    actor: str,
+    in_force: Collection[str] | None = None,
 ) -> SampleOut:
     if label not in LABELS:
         raise BadRequestError(
@@ -163,7 +188,15 @@ def label_sample(
         details: dict[str, Any] = {"label": label, "previous": previous, "score": row.score}
         add_event(s, actor, REVIEW_LABEL, row.tenant_id, f"sample:{sample_id}", details)
         s.flush()
-        return SampleOut.of(row)
+        return SampleOut.of(row, in_force)
+
+
+def _in_force(request: Request) -> tuple[str, ...] | None:
+    """The verifier's score scales in force; None with the verifier off."""
+    gateway = getattr(request.app.state, "gateway", None)
+    pipeline = getattr(gateway, "pipeline", None)
+    verification = getattr(pipeline, "verification", None)
+    return None if verification is None else tuple(verification.verifier.scale_ids)
 
 
 def review_router(admin: Any = require_admin) -> APIRouter:
@@ -184,7 +217,7 @@ def review_router(admin: Any = require_admin) -> APIRouter:
     ) -> SampleList:
         """Sampled semantic hits, newest first (pending ones by default)."""
         return await asyncio.to_thread(
-            list_samples, _sessions(request), tenant, status, limit, before_id
+            list_samples, _sessions(request), tenant, status, limit, before_id, _in_force(request)
         )
 
     @router.get("/samples/{sample_id}", response_model=SampleOut)
@@ -193,7 +226,9 @@ def review_router(admin: Any = require_admin) -> APIRouter:
         sample_id: int = Path(ge=1, le=MAX_ID),
         _actor: str = Depends(admin),
     ) -> SampleOut:
-        return await asyncio.to_thread(get_sample, _sessions(request), sample_id)
+        return await asyncio.to_thread(
+            get_sample, _sessions(request), sample_id, _in_force(request)
+        )
 
     @router.post("/samples/{sample_id}/label", response_model=SampleOut)
     async def label(
@@ -204,7 +239,13 @@ def review_router(admin: Any = require_admin) -> APIRouter:
     ) -> SampleOut:
         """Label a sample ``correct`` or ``misfire`` (400 for anything else, 404 unknown id)."""
         out = await asyncio.to_thread(
-            label_sample, _sessions(request), sample_id, body.label, body.note, str(actor)
+            label_sample,
+            _sessions(request),
+            sample_id,
+            body.label,
+            body.note,
+            str(actor),
+            _in_force(request),
         )
         # Counted once committed, so a refused label never moves the misfire-rate alert.
         metrics: GatewayMetrics = request.app.state.gateway.metrics

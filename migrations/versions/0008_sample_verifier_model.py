@@ -5,9 +5,11 @@ A tenant's verifier cut is refined from the scores of its labelled samples
 verifier that gave them: after the shipped weights change (a retrained English or
 Chinese cross-encoder), a label at score 0.98 says nothing about what 0.98 means
 now. Each sample records the verifier's identity (``GatewayVerifier.scale_id``:
-its English and Chinese weights), and the refinement reads only the samples of
-the verifier in force. Samples taken before this column keep NULL and are left
-out of the refinement (the shipped cut applies until new labels arrive).
+its English and Chinese weights; since session 35 the id of the one language's
+model that scored it, ``GatewayVerifier.scale_id_of``, the same column), and the
+refinement reads only the samples of the verifier in force. Samples taken before
+this column keep NULL and are left out of the refinement (the shipped cut applies
+until new labels arrive).
 
 Revision ID: 0008
 Revises: 0007

@@ -110,6 +110,18 @@ def test_auto_on_a_cpu_without_native_bf16_is_int8_with_its_own_calibration(
     # int8 scores are a scale of their own for tenant labels; bfloat16's are float32's.
     f32, b16 = load_verifier(dtype="float32"), load_verifier(dtype="bfloat16")
     assert v.en_scale_id != f32.en_scale_id and b16.en_scale_id == f32.en_scale_id
+    # Chinese scores do not depend on the English dtype: their labels keep counting.
+    assert v.zh_scale_id == f32.zh_scale_id == b16.zh_scale_id
+    # The id samples were stored under before session 35 had the int8 part too.
+    import hashlib
+
+    from validators.onnx_forward import INT8_SESSION_VERSION
+
+    assert v.model.zh_path is not None
+    en, zh = v.model.meta["weights_sha256"], v.model.zh_path.weights_sha256
+    old = f"{en}:int8.{INT8_SESSION_VERSION}:{zh}"
+    assert v.legacy_scale_id == hashlib.sha256(old.encode()).hexdigest()[:16]
+    assert v.legacy_scale_id != f32.legacy_scale_id
     # Another int8 graph (session 31 skipped a fusion that moved its scores) is another
     # scale; the same one keeps its id.
     import validators.onnx_forward

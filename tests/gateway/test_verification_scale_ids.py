@@ -11,16 +11,20 @@ from __future__ import annotations
 import asyncio
 import copy
 import hashlib
+import threading
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from gateway.admin.service import TenantAdmin
+from gateway.calibration import load_labels
 from gateway.calibrator import Calibrator
 from gateway.models import MisfireSample
+from gateway.review.api import list_samples
+from gateway.review.retag import retag_legacy_samples
 from gateway.review.sampling import MisfireSampler
 from gateway.tenants import TenantStore, utc_now
 from gateway.verification import GatewayVerifier, load_verifier
@@ -59,9 +63,11 @@ def test_each_language_has_its_own_id_and_a_retrain_moves_only_its_own(
     assert zh_retrained.en_scale_id == en_id and zh_retrained.zh_scale_id != zh_id
     en_retrained = retrained(verifier, en=True)
     assert en_retrained.en_scale_id != en_id
-    # An English retrain refits the Chinese map onto the common scale: Chinese scores
-    # move too, though the Chinese weights stayed. The same map keeps the id.
+    # English weights alone (a map that came out the same) leave Chinese scores as
+    # they were: the Chinese id stays.
     assert en_retrained.zh_scale_id == zh_id
+    # A real English retrain refits the Chinese map onto the common scale, which moves
+    # Chinese scores though the Chinese weights stayed: another Chinese id.
     model = copy.copy(verifier.model)
     assert model.zh_path is not None
     model.zh_path = copy.copy(model.zh_path)
@@ -113,7 +119,7 @@ def test_a_chinese_retrain_keeps_english_labels_refining_the_cut(
     after_zh = retrained(verifier, zh=True)
     cut = Calibrator(db, lambda t: 0.5, verifier_models=after_zh.scale_ids).refresh("t", 0.01)
     assert (cut.source, cut.labelled) == ("tenant", 400)  # the English ones still count
-    after_en = retrained(verifier, en=True)
+    after_en = retrained(verifier, en=True)  # its map came out the same (see above)
     cut = Calibrator(db, lambda t: 0.5, verifier_models=after_en.scale_ids).refresh("t", 0.01)
     assert cut.labelled == 40  # only the Chinese ones: too few to confirm anything
     assert cut.source == "shipped"
@@ -140,4 +146,124 @@ def test_the_sampler_stores_the_scale_of_the_language_that_scored(
     assert sorted(rows, key=str) == sorted(
         [verifier.en_scale_id, verifier.zh_scale_id, None], key=str
     )
+    db.dispose()
+
+
+def test_the_review_list_says_which_samples_count_for_the_cut(
+    tmp_path: Path, verifier: GatewayVerifier
+) -> None:
+    db = migrated(tmp_path)
+    now = utc_now()
+    kinds = {
+        "english": (0.9, verifier.en_scale_id),
+        "chinese": (0.9, verifier.zh_scale_id),
+        "before 35": (0.9, verifier.legacy_scale_id),
+        "retrained": (0.9, "0123456789abcdef"),  # another model's scale
+        "no model": (0.9, None),  # before migration 0008
+        "no score": (None, verifier.en_scale_id),
+        "not a probability": (float("inf"), verifier.en_scale_id),
+    }
+    with Session(db) as s, s.begin():
+        for name, (score, model) in kinds.items():
+            row = sample("t", score, None, now, model=model)
+            row.question = name
+            s.add(row)
+    sessions = sessionmaker(db, expire_on_commit=False)
+    listed = list_samples(sessions, "t", "all", 50, None, verifier.scale_ids)
+    refines = {x.question: x.refines_cut for x in listed.data}
+    assert refines == {
+        "english": True,
+        "chinese": True,
+        "before 35": True,
+        "retrained": False,
+        "no model": False,
+        "no score": False,
+        "not a probability": False,
+    }
+    # The same rule as the cut's own read: labelled, exactly these count.
+    with Session(db) as s, s.begin():
+        for row in s.scalars(select(MisfireSample)):
+            row.label = "correct"
+    counted = Calibrator(db, lambda t: 0.5, verifier_models=verifier.scale_ids)
+    assert counted.refresh("t", 0.01).labelled == 3
+    # With the verifier off there is no cut to count for.
+    off = list_samples(sessions, "t", "all", 50, None, None)
+    assert {x.refines_cut for x in off.data} == {None}
+    db.dispose()
+
+
+def test_a_pair_whose_scale_cannot_be_told_is_sampled_without_one(tmp_path: Path) -> None:
+    db = migrated(tmp_path)
+    store = TenantStore(db)
+    TenantAdmin(store, None, None).add_tenant("tests", "acme", None)
+
+    def broken(question: str, matched: str, scope: str) -> str | None:
+        raise RuntimeError("the language reader failed")
+
+    sampler = MisfireSampler(db, upstream=None, embedder=None, scale_of=broken)  # type: ignore[arg-type]
+    served = replace(hit("acme", store.namespace_id("acme")), verifier_score=0.99)
+    asyncio.run(sampler._process(served))
+    with Session(db) as s:
+        (row,) = s.scalars(select(MisfireSample)).all()
+    assert (row.verifier_score, row.verifier_model) == (0.99, None)  # kept, counts for no cut
+    assert sampler.samples.labels("written")._value.get() == 1
+    db.dispose()
+
+
+def test_old_samples_are_retagged_with_their_languages_scale(
+    tmp_path: Path, verifier: GatewayVerifier
+) -> None:
+    db = migrated(tmp_path)
+    now = utc_now()
+    legacy = verifier.legacy_scale_id
+    rows = {  # question -> (matched question, id stored)
+        EN_PAIR[0]: (EN_PAIR[1], legacy),
+        ZH_PAIR[0]: (ZH_PAIR[1], legacy),
+        "パスワードを変更するには": ("パスワードの変更方法", legacy),  # neither model reads it
+        "What is my balance?": ("What's my balance?", "0123456789abcdef"),  # other weights
+        "How do I close my account?": ("How can I close my account?", verifier.en_scale_id),
+    }
+    with Session(db) as s, s.begin():
+        for question, (matched, model) in rows.items():
+            row = sample("t", 0.99, "correct", now, model=model)
+            row.question, row.matched_question = question, matched
+            s.add(row)
+    cal = Calibrator(db, lambda t: 0.5, verifier_models=verifier.scale_ids)
+    before = cal.refresh("t", 0.01).labelled
+    assert retag_legacy_samples(db, legacy, verifier.scale_id_of, batch_size=1) == 2
+    with Session(db) as s:
+        stored = dict(s.execute(select(MisfireSample.question, MisfireSample.verifier_model)).all())
+    assert stored == {
+        EN_PAIR[0]: verifier.en_scale_id,
+        ZH_PAIR[0]: verifier.zh_scale_id,
+        "パスワードを変更するには": legacy,
+        "What is my balance?": "0123456789abcdef",
+        "How do I close my account?": verifier.en_scale_id,
+    }
+    # Nothing counts differently now (4 of 5: not the other weights' sample)...
+    assert before == cal.refresh("t", 0.01).labelled == 4
+    # ...but the English one outlives a Chinese retrain, which it did not before.
+    after_zh = retrained(verifier, zh=True)
+    kept = Calibrator(db, lambda t: 0.5, verifier_models=after_zh.scale_ids).refresh("t", 0.01)
+    assert kept.labelled == 2  # the re-tagged English one and the one written as English
+    assert retag_legacy_samples(db, legacy, verifier.scale_id_of) == 0  # done once
+    db.dispose()
+
+
+def test_a_stopped_retag_leaves_the_rest_for_the_next_start(
+    tmp_path: Path, verifier: GatewayVerifier
+) -> None:
+    db = migrated(tmp_path)
+    now = utc_now()
+    with Session(db) as s, s.begin():
+        for _ in range(3):
+            row = sample("t", 0.99, "correct", now, model=verifier.legacy_scale_id)
+            row.question, row.matched_question = EN_PAIR
+            s.add(row)
+    stop = threading.Event()
+    stop.set()
+    assert retag_legacy_samples(db, verifier.legacy_scale_id, verifier.scale_id_of, stop=stop) == 0
+    assert retag_legacy_samples(db, verifier.legacy_scale_id, verifier.scale_id_of) == 3
+    with pytest.raises(TypeError):  # one id is not a collection of ids
+        load_labels(db, "t", verifier.en_scale_id)
     db.dispose()

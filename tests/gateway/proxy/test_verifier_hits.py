@@ -233,6 +233,7 @@ def test_the_tenants_target_moves_the_cut_and_the_report_shows_it(
         (sample,) = [x for x in samples(client, tenant) if x["question"] == asked]
         assert sample["verifier_score"] == pytest.approx(score, abs=1e-6)
         assert sample["verifier_model"] == verifier.en_scale_id  # the scale the score is on
+        assert sample["refines_cut"] is True  # so its label will count
         assert sample["embedder_id"] == gw.cache.embedder_id  # and the retrieval score's
         # The threshold the lookup ran with: the retrieval threshold, not the policy's 0.89.
         verification = gw.state.pipeline.verification

@@ -127,6 +127,9 @@ def test_a_sampled_hit_is_written_with_every_field(gw: Gateway) -> None:
     assert s["partition_key"] == gw.cache.partition_key(query)
     assert s["label"] is None and s["note"] is None and s["labeled_by"] is None
     assert s["created_at"] is not None
+    # verifier off: no score, and no cut a label could count for
+    assert s["verifier_score"] is None and s["verifier_model"] is None
+    assert s["refines_cut"] is None
     questions = s["entity_comparison"]["questions"]
     assert questions["matches"] is True and "kinds" in questions
     assert s["entity_comparison"]["sampling"] == {

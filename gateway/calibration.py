@@ -52,7 +52,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, or_, select
 from sqlalchemy.orm import Session
 
 from gateway.models import MisfireSample
@@ -376,6 +376,26 @@ def load_labels(
         ]
     plain = any(w is None for _, _, w in rows)
     return [Label(score, misfire, 1.0 if plain or w is None else w) for score, misfire, w in rows]
+
+
+def count_uncounted_labels(db: Engine, tenant_id: str, verifier_models: Collection[str]) -> int:
+    """A tenant's labelled samples with a verifier score that ``load_labels`` leaves out
+    for their scale: scored by a model no longer in force (a retrained one, another
+    English dtype) or of no recorded model (before migration 0008). The report shows
+    it, so a cut back at the shipped one after a retrain is not read as labels lost."""
+    if isinstance(verifier_models, str):
+        raise TypeError("verifier_models is a collection of score scale ids, not one id")
+    model = MisfireSample.verifier_model
+    statement = (
+        select(func.count())
+        .select_from(MisfireSample)
+        .where(MisfireSample.tenant_id == tenant_id)
+        .where(MisfireSample.label.is_not(None))
+        .where(MisfireSample.verifier_score.is_not(None))
+        .where(or_(model.is_(None), model.not_in(list(verifier_models))))
+    )
+    with Session(db) as s:
+        return int(s.scalar(statement) or 0)
 
 
 #: Sampling probabilities below this are not believed (a weight of a million already

@@ -5,17 +5,24 @@ The cut is what the running gateway's lookups use (:mod:`gateway.calibration`,
 recomputed from the database here, so a label just written shows at once); the
 estimate is the misfire rate among the tenant's labelled samples the cut would
 serve (score above it), with its Wilson interval. Without the verifier
-(``CACHEGATE_VERIFIER=off``) the section says so and shows no cut.
+(``CACHEGATE_VERIFIER=off``) the section says so and shows no cut. Labelled samples
+scored by a model no longer in force (a retrained one) are counted apart: they do not
+refine the cut, and the section says how many there are.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from html import escape
 from typing import Any
 
+from gateway.calibration import count_uncounted_labels
+from gateway.calibrator import Calibrator
 from gateway.reports.text import fmt_pct
 from gateway.state import GatewayState
+
+log = logging.getLogger("cachegate.gateway.reports")
 
 #: Tenants shown in the section (as the report's per-tenant sections).
 MAX_TENANTS = 50
@@ -27,11 +34,26 @@ def verifier_section(gw: GatewayState, tenant_ids: Iterable[str]) -> dict[str, A
     if verification is None:
         return {"enabled": False, "tenants": {}}
     out: dict[str, Any] = {}
+    calibrator = verification.calibrator
     for tid in sorted(set(tenant_ids))[:MAX_TENANTS]:
         policy, _version = gw.tenants.policy(tid)
-        cut = verification.calibrator.refresh(tid, policy.target_misfire_rate)
-        out[tid] = cut.to_dict() | {"retrieval_threshold": verification.retrieval_threshold(policy)}
+        cut = calibrator.refresh(tid, policy.target_misfire_rate)
+        out[tid] = cut.to_dict() | {
+            "retrieval_threshold": verification.retrieval_threshold(policy),
+            "labels_not_counted": _not_counted(calibrator, tid),
+        }
     return {"enabled": True, "tenants": out}
+
+
+def _not_counted(calibrator: Calibrator, tenant_id: str) -> int | None:
+    """Labels of models no longer in force (None: unknown, the database away)."""
+    if calibrator.db is None or calibrator.verifier_models is None:
+        return None
+    try:
+        return count_uncounted_labels(calibrator.db, tenant_id, calibrator.verifier_models)
+    except Exception as exc:  # the cut above says what is known; this is a footnote
+        log.warning("uncounted labels not read (%s)", type(exc).__name__)
+        return None
 
 
 def verifier_html(section: dict[str, Any] | None) -> str:
@@ -56,6 +78,7 @@ def verifier_html(section: dict[str, Any] | None) -> str:
                     f"{c['cut']:.4f}",
                     str(c["source"]) + (" (kept: labels unreadable)" if c.get("is_kept") else ""),
                     f"{c['retrieval_threshold']:.2f}",
+                    _count(c.get("labels_not_counted")),
                 )
             )
             + "</tr>"
@@ -71,6 +94,7 @@ def verifier_html(section: dict[str, Any] | None) -> str:
             "cut in force",
             "cut from",
             "retrieval threshold",
+            "labels of retired models",
         )
     )
     return (
@@ -80,3 +104,7 @@ def verifier_html(section: dict[str, Any] | None) -> str:
         + "".join(rows)
         + "</tbody></table>"
     )
+
+
+def _count(n: object) -> str:
+    return "–" if n is None else str(n)

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gateway.admin.service import TenantAdmin
-from gateway.calibration import load_labels
+from gateway.calibration import count_uncounted_labels, load_labels
 from gateway.calibrator import Calibrator
 from gateway.models import MisfireSample
 from gateway.review.api import list_samples
@@ -186,6 +186,10 @@ def test_the_review_list_says_which_samples_count_for_the_cut(
             row.label = "correct"
     counted = Calibrator(db, lambda t: 0.5, verifier_models=verifier.scale_ids)
     assert counted.refresh("t", 0.01).labelled == 3
+    # The report's footnote: labels of models not in force ("retrained", "no model").
+    assert count_uncounted_labels(db, "t", verifier.scale_ids) == 2
+    assert count_uncounted_labels(db, "t", [*verifier.scale_ids, "0123456789abcdef"]) == 1
+    assert count_uncounted_labels(db, "another tenant", verifier.scale_ids) == 0
     # With the verifier off there is no cut to count for.
     off = list_samples(sessions, "t", "all", 50, None, None)
     assert {x.refines_cut for x in off.data} == {None}

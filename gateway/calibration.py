@@ -29,10 +29,7 @@ only says the labels confirm the shipped cut (Wilson upper bound within the targ
 at least :data:`MIN_LABELS` it serves); labels never lower the cut below the shipped one
 (until session 21 they did: that "proof" tried every labelled score on every refresh, no
 95% bound, and re-served ranges its own labels had disproved). The cut is within [0, 1].
-Shadow verification verdicts are shown in the report but do not move the cut: a
-``disagree`` is no misfire (a model's answers to one question vary), so it would raise
-cuts on variation; the report shows the upper bound they give instead
-(gateway/reports/shadow_bound.py).
+Shadow verification verdicts are shown in the report but do not move the cut.
 
 Samples are weighted by 1 / the probability they were sampled with: near-threshold
 hits are sampled 3× (gateway/review/sampling.py), and counted plainly they would

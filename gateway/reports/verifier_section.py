@@ -7,9 +7,7 @@ estimate is the misfire rate among the tenant's labelled samples the cut would
 serve (score above it), with its Wilson interval. Without the verifier
 (``CACHEGATE_VERIFIER=off``) the section says so and shows no cut. Labelled samples
 scored by a model no longer in force (a retrained one) are counted apart: they do not
-refine the cut, and the section says how many there are. Where shadow verification
-runs, the section also shows the upper bound its verdicts give on the misfire rate
-(:mod:`gateway.reports.shadow_bound`), which needs no reviewer.
+refine the cut, and the section says how many there are.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from typing import Any
 
 from gateway.calibration import count_uncounted_labels
 from gateway.calibrator import Calibrator
-from gateway.reports.shadow_bound import shadow_bound
 from gateway.reports.text import fmt_pct
 from gateway.state import GatewayState
 
@@ -44,22 +41,8 @@ def verifier_section(gw: GatewayState, tenant_ids: Iterable[str]) -> dict[str, A
         out[tid] = cut.to_dict() | {
             "retrieval_threshold": verification.retrieval_threshold(policy),
             "labels_not_counted": _not_counted(calibrator, tid),
-            "shadow_bound": _shadow(calibrator, tid, cut.cut),
         }
     return {"enabled": True, "tenants": out}
-
-
-def _shadow(calibrator: Calibrator, tenant_id: str, cut: float) -> dict[str, Any] | None:
-    """The conservative bound shadow verdicts give (None: none above the cut, or the
-    database away)."""
-    if calibrator.db is None or calibrator.verifier_models is None:
-        return None
-    try:
-        bound = shadow_bound(calibrator.db, tenant_id, calibrator.verifier_models, cut)
-    except Exception as exc:  # a footnote, as the count of retired labels
-        log.warning("shadow bound not read (%s)", type(exc).__name__)
-        return None
-    return None if bound is None else bound.to_dict()
 
 
 def _not_counted(calibrator: Calibrator, tenant_id: str) -> int | None:
@@ -96,7 +79,6 @@ def verifier_html(section: dict[str, Any] | None) -> str:
                     str(c["source"]) + (" (kept: labels unreadable)" if c.get("is_kept") else ""),
                     f"{c['retrieval_threshold']:.2f}",
                     _count(c.get("labels_not_counted")),
-                    _bound(c.get("shadow_bound")),
                 )
             )
             + "</tr>"
@@ -113,7 +95,6 @@ def verifier_html(section: dict[str, Any] | None) -> str:
             "cut from",
             "retrieval threshold",
             "labels of retired models",
-            "misfire at most (shadow, 95%)",
         )
     )
     return (
@@ -127,9 +108,3 @@ def verifier_html(section: dict[str, Any] | None) -> str:
 
 def _count(n: object) -> str:
     return "–" if n is None else str(n)
-
-
-def _bound(b: object) -> str:
-    if not isinstance(b, dict):
-        return "–"
-    return f"{fmt_pct(b['high'], 2)} ({b['counted']}/{b['checked']}, {b['by_shadow']} by shadow)"

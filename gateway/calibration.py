@@ -29,7 +29,12 @@ only says the labels confirm the shipped cut (Wilson upper bound within the targ
 at least :data:`MIN_LABELS` it serves); labels never lower the cut below the shipped one
 (until session 21 they did: that "proof" tried every labelled score on every refresh, no
 95% bound, and re-served ranges its own labels had disproved). The cut is within [0, 1].
-Shadow verification verdicts are shown in the report but do not move the cut.
+Shadow verification verdicts are shown in the report but do not move the cut, either
+way: a ``disagree`` is no misfire (a model's answers to one question vary; on question
+paraphrases standing in for answers, 52-72% of same-meaning pairs fell below the
+floor), so raising on it would raise on variation; and an ``agree`` is no proof of a
+correct hit on a near miss (a served misfire's questions already passed the retrieval
+threshold, above the shadow's floor; its answers were never measured).
 
 Samples are weighted by 1 / the probability they were sampled with: near-threshold
 hits are sampled 3× (gateway/review/sampling.py), and counted plainly they would
@@ -381,7 +386,8 @@ def load_labels(
 def count_uncounted_labels(db: Engine, tenant_id: str, verifier_models: Collection[str]) -> int:
     """A tenant's labelled samples with a verifier score that ``load_labels`` leaves out
     for their scale: scored by a model no longer in force (a retrained one, another
-    English dtype) or of no recorded model (before migration 0008). The report shows
+    English dtype) or of no known one (before migration 0008, or a pair whose model
+    could not be told). The report shows
     it, so a cut back at the shipped one after a retrain is not read as labels lost."""
     if isinstance(verifier_models, str):
         raise TypeError("verifier_models is a collection of score scale ids, not one id")

@@ -267,7 +267,8 @@ generated {escape(report["generated_at"])}{"; rows truncated" if report["truncat
 <h2>Shadow verification</h2>
 <p>{sh["verified"]} verified: {sh["agree"]} agree, {sh["disagree"]} disagree;
 agreement with human labels {fmt_pct(sh["agreement_with_humans"])}
-over {sh["with_human_label"]} labelled.</p>
+over {sh["with_human_label"]} labelled; the shadow agreed with
+{sh["agree_on_labelled_misfires"]} of the {sh["labelled_misfires"]} hits labelled misfire.</p>
 <h2>Prefix anti-patterns</h2>{_findings(s["antipatterns"])}
 {verifier_html(report.get("verifier"))}
 {_tenants(report)}

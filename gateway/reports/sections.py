@@ -109,6 +109,7 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
     shadow = [s for s in samples if s.shadow in ("agree", "disagree")]
     both = [s for s in shadow if s.label]
     matching = sum((s.shadow == "disagree") == (s.label == "misfire") for s in both)
+    wrong = [s for s in both if s.label == "misfire"]
     return {
         "misfires": {
             "samples": len(samples),
@@ -133,6 +134,10 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
             "disagree": sum(1 for s in shadow if s.shadow == "disagree"),
             "with_human_label": len(both),
             "agreement_with_humans": rate(matching, len(both)),
+            # Whether an ``agree`` can be trusted on this traffic: how often the shadow
+            # agreed with hits a reviewer judged wrong (docs/misfire_reports.md).
+            "labelled_misfires": len(wrong),
+            "agree_on_labelled_misfires": sum(1 for s in wrong if s.shadow == "agree"),
         },
         "labelled_scores": {
             "correct": [x.score for x in scored if not x.misfire][:5000],

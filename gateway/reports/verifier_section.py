@@ -46,8 +46,11 @@ def verifier_section(gw: GatewayState, tenant_ids: Iterable[str]) -> dict[str, A
 
 
 def _not_counted(calibrator: Calibrator, tenant_id: str) -> int | None:
-    """Labels of models no longer in force (None: unknown, the database away)."""
+    """Labels of models no longer in force, or of no known scale (None: unknown, the
+    database away; not asked while the calibrator knows it is away)."""
     if calibrator.db is None or calibrator.verifier_models is None:
+        return None
+    if calibrator.is_database_away:
         return None
     try:
         return count_uncounted_labels(calibrator.db, tenant_id, calibrator.verifier_models)
@@ -94,7 +97,7 @@ def verifier_html(section: dict[str, Any] | None) -> str:
             "cut in force",
             "cut from",
             "retrieval threshold",
-            "labels of retired models",
+            "labels on old scales",
         )
     )
     return (

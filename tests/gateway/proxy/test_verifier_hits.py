@@ -260,7 +260,7 @@ def test_the_tenants_target_moves_the_cut_and_the_report_shows_it(
     assert (shown["served"], shown["misfires"]) == (1, 0)
     assert shown["low"] == 0.0 and 0.0 < shown["high"] < 1.0  # Wilson interval of 0/1
     assert (shown["labelled"], shown["labels_not_counted"]) == (1, 1)
-    assert 'id="verifier"' in html and "20.00%" in html and "labels of retired models" in html
+    assert 'id="verifier"' in html and "20.00%" in html and "labels on old scales" in html
 
 
 #: a labelled sample scored by a model no longer in force (its scale id is no current one)

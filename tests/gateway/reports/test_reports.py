@@ -127,6 +127,8 @@ def test_tenant_report_numbers(gw: Gateway) -> None:
     sh = s["shadow"]
     assert (sh["verified"], sh["agree"], sh["disagree"], sh["with_human_label"]) == (6, 4, 2, 5)
     assert sh["agreement_with_humans"] == pytest.approx(4 / 5)
+    # the shadow agreed with one of the three labelled misfires it checked (0.87)
+    assert (sh["labelled_misfires"], sh["agree_on_labelled_misfires"]) == (3, 1)
 
     # prefix: engine-served = prefix-hit, miss, bypass
     engine_rows = [row for row in ALPHA_STATS if row[0] != "semantic-hit"]
@@ -248,6 +250,8 @@ def test_report_auth_and_parameters(gw: Gateway) -> None:
         assert html.headers["content-type"].startswith("text/html")
         assert "default-src 'none'" in html.headers["content-security-policy"]
         assert html.text.count('src="data:image/png;base64,') == 4
+        alpha = http.get(REPORT, params={"tenant": "alpha"}).text
+        assert "the shadow agreed with\n1 of the 3 hits labelled misfire" in alpha
 
 
 def test_cli_report_prints_the_summary(gw: Gateway, capsys: pytest.CaptureFixture[str]) -> None:

@@ -45,7 +45,8 @@ effective sample size (gateway/reports/stats.py ``weighted_wilson``), so unequal
 weights widen it; when every sample had the same probability, the counts are the
 plain ones.
 
-The cut is kept per tenant, and kept through a database outage, by
+The labels are read from the database by :mod:`gateway.calibration_labels`; the cut
+is kept per tenant, and kept through a database outage, by
 :class:`gateway.calibrator.Calibrator`.
 """
 
@@ -53,20 +54,14 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import Engine, func, or_, select
-from sqlalchemy.orm import Session
-
-from gateway.models import MisfireSample
 from gateway.reports.stats import weighted_wilson
 
 #: Scored, labelled samples a tenant needs before its own cut replaces the shipped one.
 MIN_LABELS = 30
-#: The most recent labelled samples read per tenant.
-MAX_SAMPLES = 20_000
 #: Labelled samples per score band checked on its own before a cut may serve it
 #: (:func:`_lowest_cut_not_disproved`): enough for a test to say something, few enough
 #: to find a bad range.
@@ -350,76 +345,3 @@ def _lowest_cut_not_disproved(ordered: Sequence[Label], target: float, shipped_c
         while i < total and ordered[i].score == cut:
             i += 1
     return cut
-
-
-def load_labels(
-    db: Engine, tenant_id: str, verifier_models: Collection[str] | None = None
-) -> list[Label]:
-    """A tenant's labelled samples that carry a verifier score, newest first, each
-    weighted by 1 / the probability it was sampled with (``entity_comparison.sampling``,
-    gateway/review/sampling.py); when any sample lacks a usable one, every weight is 1
-    (plain counts: a weight guessed for some would skew the rest); with
-    ``verifier_models``, only those one of these score scales scored (the verifier in
-    force: one per language, ``GatewayVerifier.scale_ids``)."""
-    statement = (
-        select(MisfireSample.verifier_score, MisfireSample.label, MisfireSample.entity_comparison)
-        .where(MisfireSample.tenant_id == tenant_id)
-        .where(MisfireSample.label.is_not(None))
-        .where(MisfireSample.verifier_score.is_not(None))
-    )
-    if isinstance(verifier_models, str):  # one id is not a collection of its letters
-        raise TypeError("verifier_models is a collection of score scale ids, not one id")
-    if verifier_models is not None:
-        statement = statement.where(MisfireSample.verifier_model.in_(list(verifier_models)))
-    statement = statement.order_by(MisfireSample.id.desc()).limit(MAX_SAMPLES)
-    with Session(db) as s:
-        rows = [
-            (float(score), label == "misfire", _weight(comparison))
-            for score, label, comparison in s.execute(statement)
-            # PostgreSQL keeps NaN and inf: only a verifier probability moves a cut
-            if score is not None and math.isfinite(score) and 0.0 <= score <= 1.0
-        ]
-    plain = any(w is None for _, _, w in rows)
-    return [Label(score, misfire, 1.0 if plain or w is None else w) for score, misfire, w in rows]
-
-
-def count_uncounted_labels(db: Engine, tenant_id: str, verifier_models: Collection[str]) -> int:
-    """A tenant's labelled samples with a verifier score that ``load_labels`` leaves out
-    for their scale: scored by a model no longer in force (a retrained one, another
-    English dtype) or of no known one (before migration 0008, or a pair whose model
-    could not be told). The report shows
-    it, so a cut back at the shipped one after a retrain is not read as labels lost."""
-    if isinstance(verifier_models, str):
-        raise TypeError("verifier_models is a collection of score scale ids, not one id")
-    model = MisfireSample.verifier_model
-    statement = (
-        select(func.count())
-        .select_from(MisfireSample)
-        .where(MisfireSample.tenant_id == tenant_id)
-        .where(MisfireSample.label.is_not(None))
-        .where(MisfireSample.verifier_score.is_not(None))
-        .where(or_(model.is_(None), model.not_in(list(verifier_models))))
-    )
-    with Session(db) as s:
-        return int(s.scalar(statement) or 0)
-
-
-#: Sampling probabilities below this are not believed (a weight of a million already
-#: outweighs any label set a tenant reviews; smaller ones overflow Σw²).
-MIN_PROBABILITY = 1e-6
-
-
-def recorded_probability(comparison: object) -> float | None:
-    """The sampling probability stored with a sample (``entity_comparison.sampling``,
-    gateway/review/sampling.py); None when absent or unusable."""
-    sampling = comparison.get("sampling") if isinstance(comparison, dict) else None
-    p = sampling.get("probability") if isinstance(sampling, dict) else None
-    if isinstance(p, int | float) and not isinstance(p, bool) and MIN_PROBABILITY <= p <= 1.0:
-        return float(p)
-    return None
-
-
-def _weight(comparison: object) -> float | None:
-    """1 / the sampling probability recorded with a sample; None when absent or unusable."""
-    p = recorded_probability(comparison)
-    return None if p is None else 1.0 / p

@@ -1,7 +1,7 @@
 """Each tenant's verifier cut, computed from the database and kept (issue 12, part 3).
 
 The cut itself comes from :func:`gateway.calibration.tenant_cut` over the tenant's
-labelled samples (:func:`gateway.calibration.load_labels`).
+labelled samples (:func:`gateway.calibration_labels.load_labels`).
 
 :class:`Calibrator` keeps each tenant's cut for ``ttl`` seconds (a label takes
 effect within that time on every replica, since each reads the database); a
@@ -34,7 +34,8 @@ from dataclasses import replace
 from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
 
-from gateway.calibration import CutInForce, load_labels, tenant_cut
+from gateway.calibration import CutInForce, tenant_cut
+from gateway.calibration_labels import load_labels
 
 log = logging.getLogger("cachegate.gateway.calibration")
 

@@ -37,7 +37,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from gateway.calibration import recorded_probability
+from gateway.calibration_labels import recorded_probability
 from gateway.models import EngineSnapshot, MisfireSample, RequestStat
 from gateway.reports.sections import (
     MAX_TENANT_SECTIONS,

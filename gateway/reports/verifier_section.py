@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from html import escape
 from typing import Any
 
-from gateway.calibration import count_uncounted_labels
+from gateway.calibration_labels import count_uncounted_labels
 from gateway.calibrator import Calibrator
 from gateway.reports.text import fmt_pct
 from gateway.state import GatewayState

@@ -75,7 +75,7 @@ class SampleOut(BaseModel):
         score = row.verifier_score
         refines = None
         if in_force is not None:
-            # what gateway/calibration.py load_labels reads
+            # what gateway/calibration_labels.py load_labels reads
             probability = score is not None and math.isfinite(score) and 0.0 <= score <= 1.0
             refines = probability and row.verifier_model in in_force
         return cls(

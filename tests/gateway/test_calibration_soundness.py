@@ -19,9 +19,9 @@ from gateway.calibration import (
     CutInForce,
     _band_alpha,
     _binomial_tail,
-    load_labels,
     tenant_cut,
 )
+from gateway.calibration_labels import load_labels
 from gateway.reports.stats import weighted_wilson
 from gateway.review.sampling import stored_score
 from gateway.tenants import utc_now

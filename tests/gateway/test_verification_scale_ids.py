@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gateway.admin.service import TenantAdmin
-from gateway.calibration import count_uncounted_labels, load_labels
+from gateway.calibration_labels import count_uncounted_labels, load_labels
 from gateway.calibrator import Calibrator
 from gateway.models import MisfireSample
 from gateway.review.api import list_samples

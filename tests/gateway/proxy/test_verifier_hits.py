@@ -24,14 +24,13 @@ from sqlalchemy.orm import Session
 
 from gateway.app import Components
 from gateway.calibrator import Calibrator
-from gateway.models import MisfireSample
 from gateway.policy import TenantPolicy
-from gateway.tenants import utc_now
 from gateway.verification import GatewayVerifier, load_verifier
 from semantic import Embedder
 from tests.gateway import vllm_recordings as rec
 from tests.gateway.admin_support import ADMIN_TOKEN, admin
 from tests.gateway.conftest import Gateway, chat_body, gateway_settings, running_gateway, wait_until
+from tests.gateway.review.old_samples import old_sample
 from tests.gateway.scripted_upstream import Upstream, scripted_upstream
 
 pytestmark = pytest.mark.slow
@@ -246,7 +245,7 @@ def test_the_tenants_target_moves_the_cut_and_the_report_shows_it(
         r = client.post(f"/review/samples/{sample['id']}/label", json={"label": "correct"})
         assert r.status_code == 200, r.text
         # A label a retired model's score earned is shown apart, never counted.
-        retired = MisfireSample(**{**RETIRED, "tenant_id": tenant, "created_at": utc_now()})
+        retired = old_sample(tenant, stored, asked, "0123456789abcdef", label="misfire")
         with Session(gw.app.state.db) as s, s.begin():
             s.add(retired)
         r = client.get("/reports/misfires", params={"tenant": tenant, "format": "json"})
@@ -261,22 +260,6 @@ def test_the_tenants_target_moves_the_cut_and_the_report_shows_it(
     assert shown["low"] == 0.0 and 0.0 < shown["high"] < 1.0  # Wilson interval of 0/1
     assert (shown["labelled"], shown["labels_not_counted"]) == (1, 1)
     assert 'id="verifier"' in html and "20.00%" in html and "labels on old scales" in html
-
-
-#: a labelled sample scored by a model no longer in force (its scale id is no current one)
-RETIRED: dict[str, Any] = {
-    "request_id": "r",
-    "entry_id": None,
-    "partition_key": "p",
-    "question": "How do I reset my password?",
-    "matched_question": "How can I reset my password?",
-    "served_answer": "a",
-    "score": 0.95,
-    "threshold": 0.84,
-    "verifier_score": 0.99,
-    "verifier_model": "0123456789abcdef",
-    "label": "misfire",
-}
 
 
 def samples(client: httpx.Client, tenant: str) -> list[dict[str, Any]]:

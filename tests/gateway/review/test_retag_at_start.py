@@ -6,37 +6,31 @@ samples are written as session 34 wrote them (one id for both languages' weights
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from sqlalchemy.orm import Session
 
-from gateway.models import MisfireSample
 from gateway.policy import TenantPolicy
-from gateway.tenants import utc_now
-from gateway.verification import GatewayVerifier, load_verifier
+from gateway.verification import GatewayVerifier
 from semantic import Embedder
 from tests.gateway.admin_support import admin
 from tests.gateway.conftest import wait_until
-from tests.gateway.proxy.test_verifier_hits import OPEN, samples, verified_gateway
-from tests.gateway.scripted_upstream import Upstream, scripted_upstream
-
-
-@pytest.fixture(scope="module")
-def verifier() -> GatewayVerifier:
-    return load_verifier()
-
-
-@pytest.fixture(scope="module")
-def up() -> Iterator[Upstream]:
-    with scripted_upstream("vllm") as upstream:
-        yield upstream
+from tests.gateway.proxy.test_verifier_hits import (  # noqa: F401 (fixtures by name)
+    OPEN,
+    samples,
+    up,
+    verified_gateway,
+    verifier,
+)
+from tests.gateway.review.old_samples import old_sample
+from tests.gateway.scripted_upstream import Upstream
 
 
 def test_a_restart_retags_old_samples_by_language_and_the_review_says_what_counts(
-    up: Upstream, embedder: Embedder, verifier: GatewayVerifier,
+    up: Upstream,  # noqa: F811 (the fixture imported above)
+    embedder: Embedder,
+    verifier: GatewayVerifier,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
-) -> None:  # fmt: skip
+) -> None:
     # Samples of before session 35 carry one id for both languages' weights; a restart
     # re-tags them with their language's (gateway/review/retag.py), in the background.
     data_dir = tmp_path_factory.mktemp("retag")
@@ -64,21 +58,3 @@ def test_a_restart_retags_old_samples_by_language_and_the_review_says_what_count
             }
 
         assert wait_until(lambda: seen() == expected), seen()
-
-
-def old_sample(tenant: str, question: str, matched: str, model: str) -> MisfireSample:
-    return MisfireSample(
-        tenant_id=tenant,
-        created_at=utc_now(),
-        request_id="r",
-        entry_id=None,
-        partition_key="p",
-        question=question,
-        matched_question=matched,
-        served_answer="a",
-        score=0.95,
-        threshold=0.84,
-        verifier_score=0.99,
-        verifier_model=model,
-        label="correct",
-    )

@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 
 from gateway.models import MisfireSample
 from gateway.review.retag import retag_legacy_samples
-from gateway.tenants import utc_now
 from gateway.verification import GatewayVerifier, load_verifier
 from semantic.store_db import make_engine
+from tests.gateway.review.old_samples import old_sample
 from tests.gateway.sync.conftest import pg_bare_url, pg_server, pg_url  # noqa: F401
 
 PAIRS = [
@@ -39,23 +39,7 @@ def test_replicas_retagging_together_retag_each_sample_once(
     with Session(db) as s, s.begin():
         for i in range(120):
             question, matched, _lang = PAIRS[i % 2]
-            s.add(
-                MisfireSample(
-                    tenant_id=f"t{i % 3}",
-                    created_at=utc_now(),
-                    request_id="r",
-                    entry_id=None,
-                    partition_key="p",
-                    question=question,
-                    matched_question=matched,
-                    served_answer="a",
-                    score=0.95,
-                    threshold=0.84,
-                    verifier_score=0.99,
-                    verifier_model=legacy,
-                    label="correct",
-                )
-            )
+            s.add(old_sample(f"t{i % 3}", question, matched, legacy))
     counts: list[int] = []
     start = threading.Barrier(3)
 

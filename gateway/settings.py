@@ -85,6 +85,10 @@ class Settings(BaseSettings):
     upstream_read_timeout: float = Field(60.0, gt=0)
     upstream_response_timeout: float = Field(600.0, gt=0)
     upstream_retries: int = Field(2, ge=0, le=10)
+    # Concurrent requests to each upstream URL (httpx's default of 100 turned the 101st
+    # concurrent stream into a 504); past it a request waits for a connection up to the
+    # read timeout, then is a 503.
+    upstream_max_connections: int = Field(1000, ge=1)
     # What one HTTP upstream answer may hold in memory: a body not streamed, one SSE event
     # of a stream. Past either, reading stops and the client gets an upstream error (a 502,
     # or an error event mid-stream). Far above any real completion, logprobs included.

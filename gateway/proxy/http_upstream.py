@@ -12,6 +12,7 @@ adds for itself (``cache_salt``, a usage chunk) depends on the upstream's dialec
 from __future__ import annotations
 
 import asyncio
+import http.cookiejar
 import json
 import logging
 import math
@@ -22,7 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
-from gateway.errors import UpstreamError, UpstreamTimeoutError
+from gateway.errors import ServiceUnavailableError, UpstreamError, UpstreamTimeoutError
 from gateway.proxy.dialects import GENERIC, UNKNOWN, Dialect, detect, dialect, forward_body
 from gateway.proxy.relay import passed_headers, stream_events, upstream_error, whole_response
 from gateway.proxy.upstream import Event, UpstreamRefusal, UpstreamRequest, tenant_cache_salt
@@ -38,6 +39,24 @@ from protocol.headers import KEY_HEADER, KV_REUSE_HEADER, NAMESPACE_HEADER
 log = logging.getLogger("cachegate.gateway.upstream")
 LIST_RETRY_SECONDS = 5.0  # a model list that failed is asked for again after this
 MAX_LIST_BYTES = 4 * 2**20  # a model list is a few KiB; thousands of cards still fit
+MAX_CONNECTIONS = 1000  # concurrent upstream requests; httpx's own default is 100
+PROBE_CONNECTIONS = 4  # model lists and readiness checks, on a pool of their own
+
+
+class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+    """Stores no cookie and sends none. One client serves every tenant, so a cookie
+    one tenant's answer set (a session, a balancer's affinity) would go out with every
+    other tenant's requests: the gateway is stateless towards its upstream."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+    def return_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+
+def _cookieless_jar() -> http.cookiejar.CookieJar:
+    return http.cookiejar.CookieJar(policy=_NoCookies())
 
 
 class HttpUpstream:
@@ -45,8 +64,15 @@ class HttpUpstream:
 
     Models come from its ``/v1/models``, cached for ``models_refresh_seconds``; the
     dialect (what it may be sent) is configured or, with ``auto``, read from the
-    same listing. Connection failures are retried before the first byte only: once a
-    token has been sent to the client a retry could duplicate text.
+    same listing. Only a request that cannot have reached the upstream is sent again
+    (the connection was refused or timed out, or the request could not be written): one
+    the upstream may have read and then dropped is not, since it may have run (a paid
+    API bills it, a prompt that crashes the server would crash it again).
+
+    Requests share a pool of ``max_connections`` (httpx's default of 100 turned the
+    101st concurrent stream into a 504 that never reached the upstream); model lists
+    and readiness checks have a small pool of their own, so a busy gateway stays
+    ready. Neither keeps cookies.
     """
 
     name = "http"
@@ -70,6 +96,7 @@ class HttpUpstream:
         max_body_bytes: int = MAX_BODY_BYTES,
         max_event_bytes: int = MAX_EVENT_BYTES,
         cached_tokens: str = "auto",
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         if cached_tokens not in ("auto", "pass", "hide"):
             raise ValueError(f"cached_tokens must be auto, pass or hide, not {cached_tokens!r}")
@@ -98,11 +125,24 @@ class HttpUpstream:
             response_timeout if response_timeout is not None else read_timeout,
             connect=connect_timeout,
         )
-        self.client = httpx.AsyncClient(
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, not {max_connections}")
+        self.client = self._client(transport, max_connections)
+        self._probe_client = self._client(transport, PROBE_CONNECTIONS)
+
+    def _client(
+        self, transport: httpx.AsyncBaseTransport | None, max_connections: int
+    ) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
             base_url=self.base_url,
             headers=self._headers,
             timeout=self._timeout,
             transport=transport,
+            cookies=_cookieless_jar(),
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=min(max_connections, 100),
+            ),
         )
 
     def engine_metrics(self) -> bytes:
@@ -145,7 +185,7 @@ class HttpUpstream:
         """``/v1/models``' status and body, the body read up to ``MAX_LIST_BYTES`` (a
         longer one reads as no model list: the listing is trusted with ids, not with
         the gateway's memory)."""
-        async with self.client.stream("GET", "/v1/models", timeout=timeout) as r:
+        async with self._probe_client.stream("GET", "/v1/models", timeout=timeout) as r:
             raw, whole = await read_capped(r, MAX_LIST_BYTES)
         return r.status_code, raw if whole else b""
 
@@ -217,6 +257,7 @@ class HttpUpstream:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+        await self._probe_client.aclose()
 
     async def stream(self, req: UpstreamRequest) -> AsyncIterator[Event]:
         path = "/v1/chat/completions" if req.kind == "chat" else "/v1/completions"
@@ -310,7 +351,10 @@ class HttpUpstream:
                     "POST", path, json=body, headers=headers, timeout=timeout
                 )
                 response = await self.client.send(request, stream=True)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.WriteError) as exc:
+                # Not delivered: refused, not connected in time, or the request could
+                # not be written whole (a stale keep-alive connection), so nothing can
+                # have run upstream and sending it again is safe.
                 if attempt == self.retries:
                     # The address and the cause go to the log and the exception chain,
                     # never into the client's error body.
@@ -319,15 +363,17 @@ class HttpUpstream:
                     ) from exc
                 await asyncio.sleep(0.05 * 2**attempt)
                 continue
+            except httpx.PoolTimeout as exc:
+                raise ServiceUnavailableError(
+                    "the gateway's connections to the upstream are all in use",
+                    code="upstream_connections_busy",
+                ) from exc
             except httpx.TimeoutException as exc:
                 raise UpstreamTimeoutError("the upstream did not answer in time") from exc
             except httpx.TransportError as exc:
-                # E.g. it closed the connection without a response: nothing reached the
-                # client yet, so this is retried like a refused connection.
-                if attempt == self.retries:
-                    raise UpstreamError("the upstream failed before answering") from exc
-                await asyncio.sleep(0.05 * 2**attempt)
-                continue
+                # E.g. it read the request and closed the connection without a response:
+                # it may have run the request, so it is not sent again.
+                raise UpstreamError("the upstream failed before answering") from exc
             if response.status_code >= 400:
                 raise await upstream_error(response, headers.get("x-request-id", ""))
             return response

@@ -31,7 +31,14 @@ from gateway.errors import GatewayError
 from gateway.proxy.controls import CacheControl
 from gateway.proxy.passthrough import StreamAssembly
 from gateway.proxy.pipeline import SemanticDecision
-from gateway.proxy.upstream import Delta, Done, Event, UpstreamStreamError, encodable
+from gateway.proxy.upstream import (
+    Delta,
+    Done,
+    Event,
+    KeepAlive,
+    UpstreamStreamError,
+    encodable,
+)
 from gateway.reports.recorder import RequestRecord
 from gateway.request_log import note_request
 from gateway.state import GatewayState
@@ -84,7 +91,7 @@ class UpstreamAnswer:
             while event is not None:
                 if isinstance(event, Delta):
                     self._saw(event)
-                else:
+                elif isinstance(event, Done):
                     done = event
                 event = await anext(events, None)
         except GatewayError as err:  # broke after the first event: counted like the rest
@@ -97,12 +104,7 @@ class UpstreamAnswer:
         payload = done.body if done.body is not None else self._built(done)
         # The answer is whole: a client that leaves now (gateway/proxy/disconnect.py) has
         # cost all it will, so it is stored and counted all the same, never cut halfway.
-        finish = asyncio.ensure_future(self._finish(done, payload))
-        try:
-            await asyncio.shield(finish)
-        except asyncio.CancelledError:
-            await asyncio.wait((finish,))
-            raise
+        await self._finish_whole(done, payload)
         headers = (
             dict(done.headers)
             | headers
@@ -122,14 +124,20 @@ class UpstreamAnswer:
     async def stream(
         self, first: Event, events: AsyncIterator[Event], writer: ChunkWriter
     ) -> AsyncGenerator[str, None]:
-        passthrough = isinstance(first, Delta) and first.raw is not None
+        passthrough: bool | None = None  # known at the first event that is not a comment
         assembly = StreamAssembly(self.kind)
         try:
-            start = None if passthrough else writer.start()
-            if start:
-                yield start
             event: Event | None = first
             while event is not None:
+                if isinstance(event, KeepAlive):
+                    yield f": {event.comment}\n\n" if event.comment else ":\n\n"
+                    event = await anext(events, None)
+                    continue
+                if passthrough is None:
+                    passthrough = isinstance(event, Delta) and event.raw is not None
+                    start = None if passthrough else writer.start()
+                    if start:
+                        yield start
                 if isinstance(event, Delta):
                     self._saw(event)
                     if event.raw is not None:
@@ -141,14 +149,16 @@ class UpstreamAnswer:
                     said = event.extra.get("usage")
                     if assembly.usage is None and isinstance(said, dict):
                         assembly.usage = said  # the gateway's own include_usage chunk
-                    await self._finish(event, assembly.body(_usage(event)))
+                    # The client's stream ends first: a slow store (a database
+                    # that hangs until its timeout) must not hold back its [DONE].
                     yield "data: [DONE]\n\n"
+                    await self._finish_whole(event, assembly.body(_usage(event)))
                     return
                 else:
                     payload = self._built(event)
-                    await self._finish(event, payload)
                     for chunk in writer.finish(event.finish_reason, payload["usage"]):
                         yield chunk
+                    await self._finish_whole(event, payload)
                     return
                 event = await anext(events, None)
         except GatewayError as err:
@@ -178,6 +188,16 @@ class UpstreamAnswer:
             done.finish_reason,
             _usage(done),
         )
+
+    async def _finish_whole(self, done: Done, payload: dict[str, Any]) -> None:
+        """:meth:`_finish`, carried through even when the client leaves meanwhile: the
+        answer is whole, so it has cost all it will, and is stored and counted."""
+        finish = asyncio.ensure_future(self._finish(done, payload))
+        try:
+            await asyncio.shield(finish)
+        except asyncio.CancelledError:
+            await asyncio.wait((finish,))
+            raise
 
     async def _finish(self, done: Done, payload: dict[str, Any]) -> None:
         """Backfill the semantic layer when the answer may be stored; count the request."""

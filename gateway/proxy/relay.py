@@ -5,11 +5,19 @@ a 429 or 503 keeps its status, its error body and its ``Retry-After`` (a client'
 back-off depends on them); any other error keeps its OpenAI-shaped body and its
 allowlisted headers, and its status (a 4xx, or a 500, 502 or 504; another 5xx is
 a 502); an allowlist of response headers (:func:`passed_headers`) travels with
-every answer; an error event in a stream keeps the upstream's error object. An
-error body that is not JSON becomes the message of the gateway's own error body,
-cut to 200 characters: the upstream's words back to the client who asked, never
-into a log line, a header or a trace (``UpstreamRefusal`` and
-``UpstreamStatusError`` read as their status alone). Bytes the gateway does not
+every answer; an error event in a stream keeps the upstream's error object. A 401,
+403 or 407 refuses the gateway's own upstream credentials, not the client's (whose
+key the gateway already accepted): a 502 ``upstream_auth_failed`` with the gateway's
+words, since the upstream's may quote part of the operator's key. An error body in
+the flat shape of SGLang and vLLM before 0.10 (``{"object": "error", "message":
+…}``) is put in OpenAI's nesting field by field; one with only a string to say
+(TGI's ``{"error": "…"}``, FastAPI's ``{"detail": "…"}``) gets the gateway's body
+with that string as its message; any other JSON (FastAPI's validation list, which
+quotes the request) gets a fixed message, never a rendering of it. An error body
+that is not JSON becomes the message of the gateway's own error body, cut to 200
+characters: the upstream's words back to the client who asked, never into a log
+line, a header or a trace (``UpstreamRefusal`` and ``UpstreamStatusError`` read as
+their status alone). Bytes the gateway does not
 need to change are forwarded as bytes (``Done.raw``, ``Delta.line``), so a body
 that Python's strict JSON encoder would refuse (``NaN``, a lone surrogate escape)
 still reaches the client as it was sent.
@@ -52,6 +60,7 @@ from gateway.proxy.upstream import (
     Delta,
     Done,
     Event,
+    KeepAlive,
     UpstreamRefusal,
     UpstreamStatusError,
     UpstreamStreamError,
@@ -62,6 +71,7 @@ from gateway.proxy.upstream_read import (
     MAX_BODY_BYTES,
     MAX_ERROR_BYTES,
     MAX_EVENT_BYTES,
+    SseComment,
     parse_json,
     read_capped,
     sse_data,
@@ -72,13 +82,17 @@ from gateway.proxy.upstream_read import (
 # itself (rate limits, back-off) or to report a problem (timing, version, the
 # upstream's request id). Everything else the upstream says about itself (server,
 # cookies, its addresses) stays behind the gateway.
-PASSED_HEADERS = frozenset({"retry-after", "openai-processing-ms", "openai-version"})
+PASSED_HEADERS = frozenset(
+    {"retry-after", "retry-after-ms", "openai-processing-ms", "openai-version"}
+)
 PASSED_PREFIXES = ("x-ratelimit-",)
 # The gateway's own X-Request-Id is the one the client sees; an upstream id that is
 # not just ours echoed back travels under this name instead (for support tickets).
 UPSTREAM_REQUEST_ID = "x-upstream-request-id"
 KEPT_5XX = (500, 502, 504)  # upstream 5xx statuses the client gets as they are (else 502)
+CREDENTIAL_STATUSES = (401, 403, 407)  # the gateway's own upstream key or proxy refused
 MAX_PASSED_HEADERS = 16
+MAX_SAID_CHARS = 2000  # of an upstream's error string put in the gateway's own body
 MAX_PASSED_VALUE = 256
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
@@ -120,17 +134,19 @@ async def upstream_error(response: httpx.Response, request_id: str) -> GatewayEr
         raw, whole = b"", True  # the status line is enough; a body that never comes is not
     finally:
         await response.aclose()
+    if status in CREDENTIAL_STATUSES:
+        # The client's key was accepted by the gateway; the upstream refused the
+        # gateway's. Its body may show part of the operator's key: not passed on.
+        return UpstreamError(
+            f"the upstream refused the gateway's credentials ({status})",
+            code="upstream_auth_failed",
+        )
     payload: dict[str, Any] | None = None
     try:
         if not whole:
             raise ValueError("cut short: not an error object")
-        parsed = parse_json(raw)
-        err = parsed["error"]
-        message = str(err.get("message", raw[:200]))
-        # The upstream's own OpenAI-shaped body goes back as it came, when the
-        # strict encoder of the error response can write it.
-        payload = parsed if encodable(parsed) else None
-    except (ValueError, KeyError, TypeError, AttributeError):
+        err, message, payload = _error_object(parse_json(raw), status)
+    except ValueError:
         err, message = {}, raw[:200].decode("utf-8", "replace")
     param = err.get("param") if isinstance(err.get("param"), str) else None
     code = err.get("code") if isinstance(err.get("code"), str) else None
@@ -152,6 +168,28 @@ async def upstream_error(response: httpx.Response, request_id: str) -> GatewayEr
         f"the upstream answered {status}: {message}",
         payload, param=param, code=code, headers=passed,
     )  # fmt: skip
+
+
+def _error_object(parsed: Any, status: int) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
+    """The error object, its message, and the body the client gets (None: the gateway
+    writes its own) of an upstream's JSON error body, as the module's docstring says."""
+    if not isinstance(parsed, dict):
+        return {}, f"the upstream refused the request ({status})", None
+    nested = parsed.get("error")
+    if isinstance(nested, dict):
+        # OpenAI's own shape goes back as it came, when the strict encoder can write it.
+        message = nested.get("message")
+        said = message if isinstance(message, str) else f"the upstream answered {status}"
+        return nested, said, parsed if encodable(parsed) else None
+    if isinstance(parsed.get("message"), str):
+        # SGLang's and older vLLM's flat shape: the same fields, one level up.
+        err = {k: parsed.get(k) for k in ("message", "type", "param", "code")}
+        body = {"error": err}
+        return err, parsed["message"], body if encodable(body) else None
+    for key in ("error", "detail"):
+        if isinstance(parsed.get(key), str) and encodable(parsed[key]):
+            return {}, parsed[key][:MAX_SAID_CHARS], None
+    return {}, f"the upstream refused the request ({status})", None
 
 
 async def whole_response(
@@ -205,9 +243,17 @@ async def stream_events(
 ) -> AsyncIterator[Event]:
     finish_reason: str | None = None
     usage: Any = None  # None: no chunk carried usage (a generic server, not asked)
-    sent = False  # whether a chunk went out: after that, errors cannot change the status
-    async for data, one_line in sse_data(response, max_event):
+    sent = False  # whether anything went out (a chunk, a comment): the status is fixed
+    ended = False  # the upstream said [DONE]: the stream is whole
+    chunked = False  # whether a chunk (not only a comment) went out
+    async for item in sse_data(response, max_event):
+        if isinstance(item, SseComment):
+            yield KeepAlive(item.text, headers={} if sent else passed)
+            sent = True  # the client's response has started: its status is 200
+            continue
+        data, one_line = item
         if data.strip() == "[DONE]":
+            ended = True
             break
         try:
             chunk = parse_json(data)
@@ -249,10 +295,16 @@ async def stream_events(
             if reason:
                 finish_reason = reason if isinstance(reason, str) else "unknown"
         yield Delta(text, raw=chunk, line=verbatim, headers={} if sent else passed)
-        sent = True
+        sent = chunked = True
     if finish_reason is None:
-        # A stream cut short is not an answer: it must never be backfilled.
-        raise UpstreamError("the upstream stream ended without a finish reason")
+        if not ended or not chunked:
+            # A stream cut short (or one with no chunk at all) is not an answer: it
+            # must never be backfilled.
+            raise UpstreamError("the upstream stream ended without a finish reason")
+        # Whole ([DONE]) but no chunk said why it stopped: the client gets it as the
+        # upstream sent it, and the answer, finished for no known reason, is not stored
+        # (semantic/cacheability.py stores "stop" only).
+        finish_reason = "unknown"
     # The usage itself goes along too: taken out of the client's stream when the gateway
     # asked for it, its details (completion_tokens_details, ...) are still the answer's.
     said = {} if usage is None else {"usage": usage}

@@ -43,7 +43,7 @@ from gateway.proxy.disconnect import unless_disconnected
 from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
 from gateway.proxy.pipeline import SemanticDecision
 from gateway.proxy.ratelimit import REQUEST_LIMIT_HEADERS
-from gateway.proxy.upstream import Done, UpstreamRequest, usage_counts
+from gateway.proxy.upstream import Done, KeepAlive, UpstreamRequest, usage_counts
 from gateway.reports.recorder import RequestRecord
 from gateway.request_log import authenticated, note_request
 from gateway.state import GatewayState
@@ -269,7 +269,15 @@ async def _answer(
     if not stream:
         return await flow.collect(first, events, headers)
     writer = ChunkWriter(kind, response_id, body["model"], parsed.include_usage)
-    cached = first.shown_cached_tokens if isinstance(first, Done) else first.cached_tokens
+    # A comment first (KeepAlive) starts the response before anything is known of the
+    # answer; over HTTP the count arrives with the last chunk anyway.
+    cached = (
+        first.shown_cached_tokens
+        if isinstance(first, Done)
+        else None
+        if isinstance(first, KeepAlive)
+        else first.cached_tokens
+    )
     # The upstream's allowlisted headers arrive with its first event; ours win a clash.
     headers = dict(first.headers) | headers | {"x-cachegate-cache": cache_label(decision, cached)}
     if cached is not None:

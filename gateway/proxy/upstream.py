@@ -138,7 +138,18 @@ class Done:
         return 0 if self.cached_hidden else self.cached_tokens
 
 
-Event = Delta | Done
+@dataclass(frozen=True)
+class KeepAlive:
+    """An SSE comment from an HTTP upstream (``: ping``), forwarded to a streaming
+    client: upstreams send them so that a client's or a balancer's idle timeout does
+    not fire while a request queues or prefills. Before the first chunk it also starts
+    the client's response (status 200, the upstream's headers), as the upstream had."""
+
+    comment: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)  # as on Delta
+
+
+Event = Delta | Done | KeepAlive
 
 
 class Upstream(Protocol):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -111,10 +112,25 @@ async def sse_lines(chunks: AsyncIterator[bytes], cap: int) -> AsyncIterator[byt
         yield bytes(pending)
 
 
-async def sse_data(response: httpx.Response, cap: int) -> AsyncIterator[tuple[str, bool]]:
+@dataclass(frozen=True)
+class SseComment:
+    """A comment line (``: ping``), which upstreams send to keep idle timeouts from
+    firing while a request queues or prefills. ``text`` is its text when short
+    printable ASCII, else empty: it goes on to the client's stream."""
+
+    text: str
+
+
+MAX_COMMENT_CHARS = 64
+
+
+async def sse_data(
+    response: httpx.Response, cap: int
+) -> AsyncIterator[tuple[str, bool] | SseComment]:
     """Each event's data (its ``data:`` lines joined with LF, as the SSE spec does), and
-    whether it was one line (then it is the upstream's payload exactly). Comments and
-    the other fields are skipped; an event's data past ``cap`` bytes is refused."""
+    whether it was one line (then it is the upstream's payload exactly); each comment
+    line as an ``SseComment``. The other fields (event:, id:, retry:) are skipped; an
+    event's data past ``cap`` bytes is refused."""
     lines: list[str] = []
     size = 0
     # a line holds its field name too: "data: " and a BOM on top of the event's cap
@@ -125,14 +141,22 @@ async def sse_data(response: httpx.Response, cap: int) -> AsyncIterator[tuple[st
             lines, size = [], 0
             continue
         name, _, value = raw.removeprefix(b"\xef\xbb\xbf").partition(b":")
+        if name == b"":
+            yield SseComment(_comment_text(value))
+            continue
         if name != b"data":
-            continue  # ": comment", event:, id:, retry:
+            continue  # event:, id:, retry:
         size += len(value) + 1
         if size > cap:
             raise too_large()
         lines.append(value.removeprefix(b" ").decode("utf-8", "replace"))
     for event in _events(lines):  # a last event without its blank line: the end closes it
         yield event
+
+
+def _comment_text(value: bytes) -> str:
+    text = value.strip().decode("ascii", "replace")
+    return text if len(text) <= MAX_COMMENT_CHARS and text.isprintable() else ""
 
 
 def _events(lines: list[str]) -> list[tuple[str, bool]]:

@@ -196,8 +196,10 @@ def assert_openai_error(r: httpx.Response, status: int, type_: str | None = None
 
 
 def sse_payloads(text: str) -> list[Any]:
-    """The JSON payloads of an SSE body; checks the framing and the final [DONE]."""
-    events = [e for e in text.split("\n\n") if e.strip()]
+    """The JSON payloads of an SSE body; checks the framing and the final [DONE].
+    Comment events (``: ping``, passed on from an upstream) are skipped, as every SSE
+    client skips them."""
+    events = [e for e in text.split("\n\n") if e.strip() and not e.startswith(":")]
     assert events, "empty stream"
     assert all(e.startswith("data: ") for e in events), events
     assert events[-1] == "data: [DONE]", events[-1]

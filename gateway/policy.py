@@ -29,7 +29,7 @@ MAX_COUNT = MAX_INT32  # kv_block_quota, max_semantic_entries, max_semantic_part
 
 
 class JudgeBand(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     low: float = Field(ge=0.0, le=1.0)
     high: float = Field(ge=0.0, le=1.0)
@@ -42,9 +42,13 @@ class JudgeBand(BaseModel):
 
 
 class TenantPolicy(BaseModel):
-    """Every knob an operator sets per tenant (see the admin API)."""
+    """Every knob an operator sets per tenant (see the admin API).
 
-    model_config = ConfigDict(extra="forbid")
+    Strict, as the ``/v1`` request models: ``true`` for a count was read as 1 (a rate
+    limit of one request a minute, a KV quota of one block), ``"yes"`` as a flag, a
+    string as a number. A number for a float field is still a number (1 is 1.0)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     semantic_enabled: bool = True
     # "guarded": every question except the guarded scenarios; "allowlist": only
@@ -106,7 +110,9 @@ class TenantPolicy(BaseModel):
             value = data.get(name)
             if isinstance(value, int) and not isinstance(value, bool):
                 data[name] = min(value, _BOUNDED[name])
-        return cls.model_validate(data)
+        # Lax: a version stored before the model was strict was coerced when written,
+        # but is read as tolerantly as it was then.
+        return cls.model_validate(data, strict=False)
 
     @field_validator("entity_kinds")
     @classmethod

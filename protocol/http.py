@@ -179,8 +179,14 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
         f"the request body is larger than the limit of {limit} bytes",
         code="request_too_large",
     )
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
-    if encoding not in ("", "identity"):
+    # Every Content-Encoding line, each a list: a second line can name a coding too.
+    codings = [
+        c.strip().lower()
+        for line in request.headers.getlist("content-encoding")
+        for c in line.split(",")
+    ]
+    encoding = next((c for c in codings if c not in ("", "identity")), "identity")
+    if encoding != "identity":
         # As vLLM and the OpenAI API: bodies come uncompressed. Said up front, instead of
         # a JSON error about byte 0x8b; the header's value is named only when it is one
         # of the codings HTTP defines (it is the client's text otherwise).

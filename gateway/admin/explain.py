@@ -24,7 +24,7 @@ from typing import Any, Literal
 from gateway.admin.cache import require_tenant, store_errors
 from gateway.admin.schemas import ExplainCandidate, ExplainRequest, ExplainResponse, ExplainStep
 from gateway.errors import BadRequestError
-from gateway.proxy.controls import CacheControl
+from gateway.proxy.controls import take_cache_controls
 from gateway.proxy.pipeline import Pipeline
 from gateway.tenants import TenantContext, TenantStore
 from protocol.errors import ApiError
@@ -97,6 +97,10 @@ class Explainer:
         policy, version = await asyncio.to_thread(self.store.policy, tenant_id)
         body = request_body(req, self.models)
         try:
+            # As the route: `cache` leaves the body before it is read (its namespace
+            # narrows the partition, its max-age the candidates; left in, it changed
+            # the partition key explained, and a malformed one was explained at all).
+            cc = take_cache_controls(body, None)
             parse_request(body, chat=req.endpoint == "chat")  # as the route validates it
         except ApiError as err:
             raise BadRequestError(f"body: {err.message}", param=err.param, code=err.code) from None
@@ -120,7 +124,7 @@ class Explainer:
         try:
             with store_errors():
                 decision = await self.pipeline.lookup(
-                    ctx, req.endpoint, body, CacheControl(), trace=True, show=req.top_k
+                    ctx, req.endpoint, body, cc, trace=True, show=req.top_k
                 )
         except InvalidTextError as exc:  # the question cannot be validated at all
             raise BadRequestError(f"question: {exc}", param="question") from None

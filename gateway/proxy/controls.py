@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gateway.policy import MAX_INT32
 from gateway.tenants import TenantContext
 from protocol.errors import ApiError
 from protocol.http import header_int
@@ -103,6 +104,10 @@ def take_cache_controls(body: dict[str, Any], header: str | None) -> CacheContro
             raise ApiError(400, f"'cache.{key}' must be a {want.__name__}", param=f"cache.{key}")
         if isinstance(value, int) and value < 0:
             raise ApiError(400, f"'cache.{key}' must be >= 0", param=f"cache.{key}")
+        if isinstance(value, int) and value > MAX_INT32:
+            # As the policy's ttl_seconds: past it an expiry date overflows (the answer
+            # was never stored) and PostgreSQL's 32-bit column refuses it.
+            raise ApiError(400, f"'cache.{key}' must be at most {MAX_INT32}", param=f"cache.{key}")
     namespace = obj.get("namespace")
     if namespace is not None and not 1 <= len(namespace) <= MAX_NAMESPACE_CHARS:
         raise ApiError(

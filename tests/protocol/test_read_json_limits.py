@@ -155,5 +155,19 @@ def test_a_compressed_body_is_a_415_that_says_so(encoding: bytes, named: bool) -
     assert (encoding.decode().lower() in err.message) is named
 
 
+def test_a_coding_on_a_second_content_encoding_line_is_a_415_too() -> None:
+    """Starlette's ``headers.get`` reads the first line only: "identity" then "gzip"
+    was read as identity, and the gzip bytes got a JSON error about byte 0x8b."""
+    req = request(gzip.compress(chat()))
+    req.scope["headers"] = [(b"content-encoding", b"identity"), (b"content-encoding", b"gzip")]
+    with pytest.raises(ApiError) as caught:
+        asyncio.run(read_json(req, LIMIT))
+    assert (caught.value.status, caught.value.code) == (415, "unsupported_content_encoding")
+    # The control: two identity lines are no coding.
+    req = request(chat())
+    req.scope["headers"] = [(b"content-encoding", b"identity"), (b"content-encoding", b"")]
+    assert asyncio.run(read_json(req, LIMIT))["model"] == "m"
+
+
 def test_an_identity_content_encoding_is_read_as_usual() -> None:
     assert read(chat(), {"content-encoding": b"identity"})["model"] == "m"  # positive control

@@ -91,6 +91,17 @@ def test_policy_versions_and_history(client: httpx.Client) -> None:
         ({"max_semantic_entries": 2**31}, "max_semantic_entries"),
         ({"max_semantic_partitions": 2**31}, "max_semantic_partitions"),
         ({"no_such_knob": True}, "no_such_knob"),
+        # Of the wrong JSON type: each was coerced and stored (true as 1 request a
+        # minute, 1 KV block, a threshold of 1.0; "yes" as a flag; "60" as a number).
+        ({"rate_limit_rpm": True}, "rate_limit_rpm"),
+        ({"kv_block_quota": True}, "kv_block_quota"),
+        ({"ttl_seconds": True}, "ttl_seconds"),
+        ({"ttl_seconds": "60"}, "ttl_seconds"),
+        ({"threshold": True}, "threshold"),
+        ({"sample_rate": True}, "sample_rate"),
+        ({"semantic_enabled": "yes"}, "semantic_enabled"),
+        ({"semantic_enabled": 0}, "semantic_enabled"),
+        ({"judge_band": {"low": "0.1", "high": 0.9}}, "judge_band"),
     ],
 )
 def test_invalid_policies_are_refused_and_keep_the_version(

@@ -9,6 +9,7 @@ the backfill stores under."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -141,3 +142,28 @@ def test_the_backfill_stores_under_the_key_the_lookup_computed(
     # Another parameter set is another partition (the key is not a constant).
     other = completion(gw.model, SEND_100, max_tokens=7)
     assert explained(client, "drift-key", other)["partition_key"] != carried
+
+
+def test_explain_reads_the_cache_object_as_serving_does(gw: Gateway, client: httpx.Client) -> None:
+    """The body's ``cache`` object leaves it before the lookup, on both paths: its
+    namespace narrows the partition explained (left in the body, it changed the key,
+    and a question cached under a namespace was explained as a miss), and one that
+    serving refuses is refused by explain too."""
+    tenant = "drift-cache-object"
+    key = new_tenant(client, tenant)
+    namespace = json.dumps([gw.namespace(tenant), "client", "team-a"], ensure_ascii=False)
+    entry_id = seed(gw, tenant, completion(gw.model, CAPITAL), namespace=namespace)
+    asked = completion(gw.model, CAPITAL_PARAPHRASE) | {"cache": {"namespace": "team-a"}}
+    report = explained(client, tenant, dict(asked))
+    assert (report["decision"], report["served_entry_id"]) == ("hit", entry_id)
+    r = served(gw, key, dict(asked))
+    assert r.headers["x-cachegate-semantic"] == as_header(report) == "hit"
+    # The control: without the namespace, the tenant's own partition holds nothing.
+    bare = completion(gw.model, CAPITAL_PARAPHRASE)
+    assert as_header(explained(client, tenant, bare)) == "miss:empty"
+    bad = client.post(
+        f"/tenants/{tenant}/cache/explain",
+        json={"body": bare | {"cache": {"ttl": -1}}, "endpoint": "completion"},
+    )
+    assert r.status_code == 200 and bad.status_code == 400
+    assert bad.json()["error"]["param"] == "cache.ttl"

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from gateway.app import Components
+from gateway.policy import TenantPolicy
 from semantic import Embedder
 from tests.gateway import vllm_recordings as rec
 from tests.gateway.conftest import Gateway, assert_openai_error, gateway_settings, running_gateway
@@ -85,6 +86,15 @@ def test_ttl_only_shortens(http: httpx.Client) -> None:
     assert ask(http, q).headers["x-cachegate-cache"] == "semantic-hit"  # stored again, kept
 
 
+def test_the_longest_ttl_is_stored_for_a_tenant_whose_entries_never_expire(gw: Gateway) -> None:
+    """The bound of 'cache.ttl' (refused past it: below) still stores: a tenant with no
+    TTL of its own takes the client's as it is, and its expiry date must not overflow."""
+    q = "What is the capital of Finland?"
+    with gw.http(gw.tenant("cc-forever", TenantPolicy(ttl_seconds=None))[1]) as http:
+        assert ask(http, q, {"ttl": 2**31 - 1}).headers["x-cachegate-backfill"] == "stored"
+        assert ask(http, q).headers["x-cachegate-cache"] == "semantic-hit"
+
+
 def test_namespace_narrows_inside_the_tenant(gw: Gateway, http: httpx.Client) -> None:
     q = "What is the capital of Greece?"
     assert ask(http, q, {"namespace": "team-a"}).headers["x-cachegate-backfill"] == "stored"
@@ -103,6 +113,10 @@ def test_namespace_narrows_inside_the_tenant(gw: Gateway, http: httpx.Client) ->
         ("yes", "cache"),
         ({"ttl": "60"}, "cache.ttl"),
         ({"ttl": 0}, "cache.ttl"),
+        # Past a 32-bit second count the expiry date overflowed: never stored, silently.
+        ({"ttl": 2**31}, "cache.ttl"),
+        ({"ttl": 10**30}, "cache.ttl"),
+        ({"max-age": 2**31}, "cache.max-age"),
         ({"no-cache": 1}, "cache.no-cache"),
         ({"s-maxage": -1}, "cache.s-maxage"),
         ({"namespace": ""}, "cache.namespace"),

@@ -211,6 +211,10 @@ async def whole_response(
         payload = parse_json(raw)
     except ValueError as exc:
         raise UpstreamError("the upstream sent a response that is not JSON") from exc
+    if isinstance(payload, dict) and payload.get("error") and "choices" not in payload:
+        # An error object under a 200 (some servers and proxies do this): read as an
+        # error event before the first chunk, so the client gets the upstream's object.
+        raise stream_error(payload["error"], passed)
     if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
         raise UpstreamError("the upstream's response has no choices")
     choices = [c for c in payload["choices"] if isinstance(c, dict)]

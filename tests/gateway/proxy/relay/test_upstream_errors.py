@@ -101,3 +101,14 @@ def test_retry_after_ms_reaches_the_client(
         r = http.post(CHAT, json=ask("How long should I wait?"))
     assert r.status_code == 429
     assert (r.headers["retry-after"], r.headers["retry-after-ms"]) == ("2", "1500")
+
+
+def test_an_error_object_under_a_200_keeps_the_upstreams_object(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    said = {"error": {"message": "model is loading", "type": "server_error", "code": 503}}
+    refuse(up, 200, said)
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("Asked while it loads"))
+    assert r.status_code == 502  # not a 4xx code: the upstream's failure
+    assert r.json() == said  # its object, not "the upstream's response has no choices"

@@ -307,7 +307,8 @@ class HttpUpstream:
             else:
                 yield await whole_response(response, req.kind, passed, self.max_body_bytes, hide)
         except httpx.TimeoutException as exc:
-            raise UpstreamTimeoutError("the upstream stopped answering mid-stream") from exc
+            where = "mid-stream" if body.get("stream") is True else "mid-answer"
+            raise UpstreamTimeoutError(f"the upstream stopped answering {where}") from exc
         except httpx.HTTPError as exc:
             raise UpstreamError("the upstream stream broke") from exc
         finally:

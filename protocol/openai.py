@@ -185,8 +185,10 @@ class ChatCompletionRequest(_SamplingFields):
 
 
 class CompletionRequest(_SamplingFields):
-    # A string, token ids, or a list holding exactly one string (batches: not supported).
-    prompt: str | list[int] | list[str]
+    # A string, token ids, a list of strings or a list of token-id lists. Batches (more
+    # than one prompt) are forwarded to an HTTP upstream uncached; the built-in engine
+    # serves one prompt a request and refuses them (``unsupported_field``).
+    prompt: str | list[int] | list[str] | list[list[int]]
     # Forwarded to an HTTP upstream as sent (loose types: the upstream validates them);
     # the built-in engine implements none of them and refuses a request that sets one.
     echo: Any = None
@@ -203,19 +205,22 @@ class CompletionRequest(_SamplingFields):
             return "suffix"
         if self.best_of is not None and (isinstance(self.best_of, bool) or self.best_of != 1):
             return "best_of"
+        if is_batch_prompt(self.prompt):
+            return "prompt"
         return None
 
-    @field_validator("prompt")
-    @classmethod
-    def _one_prompt(cls, v: str | list[int] | list[str]) -> str | list[int] | list[str]:
-        if isinstance(v, list) and v and isinstance(v[0], str) and len(v) != 1:
-            raise ValueError("only one prompt per request is supported")
-        return v
-
     def engine_prompt(self) -> str | list[int]:
-        if isinstance(self.prompt, list) and self.prompt and isinstance(self.prompt[0], str):
-            return str(self.prompt[0])
-        return self.prompt  # type: ignore[return-value]
+        """The one prompt (the engine refused a batch first: ``unsupported_field``)."""
+        prompt = self.prompt
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list):
+            return prompt[0]  # type: ignore[return-value]
+        return prompt  # type: ignore[return-value]
+
+
+def is_batch_prompt(prompt: object) -> bool:
+    """Whether a completion's ``prompt`` holds more than one prompt: several strings, or
+    several token-id lists."""
+    return isinstance(prompt, list) and len(prompt) > 1 and isinstance(prompt[0], str | list)
 
 
 # ------------------------------------------------------------------ models

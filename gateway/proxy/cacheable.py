@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from protocol.openai import is_batch_prompt
+
 
 def request_temperature(value: Any) -> float:
     """The request's temperature for the policy's bound: 1.0 when absent, as for the API.
@@ -45,7 +47,8 @@ _TEXT_PARTS = frozenset({"text", "refusal"})
 
 def unreplayable_request(body: dict[str, Any]) -> str | None:
     """Why a cached text answer could not replay this request's answer faithfully:
-    it asks for tool calls, log probabilities, several choices, its prompt echoed, audio,
+    it asks for tool calls, log probabilities, several choices (or several prompts),
+    its prompt echoed, audio,
     or any message holds a content part that is not text.
     Such requests skip the lookup, and their answers are not stored."""
     if body.get("tools") or body.get("functions"):
@@ -56,6 +59,8 @@ def unreplayable_request(body: dict[str, Any]) -> str | None:
         return "logprobs"
     if (body.get("n") or 1) != 1:
         return "n"
+    if is_batch_prompt(body.get("prompt")):  # several answers, one per prompt
+        return "batch"
     if body.get("echo"):  # a completion that repeats its prompt: a paraphrase's would not
         return "echo"
     if body.get("suffix"):  # a completion inserted before a suffix the key does not hold

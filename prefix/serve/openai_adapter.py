@@ -76,6 +76,12 @@ async def to_engine_request(
     )
 
 
+_UNSUPPORTED = {
+    "n": "n > 1 is not supported",
+    "prompt": "several prompts in one request are not supported by this engine",
+}
+
+
 def refuse_unsupported(req: ChatCompletionRequest | CompletionRequest) -> None:
     """A 400 naming the first parameter this engine does not implement.
 
@@ -86,9 +92,7 @@ def refuse_unsupported(req: ChatCompletionRequest | CompletionRequest) -> None:
     if name is not None:
         raise ApiError(
             400,
-            "n > 1 is not supported"
-            if name == "n"
-            else f"the parameter '{name}' is not supported by this engine",
+            _UNSUPPORTED.get(name, f"the parameter '{name}' is not supported by this engine"),
             param=name,
             code="unsupported_parameter",
         )

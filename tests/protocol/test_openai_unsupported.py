@@ -25,6 +25,9 @@ SECRET = "zebra-suffix-text"
         ({"echo": True}, "echo"),
         ({"suffix": SECRET}, "suffix"),
         ({"best_of": 3}, "best_of"),
+        # Several prompts: one answer a prompt, which the engine does not batch.
+        ({"prompt": ["The capital of France is", SECRET]}, "prompt"),
+        ({"prompt": [[791, 6864], [791]]}, "prompt"),
     ],
 )
 def test_completion_fields_the_engine_cannot_honour_are_refused_by_name(
@@ -41,10 +44,24 @@ def test_completion_fields_the_engine_cannot_honour_are_refused_by_name(
 
 @pytest.mark.parametrize(
     "extra",
-    [{}, {"logprobs": None}, {"echo": False}, {"suffix": None}, {"suffix": ""}, {"best_of": 1}],
+    [
+        {},
+        {"logprobs": None},
+        {"echo": False},
+        {"suffix": None},
+        {"suffix": ""},
+        {"best_of": 1},
+        {"prompt": ["one prompt in a list"]},
+        {"prompt": [[791, 6864]]},
+        {"prompt": [791, 6864]},
+    ],
 )
 def test_defaults_are_not_refused(extra: dict[str, Any]) -> None:
-    assert parse_request(PROMPT | extra, chat=False).unsupported_field() is None
+    req = parse_request(PROMPT | extra, chat=False)
+    assert req.unsupported_field() is None
+    prompt = (PROMPT | extra)["prompt"]
+    one = prompt[0] if isinstance(prompt, list) and isinstance(prompt[0], str | list) else prompt
+    assert req.engine_prompt() == one
 
 
 def test_chat_logprobs_false_is_the_default() -> None:

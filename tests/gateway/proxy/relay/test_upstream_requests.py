@@ -93,6 +93,46 @@ def test_completion_fields_our_engine_refuses_are_forwarded_unchanged(
         assert r.headers["x-cachegate-backfill"] == "skipped:not_cacheable"
 
 
+@pytest.mark.parametrize(
+    "prompt",
+    [["The capital of France is", "The capital of Italy is"], [[791, 6864], [791, 6864, 315]]],
+    ids=["strings", "token-lists"],
+)
+def test_a_batch_of_prompts_is_forwarded_uncached(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str], prompt: list[Any]
+) -> None:
+    """OpenAI's completions take several prompts a request (a choice each); vLLM too.
+    The built-in engine refuses them (tests/protocol/test_openai_unsupported.py); an
+    HTTP upstream gets them, and the answer, several, is neither looked up nor stored.
+    A one-prompt list is the control: cached as its string would be."""
+    received: list[Any] = []
+
+    async def complete(body: dict[str, Any], request: Request) -> Response:
+        received.append(body["prompt"])
+        many = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+        choices = [
+            {"index": i, "text": f" answer {i}.", "finish_reason": "stop", "logprobs": None}
+            for i in range(len(many))
+        ]
+        counts = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+        return JSONResponse({"id": "cmpl-up", "object": "text_completion", "created": 1,
+                             "model": MODEL, "choices": choices, "usage": counts})  # fmt: skip
+
+    up.handler = complete
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": 4}
+    with gw.http(tenant[1]) as http:
+        first, again = (http.post("/v1/completions", json=body) for _ in range(2))
+        single = {"model": MODEL, "prompt": ["The capital of Spain is"], "max_tokens": 4}
+        stored, hit = (http.post("/v1/completions", json=single) for _ in range(2))
+    assert first.status_code == 200, first.text
+    assert [c["text"] for c in first.json()["choices"]] == [" answer 0.", " answer 1."]
+    assert first.headers["x-cachegate-semantic"] == "skipped:batch"
+    assert again.headers["x-cachegate-cache"] != "semantic-hit"
+    assert received[:2] == [prompt, prompt]  # as sent, both times
+    assert stored.headers["x-cachegate-backfill"] == "stored"
+    assert hit.headers["x-cachegate-cache"] == "semantic-hit"
+
+
 # ----------------------------------------------------------------- timeouts
 
 

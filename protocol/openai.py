@@ -213,7 +213,7 @@ class CompletionRequest(_SamplingFields):
         """The one prompt (the engine refused a batch first: ``unsupported_field``)."""
         prompt = self.prompt
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list):
-            return prompt[0]  # type: ignore[return-value]
+            return prompt[0]
         return prompt  # type: ignore[return-value]
 
 

@@ -22,9 +22,9 @@ Failover (why each rule):
 
 * Replicas are tried in ring preference order, so a dead replica's keys land on
   the same fallback from every gateway and stay cacheable there.
-* A replica that fails before the pool has yielded anything (unreachable,
-  connection cut, 5xx, 503 overloaded or engine dead, even as an SSE error
-  chunk, or a 429) is left for the next one; all but a 429 are marked down for
+* A replica that fails before the pool has yielded anything (unreachable, its
+  connection cut before the request was sent, 5xx, 503 overloaded or engine dead,
+  even as an SSE error chunk, or a 429) is left for the next one; all but a 429 are marked down for
   ``cooldown_seconds``. Nothing has reached the client, so trying again cannot
   duplicate text.
 * Never after the first event: the client has text, and a second replica would
@@ -39,6 +39,9 @@ Failover (why each rule):
   back off as asked, which "all replicas failed" (502) would not let it do.
 * A timeout before the first event marks the replica down but is not retried:
   the replica may still be computing, and a second try would double the wait.
+  Likewise a replica that read the request and dropped the connection without an
+  answer (``upstream_dropped``): it may have run it, and a prompt that crashes an
+  engine would otherwise crash every replica in turn.
 * A replica marked down is skipped while others are up; when all are down they
   are all tried in order anyway, so the pool never refuses without trying.
 * With several replicas each HTTP client retries at most once (a stale
@@ -64,7 +67,7 @@ from gateway.errors import (
 )
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.hash_ring import HashRing
-from gateway.proxy.http_upstream import HttpUpstream
+from gateway.proxy.http_upstream import DROPPED, HttpUpstream
 from gateway.proxy.upstream import RELAYED_STATUSES, Done, Event, Upstream, UpstreamRequest
 from gateway.settings import Settings
 
@@ -278,7 +281,7 @@ class EnginePool:
             except GatewayError as err:
                 if err.status != 429:
                     self._mark_down(replica)
-                if started or isinstance(err, UpstreamTimeoutError):
+                if started or isinstance(err, UpstreamTimeoutError) or err.code == DROPPED:
                     raise
                 if err.status in RELAYED_STATUSES:
                     relayed = err
@@ -324,7 +327,7 @@ class EnginePool:
                     raise
                 if err.status != 429:  # a rate limit is not a dead server (as in stream)
                     self._mark_down(replica)
-                if isinstance(err, UpstreamTimeoutError):
+                if isinstance(err, UpstreamTimeoutError) or err.code == DROPPED:
                     raise
                 if err.status in RELAYED_STATUSES:
                     relayed = err

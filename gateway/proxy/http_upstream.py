@@ -41,6 +41,9 @@ LIST_RETRY_SECONDS = 5.0  # a model list that failed is asked for again after th
 MAX_LIST_BYTES = 4 * 2**20  # a model list is a few KiB; thousands of cards still fit
 MAX_CONNECTIONS = 1000  # concurrent upstream requests; httpx's own default is 100
 PROBE_CONNECTIONS = 4  # model lists and readiness checks, on a pool of their own
+# The code of an error whose request the upstream may have run (it read the request,
+# then dropped the connection): sent again neither here nor by a pool of replicas.
+DROPPED = "upstream_dropped"
 
 
 class _NoCookies(http.cookiejar.DefaultCookiePolicy):
@@ -374,7 +377,7 @@ class HttpUpstream:
             except httpx.TransportError as exc:
                 # E.g. it read the request and closed the connection without a response:
                 # it may have run the request, so it is not sent again.
-                raise UpstreamError("the upstream failed before answering") from exc
+                raise UpstreamError("the upstream failed before answering", code=DROPPED) from exc
             if response.status_code >= 400:
                 raise await upstream_error(response, headers.get("x-request-id", ""))
             return response

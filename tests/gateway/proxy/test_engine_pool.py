@@ -122,16 +122,15 @@ def test_a_down_replica_is_failed_over_skipped_and_used_again(replicas: list[str
         run(main())
 
 
-def test_refusals_and_hangups_before_the_first_byte_fail_over(replicas: list[str]) -> None:
-    with serving(refusing_engine_app()) as refusing, RawUpstream("hangup") as raw:
+def test_refusals_before_the_first_byte_fail_over(replicas: list[str]) -> None:
+    with serving(refusing_engine_app()) as refusing:
 
         async def main() -> None:
-            pool = make_pool([refusing, raw.url, replicas[0]])
+            pool = make_pool([refusing, replicas[0]])
             cases = [
                 # 503 as the HTTP status, and "no free blocks" as the stream's first event.
                 (refusing, lambda i: chat(words(70, start=500 + i), "t5")),
                 (refusing, lambda i: completion(words(70, start=700 + i))),
-                (raw.url, lambda i: completion(words(70, start=900 + i))),  # closes, no answer
             ]
             try:
                 for bad, make in cases:
@@ -144,6 +143,32 @@ def test_refusals_and_hangups_before_the_first_byte_fail_over(replicas: list[str
                     assert state(pool, bad)["failures"] == failures + 1
                     assert not state(pool, bad)["is_up"]
                 assert await pool.is_ready()  # some replica is
+            finally:
+                await pool.aclose()
+
+        run(main())
+
+
+def test_a_replica_that_read_the_request_and_hung_up_is_not_failed_over(
+    replicas: list[str],
+) -> None:
+    """It may have run the request (a prompt that crashes an engine would crash every
+    replica in turn): a 502 upstream_dropped, the replica marked down, so the client's
+    retry goes to one that is up."""
+    with RawUpstream("hangup") as raw:
+
+        async def main() -> None:
+            pool = make_pool([raw.url, replicas[0]])
+            try:
+                [req] = find(pool, lambda i: completion(words(70, start=900 + i)), raw.url)
+                with pytest.raises(UpstreamError) as caught:
+                    await ask(pool, req)
+                assert caught.value.code == "upstream_dropped"
+                assert len(raw.conns) == 1  # sent once, to it alone
+                assert state(pool, raw.url)["failures"] == 1
+                assert not state(pool, raw.url)["is_up"]
+                _, done = await ask(pool, req)  # the retry
+                assert done.extra["replica"] == replicas[0]
             finally:
                 await pool.aclose()
 

@@ -20,6 +20,7 @@ from sqlalchemy import create_engine, text
 
 from gateway.admin.routes import router as admin_router
 from gateway.admin.service import TenantAdmin
+from gateway.db_rest import DbDeadlineError, within
 from gateway.error_handlers import install_error_handlers
 from gateway.index_snapshots import SnapshotWriter, schema_tag, start_index
 from gateway.metrics import GatewayMetrics
@@ -274,7 +275,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
         gw: GatewayState = request.app.state.gateway
         checks = {
             "upstream": await gw.upstream.is_ready(),
-            "database": await asyncio.to_thread(_db_ok, request.app.state.db),
+            "database": await _db_ok_within(request.app.state.db),
             "semantic_store": await gw.pipeline.check_store(),
         }
         ok = checks["upstream"] and checks["database"]
@@ -291,6 +292,18 @@ def create_app(settings: Settings | None = None, components: Components | None =
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
+
+
+async def _db_ok_within(db: object) -> bool:
+    """The database answers a ping within 3 s: one that hangs is not ready (its thread
+    runs on: gateway/db_rest.py)."""
+    try:
+        return await within(READY_PING_SECONDS, _db_ok, db)
+    except DbDeadlineError:
+        return False
+
+
+READY_PING_SECONDS = 3.0
 
 
 def _db_ok(db: object) -> bool:

@@ -36,6 +36,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from gateway.auth_cache import AuthCache
+from gateway.db_rest import DbRest
 from gateway.errors import AuthenticationError, PermissionDeniedError, ServiceUnavailableError
 from gateway.models import ApiKey, PolicyVersion, ServerSecret, Tenant
 from gateway.policy import TenantPolicy
@@ -158,11 +159,27 @@ def enforce_foreign_keys(engine: Engine) -> None:
         cursor.close()
 
 
+def _invalid() -> AuthenticationError:
+    return AuthenticationError("invalid API key", code="invalid_api_key")
+
+
+def _digest(raw_key: str | None) -> str:
+    if not raw_key:
+        raise AuthenticationError(
+            "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key"
+        )
+    if len(raw_key) > MAX_KEY_CHARS:
+        raise _invalid()
+    return hash_key(raw_key)
+
+
 class TenantStore:
     def __init__(self, engine: Engine, cache_seconds: float = 2.0) -> None:
         self.engine = engine
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.auth_cache: AuthCache[TenantContext] = AuthCache(cache_seconds)
+        # After the key store failed or hung, requests rest from it (gateway/db_rest.py).
+        self.rest = DbRest()
 
     @property
     def cache_seconds(self) -> float:
@@ -174,34 +191,44 @@ class TenantStore:
 
     # ---- authentication -------------------------------------------------------------
     def authenticate(self, raw_key: str | None) -> TenantContext:
-        if not raw_key:
-            raise AuthenticationError(
-                "missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key"
-            )
-        invalid = AuthenticationError("invalid API key", code="invalid_api_key")
-        if len(raw_key) > MAX_KEY_CHARS:
-            raise invalid
-        digest = hash_key(raw_key)
+        digest = _digest(raw_key)
         cache = self.auth_cache
         ctx = cache.fresh(digest)
         if ctx is not None:
             return ctx
         if cache.known_invalid(digest):
-            raise invalid
+            raise _invalid()
+        if not self.rest.take_turn():  # failed moments ago: not asked again yet
+            return self.from_memory(raw_key)
         seen = cache.generation  # a change committed during the read is not undone
         try:
             loaded = self._load(digest)
-        except DB_UNAVAILABLE as exc:
-            stale = cache.stale(digest)  # fail open on a recent answer
-            if stale is not None:
-                return stale
-            unavailable = "the key store is unavailable; try again shortly"
-            raise ServiceUnavailableError(unavailable) from exc
+        except DB_UNAVAILABLE:
+            self.rest.failed()
+            return self.from_memory(raw_key)
+        except Exception:  # it answered (a disabled tenant, a bad row): not an outage
+            self.rest.succeeded()
+            raise
+        self.rest.succeeded()
         if loaded is None:
             cache.put_invalid(digest, seen)
-            raise invalid
+            raise _invalid()
         cache.put_valid(digest, loaded, seen)
         return loaded
+
+    def from_memory(self, raw_key: str | None) -> TenantContext:
+        """While the database is away (refusing, hanging, resting after either): the
+        key's last confirmed context if recent enough (fail open), a 401 for a key it
+        said lately does not exist, else a 503. Never asks the database, so the event
+        loop may call it."""
+        digest = _digest(raw_key)
+        cache = self.auth_cache
+        ctx = cache.fresh(digest) or cache.stale(digest)
+        if ctx is not None:
+            return ctx
+        if cache.known_invalid(digest):
+            raise _invalid()
+        raise ServiceUnavailableError("the key store is unavailable; try again shortly")
 
     def cached(self, raw_key: str | None) -> TenantContext | None:
         """A still-fresh authenticated context, without touching the database.

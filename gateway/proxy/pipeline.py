@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
 
+from gateway.db_rest import DbDeadlineError, within
 from gateway.metrics import GatewayMetrics
 from gateway.policy import TenantPolicy
 from gateway.proxy.backfill_store import still_minted, store_within_bounds
@@ -36,6 +37,13 @@ from semantic.results import LookupResult
 from semantic.trace import NO_TRACE, LookupTrace
 
 log = logging.getLogger("cachegate.gateway")
+
+#: How long a request waits for its semantic lookup, or its answer's backfill, before
+#: counting the store as down (``gateway/db_rest.py``: a database that hangs fails no
+#: call). Far above a lookup's own time (milliseconds, the verifier's included) and
+#: above the store's read timeout (3 s) on a database that hears it.
+LOOKUP_DEADLINE = 5.0
+BACKFILL_DEADLINE = 5.0
 
 
 @dataclass
@@ -198,16 +206,24 @@ class Pipeline:
             from_memory = result is not None
             if result is None:
                 if not trace:
+                    if self.rest.is_resting():  # not queued behind threads a hang holds
+                        raise StoreUnavailableError("the semantic store is resting")
                     self.metrics.semantic_lookups.labels("thread").inc()
                 lookup = partial(self._lookup, query, sem, trace=trace, show=show)
                 # as asyncio.to_thread does: the caller's context (trace spans) goes along
-                result = await asyncio.get_running_loop().run_in_executor(
+                future = asyncio.get_running_loop().run_in_executor(
                     self._lookups, contextvars.copy_context().run, lookup
                 )
+                # A database that hangs never fails the call: past the deadline the
+                # lookup is given up (its thread runs on) and the layer rests.
+                result = await (future if trace else asyncio.wait_for(future, LOOKUP_DEADLINE))
         except StoreUnavailableError as exc:
             if trace:
                 raise
             self.rest.failed(exc)
+            return SemanticDecision("skipped", "store_unavailable")
+        except TimeoutError:
+            self.rest.failed(StoreUnavailableError(f"no answer within {LOOKUP_DEADLINE:g} s"))
             return SemanticDecision("skipped", "store_unavailable")
         except InvalidRequestError as exc:
             tr.step("cacheable", False, str(exc))
@@ -331,7 +347,8 @@ class Pipeline:
         sem = request_policy(ctx, cc)
         try:
             self.rest.raise_if_resting()
-            result = await asyncio.to_thread(
+            result = await within(
+                BACKFILL_DEADLINE,
                 store_within_bounds,
                 cache,
                 ctx,
@@ -344,6 +361,9 @@ class Pipeline:
             )
         except StoreUnavailableError as exc:
             self.rest.failed(exc)
+            outcome = "error:store_unavailable"
+        except DbDeadlineError as exc:  # hung: the write runs on (an upsert) or fails alone
+            self.rest.failed(StoreUnavailableError(str(exc)))
             outcome = "error:store_unavailable"
         except (InvalidRequestError, ValueError) as exc:
             log.warning("backfill refused: %s", exc)

@@ -19,6 +19,7 @@ not; a 429 or 503 from the upstream keeps its status, body and headers.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from gateway.db_rest import DbDeadlineError, within
 from gateway.errors import (
     BadRequestError,
     GatewayError,
@@ -64,6 +66,7 @@ from protocol.responses import (
 )
 
 router = APIRouter()
+log = logging.getLogger("cachegate.gateway")
 
 
 def state(request: Request) -> GatewayState:
@@ -79,12 +82,27 @@ def bearer(request: Request) -> str | None:
     return token.strip() or None
 
 
+#: How long a request waits for the key store (a few primary-key reads, bounded by
+#: AUTH_STATEMENT_TIMEOUT_MS on a database that hears it); past it, one that hangs is
+#: treated as down: the key is answered from memory and the store rests
+#: (gateway/db_rest.py).
+AUTH_DEADLINE_SECONDS = 3.5
+
+
 async def authenticate(request: Request) -> TenantContext:
     tenants, key = state(request).tenants, bearer(request)
     ctx = tenants.cached(key)
     if ctx is not None:
         return ctx
-    return await asyncio.to_thread(tenants.authenticate, key)
+    if tenants.rest.is_resting():  # no thread: hung ones must not fill the pool
+        return tenants.from_memory(key)
+    try:
+        return await within(AUTH_DEADLINE_SECONDS, tenants.authenticate, key)
+    except DbDeadlineError:
+        if tenants.rest.is_ok:
+            log.error("the key store did not answer within %g s", AUTH_DEADLINE_SECONDS)
+        tenants.rest.failed()
+        return tenants.from_memory(key)
 
 
 #: How soon a client may ask again for a model list the upstream has not given yet

@@ -4,18 +4,21 @@ The semantic layer fails open: a store that fails makes requests skip the layer
 (``skipped:store_unavailable``) and reach the model. A database that hangs costs each
 call its connect timeout (5 s), so after a failure the layer rests: for
 ``STORE_RETRY_SECONDS`` nothing asks the store, and the first call after the rest tries
-again. A ping from /ready (:meth:`StoreRest.check`) that succeeds ends the rest early.
+again. A database that hangs instead of refusing never fails a call, so the request
+path bounds its waits (``gateway/proxy/pipeline.py``: a lookup or a backfill past its
+deadline counts as a failure; ``gateway/db_rest.py``). A ping from /ready
+(:meth:`StoreRest.check`) that succeeds ends the rest early.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
+from gateway.db_rest import DbDeadlineError, within
 from gateway.metrics import GatewayMetrics
 from semantic import SemanticCache
 from semantic.errors import StoreUnavailableError
@@ -24,6 +27,8 @@ log = logging.getLogger("cachegate.gateway")
 
 #: Seconds the semantic layer rests after the store failed (see the module docstring).
 STORE_RETRY_SECONDS = 5.0
+#: How long /ready waits for the store's ping: one that hangs is not ready.
+PING_DEADLINE_SECONDS = 3.0
 
 
 class StoreRest:
@@ -31,6 +36,11 @@ class StoreRest:
         self.metrics = metrics
         self.is_ok = True  # the last semantic DB call succeeded (shown by /ready)
         self._retry_at = 0.0  # monotonic time the store is tried again after a failure
+
+    def is_resting(self) -> bool:
+        """Whether the layer rests now (no side effect: the event loop asks this before
+        queueing a lookup, so none queues behind threads stuck on a hung database)."""
+        return not self.is_ok and time.monotonic() < self._retry_at
 
     def raise_if_resting(self) -> None:
         """Raise StoreUnavailableError while the layer rests; the first call after the
@@ -65,8 +75,13 @@ class StoreRest:
         if cache is None:
             return True
         try:
-            await asyncio.to_thread(_ping, cache)
-        except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
+            await within(PING_DEADLINE_SECONDS, _ping, cache)
+        except (
+            sa_exc.OperationalError,
+            sa_exc.InterfaceError,
+            sa_exc.TimeoutError,
+            DbDeadlineError,
+        ) as exc:
             if self.is_ok:
                 log.error("semantic store unavailable: %s", exc)
             self.is_ok = False

@@ -1,0 +1,169 @@
+"""A database that hangs instead of refusing (gateway/db_rest.py), through a live gateway.
+
+A stalled link or a frozen primary fails no call: the server's statement timeout never
+reaches it and TCP keepalives are answered in between, so a request used to wait as
+long as the hang lasted (35-50 s in a review, with /ready taking 78 s). Here each
+database call on the request path blocks until the test releases it (30 s at most):
+the key store, the semantic lookup, the backfill, /ready's ping. Each must give up at
+its deadline (shortened here), answer as for a database that is down, and rest, so
+the requests behind it do not wait at all; each test's control shows the same path
+working once the database answers again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+import gateway.app
+import gateway.db_rest
+import gateway.proxy.pipeline
+import gateway.proxy.routes
+import gateway.proxy.store_rest
+from gateway.app import Components
+from semantic import Embedder
+from tests.gateway import vllm_recordings as rec
+from tests.gateway.conftest import Gateway, assert_openai_error, gateway_settings, running_gateway
+from tests.gateway.scripted_upstream import Upstream, scripted_upstream
+
+CHAT = "/v1/chat/completions"
+DEADLINE = 0.5
+REST = 1.0
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[Upstream]:
+    with scripted_upstream("vllm") as upstream:
+        yield upstream
+
+
+@pytest.fixture
+def gw(
+    up: Upstream,
+    embedder: Embedder,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Gateway]:
+    monkeypatch.setattr(gateway.db_rest, "RETRY_SECONDS", REST)
+    monkeypatch.setattr(gateway.proxy.store_rest, "STORE_RETRY_SECONDS", REST)
+    monkeypatch.setattr(gateway.proxy.routes, "AUTH_DEADLINE_SECONDS", DEADLINE)
+    monkeypatch.setattr(gateway.proxy.pipeline, "LOOKUP_DEADLINE", DEADLINE)
+    monkeypatch.setattr(gateway.proxy.pipeline, "BACKFILL_DEADLINE", DEADLINE)
+    monkeypatch.setattr(gateway.app, "READY_PING_SECONDS", DEADLINE)
+    settings = gateway_settings(tmp_path_factory.mktemp("hang"), upstream_url=up.url)
+    with running_gateway(settings, Components(embedder=embedder)) as g:
+        yield g
+
+
+class Hang:
+    """Wraps a database call so that it blocks while the hang lasts."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+        self.on = False
+
+    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def hung(*args: Any, **kwargs: Any) -> Any:
+            if self.on:
+                self.released.wait(30)
+            return fn(*args, **kwargs)
+
+        return hung
+
+    def end(self) -> None:
+        self.on = False
+        self.released.set()
+
+
+@pytest.fixture
+def hang() -> Iterator[Hang]:
+    h = Hang()
+    yield h
+    h.end()  # no thread stays blocked past the test
+
+
+def ask(http: httpx.Client, question: str) -> tuple[httpx.Response, float]:
+    body = {"model": rec.MODEL, "messages": [{"role": "user", "content": question}]}
+    started = time.monotonic()
+    r = http.post(CHAT, json=body)
+    return r, time.monotonic() - started
+
+
+def test_a_hung_key_store_answers_known_keys_from_memory_and_rests(
+    gw: Gateway, hang: Hang, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenants = gw.tenants
+    monkeypatch.setattr(tenants, "_load", hang.wrap(tenants._load))
+    _, key = gw.tenant("hang-auth")
+    _, unseen = gw.tenant("hang-unseen")
+    with gw.http(key) as http:
+        assert ask(http, "What is the capital of France?")[0].status_code == 200  # confirmed
+        tenants.cache_seconds = 0.0  # every request asks the store from now on
+        hang.on = True
+        first, waited = ask(http, "What is the capital of Spain?")
+        assert first.status_code == 200 and waited < DEADLINE + 5, waited
+        second, waited = ask(http, "What is the capital of Italy?")
+        assert second.status_code == 200 and waited < 2.0, waited  # resting: no wait
+    with gw.http(unseen) as other:  # never confirmed: nothing in memory to answer from
+        r, waited = ask(other, "What is the capital of Peru?")
+        assert_openai_error(r, 503)
+        assert waited < 2.0, waited
+        hang.end()  # the control: the store answers again, the rest ends
+        time.sleep(REST + 0.2)
+        assert ask(other, "What is the capital of Peru?")[0].status_code == 200
+
+
+def test_a_hung_semantic_store_is_skipped_then_rested_from(
+    gw: Gateway, hang: Hang, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipeline = gw.state.pipeline
+    monkeypatch.setattr(pipeline, "_lookup", hang.wrap(pipeline._lookup))
+    _, key = gw.tenant("hang-lookup")
+    question = "What is the capital of Portugal?"
+    with gw.http(key) as http:
+        assert ask(http, question)[0].headers["x-cachegate-backfill"] == "stored"
+        hang.on = True
+        paraphrase = "What's the capital city of Portugal?"
+        first, waited = ask(http, paraphrase)
+        assert first.status_code == 200 and waited < DEADLINE + 5, waited
+        assert first.headers["x-cachegate-semantic"] == "skipped:store_unavailable"
+        second, waited = ask(http, paraphrase)
+        assert second.headers["x-cachegate-semantic"] == "skipped:store_unavailable"
+        assert waited < 2.0, waited  # resting: not queued behind the hung lookup
+        hang.end()
+        time.sleep(REST + 0.2)
+        assert ask(http, question)[0].headers["x-cachegate-cache"] == "semantic-hit"
+
+
+def test_a_hung_backfill_does_not_hold_the_answer(
+    gw: Gateway, hang: Hang, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = gateway.proxy.pipeline.store_within_bounds
+    monkeypatch.setattr(gateway.proxy.pipeline, "store_within_bounds", hang.wrap(store))
+    _, key = gw.tenant("hang-backfill")
+    with gw.http(key) as http:
+        hang.on = True
+        r, waited = ask(http, "What is the capital of Norway?")
+        assert r.status_code == 200 and waited < DEADLINE + 5, waited
+        assert r.headers["x-cachegate-backfill"] == "error:store_unavailable"
+        hang.end()
+        time.sleep(REST + 0.2)
+        stored, _ = ask(http, "What is the capital of Sweden?")
+        assert stored.headers["x-cachegate-backfill"] == "stored"
+
+
+def test_ready_says_not_ready_when_the_database_hangs(
+    gw: Gateway, hang: Hang, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gateway.app, "_db_ok", hang.wrap(gateway.app._db_ok))
+    assert httpx.get(f"{gw.url}/ready", timeout=30).status_code == 200  # the control
+    hang.on = True
+    started = time.monotonic()
+    r = httpx.get(f"{gw.url}/ready", timeout=30)
+    assert r.status_code == 503 and r.json()["checks"]["database"] is False
+    assert time.monotonic() - started < DEADLINE + 5

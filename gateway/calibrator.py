@@ -172,6 +172,17 @@ class Calibrator:
                 self.retry,
             )
 
+    def hung(self, tenant_id: str, target: float, exc: Exception) -> CutInForce:
+        """A read that did not answer within the request's deadline (a database that
+        hangs fails no call: gateway/db_rest.py): taken as an outage, its thread left
+        to run on; the last cut known, else one that serves nothing."""
+        self._database_away(exc)
+        try:
+            shipped = float(self.shipped(target))
+        except Exception:  # refresh() said so already; nothing is served
+            shipped = 1.0
+        return self._without_labels(tenant_id, target, shipped)
+
     def _without_labels(self, tenant_id: str, target: float, shipped: float) -> CutInForce:
         """The last cut known for the tenant, else one that serves nothing; kept fresh for
         ``retry`` seconds (lookups use it meanwhile instead of asking again)."""

@@ -16,7 +16,6 @@ cut for its ``target_misfire_rate`` (:mod:`gateway.calibration`).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -30,6 +29,7 @@ from sqlalchemy import Engine
 
 from gateway.calibration import CutInForce
 from gateway.calibrator import Calibrator
+from gateway.db_rest import DbDeadlineError, within
 from gateway.policy import TenantPolicy
 from gateway.settings import get_settings
 from gateway.verifier_choice import int8_fallback, resolve_dtype, resolve_zh_precision
@@ -69,6 +69,9 @@ RETRIEVAL_THRESHOLDS = {
 }
 #: For an embedder not measured: the cosine-only default (no recall is recovered).
 FALLBACK_RETRIEVAL_THRESHOLD = 0.89
+#: How long a lookup waits for a tenant's labels when its cut is stale (a read of a few
+#: thousand rows); past it the database counts as away (gateway/db_rest.py).
+LABELS_DEADLINE = 5.0
 
 
 def retrieval_threshold_for(embedder_id: str, e5_scale: bool = False) -> float:
@@ -272,7 +275,10 @@ class Verification:
         kept = self.calibrator.current(tenant_id, target)
         if kept is not None:
             return kept
-        return await asyncio.to_thread(self.calibrator.refresh, tenant_id, target)
+        try:
+            return await within(LABELS_DEADLINE, self.calibrator.refresh, tenant_id, target)
+        except DbDeadlineError as exc:  # a database that hangs: as one that is down
+            return self.calibrator.hung(tenant_id, target, exc)
 
     async def apply(
         self, tenant_id: str, policy: TenantPolicy, sem: SemanticPolicy

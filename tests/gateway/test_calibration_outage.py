@@ -7,20 +7,23 @@ moved away (a fresh file in its place has no tables) and moved back."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
-from gateway import calibrator
+from gateway import calibrator, verification
 from gateway.calibrator import Calibrator
 from gateway.metrics import GatewayMetrics
+from gateway.policy import TenantPolicy
 from gateway.reports.verifier_section import verifier_html
 from gateway.tenants import utc_now
 from tests.gateway.test_calibration import migrated, sample
@@ -286,3 +289,30 @@ def test_the_gauge_shows_the_outage_and_the_recovery(setup) -> None:
     clock.now += 5.1
     cal.refresh("r", 0.01)
     assert away() == "0.0"
+
+
+def test_a_read_that_hangs_is_an_outage_not_a_wait(setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database that hangs fails no read: the lookup that needs a tenant's labels
+    stops waiting at the deadline (gateway/db_rest.py), keeps the last cut, and the
+    other tenants' lookups do not queue reads behind it."""
+    cal, _outage, clock = setup
+    monkeypatch.setattr(verification, "LABELS_DEADLINE", 0.3)
+    checker = verification.Verification(cast(Any, None), cal, "all-MiniLM-L6-v2:384:x")
+    policy = TenantPolicy(target_misfire_rate=0.01)
+    before = asyncio.run(checker.cut("r", policy))
+    assert before.source == "raised"  # the control: the database answers
+    clock.now += 3600  # stale: the next lookup reads the labels again
+    with HeldRead(cal.db) as held:
+
+        async def lookups() -> tuple[Any, Any, float]:
+            started = time.perf_counter()
+            kept = await checker.cut("r", policy)
+            other = await checker.cut("c", policy)
+            waited = time.perf_counter() - started
+            held.release.set()  # the hung read's thread may end now (the loop joins it)
+            return kept, other, waited
+
+        kept, other, waited = asyncio.run(lookups())
+    assert kept == replace(before, is_kept=True)
+    assert (other.source, other.cut) == ("unavailable", 1.0)  # nothing known: none served
+    assert waited < 3.0 and held.reads == 1

@@ -185,6 +185,13 @@ class RateLimiter:
             headers=headers | {"Retry-After": str(retry_after)},
         )
 
+    def store_hung(self, exc: Exception) -> None:
+        """The shared store did not answer within the request's deadline: as a failure
+        (the breaker opens; limits are not enforced meanwhile)."""
+        hung = getattr(self.store, "hung", None)
+        if hung is not None:
+            hung(exc)
+
     def bind_metrics(self, registry: CollectorRegistry) -> None:
         """Export the store's failures and breaker state into ``registry``."""
         registry.register(_StoreCollector(self))

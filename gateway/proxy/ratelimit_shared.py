@@ -147,6 +147,12 @@ class _FailOpen:
         self._ok()
         return result
 
+    def hung(self, exc: Exception) -> None:
+        """A call the request path stopped waiting for (a store that hangs fails no
+        call: gateway/db_rest.py): opens the breaker as a failure does, so the calls
+        behind it are let through at once instead of each holding a thread."""
+        self._failed(exc)
+
     def _failed(self, exc: Exception) -> Taken:
         with self._lock:
             first = self._open_until is None

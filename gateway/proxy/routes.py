@@ -18,7 +18,6 @@ not; a 429 or 503 from the upstream keeps its status, body and headers.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator
@@ -87,6 +86,11 @@ def bearer(request: Request) -> str | None:
 #: treated as down: the key is answered from memory and the store rests
 #: (gateway/db_rest.py).
 AUTH_DEADLINE_SECONDS = 3.5
+
+
+#: How long a request waits for its shared rate-limit bucket (the store's own calls are
+#: bounded at 1 s where the server or the socket can tell).
+RATE_LIMIT_DEADLINE_SECONDS = 2.0
 
 
 async def authenticate(request: Request) -> TenantContext:
@@ -185,7 +189,11 @@ async def _rate_limit(request: Request, ctx: TenantContext) -> None:
     if ctx.policy.rate_limit_rpm is None:
         headers = limiter.check(ctx)  # nothing to count: no store is asked
     else:  # a shared bucket is a Redis or PostgreSQL round trip: off the event loop
-        headers = await asyncio.to_thread(limiter.check, ctx)
+        try:
+            headers = await within(RATE_LIMIT_DEADLINE_SECONDS, limiter.check, ctx)
+        except DbDeadlineError as exc:  # a store that hangs: not enforced, as when down
+            limiter.store_hung(exc)
+            headers = {}
     request.state.rate_limit_headers = headers
     request.state.rate_limited = ctx.policy.rate_limit_rpm is not None
 

@@ -26,6 +26,7 @@ import gateway.proxy.pipeline
 import gateway.proxy.routes
 import gateway.proxy.store_rest
 from gateway.app import Components
+from gateway.policy import TenantPolicy
 from semantic import Embedder
 from tests.gateway import vllm_recordings as rec
 from tests.gateway.conftest import Gateway, assert_openai_error, gateway_settings, running_gateway
@@ -167,3 +168,19 @@ def test_ready_says_not_ready_when_the_database_hangs(
     r = httpx.get(f"{gw.url}/ready", timeout=30)
     assert r.status_code == 503 and r.json()["checks"]["database"] is False
     assert time.monotonic() - started < DEADLINE + 5
+
+
+def test_a_hung_rate_limit_store_lets_the_request_through(
+    gw: Gateway, hang: Hang, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gateway.proxy.routes, "RATE_LIMIT_DEADLINE_SECONDS", DEADLINE)
+    limiter = gw.app.state.rate_limiter
+    monkeypatch.setattr(limiter, "check", hang.wrap(limiter.check))
+    _, key = gw.tenant("hang-limit", TenantPolicy(rate_limit_rpm=60))
+    with gw.http(key) as http:
+        control, _ = ask(http, "What is the capital of Chile?")
+        assert control.headers["x-ratelimit-limit-requests"] == "60"  # the control: counted
+        hang.on = True
+        r, waited = ask(http, "What is the capital of Ghana?")
+    assert r.status_code == 200 and waited < DEADLINE + 5, waited
+    assert "x-ratelimit-limit-requests" not in r.headers  # nothing known: none told

@@ -117,6 +117,24 @@ def test_a_shared_store_that_is_down_lets_requests_through() -> None:
             live.client.delete(KEY_PREFIX + tenant)
 
 
+def test_a_store_that_hung_past_the_deadline_is_bypassed_like_a_failed_one(
+    pg_schema: str,
+) -> None:
+    """The request path stops waiting for a store that hangs (gateway/db_rest.py) and
+    says so: the breaker opens, so the requests behind it are let through at once
+    instead of each holding a thread on the hung store."""
+    url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
+    upgrade_database(url)
+    store = PostgresBuckets(url)
+    tenant = f"t-{uuid.uuid4().hex}"
+    assert store.take(tenant, 1)[0] and not store.take(tenant, 1)[0]  # the control: limits
+    store.hung(TimeoutError("no answer within 2 s"))
+    assert store.is_open
+    bypassed = store.bypassed
+    assert store.take(tenant, 1) == Taken(True, 0.0, None)  # let through, not asked
+    assert store.bypassed == bypassed + 1
+
+
 def test_a_tenant_created_again_does_not_inherit_the_deleted_ones_bucket(
     pair: tuple[Gateway, Gateway],
 ) -> None:

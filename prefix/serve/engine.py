@@ -287,10 +287,13 @@ class PrefixEngine:
             req.first_token_at = time.perf_counter()
         seq.output_token_ids.append(token)
         reason: str | None = None
+        # ignore_eos ignores the model's EOS only (as vLLM): stop ids the caller named
+        # still stop.
         if (
-            not params.ignore_eos
-            and (token in self.loaded.eos_token_ids or token in params.stop_token_ids)
-        ) or req.detok.push(token):
+            (not params.ignore_eos and token in self.loaded.eos_token_ids)
+            or token in params.stop_token_ids
+            or req.detok.push(token)
+        ):
             reason = "stop"
         elif len(seq.output_token_ids) >= params.max_tokens or seq.num_tokens >= self.max_model_len:
             reason = "length"

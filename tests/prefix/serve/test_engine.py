@@ -120,6 +120,20 @@ def test_seeded_sampling_is_reproducible(engine: PrefixEngine) -> None:
     assert b.cached_tokens == 8
 
 
+def test_ignore_eos_ignores_only_the_models_eos(engine: PrefixEngine) -> None:
+    """``ignore_eos`` had switched the caller's own ``stop_token_ids`` off too; in vLLM
+    it ignores the model's EOS alone."""
+    prompt = tokens(6, seed=3)
+    free = engine.generate(prompt, SamplingParams(max_tokens=8, ignore_eos=True), namespace="e")
+    assert len(free.token_ids) == 8  # the control: nothing stops it
+    stop = free.token_ids[2]
+    first = free.token_ids.index(stop)  # the first time greedy decoding emits it
+    for ignore_eos in (False, True):
+        params = SamplingParams(max_tokens=8, ignore_eos=ignore_eos, stop_token_ids=(stop,))
+        out = engine.generate(prompt, params, namespace="e")
+        assert out.token_ids == free.token_ids[: first + 1] and out.finish_reason == "stop"
+
+
 # ------------------------------------------------------------------- isolation
 
 

@@ -57,7 +57,7 @@ from gateway.review.shadow import (
     compare_answers,
     entity_comparison,
 )
-from gateway.tenants import TenantContext, utc_now
+from gateway.tenants import DB_UNAVAILABLE, TenantContext, utc_now
 from protocol.openai import new_id
 from protocol.responses import Kind, answer_text
 from semantic.embedder_base import TextEmbedder
@@ -70,6 +70,9 @@ ScaleOf = Callable[[str, str, str], str | None]
 
 BOOST_BAND = 0.03
 BOOST_FACTOR = 3.0
+#: Waits before writing a sample again while the database is away (hits are served
+#: from memory then): about a minute of outage, then the sample is counted an error.
+WRITE_RETRY_SECONDS = (5.0, 15.0, 40.0)
 
 
 def boost_band(embedder: TextEmbedder | None, question: str) -> float:
@@ -241,12 +244,22 @@ class MisfireSampler:
 
     # ---- the background task --------------------------------------------------------------
     async def _process(self, hit: _Hit) -> None:
-        try:
-            sample_id = await asyncio.to_thread(self._write_sample, hit)
-        except Exception:
-            self.samples.labels("error").inc()
-            log.exception("misfire sample for %s not written", hit.request_id)
-            return
+        for delay in (*WRITE_RETRY_SECONDS, None):
+            try:
+                sample_id = await asyncio.to_thread(self._write_sample, hit)
+                break
+            except DB_UNAVAILABLE as exc:
+                # A hit served from memory while the database is away: the sample waits
+                # for it (a pending task, within max_pending; shutdown cancels it).
+                if delay is None:
+                    self.samples.labels("error").inc()
+                    log.error("misfire sample for %s not written: %r", hit.request_id, exc)
+                    return
+                await asyncio.sleep(delay)
+            except Exception:
+                self.samples.labels("error").inc()
+                log.exception("misfire sample for %s not written", hit.request_id)
+                return
         if sample_id is None:
             self.samples.labels("dropped").inc()
             return

@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 
 from gateway.admin.routes import router as admin_router
 from gateway.admin.service import TenantAdmin
-from gateway.db_rest import DbDeadlineError, within
+from gateway.db_rest import DbDeadlineError, Probe
 from gateway.error_handlers import install_error_handlers
 from gateway.index_snapshots import SnapshotWriter, schema_tag, start_index
 from gateway.metrics import GatewayMetrics
@@ -270,14 +270,18 @@ def create_app(settings: Settings | None = None, components: Components | None =
     async def health() -> Response:
         return JSONResponse({"status": "ok"})
 
+    db_probe = Probe()
+
     @app.get("/ready")
     async def ready(request: Request) -> Response:
         gw: GatewayState = request.app.state.gateway
-        checks = {
-            "upstream": await gw.upstream.is_ready(),
-            "database": await _db_ok_within(request.app.state.db),
-            "semantic_store": await gw.pipeline.check_store(),
-        }
+        # Together: a database that hangs costs one ping deadline, not one per check.
+        upstream, database, store = await asyncio.gather(
+            gw.upstream.is_ready(),
+            _db_ok_within(db_probe, request.app.state.db),
+            gw.pipeline.check_store(),
+        )
+        checks = {"upstream": upstream, "database": database, "semantic_store": store}
         ok = checks["upstream"] and checks["database"]
         return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)
 
@@ -294,11 +298,11 @@ def create_app(settings: Settings | None = None, components: Components | None =
     return app
 
 
-async def _db_ok_within(db: object) -> bool:
+async def _db_ok_within(probe: Probe, db: object) -> bool:
     """The database answers a ping within 3 s: one that hangs is not ready (its thread
-    runs on: gateway/db_rest.py)."""
+    runs on, and no second ping starts until it returns: gateway/db_rest.py)."""
     try:
-        return await within(READY_PING_SECONDS, _db_ok, db)
+        return await probe.run(READY_PING_SECONDS, _db_ok, db)
     except DbDeadlineError:
         return False
 

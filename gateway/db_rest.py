@@ -9,13 +9,22 @@ So the request path bounds its own wait (:func:`within`): past the deadline it s
 waiting, the call's thread runs on until the database answers or its socket breaks
 (a database call cannot be interrupted), and the caller rests (:class:`DbRest`) so
 that requests behind it do not each pay the deadline, or queue behind hung threads.
+
+Those calls run on a pool of their own, not the event loop's default one: hung threads
+there had held every default thread, and requests that need no database at all (the
+engine's tokenizer) waited behind them. A full pool here makes the next call wait its
+deadline, then count as a failure: bounded, like the rest. /ready's pings go through
+:class:`Probe`, one at a time, so health checks every second cannot pile up threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -29,12 +38,42 @@ class DbDeadlineError(TimeoutError):
     """The database did not answer within the request path's deadline."""
 
 
+DB_THREADS = 16
+_POOL = ThreadPoolExecutor(max_workers=DB_THREADS, thread_name_prefix="cachegate-db")
+
+
+def _in_pool(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    context = contextvars.copy_context()  # as to_thread: trace spans go along
+    return asyncio.get_running_loop().run_in_executor(_POOL, partial(context.run, fn, *args))
+
+
 async def within(seconds: float, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in a thread, waited for at most ``seconds``."""
+    """``fn(*args)`` on a database thread, waited for at most ``seconds`` (the time
+    waiting for a free thread included)."""
     try:
-        return await asyncio.wait_for(asyncio.to_thread(fn, *args), seconds)
+        return await asyncio.wait_for(_in_pool(fn, *args), seconds)
     except TimeoutError:
         raise DbDeadlineError(f"the database did not answer within {seconds:g} s") from None
+
+
+class Probe:
+    """A health ping run one at a time: while an earlier one is still out (a database
+    that hangs holds its thread), the next says "no" at once instead of adding a thread."""
+
+    def __init__(self) -> None:
+        self._pending: asyncio.Future[Any] | None = None
+
+    async def run(self, seconds: float, fn: Callable[..., T], *args: Any) -> T:
+        if self._pending is not None and not self._pending.done():
+            raise DbDeadlineError("an earlier ping of the database has not come back")
+        self._pending = future = _in_pool(fn, *args)
+        # Read whatever it ends with, so a ping given up on logs no "never retrieved".
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+        try:
+            # shielded: a ping given up on stays pending until its thread returns
+            return await asyncio.wait_for(asyncio.shield(future), seconds)
+        except TimeoutError:
+            raise DbDeadlineError(f"the database did not answer within {seconds:g} s") from None
 
 
 class DbRest:

@@ -18,7 +18,7 @@ import time
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
-from gateway.db_rest import DbDeadlineError, within
+from gateway.db_rest import DbDeadlineError, Probe
 from gateway.metrics import GatewayMetrics
 from semantic import SemanticCache
 from semantic.errors import StoreUnavailableError
@@ -36,6 +36,7 @@ class StoreRest:
         self.metrics = metrics
         self.is_ok = True  # the last semantic DB call succeeded (shown by /ready)
         self._retry_at = 0.0  # monotonic time the store is tried again after a failure
+        self._probe = Probe()  # /ready's pings, one at a time
 
     def is_resting(self) -> bool:
         """Whether the layer rests now (no side effect: the event loop asks this before
@@ -75,7 +76,7 @@ class StoreRest:
         if cache is None:
             return True
         try:
-            await within(PING_DEADLINE_SECONDS, _ping, cache)
+            await self._probe.run(PING_DEADLINE_SECONDS, _ping, cache)
         except (
             sa_exc.OperationalError,
             sa_exc.InterfaceError,

@@ -42,6 +42,7 @@ from prefix.errors import (
     StepFailedError,
 )
 from prefix.serve.engine import PrefixEngine, RequestOutput
+from prefix.serve.prep_pool import in_prep_thread
 from prefix.serve.threads import engine_thread_count
 from prefix.serve.waiting_share import ShareEntry, WaitingShare
 from protocol.sampling import SamplingParams
@@ -144,7 +145,7 @@ class AsyncEngine:
         self._submitting += 1
         registered = False
         try:
-            seq = await asyncio.to_thread(self.engine.new_sequence, req)
+            seq = await in_prep_thread(self.engine.new_sequence, req)
             with self._streams_lock:
                 # The thread may have died while new_sequence ran; checked under the lock
                 # its error fan-out takes, so either that fan-out sees this stream or we

@@ -8,8 +8,6 @@ same errors. Validation against the model and the pool happens once, in
 
 from __future__ import annotations
 
-import asyncio
-
 from jinja2 import TemplateError
 
 from prefix.core.request import EngineRequest
@@ -25,6 +23,7 @@ from prefix.errors import (
 )
 from prefix.model.tokenize import Prompt
 from prefix.serve.engine import PrefixEngine
+from prefix.serve.prep_pool import in_prep_thread
 from protocol.errors import ApiError
 from protocol.openai import ChatCompletionRequest, CompletionRequest
 from protocol.sampling import sampling_params
@@ -54,7 +53,7 @@ async def to_engine_request(
     else:
         prompt = req.engine_prompt()
     try:
-        token_ids = await asyncio.to_thread(engine.encoder.encode, prompt)
+        token_ids = await in_prep_thread(engine.encoder.encode, prompt)
     except RequestError as e:
         raise engine_error(e, prompt_param) from None
     except (ValueError, TypeError, TemplateError) as e:  # the chat template refused it

@@ -12,6 +12,7 @@ working once the database answers again.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -184,3 +185,33 @@ def test_a_hung_rate_limit_store_lets_the_request_through(
         r, waited = ask(http, "What is the capital of Ghana?")
     assert r.status_code == 200 and waited < DEADLINE + 5, waited
     assert "x-ratelimit-limit-requests" not in r.headers  # nothing known: none told
+
+
+def test_a_ping_still_out_keeps_the_next_from_adding_a_thread(hang: Hang) -> None:
+    """/ready's pings go one at a time (gateway/db_rest.py Probe): health checks every
+    second against a database that hangs must not pile up threads."""
+    calls: list[int] = []
+
+    def ping() -> bool:
+        calls.append(1)
+        return True
+
+    hung_ping = hang.wrap(ping)
+
+    async def checks() -> list[str]:
+        probe = gateway.db_rest.Probe()
+        seen: list[str] = []
+        hang.on = True
+        for _ in range(3):
+            try:
+                await probe.run(0.2, hung_ping)
+                seen.append("ok")
+            except gateway.db_rest.DbDeadlineError:
+                seen.append("no")
+        hang.end()
+        await asyncio.sleep(0.2)  # the first ping's thread returns
+        seen.append("ok" if await probe.run(0.5, hung_ping) else "no")  # the control
+        return seen
+
+    assert asyncio.run(checks()) == ["no", "no", "no", "ok"]
+    assert len(calls) == 2  # the hung one and the control: none started meanwhile

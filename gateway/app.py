@@ -282,6 +282,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
             gw.pipeline.check_store(),
         )
         checks = {"upstream": upstream, "database": database, "semantic_store": store}
+        if database:  # it answers: authentication need not rest out its backoff
+            gw.tenants.rest.succeeded()
         ok = checks["upstream"] and checks["database"]
         return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)
 

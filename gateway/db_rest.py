@@ -32,6 +32,7 @@ T = TypeVar("T")
 #: Seconds after a failure in which the database is not asked again (the first call
 #: after the rest tries; the others rest on until it is answered).
 RETRY_SECONDS = 5.0
+MAX_RETRY_SECONDS = 30.0  # the longest rest while failures go on (see DbRest)
 
 
 class DbDeadlineError(TimeoutError):
@@ -57,32 +58,47 @@ async def within(seconds: float, fn: Callable[..., T], *args: Any) -> T:
 
 
 class Probe:
-    """A health ping run one at a time: while an earlier one is still out (a database
-    that hangs holds its thread), the next says "no" at once instead of adding a thread."""
+    """A health ping shared by concurrent checks: a check that arrives while a ping is
+    out waits for that same ping (within its own deadline) instead of starting another;
+    only once the ping out is older than the deadline (a database that hangs holds its
+    thread) does the next check say "no" at once, so checks every second against a
+    hung database cannot pile up threads."""
 
     def __init__(self) -> None:
         self._pending: asyncio.Future[Any] | None = None
+        self._started = 0.0
 
     async def run(self, seconds: float, fn: Callable[..., T], *args: Any) -> T:
-        if self._pending is not None and not self._pending.done():
+        now = asyncio.get_running_loop().time()
+        future = self._pending
+        if future is None or future.done():
+            self._pending = future = _in_pool(fn, *args)
+            self._started = now
+            # Read whatever it ends with, so a ping given up on logs no "never retrieved".
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())
+        elif now - self._started >= seconds:
             raise DbDeadlineError("an earlier ping of the database has not come back")
-        self._pending = future = _in_pool(fn, *args)
-        # Read whatever it ends with, so a ping given up on logs no "never retrieved".
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
             # shielded: a ping given up on stays pending until its thread returns
-            return await asyncio.wait_for(asyncio.shield(future), seconds)
+            result: T = await asyncio.wait_for(asyncio.shield(future), seconds)
         except TimeoutError:
             raise DbDeadlineError(f"the database did not answer within {seconds:g} s") from None
+        return result
 
 
 class DbRest:
     """Whether a database is resting after a failure; thread-safe enough for flags
-    (a race lets one more call through, never none)."""
+    (a race lets one more call through, never none).
+
+    The rest doubles while failures go on (``RETRY_SECONDS`` up to ``MAX_RETRY_SECONDS``):
+    in a long outage the one call each rest lets through pays the deadline, and calls
+    spaced wider than a fixed rest would each pay it. A success (a call, or /ready's
+    ping) ends the rest at once."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._retry_at = 0.0
+        self._failures = 0  # in a row
         self.is_ok = True
 
     def is_resting(self) -> bool:
@@ -96,12 +112,18 @@ class DbRest:
         now = self.clock()
         if now < self._retry_at:
             return False
-        self._retry_at = now + RETRY_SECONDS
+        self._retry_at = now + self._rest()
         return True
 
     def failed(self) -> None:
         self.is_ok = False
-        self._retry_at = self.clock() + RETRY_SECONDS
+        self._failures += 1
+        self._retry_at = self.clock() + self._rest()
 
     def succeeded(self) -> None:
         self.is_ok = True
+        self._failures = 0
+
+    def _rest(self) -> float:
+        doubled = RETRY_SECONDS * 2 ** min(max(self._failures - 1, 0), 8)
+        return float(min(doubled, MAX_RETRY_SECONDS))

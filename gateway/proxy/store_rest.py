@@ -18,7 +18,7 @@ import time
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
-from gateway.db_rest import DbDeadlineError, Probe
+from gateway.db_rest import MAX_RETRY_SECONDS, DbDeadlineError, Probe
 from gateway.metrics import GatewayMetrics
 from semantic import SemanticCache
 from semantic.errors import StoreUnavailableError
@@ -36,7 +36,8 @@ class StoreRest:
         self.metrics = metrics
         self.is_ok = True  # the last semantic DB call succeeded (shown by /ready)
         self._retry_at = 0.0  # monotonic time the store is tried again after a failure
-        self._probe = Probe()  # /ready's pings, one at a time
+        self._probe = Probe()  # /ready's pings, shared by concurrent checks
+        self._failures = 0  # tries in a row that failed: the rest doubles with them
 
     def is_resting(self) -> bool:
         """Whether the layer rests now (no side effect: the event loop asks this before
@@ -51,22 +52,33 @@ class StoreRest:
         now = time.monotonic()
         if now < self._retry_at:
             raise StoreUnavailableError("the semantic store failed moments ago; resting")
-        self._retry_at = now + STORE_RETRY_SECONDS  # this call tries; the others rest
+        self._failures += 1  # a retry: if it fails too, the next rest is longer
+        self._retry_at = now + self._rest()  # this call tries; the others rest
 
     def succeeded(self) -> None:
         self.is_ok = True
+        self._failures = 0
+
+    def _rest(self) -> float:
+        """``STORE_RETRY_SECONDS``, doubled with each try in a row that failed, up to
+        ``MAX_RETRY_SECONDS``: in a long outage of a database that hangs, requests
+        spaced wider than the rest would otherwise each pay the lookup's deadline."""
+        doubled = STORE_RETRY_SECONDS * 2 ** min(max(self._failures - 1, 0), 8)
+        return float(min(doubled, MAX_RETRY_SECONDS))
 
     def failed(self, exc: Exception) -> None:
         """A call on the store failed: log the outage once, rest, count it."""
         if self.is_ok:
             log.error(
-                "semantic store unavailable, serving without it (retried every %g s): %s",
+                "semantic store unavailable, serving without it (retried after %g s,"
+                " then less often while it stays away): %s",
                 STORE_RETRY_SECONDS,
                 exc,
             )
-            self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
+            self._failures = 1
+            self._retry_at = time.monotonic() + self._rest()
         elif time.monotonic() >= self._retry_at:  # a retry after the rest failed too
-            self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
+            self._retry_at = time.monotonic() + self._rest()
         self.is_ok = False
         self.metrics.store_unavailable.inc()
 
@@ -86,9 +98,9 @@ class StoreRest:
             if self.is_ok:
                 log.error("semantic store unavailable: %s", exc)
             self.is_ok = False
-            self._retry_at = time.monotonic() + STORE_RETRY_SECONDS
+            self._retry_at = time.monotonic() + self._rest()
             return False
-        self.is_ok = True
+        self.succeeded()
         return True
 
 

@@ -215,3 +215,40 @@ def test_a_ping_still_out_keeps_the_next_from_adding_a_thread(hang: Hang) -> Non
 
     assert asyncio.run(checks()) == ["no", "no", "no", "ok"]
     assert len(calls) == 2  # the hung one and the control: none started meanwhile
+
+
+def test_concurrent_checks_of_a_healthy_database_share_one_ping() -> None:
+    """The control of the rule above, and the regression it had: checks that arrive
+    while a ping is out wait for it, so a healthy replica is never reported not ready
+    because two health checkers asked at once."""
+    calls: list[int] = []
+
+    def ping() -> bool:
+        calls.append(1)
+        time.sleep(0.2)
+        return True
+
+    async def checks() -> list[bool]:
+        probe = gateway.db_rest.Probe()
+        return list(await asyncio.gather(*(probe.run(2.0, ping) for _ in range(5))))
+
+    assert asyncio.run(checks()) == [True] * 5
+    assert len(calls) == 1
+
+
+def test_the_rest_grows_while_failures_go_on_and_ends_with_a_success() -> None:
+    now = [0.0]
+    rest = gateway.db_rest.DbRest(clock=lambda: now[0])
+    rests = []
+    for _ in range(6):
+        rest.failed()
+        start = now[0]
+        while not rest.take_turn():  # resting: no call asks the database
+            now[0] += 0.5
+        rests.append(now[0] - start)
+    assert rests == [5.0, 10.0, 20.0, 30.0, 30.0, 30.0]  # doubled, capped
+    rest.succeeded()
+    rest.failed()
+    assert rest.is_resting() and not rest.take_turn()
+    now[0] += 5.0
+    assert rest.take_turn()  # back to the first rest after a success

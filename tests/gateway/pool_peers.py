@@ -139,7 +139,7 @@ async def ask(pool: EnginePool, req: UpstreamRequest) -> tuple[str, Done]:
     async for event in pool.stream(req):
         if isinstance(event, Delta):
             parts.append(event.text)
-        else:
+        elif isinstance(event, Done):
             return "".join(parts), event
     raise AssertionError("the stream ended without Done")
 

@@ -11,7 +11,7 @@ import pytest
 
 from prefix.serve.openai_adapter import refuse_unsupported
 from protocol.errors import ApiError
-from protocol.openai import parse_request
+from protocol.openai import CompletionRequest, parse_request
 
 PROMPT = {"model": "m", "prompt": "The capital of France is", "max_tokens": 2}
 SECRET = "zebra-suffix-text"
@@ -59,6 +59,7 @@ def test_completion_fields_the_engine_cannot_honour_are_refused_by_name(
 def test_defaults_are_not_refused(extra: dict[str, Any]) -> None:
     req = parse_request(PROMPT | extra, chat=False)
     assert req.unsupported_field() is None
+    assert isinstance(req, CompletionRequest)
     prompt = (PROMPT | extra)["prompt"]
     one = prompt[0] if isinstance(prompt, list) and isinstance(prompt[0], str | list) else prompt
     assert req.engine_prompt() == one

@@ -42,7 +42,7 @@ def ask(gw: Gateway, key: str) -> tuple[str, str]:
 def test_hits_inside_the_judge_band_need_the_models_yes(
     gw: Gateway, caplog: pytest.LogCaptureFixture
 ) -> None:
-    guards_off: dict[str, list[str]] = {"guards": [], "entity_kinds": []}
+    guards_off: dict[str, Any] = {"guards": [], "entity_kinds": []}
     outside_id, outside_key = gw.tenant(
         "judge-out",
         TenantPolicy(**guards_off, judge_band=JudgeBand(low=0.0, high=0.5)),
@@ -78,7 +78,7 @@ def test_the_judge_asks_under_the_tenants_kv_quota(
     # A judge call takes KV blocks from the tenant's share of the pool: with a quota of
     # one block its prompt is refused by the engine (a judge error, the hit refused),
     # where without the quota the model would have answered (judge_unparseable above).
-    guards_off: dict[str, list[str]] = {"guards": [], "entity_kinds": []}
+    guards_off: dict[str, Any] = {"guards": [], "entity_kinds": []}
     tenant, key = gw.tenant(
         "judge-quota",
         TenantPolicy(**guards_off, judge_band=JudgeBand(low=0.0, high=1.0), kv_block_quota=1),
@@ -99,7 +99,7 @@ def test_under_the_routed_embedder_the_band_is_a_minilm_cosine(
     # read unmapped, the band would have let the hit through unjudged.
     routed = RoutedEmbedder(embedder, E5Embedder(progress=False))
     with admin_gateway(tmp_path, tiny_llama, routed) as g:
-        off: dict[str, list[str]] = {"guards": [], "entity_kinds": []}
+        off: dict[str, Any] = {"guards": [], "entity_kinds": []}
         band = JudgeBand(low=0.90, high=0.96)
         for name, policy in (("in", TenantPolicy(**off, judge_band=band)), ("none", None)):
             tenant, key = g.tenant(f"routed-{name}", policy or TenantPolicy(**off))

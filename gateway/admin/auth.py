@@ -29,7 +29,7 @@ from pydantic import SecretStr
 from sqlalchemy import exc as sa_exc
 
 from gateway.errors import AuthenticationError, PermissionDeniedError
-from gateway.proxy.routes import bearer, state
+from gateway.proxy.access import bearer, state
 from gateway.tenants import MAX_KEY_CHARS, hash_key
 
 ACTOR_HEADER = "x-admin-actor"

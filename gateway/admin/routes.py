@@ -42,8 +42,8 @@ from gateway.admin.schemas import (
 )
 from gateway.admin.service import TenantAdmin
 from gateway.policy import TenantPolicy
+from gateway.proxy.access import state
 from gateway.proxy.ratelimit import RateLimiter
-from gateway.proxy.routes import state
 from gateway.tenants import TenantContext
 
 # Largest ids the columns hold (INTEGER on PostgreSQL for keys and audit events, BIGINT

@@ -12,12 +12,12 @@ adds for itself (``cache_salt``, a usage chunk) depends on the upstream's dialec
 from __future__ import annotations
 
 import asyncio
-import http.cookiejar
 import json
 import logging
 import math
 import time
 from collections.abc import AsyncIterator, Mapping
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -25,6 +25,7 @@ import httpx
 
 from gateway.errors import ServiceUnavailableError, UpstreamError, UpstreamTimeoutError
 from gateway.proxy.dialects import GENERIC, UNKNOWN, Dialect, detect, dialect, forward_body
+from gateway.proxy.http_client import upstream_client
 from gateway.proxy.relay import passed_headers, stream_events, upstream_error, whole_response
 from gateway.proxy.upstream import Event, UpstreamRefusal, UpstreamRequest, tenant_cache_salt
 from gateway.proxy.upstream_read import (
@@ -44,22 +45,6 @@ PROBE_CONNECTIONS = 4  # model lists and readiness checks, on a pool of their ow
 # The code of an error whose request the upstream may have run (it read the request,
 # then dropped the connection): sent again neither here nor by a pool of replicas.
 DROPPED = "upstream_dropped"
-
-
-class _NoCookies(http.cookiejar.DefaultCookiePolicy):
-    """Stores no cookie and sends none. One client serves every tenant, so a cookie
-    one tenant's answer set (a session, a balancer's affinity) would go out with every
-    other tenant's requests: the gateway is stateless towards its upstream."""
-
-    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
-        return False
-
-    def return_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
-        return False
-
-
-def _cookieless_jar() -> http.cookiejar.CookieJar:
-    return http.cookiejar.CookieJar(policy=_NoCookies())
 
 
 class HttpUpstream:
@@ -130,23 +115,9 @@ class HttpUpstream:
         )
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, not {max_connections}")
-        self.client = self._client(transport, max_connections)
-        self._probe_client = self._client(transport, PROBE_CONNECTIONS)
-
-    def _client(
-        self, transport: httpx.AsyncBaseTransport | None, max_connections: int
-    ) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=self.base_url,
-            headers=self._headers,
-            timeout=self._timeout,
-            transport=transport,
-            cookies=_cookieless_jar(),
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=min(max_connections, 100),
-            ),
-        )
+        made = partial(upstream_client, self.base_url, self._headers, self._timeout, transport)
+        self.client = made(max_connections)
+        self._probe_client = made(PROBE_CONNECTIONS)
 
     def engine_metrics(self) -> bytes:
         return b""  # a remote engine serves its own /metrics

@@ -29,8 +29,8 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.errors import GatewayError
 from gateway.proxy.controls import CacheControl
+from gateway.proxy.decision import SemanticDecision
 from gateway.proxy.passthrough import StreamAssembly
-from gateway.proxy.pipeline import SemanticDecision
 from gateway.proxy.upstream import (
     Delta,
     Done,

@@ -15,7 +15,7 @@ import contextvars
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from gateway.policy import TenantPolicy
 from gateway.proxy.backfill_store import still_minted, store_within_bounds
 from gateway.proxy.cacheable import request_temperature, unreplayable_request
 from gateway.proxy.controls import CacheControl, request_policy, semantic_namespace
+from gateway.proxy.decision import SemanticDecision
 from gateway.proxy.judge import UpstreamJudge
 from gateway.proxy.store_rest import StoreRest
 from gateway.tenants import TenantContext
@@ -44,24 +45,6 @@ log = logging.getLogger("cachegate.gateway")
 #: above the store's read timeout (3 s) on a database that hears it.
 LOOKUP_DEADLINE = 5.0
 BACKFILL_DEADLINE = 5.0
-
-
-@dataclass
-class SemanticDecision:
-    """What the semantic layer did for one request."""
-
-    status: Literal["hit", "miss", "skipped"]
-    reason: str | None  # lookup miss reason, or why the layer was skipped
-    query: SemanticQuery | None = None  # set when the request is cacheable
-    result: LookupResult | None = None
-    trace: LookupTrace | None = None  # every step, when the lookup was traced (a dry run)
-    #: The cosine threshold the lookup ran with: the policy's, or with the verifier on
-    #: the retrieval threshold in force (the misfire sampler records it with a hit).
-    threshold: float | None = None
-
-    @property
-    def header(self) -> str:
-        return self.status if self.reason is None else f"{self.status}:{self.reason}"
 
 
 #: Threads that run semantic lookups (``CACHEGATE_LOOKUP_THREADS``).

@@ -18,7 +18,6 @@ not; a 429 or 503 from the upstream keeps its status, body and headers.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -26,13 +25,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.db_rest import DbDeadlineError, within
 from gateway.errors import (
     BadRequestError,
     GatewayError,
     NotFoundError,
     ServiceUnavailableError,
 )
+from gateway.proxy.access import authenticate, rate_limit, state, with_limit_headers
 from gateway.proxy.controls import (
     CacheControl,
     Tracing,
@@ -40,10 +39,9 @@ from gateway.proxy.controls import (
     request_id,
     take_cache_controls,
 )
+from gateway.proxy.decision import SemanticDecision
 from gateway.proxy.disconnect import unless_disconnected
 from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
-from gateway.proxy.pipeline import SemanticDecision
-from gateway.proxy.ratelimit import REQUEST_LIMIT_HEADERS
 from gateway.proxy.upstream import Done, KeepAlive, UpstreamRequest, usage_counts
 from gateway.reports.recorder import RequestRecord
 from gateway.request_log import authenticated, note_request
@@ -65,48 +63,6 @@ from protocol.responses import (
 )
 
 router = APIRouter()
-log = logging.getLogger("cachegate.gateway")
-
-
-def state(request: Request) -> GatewayState:
-    gw: GatewayState = request.app.state.gateway
-    return gw
-
-
-def bearer(request: Request) -> str | None:
-    auth = request.headers.get("authorization") or ""
-    scheme, _, token = auth.partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    return token.strip() or None
-
-
-#: How long a request waits for the key store (a few primary-key reads, bounded by
-#: AUTH_STATEMENT_TIMEOUT_MS on a database that hears it); past it, one that hangs is
-#: treated as down: the key is answered from memory and the store rests
-#: (gateway/db_rest.py).
-AUTH_DEADLINE_SECONDS = 3.5
-
-
-#: How long a request waits for its shared rate-limit bucket (the store's own calls are
-#: bounded at 1 s where the server or the socket can tell).
-RATE_LIMIT_DEADLINE_SECONDS = 2.0
-
-
-async def authenticate(request: Request) -> TenantContext:
-    tenants, key = state(request).tenants, bearer(request)
-    ctx = tenants.cached(key)
-    if ctx is not None:
-        return ctx
-    if tenants.rest.is_resting():  # no thread: hung ones must not fill the pool
-        return tenants.from_memory(key)
-    try:
-        return await within(AUTH_DEADLINE_SECONDS, tenants.authenticate, key)
-    except DbDeadlineError:
-        if tenants.rest.is_ok:
-            log.error("the key store did not answer within %g s", AUTH_DEADLINE_SECONDS)
-        tenants.rest.failed()
-        return tenants.from_memory(key)
 
 
 #: How soon a client may ask again for a model list the upstream has not given yet
@@ -152,7 +108,7 @@ async def embeddings(request: Request) -> Response:
     rate-limited like completions, never cached); the in-process engine has none."""
     gw = state(request)
     ctx = await authenticated(authenticate(request), gw.metrics)
-    await _rate_limit(request, ctx)
+    await rate_limit(request, ctx)
     forward = getattr(gw.upstream, "forward", None)
     if forward is None:
         raise NotFoundError(
@@ -181,35 +137,6 @@ async def responses(request: Request) -> Response:
     )
 
 
-async def _rate_limit(request: Request, ctx: TenantContext) -> None:
-    """Take the tenant's token (429 + Retry-After when none is left: ratelimit.py). The
-    bucket's x-ratelimit-*-requests headers go on whatever answers the request, an error
-    too (``with_limit_headers``, ``gateway/error_handlers.py``)."""
-    limiter = request.app.state.rate_limiter
-    if ctx.policy.rate_limit_rpm is None:
-        headers = limiter.check(ctx)  # nothing to count: no store is asked
-    else:  # a shared bucket is a Redis or PostgreSQL round trip: off the event loop
-        try:
-            headers = await within(RATE_LIMIT_DEADLINE_SECONDS, limiter.check, ctx)
-        except DbDeadlineError as exc:  # a store that hangs: not enforced, as when down
-            limiter.store_hung(exc)
-            headers = {}
-    request.state.rate_limit_headers = headers
-    request.state.rate_limited = ctx.policy.rate_limit_rpm is not None
-
-
-def with_limit_headers(request: Request, response: Response) -> Response:
-    """The tenant's own rate-limit headers on its answer, in place of an upstream's of
-    those names, which count the gateway's account (every tenant's requests): those go
-    even when the tenant's are not known (its store down), never misread as its own."""
-    if getattr(request.state, "rate_limited", False):
-        for name in REQUEST_LIMIT_HEADERS:
-            del response.headers[name]
-    for name, value in getattr(request.state, "rate_limit_headers", {}).items():
-        response.headers[name] = value
-    return response
-
-
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request) -> Response:
     return await _handle(request, "chat")
@@ -225,7 +152,7 @@ async def _handle(request: Request, kind: Kind) -> Response:
     gw = state(request)
     # The `auth` span; the access line's tenant (its digest keyed as the metrics' label).
     ctx = await authenticated(authenticate(request), gw.metrics)
-    await _rate_limit(request, ctx)
+    await rate_limit(request, ctx)
     try:
         body = await read_json(request, gw.max_body_bytes)
         # `cache` leaves the body first: not part of the partition key, never forwarded.

@@ -49,7 +49,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
 from gateway.models import MisfireSample, Tenant
-from gateway.proxy.pipeline import SemanticDecision
+from gateway.proxy.decision import SemanticDecision
 from gateway.proxy.upstream import Delta, Upstream, UpstreamRequest
 from gateway.review.shadow import (
     DEFAULT_MIN_SIMILARITY,

@@ -23,8 +23,8 @@ import pytest
 
 import gateway.app
 import gateway.db_rest
+import gateway.proxy.access
 import gateway.proxy.pipeline
-import gateway.proxy.routes
 import gateway.proxy.store_rest
 from gateway.app import Components
 from gateway.policy import TenantPolicy
@@ -53,7 +53,7 @@ def gw(
 ) -> Iterator[Gateway]:
     monkeypatch.setattr(gateway.db_rest, "RETRY_SECONDS", REST)
     monkeypatch.setattr(gateway.proxy.store_rest, "STORE_RETRY_SECONDS", REST)
-    monkeypatch.setattr(gateway.proxy.routes, "AUTH_DEADLINE_SECONDS", DEADLINE)
+    monkeypatch.setattr(gateway.proxy.access, "AUTH_DEADLINE_SECONDS", DEADLINE)
     monkeypatch.setattr(gateway.proxy.pipeline, "LOOKUP_DEADLINE", DEADLINE)
     monkeypatch.setattr(gateway.proxy.pipeline, "BACKFILL_DEADLINE", DEADLINE)
     monkeypatch.setattr(gateway.app, "READY_PING_SECONDS", DEADLINE)
@@ -174,7 +174,7 @@ def test_ready_says_not_ready_when_the_database_hangs(
 def test_a_hung_rate_limit_store_lets_the_request_through(
     gw: Gateway, hang: Hang, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gateway.proxy.routes, "RATE_LIMIT_DEADLINE_SECONDS", DEADLINE)
+    monkeypatch.setattr(gateway.proxy.access, "RATE_LIMIT_DEADLINE_SECONDS", DEADLINE)
     limiter = gw.app.state.rate_limiter
     monkeypatch.setattr(limiter, "check", hang.wrap(limiter.check))
     _, key = gw.tenant("hang-limit", TenantPolicy(rate_limit_rpm=60))

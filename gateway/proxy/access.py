@@ -1,0 +1,92 @@
+"""Who is asking, and whether they may: the tenant behind a request's key and its
+rate limit, each waited for within a deadline.
+
+A database that hangs instead of refusing fails no call (``gateway/db_rest.py``), so
+the key store and a shared rate-limit bucket are asked within deadlines; past them
+the key is answered from memory (the store then rests) and the limit is not enforced
+(its breaker opens), as when either is down.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from gateway.db_rest import DbDeadlineError, within
+from gateway.proxy.ratelimit import REQUEST_LIMIT_HEADERS
+from gateway.state import GatewayState
+from gateway.tenants import TenantContext
+
+log = logging.getLogger("cachegate.gateway")
+
+
+def state(request: Request) -> GatewayState:
+    gw: GatewayState = request.app.state.gateway
+    return gw
+
+
+def bearer(request: Request) -> str | None:
+    auth = request.headers.get("authorization") or ""
+    scheme, _, token = auth.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+#: How long a request waits for the key store (a few primary-key reads, bounded by
+#: AUTH_STATEMENT_TIMEOUT_MS on a database that hears it); past it, one that hangs is
+#: treated as down: the key is answered from memory and the store rests
+#: (gateway/db_rest.py).
+AUTH_DEADLINE_SECONDS = 3.5
+
+
+#: How long a request waits for its shared rate-limit bucket (the store's own calls are
+#: bounded at 1 s where the server or the socket can tell).
+RATE_LIMIT_DEADLINE_SECONDS = 2.0
+
+
+async def authenticate(request: Request) -> TenantContext:
+    tenants, key = state(request).tenants, bearer(request)
+    ctx = tenants.cached(key)
+    if ctx is not None:
+        return ctx
+    if tenants.rest.is_resting():  # no thread: hung ones must not fill the pool
+        return tenants.from_memory(key)
+    try:
+        return await within(AUTH_DEADLINE_SECONDS, tenants.authenticate, key)
+    except DbDeadlineError:
+        if tenants.rest.is_ok:
+            log.error("the key store did not answer within %g s", AUTH_DEADLINE_SECONDS)
+        tenants.rest.failed()
+        return tenants.from_memory(key)
+
+
+async def rate_limit(request: Request, ctx: TenantContext) -> None:
+    """Take the tenant's token (429 + Retry-After when none is left: ratelimit.py). The
+    bucket's x-ratelimit-*-requests headers go on whatever answers the request, an error
+    too (``with_limit_headers``, ``gateway/error_handlers.py``)."""
+    limiter = request.app.state.rate_limiter
+    if ctx.policy.rate_limit_rpm is None:
+        headers = limiter.check(ctx)  # nothing to count: no store is asked
+    else:  # a shared bucket is a Redis or PostgreSQL round trip: off the event loop
+        try:
+            headers = await within(RATE_LIMIT_DEADLINE_SECONDS, limiter.check, ctx)
+        except DbDeadlineError as exc:  # a store that hangs: not enforced, as when down
+            limiter.store_hung(exc)
+            headers = {}
+    request.state.rate_limit_headers = headers
+    request.state.rate_limited = ctx.policy.rate_limit_rpm is not None
+
+
+def with_limit_headers(request: Request, response: Response) -> Response:
+    """The tenant's own rate-limit headers on its answer, in place of an upstream's of
+    those names, which count the gateway's account (every tenant's requests): those go
+    even when the tenant's are not known (its store down), never misread as its own."""
+    if getattr(request.state, "rate_limited", False):
+        for name in REQUEST_LIMIT_HEADERS:
+            del response.headers[name]
+    for name, value in getattr(request.state, "rate_limit_headers", {}).items():
+        response.headers[name] = value
+    return response

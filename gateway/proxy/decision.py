@@ -1,0 +1,29 @@
+"""What the semantic layer decided for one request (``gateway/proxy/pipeline.py``
+makes it; the routes, the miss path and the misfire sampler read it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from semantic import SemanticQuery
+from semantic.results import LookupResult
+from semantic.trace import LookupTrace
+
+
+@dataclass
+class SemanticDecision:
+    """What the semantic layer did for one request."""
+
+    status: Literal["hit", "miss", "skipped"]
+    reason: str | None  # lookup miss reason, or why the layer was skipped
+    query: SemanticQuery | None = None  # set when the request is cacheable
+    result: LookupResult | None = None
+    trace: LookupTrace | None = None  # every step, when the lookup was traced (a dry run)
+    #: The cosine threshold the lookup ran with: the policy's, or with the verifier on
+    #: the retrieval threshold in force (the misfire sampler records it with a hit).
+    threshold: float | None = None
+
+    @property
+    def header(self) -> str:
+        return self.status if self.reason is None else f"{self.status}:{self.reason}"

@@ -12,6 +12,7 @@ settings (only env reader)     ``settings.py`` (``get_settings()``)
 errors → OpenAI shape          ``errors.py``
 tables                         ``models.py`` (tenants, keys, policies, ops tables)
 tenants, keys, auth cache      ``tenants.py`` (cached reads), ``auth_cache.py``
+a database that hangs          ``db_rest.py`` (deadlines, rests, its own threads)
 a tenant's policy              ``policy.py``
 shared request state           ``state.py`` (``GatewayState``)
 metrics                        ``metrics.py``, ``metrics_auth.py`` (``/metrics`` token)
@@ -21,10 +22,13 @@ the pair verifier on hits      ``verification.py`` (load, batching), ``verifier_
                                target → cut), ``calibrator.py`` (cuts kept, outages)
 **proxy/**                     the request path
   routes                       ``proxy/routes.py`` (``/v1/*``), ``proxy/miss.py``
-  lookup → upstream → backfill ``proxy/pipeline.py``, ``proxy/store_rest.py`` (outage rest)
+  the key and the rate limit   ``proxy/access.py``
+  lookup → upstream → backfill ``proxy/pipeline.py``, ``proxy/decision.py``,
+                               ``proxy/store_rest.py`` (outage rest)
   per-request cache controls   ``proxy/controls.py``, ``proxy/cacheable.py``
   upstreams and dialects       ``proxy/upstream.py``, ``proxy/dialects.py``,
-                               ``proxy/http_upstream.py``, ``proxy/relay.py``,
+                               ``proxy/http_upstream.py``, ``proxy/http_client.py``,
+                               ``proxy/relay.py``,
                                ``proxy/passthrough.py``, ``proxy/inprocess.py``
   engine replicas              ``proxy/engine_pool.py``, ``proxy/hash_ring.py``
   judge band, rate limits      ``proxy/judge.py``, ``proxy/ratelimit.py``

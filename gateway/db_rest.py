@@ -35,6 +35,12 @@ RETRY_SECONDS = 5.0
 MAX_RETRY_SECONDS = 30.0  # the longest rest while failures go on (see DbRest)
 
 
+def backoff(base: float, failures: int) -> float:
+    """The rest after ``failures`` in a row: ``base``, doubled with each more, at most
+    ``MAX_RETRY_SECONDS``."""
+    return float(min(base * 2 ** min(max(failures - 1, 0), 8), MAX_RETRY_SECONDS))
+
+
 class DbDeadlineError(TimeoutError):
     """The database did not answer within the request path's deadline."""
 
@@ -125,5 +131,4 @@ class DbRest:
         self._failures = 0
 
     def _rest(self) -> float:
-        doubled = RETRY_SECONDS * 2 ** min(max(self._failures - 1, 0), 8)
-        return float(min(doubled, MAX_RETRY_SECONDS))
+        return backoff(RETRY_SECONDS, self._failures)

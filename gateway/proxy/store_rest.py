@@ -18,7 +18,7 @@ import time
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
-from gateway.db_rest import MAX_RETRY_SECONDS, DbDeadlineError, Probe
+from gateway.db_rest import DbDeadlineError, Probe, backoff
 from gateway.metrics import GatewayMetrics
 from semantic import SemanticCache
 from semantic.errors import StoreUnavailableError
@@ -63,8 +63,7 @@ class StoreRest:
         """``STORE_RETRY_SECONDS``, doubled with each try in a row that failed, up to
         ``MAX_RETRY_SECONDS``: in a long outage of a database that hangs, requests
         spaced wider than the rest would otherwise each pay the lookup's deadline."""
-        doubled = STORE_RETRY_SECONDS * 2 ** min(max(self._failures - 1, 0), 8)
-        return float(min(doubled, MAX_RETRY_SECONDS))
+        return backoff(STORE_RETRY_SECONDS, self._failures)
 
     def failed(self, exc: Exception) -> None:
         """A call on the store failed: log the outage once, rest, count it."""

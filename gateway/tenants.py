@@ -204,7 +204,8 @@ class TenantStore:
         try:
             loaded = self._load(digest)
         except DB_UNAVAILABLE:
-            self.rest.failed()
+            # Refused: it failed fast, so it is asked again at once (an unknown key is a
+            # 401 as soon as it is back); only a hang rests it (gateway/proxy/access.py).
             return self.from_memory(raw_key)
         except Exception:  # it answered (a disabled tenant, a bad row): not an outage
             self.rest.succeeded()

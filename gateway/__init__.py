@@ -13,6 +13,7 @@ errors → OpenAI shape          ``errors.py``
 tables                         ``models.py`` (tenants, keys, policies, ops tables)
 tenants, keys, auth cache      ``tenants.py`` (cached reads), ``auth_cache.py``
 a database that hangs          ``db_rest.py`` (deadlines, rests, its own threads)
+its recovery                   ``recovery.py`` (background pings end the rests)
 a tenant's policy              ``policy.py``
 shared request state           ``state.py`` (``GatewayState``)
 metrics                        ``metrics.py``, ``metrics_auth.py`` (``/metrics`` token)

@@ -34,6 +34,7 @@ from gateway.proxy.ratelimit import RateLimiter
 from gateway.proxy.ratelimit_shared import build_bucket_store
 from gateway.proxy.routes import router
 from gateway.proxy.upstream import Upstream
+from gateway.recovery import RecoveryWatch
 from gateway.reports.api import model_shape, report_router
 from gateway.request_log import RequestObserver
 from gateway.review.api import review_router
@@ -113,6 +114,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
     settings = settings or get_settings()
     parts = components or Components()
     tracer = gateway_tracer(settings.otlp_endpoint, parts.tracer_provider)  # None: no tracing
+    db_probe = Probe()  # /ready's pings and the recovery watch's: one out at a time
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -229,9 +231,19 @@ def create_app(settings: Settings | None = None, components: Components | None =
         feed.on_tenant_change(partial(prompts.forget_deleted, namespace_id=tenants.namespace_id))
         # ... and its metric series (a tenant re-created under its id starts from zero).
         feed.on_tenant_change(partial(metrics.forget_deleted, namespace_id=tenants.namespace_id))
+        # After a hang, the rests end once the database answers, not when they run out.
+        recovery = RecoveryWatch(
+            tenants.rest,
+            partial(_db_ok_within, db_probe, db),
+            lambda: app.state.gateway.pipeline.store_ok,
+            app.state.gateway.pipeline.check_store,
+        )
+        recovery.start()
+        app.state.recovery = recovery
         try:
             yield
         finally:
+            await recovery.aclose()
             if warming is not None:  # native code must not run on as the process exits
                 await asyncio.to_thread(warming.join, 60)
             await asyncio.to_thread(feed.stop)
@@ -269,8 +281,6 @@ def create_app(settings: Settings | None = None, components: Components | None =
     @app.get("/health")
     async def health() -> Response:
         return JSONResponse({"status": "ok"})
-
-    db_probe = Probe()
 
     @app.get("/ready")
     async def ready(request: Request) -> Response:

@@ -6,8 +6,9 @@ call its connect timeout (5 s), so after a failure the layer rests: for
 ``STORE_RETRY_SECONDS`` nothing asks the store, and the first call after the rest tries
 again. A database that hangs instead of refusing never fails a call, so the request
 path bounds its waits (``gateway/proxy/pipeline.py``: a lookup or a backfill past its
-deadline counts as a failure; ``gateway/db_rest.py``). A ping from /ready
-(:meth:`StoreRest.check`) that succeeds ends the rest early.
+deadline counts as a failure; ``gateway/db_rest.py``). A ping (:meth:`StoreRest.check`,
+from /ready or from the background watch in ``gateway/recovery.py``) that succeeds
+ends the rest early.
 """
 
 from __future__ import annotations

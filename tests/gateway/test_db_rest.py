@@ -83,8 +83,12 @@ class Hang:
 
 
 @pytest.fixture
-def hang() -> Iterator[Hang]:
+def hang(monkeypatch: pytest.MonkeyPatch) -> Iterator[Hang]:
     h = Hang()
+    # A real hang holds every call, the background pings included (gateway/recovery.py).
+    monkeypatch.setattr(gateway.app, "_db_ok", h.wrap(gateway.app._db_ok))
+    ping = gateway.proxy.store_rest._ping
+    monkeypatch.setattr(gateway.proxy.store_rest, "_ping", h.wrap(ping))
     yield h
     h.end()  # no thread stays blocked past the test
 
@@ -139,6 +143,38 @@ def test_a_hung_semantic_store_is_skipped_then_rested_from(
         assert waited < 2.0, waited  # resting: not queued behind the hung lookup
         hang.end()
         time.sleep(REST + 0.2)
+        assert ask(http, question)[0].headers["x-cachegate-cache"] == "semantic-hit"
+
+
+def test_the_rests_end_once_the_database_answers_again_without_a_request(
+    gw: Gateway, hang: Hang, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The background watch (gateway/recovery.py) ends both rests within a ping or two
+    of the hang's end, though the rests are set to 30 s and nobody calls /ready. Its
+    control: while the hang lasts, its hung pings end nothing."""
+    monkeypatch.setattr(gateway.db_rest, "RETRY_SECONDS", 30.0)
+    monkeypatch.setattr(gateway.proxy.store_rest, "STORE_RETRY_SECONDS", 30.0)
+    tenants, pipeline = gw.tenants, gw.state.pipeline
+    monkeypatch.setattr(tenants, "_load", hang.wrap(tenants._load))
+    monkeypatch.setattr(pipeline, "_lookup", hang.wrap(pipeline._lookup))
+    _, key = gw.tenant("recover-known")
+    _, unseen = gw.tenant("recover-unseen")
+    question = "What is the capital of Chile?"
+    with gw.http(key) as http, gw.http(unseen) as other:
+        assert ask(http, question)[0].headers["x-cachegate-backfill"] == "stored"
+        tenants.cache_seconds = 0.0  # every request asks the key store from now on
+        hang.on = True
+        r, _ = ask(http, "What is the capital of Bolivia?")  # the key store hangs: rests
+        assert r.headers["x-cachegate-semantic"] == "skipped:store_unavailable"
+        time.sleep(2.5)  # two rounds of the watch, its ping hung
+        assert_openai_error(ask(other, "What is the capital of Peru?")[0], 503)
+        assert not tenants.rest.is_ok and not pipeline.store_ok
+        hang.end()
+        deadline = time.monotonic() + 5.0  # far inside the 30 s rests
+        while not (tenants.rest.is_ok and pipeline.store_ok) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert tenants.rest.is_ok and pipeline.store_ok
+        assert ask(other, "What is the capital of Peru?")[0].status_code == 200
         assert ask(http, question)[0].headers["x-cachegate-cache"] == "semantic-hit"
 
 

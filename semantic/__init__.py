@@ -19,6 +19,8 @@ answer such a lookup on its event loop. A question the embedder does not represe
 index's lock, changes take it alone (:mod:`semantic.rwlock`). Whether an answer will be stored
 (:mod:`semantic.storable`) is one function that ``store`` and the gateway's backfill
 both ask, so the backfill makes room under a tenant's bounds only for answers kept.
+An invalidation fences its tenant first (:mod:`semantic.fences`): a store of a
+question asked before the fence (``store(..., asked_at=...)``) keeps nothing.
 
 Typical wiring (the gateway does this)::
 

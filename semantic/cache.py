@@ -5,14 +5,12 @@ A lookup embeds only the question and searches only the question's partition
 parameter set or conversation can never be a candidate. Among the ``top_k``
 nearest entries, the best one at or above the threshold that is not expired and
 that the validator accepts (and, when the policy sets a ``verifier_cut``, that the
-pair verifier scores above it: :mod:`semantic.verification`) is served. If none
-is, the miss carries the reason
-of the best candidate that was turned down (``expired``, or the validator's
-reason: ``entity_mismatch:<kind>``, ``guarded:<scenario>``), else
-``below_threshold``, or ``empty`` when the partition has no entries at all. Looking past a refused
-top candidate matters: for "status of order 12346" the stored "order 12345"
-question may score higher than the stored "order 12346" one; the validator
-refuses the first and the second is served.
+pair verifier scores above it: :mod:`semantic.verification`) is served. If none is,
+the miss carries the reason of the best candidate turned down (``expired``, or the
+validator's: ``entity_mismatch:<kind>``, ``guarded:<scenario>``), else
+``below_threshold``, or ``empty`` when the partition has no entries. Looking past a
+refused top candidate matters: for "status of order 12346" the stored "order 12345"
+may score higher than the stored "order 12346"; the first is refused, the second served.
 
 The database is the source of truth and each process keeps the indexes in
 memory: writes go to the database first, then to the index, under one lock, so
@@ -41,6 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 from semantic.candidates import choose, decided_result, hit_result, trace_candidates
 from semantic.embedder_base import TextEmbedder
 from semantic.errors import InvalidRequestError, WouldBlockError
+from semantic.fences import is_fenced, raise_fence
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
 from semantic.hits import record_hit, writes_hit_at_once
@@ -117,7 +116,13 @@ class SemanticCache:
     def embedder_id(self) -> str:
         return self.embedder.embedder_id
 
-    def _now(self) -> datetime:
+    def fence(self, tenant: str) -> None:
+        """Before invalidating ``tenant``'s entries: answers to questions asked until
+        now are not kept (:mod:`semantic.fences`)."""
+        raise_fence(self.entries, tenant, self.now())
+
+    def now(self) -> datetime:
+        """The cache's clock (TTLs, fences; the gateway stamps requests with it)."""
         now = self._clock()
         if now.tzinfo is None:
             raise ValueError("the cache clock must return aware datetimes")
@@ -205,7 +210,7 @@ class SemanticCache:
                 False, key, reason=BELOW_THRESHOLD, score=best_score, embedding=vector
             )
         # A report shows every neighbour searched; serving reads only the eligible rows.
-        now = self._now()
+        now = self.now()
         wanted = [i for i, _ in (found if trace else eligible)]
         rows = self.entries.get_many(wanted, recent_at=now, local_only=local_only)
         choice = choose(
@@ -284,6 +289,7 @@ class SemanticCache:
         embedding: ArrayLike | None = None,
         partition_key: str | None = None,
         wait: float | None = None,
+        asked_at: datetime | None = None,
     ) -> StoreResult:
         """Backfill ``response`` (an OpenAI response body) for ``query``.
 
@@ -294,7 +300,9 @@ class SemanticCache:
         result (same query): the question is then neither embedded nor its
         partition hashed a second time. Everything is validated before the
         database is touched. With ``wait``, a write lock held longer than that (a
-        rebuild) skips the store with reason ``busy``.
+        rebuild) skips the store with reason ``busy``. With ``asked_at`` (when the
+        question was asked), an answer its tenant's invalidation overtook is not kept
+        (reason ``invalidated``, :mod:`semantic.fences`).
         """
         key = partition_key if partition_key is not None else self.partition_key(query)
         skip = store_skip_reason(self, query, response, policy)  # the backfill's check too
@@ -312,7 +320,7 @@ class SemanticCache:
         if self.validator is not None:
             extracted = self.validator.extract(query.question, scope=memo_scope(query))
             entities = json_copy(extracted, "entities")
-        now = self._now()
+        now = self.now()
         ttl = policy.ttl_seconds
         new = NewEntry(
             partition_key=key,
@@ -329,6 +337,9 @@ class SemanticCache:
             if not taken:
                 return StoreResult(False, key, reason="busy")
             entry, created = self.entries.upsert(new, now=now)
+            if asked_at is not None and is_fenced(self.entries, query.tenant, asked_at):
+                self.entries.delete([entry.id])  # logged: other replicas drop it too
+                return StoreResult(False, key, reason="invalidated")
             self.index.add(key, [entry.id], vector.reshape(1, -1))
         return StoreResult(True, key, entry_id=entry.id, created=created)
 
@@ -359,7 +370,7 @@ class SemanticCache:
         """Delete every expired entry (of one ``tenant``, or all) now (lookups also do it
         lazily)."""
         with self._write_lock:
-            removed = self.entries.purge_expired(self._now(), tenant)
+            removed = self.entries.purge_expired(self.now(), tenant)
             self._remove_from_index(removed)
         return len(removed)
 
@@ -376,7 +387,7 @@ class SemanticCache:
         ones are built). Returns the number of entries indexed."""
         with self._write_lock:
             return rebuild_index(
-                self.entries, self.index, self.embedder_id, self._now(), progress=progress
+                self.entries, self.index, self.embedder_id, self.now(), progress=progress
             )
 
     def get_entry(self, entry_id: int) -> StoredEntry:

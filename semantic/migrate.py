@@ -87,7 +87,7 @@ class PartitionMigrator:
     ) -> PartitionMigrator:
         """A migrator over every live partition other embedders left in ``cache``'s
         store (none: it does nothing, at no cost a lookup)."""
-        pending = cache.entries.partitions_by_embedder(cache._now(), cache.embedder_id)
+        pending = cache.entries.partitions_by_embedder(cache.now(), cache.embedder_id)
         if pending:
             log.info(
                 "the store holds %d partition(s) of %d earlier embedder(s); each is "
@@ -157,7 +157,7 @@ class PartitionMigrator:
         every partition may be looked at again, once."""
         try:
             cache = self.cache
-            pending = cache.entries.partitions_by_embedder(cache._now(), cache.embedder_id)
+            pending = cache.entries.partitions_by_embedder(cache.now(), cache.embedder_id)
             with self._lock:
                 self._pending = pending
                 self._seen.clear()

@@ -77,7 +77,7 @@ def carry_partition(
         chunk = ids[start : start + REEMBED_BATCH]
         found = cache.entries.get_many(chunk)
         counts["gone"] += len(chunk) - len(found)
-        now = cache._now()
+        now = cache.now()
         old = [found[i] for i in chunk if i in found]
         expired = {e.id for e in old if e.is_expired(now)}
         readable, vectors = _embed(cache.embedder, [e for e in old if e.id not in expired])

@@ -126,3 +126,13 @@ class CacheChange(Base):
     partition_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
     entry_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     tenant: Mapped[str | None] = mapped_column(String(255), nullable=True)
+
+
+class CacheFence(Base):
+    """When a tenant's cache was last invalidated (:mod:`semantic.fences`): an answer to
+    a question asked before it is not kept."""
+
+    __tablename__ = "semantic_fences"
+
+    tenant: Mapped[str] = mapped_column(String(255), primary_key=True)
+    fenced_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -142,6 +142,9 @@ class CacheAdmin:
         removed = 0
         if self.cache is not None:
             with store_errors():
+                # First the fence, committed: a request already waiting for the model
+                # must not store its answer after the delete (semantic/fences.py).
+                self.cache.fence(tenant_id)
                 removed = remove(self.cache)
         details = {"scope": scope, "removed": removed}
         self.audit.record(actor, audit.CACHE_INVALIDATE, tenant_id, target, details)

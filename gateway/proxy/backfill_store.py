@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
@@ -39,6 +40,7 @@ def store_within_bounds(
     sem: SemanticPolicy,
     embedding: Any,
     minted_id: Callable[[str], str] | None = None,
+    asked_at: datetime | None = None,
 ) -> StoreResult:
     """Store the answer once the tenant's bounds have room for it, or say why not.
 
@@ -61,7 +63,9 @@ def store_within_bounds(
         if skip is not None:
             return StoreResult(False, key, reason=skip)
         # the lock is reentrant: the store takes it again inside without waiting
-        result = cache.store(query, response, sem, embedding=embedding, partition_key=key)
+        result = cache.store(
+            query, response, sem, embedding=embedding, partition_key=key, asked_at=asked_at
+        )
         if result.stored and minted_id is not None and not minted_after(minted_id, ctx):
             # The write lock is this process's: a delete through another replica can
             # commit between the check above and the store. Checked again once the entry

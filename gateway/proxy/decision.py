@@ -4,6 +4,7 @@ makes it; the routes, the miss path and the misfire sampler read it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from semantic import SemanticQuery
@@ -23,6 +24,9 @@ class SemanticDecision:
     #: The cosine threshold the lookup ran with: the policy's, or with the verifier on
     #: the retrieval threshold in force (the misfire sampler records it with a hit).
     threshold: float | None = None
+    #: When the lookup began (the cache's clock): an invalidation of the tenant after it
+    #: keeps this request's answer out of the cache (semantic/fences.py).
+    asked_at: datetime | None = None
 
     @property
     def header(self) -> str:

@@ -161,6 +161,7 @@ class Pipeline:
             return _unforeseen(exc, "building the semantic query", tr)
         tr.step("cacheable", True)
         tr.asked(query.question)
+        asked_at = self.cache.now()  # before the lookup, so before any model call
         if policy.mode == "allowlist":
             listed = policy.is_allowlisted(query.question)
             tr.step("allowlist", listed)
@@ -226,16 +227,16 @@ class Pipeline:
             if count:
                 self.metrics.semantic_miss(ctx.tenant_id, "judge_refused")
             return SemanticDecision(
-                "miss", "judge_refused", query, result, tr.result, sem.threshold
+                "miss", "judge_refused", query, result, tr.result, sem.threshold, asked_at
             )
         if result.hit:
             if count:
                 self.metrics.semantic_hits.labels(ctx.tenant_id).inc()
-            return SemanticDecision("hit", None, query, result, tr.result, sem.threshold)
+            return SemanticDecision("hit", None, query, result, tr.result, sem.threshold, asked_at)
         reason = result.reason or "miss"
         if count:
             self.metrics.semantic_miss(ctx.tenant_id, reason, result.verifier_unread)
-        return SemanticDecision("miss", reason, query, result, tr.result)
+        return SemanticDecision("miss", reason, query, result, tr.result, asked_at=asked_at)
 
     def threshold_in_force(self, policy: TenantPolicy) -> tuple[float, float | None]:
         """(the similarity threshold a lookup of this tenant applies, on the scale of its
@@ -341,6 +342,7 @@ class Pipeline:
                 sem,
                 looked.embedding if looked is not None else None,
                 self.minted_id,
+                decision.asked_at,
             )
         except StoreUnavailableError as exc:
             self.rest.failed(exc)

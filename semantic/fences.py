@@ -1,0 +1,55 @@
+"""Invalidation fences: an answer computed before its tenant's cache was invalidated
+is never kept.
+
+An admin invalidation deletes a tenant's entries. A request whose lookup missed just
+before it, still waiting for the model, used to store its answer just after it, and
+that answer was then served until its TTL: the very answer the operator meant to
+remove (``POST /admin/tenants/{id}/cache/invalidate`` after a policy or price change).
+So an invalidation first commits a fence, the tenant's time of invalidation
+(:func:`raise_fence`), and only then deletes; a store of a question asked before the
+fence (:func:`is_fenced`, read after the entry's own commit) deletes what it wrote.
+
+Reading the fence after the entry commits covers both orders without a lock, on every
+replica: if the read comes before the fence's commit, the entry committed before the
+invalidation's delete began, which removes it; if after, the store sees the fence and
+removes the entry itself. Times are the replicas' clocks, so a question asked up to
+``FENCE_MARGIN`` after the fence counts as before it: a few answers more go unstored
+after an invalidation, never one from before it kept.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from semantic.models import CacheFence
+from semantic.store import EntryStore
+from semantic.store_db import unavailable_on_db_errors
+
+#: How far apart the replicas' clocks may be (NTP keeps them within milliseconds).
+FENCE_MARGIN = timedelta(seconds=5)
+
+
+def raise_fence(store: EntryStore, tenant: str, at: datetime) -> None:
+    """Record that ``tenant``'s cache is invalidated as of ``at`` (committed on return:
+    call it before deleting the entries)."""
+    dialect = store.engine.dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = insert(CacheFence).values(tenant=tenant, fenced_at=at)
+    statement = statement.on_conflict_do_update(
+        index_elements=[CacheFence.tenant], set_={"fenced_at": at}
+    )
+    with unavailable_on_db_errors(store.url), Session(store.engine) as session, session.begin():
+        session.execute(statement)
+
+
+def is_fenced(store: EntryStore, tenant: str, asked_at: datetime) -> bool:
+    """Whether ``tenant``'s cache was invalidated since ``asked_at`` (less the margin),
+    so that an answer to a question asked then must not be kept."""
+    statement = select(CacheFence.fenced_at).where(CacheFence.tenant == tenant)
+    with unavailable_on_db_errors(store.url), Session(store.engine) as session:
+        fenced_at = session.scalar(statement)
+    return fenced_at is not None and fenced_at >= asked_at - FENCE_MARGIN

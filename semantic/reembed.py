@@ -6,8 +6,9 @@ embeds every live stored question again with the new embedder and writes it as
 a *new* entry under the new partition; the old rows are never updated in place,
 so an index of the old embedder keeps serving until the switch, and a lookup
 can only ever search vectors of the embedder that made its own query vector.
-Only after every new entry is written are the old embedder's entries deleted
-(through the store, so other replicas replay the deletes).
+With ``drop_old`` each old row is deleted in the transaction that writes its new one
+(:mod:`semantic.store_move`, logged, so other replicas replay both); without it the
+new rows are copies, written only where the new partition lacks the question.
 
 The partition key is a one-way hash of the tenant namespace, model, parameters
 and conversation context, and an entry stores only the hash: the new key
@@ -31,6 +32,7 @@ from semantic.embedders import MIN_COVERAGE
 from semantic.index import check_vectors
 from semantic.partition import SemanticQuery
 from semantic.store import EntryStore, NewEntry, StoredEntry
+from semantic.store_move import move_entries
 
 #: (stored entry, new embedder id) -> the entry's partition key under that embedder, or None.
 Rekey = Callable[[StoredEntry, str], str | None]
@@ -41,14 +43,17 @@ REEMBED_BATCH = 64
 
 @dataclass(frozen=True)
 class ReembedReport:
-    """What :func:`reembed` did; every old entry is counted in exactly one field."""
+    """What :func:`reembed` did; every old entry is counted in exactly one of the
+    first six fields (``dropped`` counts the old rows deleted, carried or not)."""
 
     embedder_id: str
     written: int = 0
+    kept: int = 0  # the new partition already held the question (a fresher answer)
+    gone: int = 0  # deleted by someone else (an operator, a purge) while it was embedded
     expired: int = 0  # past their expiry: not carried over
     unsupported: int = 0  # the new embedder cannot represent the question (coverage floor)
     no_partition: int = 0  # rekey did not know the entry's partition
-    dropped: int = 0  # old entries deleted after the new ones were written
+    dropped: int = 0  # old entries deleted
 
 
 def rekey_for(queries: Iterable[SemanticQuery], old_embedder_id: str) -> Rekey:
@@ -78,17 +83,20 @@ def reembed(
     embedded with ``embedder``, under its new partition; then, with ``drop_old``,
     delete the old embedder's entries. Returns the counts.
 
-    Nothing is deleted unless every carried-over entry was written: an exception
-    (database down, embedder failure) leaves the old entries as they were, and
-    running it again is safe (writes are upserts on (partition, question)).
-    Hit counts and creation times start afresh on the new entries.
+    An old row is deleted only in the transaction that writes its new one, so an
+    exception (database down, embedder failure) loses nothing: the batches before it
+    are moved, the rest are as they were, and running it again is safe. A question the
+    new partition already holds (a backfill under the new embedder) keeps that fresher
+    row; an entry deleted while it was embedded is not written again. Moved entries
+    keep their times and hit counts; entries not carried over are deleted at the end.
     """
     new_id = embedder.embedder_id
     if source_embedder_id == new_id:
         raise ValueError("source and target embedder are the same")
     moment = now or datetime.now(UTC)
-    counts = {"written": 0, "expired": 0, "unsupported": 0, "no_partition": 0}
-    old_ids: list[int] = []
+    counts = dict.fromkeys(("written", "kept", "gone", "dropped"), 0)
+    counts |= dict.fromkeys(("expired", "unsupported", "no_partition"), 0)
+    not_carried: list[int] = []
     pending: list[tuple[StoredEntry, str]] = []
     sources = store.iter_entries(embedder_id=source_embedder_id)
     total = store.count(embedder_id=source_embedder_id)
@@ -97,7 +105,6 @@ def reembed(
             bar.update(1)
             if entry.embedder_id == new_id:
                 continue  # already the new embedder's: neither source nor to be dropped
-            old_ids.append(entry.id)
             key = rekey(entry, new_id)
             if entry.is_expired(moment):
                 counts["expired"] += 1
@@ -108,24 +115,34 @@ def reembed(
             else:
                 pending.append((entry, key))
                 if len(pending) >= REEMBED_BATCH:
-                    counts["written"] += _write(store, embedder, pending, moment)
+                    _carry(store, embedder, pending, drop_old, moment, counts)
                     pending = []
-        counts["written"] += _write(store, embedder, pending, moment)
-    dropped = len(store.delete(old_ids)) if drop_old and old_ids else 0
-    return ReembedReport(new_id, dropped=dropped, **counts)
+                continue
+            not_carried.append(entry.id)
+        _carry(store, embedder, pending, drop_old, moment, counts)
+    if drop_old and not_carried:
+        counts["dropped"] += len(store.delete(not_carried))
+    return ReembedReport(new_id, **counts)
 
 
-def _write(
+def _carry(
     store: EntryStore,
     embedder: CoveringEmbedder,
     batch: list[tuple[StoredEntry, str]],
+    drop_old: bool,
     now: datetime,
-) -> int:
+    counts: dict[str, int],
+) -> None:
+    """Write one batch under the new embedder. Moving (``drop_old``) deletes each old
+    row and inserts its new one in one transaction (:mod:`semantic.store_move`: an entry
+    deleted meanwhile is not written again, a fresher answer already in the new
+    partition is kept); copying inserts only where the new partition lacks the question."""
     if not batch:
-        return 0
+        return
     vectors = check_vectors(embedder.embed([e.question for e, _ in batch]), embedder.dim)
-    for (entry, key), vector in zip(batch, vectors, strict=True):
-        store.upsert(
+    carried = [
+        (
+            entry,
             NewEntry(
                 partition_key=key,
                 tenant=entry.tenant,
@@ -137,6 +154,16 @@ def _write(
                 expires_at=entry.expires_at,
                 ttl_seconds=entry.ttl_seconds,
             ),
-            now=now,
         )
-    return len(batch)
+        for (entry, key), vector in zip(batch, vectors, strict=True)
+    ]
+    if drop_old:
+        moved = move_entries(store, carried)
+        counts["written"] += len(moved.written)
+        counts["kept"] += moved.kept
+        counts["gone"] += len(moved.gone)
+        counts["dropped"] += moved.dropped
+        return
+    for _, new in carried:
+        _, created = store.upsert(new, now=now, keep_existing=True)
+        counts["written" if created else "kept"] += 1

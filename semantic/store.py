@@ -105,8 +105,12 @@ class EntryStore:
             return session.scalar(statement.limit(1)) is not None
 
     # -- writes ------------------------------------------------------------------
-    def upsert(self, entry: NewEntry, *, now: datetime) -> tuple[StoredEntry, bool]:
-        """Insert, or update the row with the same (partition, normalized question).
+    def upsert(
+        self, entry: NewEntry, *, now: datetime, keep_existing: bool = False
+    ) -> tuple[StoredEntry, bool]:
+        """Insert, or update the row with the same (partition, normalized question);
+        with ``keep_existing``, leave such a row as it is (a copy must not overwrite a
+        fresher answer).
 
         Returns the stored entry and whether it was created. A concurrent insert
         of the same question (another replica) loses the unique-constraint race
@@ -129,6 +133,8 @@ class EntryStore:
                             )
                         ).one_or_none()
                         created = row is None
+                        if row is not None and keep_existing:
+                            return to_entry(row), False
                         if row is None:
                             row = SemanticEntry(
                                 partition_key=entry.partition_key,

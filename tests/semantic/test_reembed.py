@@ -131,3 +131,73 @@ def test_a_failure_keeps_the_old_entries(
             rekey_for(queries, e5.embedder_id),
             source_embedder_id=e5.embedder_id,
         )
+
+
+@pytest.mark.parametrize("drop_old", [True, False], ids=["move", "copy"])
+def test_a_fresher_answer_under_the_new_embedder_is_kept(
+    sqlite_url: str, clock: ManualClock, embedder: Embedder, e5: E5Embedder, drop_old: bool
+) -> None:
+    """A backfill under the new embedder got there first: its answer is newer than the
+    old entry's, so the re-embed leaves it as it is (it used to overwrite it with the
+    older answer and stamp it new). The other questions are the control: carried."""
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    _fill(old, QUESTIONS)
+    clock.advance(60)
+    new = SemanticCache(e5, EntryStore(sqlite_url), clock=clock)
+    assert new.store(chat(QUESTIONS[0]), reply("the fresher answer")).stored
+    fresher = new.lookup(chat(QUESTIONS[0]))
+    assert fresher.hit and fresher.entry_id is not None
+    before = new.entries.get(fresher.entry_id)
+    clock.advance(60)
+    queries = [chat(q) for q in QUESTIONS]
+    report = reembed(
+        old.entries,
+        e5,
+        rekey_for(queries, embedder.embedder_id),
+        drop_old=drop_old,
+        now=clock(),
+        progress=False,
+    )
+    assert (report.written, report.kept) == (2, 1)
+    assert report.dropped == (3 if drop_old else 0)
+    after = new.entries.get(fresher.entry_id)
+    assert after.answer == before.answer and after.updated_at == before.updated_at
+    assert after.answer["choices"][0]["message"]["content"] == "the fresher answer"
+    rebuilt = SemanticCache(e5, EntryStore(sqlite_url), clock=clock)
+    assert rebuilt.rebuild(progress=False) == 3
+    carried = rebuilt.lookup(chat(QUESTIONS[1]))
+    assert carried.hit and carried.answer is not None
+    assert carried.answer["choices"][0]["message"]["content"] == "answer 1"
+
+
+def test_an_entry_deleted_while_it_is_embedded_is_not_written_again(
+    sqlite_url: str,
+    clock: ManualClock,
+    embedder: Embedder,
+    e5: E5Embedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An operator invalidates an entry between its read and its write: moving carries
+    only the rows its own delete finds, so the invalidated answer is not served again."""
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    _fill(old, QUESTIONS)
+    victim = old.lookup(chat(QUESTIONS[2]))
+    assert victim.entry_id is not None
+    embed = e5.embed
+
+    def embed_then_invalidate(texts: list[str]) -> object:
+        vectors = embed(texts)
+        old.invalidate(entry_id=victim.entry_id)  # lands while the batch is embedded
+        return vectors
+
+    monkeypatch.setattr(e5, "embed", embed_then_invalidate)
+    queries = [chat(q) for q in QUESTIONS]
+    report = reembed(
+        old.entries, e5, rekey_for(queries, embedder.embedder_id), now=clock(), progress=False
+    )
+    assert (report.written, report.gone, report.dropped) == (2, 1, 2)
+    assert old.entries.count(embedder_id=e5.embedder_id) == 2
+    rebuilt = SemanticCache(e5, EntryStore(sqlite_url), clock=clock)
+    rebuilt.rebuild(progress=False)
+    assert not rebuilt.lookup(chat(QUESTIONS[2])).hit
+    assert rebuilt.lookup(chat(QUESTIONS[0])).hit  # the control: carried

@@ -18,7 +18,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from protocol.errors import ApiError
-from protocol.sampling import MAX_STOP_CHARS, MAX_STOP_SEQUENCES
+
+#: What a request may ask of stop sequences before any upstream sees it (see
+#: ``_bounded_stops``); the built-in engine takes fewer (protocol/sampling.py).
+MAX_REQUEST_STOPS = 64
+MAX_REQUEST_STOP_CHARS = 4096
 
 Role = Literal["system", "user", "assistant", "tool", "developer", "function"]
 
@@ -59,6 +63,16 @@ class ChatMessage(_Request):
         if isinstance(self.content, list):
             return next((p.type for p in self.content if p.type != "text"), None)
         return None
+
+
+def _whole_float_is_int(value: Any) -> Any:
+    """``100.0`` for a count means 100, as vLLM and SGLang read it (pydantic's lax ints);
+    a client that works against them must not get a 400 here. ``100.5``, strings and
+    booleans stay refused (strict mode), as do floats past 2**53, whose integer value is
+    no longer the one the client wrote."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
 
 
 def _null_is_false(value: Any) -> Any:
@@ -109,17 +123,22 @@ class _SamplingFields(_Request):
     audio: dict[str, Any] | None = None
 
     _null_stream = field_validator("stream", mode="before")(_null_is_false)
+    _whole_counts = field_validator("max_tokens", "seed", "n", "top_logprobs", mode="before")(
+        _whole_float_is_int
+    )
 
     @field_validator("stop")
     @classmethod
-    def _at_most_four_stops(cls, v: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(v, list) and len(v) > MAX_STOP_SEQUENCES:
-            raise ValueError(f"at most {MAX_STOP_SEQUENCES} stop sequences are allowed")
+    def _bounded_stops(cls, v: str | list[str] | None) -> str | list[str] | None:
+        # A bound on what a body may ask, not the OpenAI API's 4: vLLM and SGLang take
+        # any number, and the gateway forwards them. The built-in engine's own limits
+        # (4 strings of at most 256 characters: its per-step stop check) are enforced
+        # where its sampling parameters are built (protocol/sampling.py), a 400 there.
+        if isinstance(v, list) and len(v) > MAX_REQUEST_STOPS:
+            raise ValueError(f"at most {MAX_REQUEST_STOPS} stop sequences are allowed")
         stops = [v] if isinstance(v, str) else (v or [])
-        if any(len(s) > MAX_STOP_CHARS for s in stops):
-            # Every step checks the output's tail against each stop string, inside the
-            # engine's step: unbounded stops would let one request slow every stream.
-            raise ValueError(f"a stop sequence may be at most {MAX_STOP_CHARS} characters")
+        if any(len(s) > MAX_REQUEST_STOP_CHARS for s in stops):
+            raise ValueError(f"a stop sequence may be at most {MAX_REQUEST_STOP_CHARS} characters")
         return v
 
     def stop_tuple(self) -> tuple[str, ...]:
@@ -170,6 +189,8 @@ MAX_MESSAGES = 2048
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_completion_tokens: int | None = None
+
+    _whole_max = field_validator("max_completion_tokens", mode="before")(_whole_float_is_int)
 
     def requested_max_tokens(self) -> int | None:
         if self.max_completion_tokens is not None:

@@ -64,6 +64,34 @@ def test_null_stream_flags_mean_their_default(
     assert all("usage" not in c for c in chunks)  # null: not asked for
 
 
+def test_whole_number_floats_and_many_stops_reach_the_upstream_as_sent(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    """vLLM and SGLang read ``max_tokens: 100.0`` as 100 and take any number of stop
+    sequences: a client that works against them directly must work through the gateway
+    (the OpenAI API's own 4-stop and integer rules were refused here before). The
+    controls: a fractional count and a string count are still a 400, never forwarded."""
+    received: list[dict[str, Any]] = []
+
+    async def handler(body: dict[str, Any], request: Request) -> Response:
+        received.append(body)
+        return JSONResponse(answer("Ok."))
+
+    up.handler = handler
+    stops = [f"STOP{i}" for i in range(8)]
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("whole floats", max_tokens=100.0, seed=7.0, stop=stops))
+        assert r.status_code == 200, r.text
+        assert received[-1]["max_tokens"] == 100.0 and isinstance(received[-1]["max_tokens"], float)
+        assert received[-1]["stop"] == stops and received[-1]["seed"] == 7.0
+        count = len(received)
+        for bad in ({"max_tokens": 100.5}, {"max_tokens": "100"}, {"n": True}):
+            refused = http.post(CHAT, json=ask("bad count", **bad))
+            assert refused.status_code == 400, (bad, refused.text)
+            assert refused.json()["error"]["param"] == next(iter(bad))
+        assert len(received) == count  # none of them reached the upstream
+
+
 @pytest.mark.parametrize(
     "extra",
     [{"echo": True}, {"suffix": " and that is all."}, {"best_of": 3}, {"logprobs": 0}],

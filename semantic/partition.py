@@ -227,6 +227,12 @@ class SemanticQuery:
         """From a ``/v1/chat/completions`` request body."""
         messages = body.get("messages") or []
         context, question = split_question(messages)
+        if QUESTION_FIELDS in body:
+            # The key's own slot for the question message's extra fields: a body field
+            # of that name would key alike with a request whose message has those fields.
+            raise InvalidRequestError(
+                f"the body sets the reserved field {QUESTION_FIELDS}", reason="reserved_field"
+            )
         params = answer_params(body)
         # The question's own message beyond its text (a ``name`` an upstream reads, say)
         # can change the answer too; absent for plain messages, so their keys stay.

@@ -8,6 +8,7 @@ from semantic.errors import InvalidQuestionError, InvalidRequestError
 from semantic.partition import (
     ANSWER_PARAMS,
     IGNORED_PARAMS,
+    QUESTION_FIELDS,
     SemanticQuery,
     answer_params,
     partition_key,
@@ -169,3 +170,19 @@ def test_the_question_messages_own_fields_split_the_partition() -> None:
     assert len({k(plain), k(query(name="alice")), k(query(name="bob"))}) == 3
     assert k(query(name="alice")) == k(query(name="alice"))
     assert query(name="alice").question == plain.question  # the words asked are the same
+
+
+def test_a_body_field_named_like_the_keys_own_slot_is_not_keyed() -> None:
+    """``question_message_fields`` is where the key holds the question message's extra
+    fields: a body setting it at the top level would key alike with Alice's message
+    (the same tenant's cache only), so such a request is not looked up or stored."""
+    alice = {"model": "smollm2-135m", "messages": [SYSTEM, QUESTION | {"name": "alice"}]}
+    forged = {
+        "model": "smollm2-135m",
+        "messages": [SYSTEM, QUESTION],
+        QUESTION_FIELDS: {"name": "alice"},
+    }
+    assert SemanticQuery.from_chat(tenant="tenant-a", body=alice).params  # the control
+    with pytest.raises(InvalidRequestError) as refused:
+        SemanticQuery.from_chat(tenant="tenant-a", body=forged)
+    assert refused.value.reason == "reserved_field"

@@ -34,7 +34,7 @@ from gateway.proxy.ratelimit import RateLimiter
 from gateway.proxy.ratelimit_shared import build_bucket_store
 from gateway.proxy.routes import router
 from gateway.proxy.upstream import Upstream
-from gateway.recovery import RecoveryWatch
+from gateway.recovery import RecoveryWatch, Waiter
 from gateway.reports.api import model_shape, report_router
 from gateway.request_log import RequestObserver
 from gateway.review.api import review_router
@@ -232,8 +232,12 @@ def create_app(settings: Settings | None = None, components: Components | None =
         # ... and its metric series (a tenant re-created under its id starts from zero).
         feed.on_tenant_change(partial(metrics.forget_deleted, namespace_id=tenants.namespace_id))
         # After a hang, the rests end once the database answers, not when they run out.
+        waiters: list[Waiter] = [(lambda: not tenants.rest.is_ok, tenants.rest.succeeded)]
+        if verification is not None:
+            calibration = verification.calibrator
+            waiters.append((lambda: calibration.is_database_away, calibration.retry_now))
         recovery = RecoveryWatch(
-            tenants.rest,
+            waiters,
             partial(_db_ok_within, db_probe, db),
             lambda: app.state.gateway.pipeline.store_ok,
             app.state.gateway.pipeline.check_store,

@@ -14,8 +14,10 @@ it. One it has none for (a replica started during the outage, a policy changed j
 before it, a new target) gets cut 1.0, ``source="unavailable"``: nothing is served
 through the verifier until the labels can be read. The shipped cut would be a guess
 there, and a looser one than the tenant's own wherever its reviewers had raised it.
-After a failed read the database is left alone for ``retry`` seconds, for every
-tenant, then one lookup probes it, one probe at a time however long it hangs (each
+After a failed read the database is left alone for ``retry`` seconds (doubled with
+each failed probe in a row, up to 30 s; ended early when the background watch of
+gateway/recovery.py finds the database answering), for every tenant, then one lookup
+probes it, one probe at a time however long it hangs (each
 try can wait out a connection timeout on a worker thread, and lookups of many tenants
 must not queue behind such tries); only the probe's success ends the outage. A read
 failing for another reason than the database not answering (:data:`OUTAGE_ERRORS`)
@@ -36,6 +38,7 @@ from sqlalchemy import exc as sa_exc
 
 from gateway.calibration import CutInForce, tenant_cut
 from gateway.calibration_labels import load_labels
+from gateway.db_rest import backoff
 
 log = logging.getLogger("cachegate.gateway.calibration")
 
@@ -81,6 +84,7 @@ class Calibrator:
         self._away = False
         self._probing = False
         self._next_try = 0.0
+        self._failures = 0  # probes in a row that failed: the wait doubles with them
         # Bumped by invalidate(): a read begun before a tenant changed does not keep its
         # cut after (a tenant re-created under a deleted one's id would inherit it).
         self._generation: dict[str, int] = {}
@@ -127,7 +131,7 @@ class Calibrator:
                 self._end_probe()
         if probe:
             with self._lock:
-                self._away = False
+                self._away, self._failures = False, 0
             log.warning("tenant calibration readable again: cuts from the database")
         cut = tenant_cut(labels, target, shipped, refine=usable)
         with self._lock:
@@ -158,12 +162,25 @@ class Calibrator:
     def _end_probe(self) -> None:
         with self._lock:
             self._probing = False
-            self._next_try = self._clock() + self.retry
+            self._next_try = self._clock() + backoff(self.retry, self._failures)
+
+    def retry_now(self) -> None:
+        """The database answers again (gateway/recovery.py): the next lookup probes it
+        at once instead of waiting out the rest (its read alone ends the outage)."""
+        with self._lock:
+            if self._away and not self._probing:
+                self._next_try = 0.0
+                # cuts kept without a read are no longer fresh, so the next lookup reads;
+                # kept all the same, for the answer should that read fail too
+                for key, (_, cut, read) in list(self._cuts.items()):
+                    if not read:
+                        self._cuts[key] = (float("-inf"), cut, False)
 
     def _database_away(self, exc: Exception) -> None:
         with self._lock:
             first, self._away = not self._away, True
-            self._next_try = self._clock() + self.retry
+            self._failures += 1
+            self._next_try = self._clock() + backoff(self.retry, self._failures)
         if first:
             log.warning(
                 "tenant calibration unavailable (%s): last known cuts kept, cut 1.0 where"

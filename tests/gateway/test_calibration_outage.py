@@ -180,9 +180,12 @@ def test_the_database_is_left_alone_for_a_few_seconds_for_every_tenant(setup, ca
         assert len(reads) > tried
         probed = len(reads)
         assert cal.refresh("r", 0.01).source == "unavailable"
-        assert len(reads) == probed  # the probe failed: the next one in 5 s
+        assert len(reads) == probed  # the probe failed: the next one in 10 s (doubled)
         outage.end()
         clock.now += 5.1
+        assert cal.refresh("r", 0.01).source == "unavailable"
+        assert len(reads) == probed  # not yet: a second failure in a row rests 10 s
+        clock.now += 5.0
         assert cal.refresh("r", 0.01).source == "raised"
     # The calibrator's own records: another test's gateway still running in the
     # background (its semantic store's "unavailable") must not count here.
@@ -212,6 +215,25 @@ def test_one_probe_at_a_time_while_the_database_is_away(setup) -> None:
         probe.join(10)
         assert not probe.is_alive()
     outage.end()
+
+
+def test_the_recovery_watch_ends_the_wait_at_once(setup) -> None:
+    """The rest doubles while probes fail (5, 10, 20, 30 s), so recovery would wait up
+    to 30 s; the background watch (gateway/recovery.py) calls ``retry_now`` when the
+    database answers, and the next lookup probes it at once."""
+    cal, outage, clock = setup
+    outage.start()
+    cal.refresh("r", 0.01)  # found away: 5 s
+    for _ in range(3):  # three more failed probes: 10, 20, 30 s
+        clock.now += 31
+        assert cal.refresh("r", 0.01).source == "unavailable"
+    outage.end()
+    clock.now += 1
+    assert cal.is_database_away and cal.refresh("r", 0.01).source == "unavailable"  # resting
+    assert cal.current("r", 0.01) is not None  # what lookups use meanwhile
+    cal.retry_now()
+    assert cal.current("r", 0.01) is None  # so the next lookup reads
+    assert cal.refresh("r", 0.01).source == "raised" and not cal.is_database_away
 
 
 def test_the_back_off_holds_when_the_ttl_is_shorter(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ Through a live gateway with a hung database: tests/gateway/test_db_rest.py.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 import pytest
 
@@ -32,7 +33,8 @@ class Pings:
         return self.store_answer
 
     def watch(self, rest: DbRest) -> RecoveryWatch:
-        return RecoveryWatch(rest, self.keys, lambda: self.store_ok, self.store)
+        waiters = [(lambda: not rest.is_ok, rest.succeeded)]
+        return RecoveryWatch(waiters, self.keys, lambda: self.store_ok, self.store)
 
 
 def test_nothing_is_pinged_while_nothing_rests() -> None:
@@ -50,6 +52,24 @@ def test_the_key_rest_ends_only_when_a_ping_answers() -> None:
     pings.keys_answer = True
     asyncio.run(watch.check_once())
     assert rest.is_ok and not rest.is_resting() and watch.num_recoveries == 1
+
+
+def test_every_waiter_is_told_and_only_those_that_wait() -> None:
+    """The key store's rest and the calibration's outage wait on the same database:
+    one ping answers both; one that does not wait is not told."""
+    pings, rest = Pings(), DbRest()
+    told: list[str] = []
+    waiting = {"calibration": True, "other": False}
+    waiters = [(lambda: not rest.is_ok, rest.succeeded)] + [
+        (partial(waiting.__getitem__, name), partial(told.append, name)) for name in waiting
+    ]
+    watch = RecoveryWatch(waiters, pings.keys, lambda: pings.store_ok, pings.store)
+    rest.failed()
+    asyncio.run(watch.check_once())
+    assert pings.calls == ["keys"] and told == [] and not rest.is_ok  # no answer yet
+    pings.keys_answer = True
+    asyncio.run(watch.check_once())
+    assert told == ["calibration"] and rest.is_ok
 
 
 def test_the_semantic_store_is_pinged_only_while_it_is_down() -> None:
@@ -77,7 +97,8 @@ def test_the_watch_outlives_a_ping_that_raises(monkeypatch: pytest.MonkeyPatch) 
         return True
 
     async def run() -> None:
-        watch = RecoveryWatch(rest, keys, lambda: pings.store_ok, pings.store)
+        waiters = [(lambda: not rest.is_ok, rest.succeeded)]
+        watch = RecoveryWatch(waiters, keys, lambda: pings.store_ok, pings.store)
         rest.failed()
         watch.start()
         for _ in range(200):

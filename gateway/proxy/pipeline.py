@@ -206,9 +206,9 @@ class Pipeline:
                 raise
             self.rest.failed(exc)
             return SemanticDecision("skipped", "store_unavailable")
-        except TimeoutError:
-            self.rest.failed(StoreUnavailableError(f"no answer within {LOOKUP_DEADLINE:g} s"))
-            return SemanticDecision("skipped", "store_unavailable")
+        except TimeoutError:  # the store hangs, or the lookup was slow (store_rest.py)
+            hung = await self.rest.hung_after_deadline(self.cache, "lookup")
+            return SemanticDecision("skipped", "store_unavailable" if hung else "lookup_timeout")
         except InvalidRequestError as exc:
             tr.step("cacheable", False, str(exc))
             return SemanticDecision("skipped", f"uncacheable:{exc.reason}", trace=tr.result)
@@ -347,9 +347,9 @@ class Pipeline:
         except StoreUnavailableError as exc:
             self.rest.failed(exc)
             outcome = "error:store_unavailable"
-        except DbDeadlineError as exc:  # hung: the write runs on (an upsert) or fails alone
-            self.rest.failed(StoreUnavailableError(str(exc)))
-            outcome = "error:store_unavailable"
+        except DbDeadlineError:  # the write runs on (an upsert) or fails alone
+            hung = await self.rest.hung_after_deadline(self.cache, "backfill")
+            outcome = "error:store_unavailable" if hung else "error:timeout"
         except (InvalidRequestError, ValueError) as exc:
             log.warning("backfill refused: %s", exc)
             outcome = "skipped:invalid"

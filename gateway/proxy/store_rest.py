@@ -82,6 +82,18 @@ class StoreRest:
         self.is_ok = False
         self.metrics.store_unavailable.inc()
 
+    async def hung_after_deadline(self, cache: SemanticCache | None, what: str) -> bool:
+        """A call on the store ran past its deadline: the store hangs if its ping does not
+        answer either (the layer then rests, as after any failure). If the ping answers,
+        the call was slow for another reason (a model still loading, a CPU busy with
+        other lookups), and only that request goes without the layer: resting would
+        switch the cache off for every tenant for a store that is well."""
+        if await self.check(cache):
+            log.warning("semantic %s ran past its deadline while the store answers", what)
+            return False
+        self.failed(StoreUnavailableError(f"the {what} got no answer in time"))
+        return True
+
     async def check(self, cache: SemanticCache | None) -> bool:
         """Ping the semantic store now (for /ready) and remember the answer, so
         readiness follows an outage and its recovery without waiting for a request."""

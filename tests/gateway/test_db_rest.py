@@ -57,6 +57,7 @@ def gw(
     monkeypatch.setattr(gateway.proxy.pipeline, "LOOKUP_DEADLINE", DEADLINE)
     monkeypatch.setattr(gateway.proxy.pipeline, "BACKFILL_DEADLINE", DEADLINE)
     monkeypatch.setattr(gateway.app, "READY_PING_SECONDS", DEADLINE)
+    monkeypatch.setattr(gateway.proxy.store_rest, "PING_DEADLINE_SECONDS", DEADLINE)
     settings = gateway_settings(tmp_path_factory.mktemp("hang"), upstream_url=up.url)
     with running_gateway(settings, Components(embedder=embedder)) as g:
         yield g
@@ -144,6 +145,56 @@ def test_a_hung_semantic_store_is_skipped_then_rested_from(
         hang.end()
         time.sleep(REST + 0.2)
         assert ask(http, question)[0].headers["x-cachegate-cache"] == "semantic-hit"
+
+
+def test_a_slow_lookup_with_the_store_answering_does_not_rest_the_layer(
+    gw: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lookup can run past its deadline with the store well: a model still loading, a
+    CPU busy with other lookups. Its ping answers, so only that request goes without the
+    layer (``lookup_timeout``); the next lookup is served (a rest would have switched the
+    cache off for every tenant). The hung store's case is the test above."""
+    pipeline = gw.state.pipeline
+    lookup = pipeline._lookup
+    slow = [True]
+
+    def slow_once(*args: Any, **kwargs: Any) -> Any:
+        if slow.pop() if slow else False:
+            time.sleep(DEADLINE * 3)
+        return lookup(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "_lookup", slow_once)
+    monkeypatch.setattr(pipeline, "inline", False)  # every lookup on the threads
+    _, key = gw.tenant("slow-lookup")
+    question = "What is the capital of Greece?"
+    with gw.http(key) as http:
+        first, _ = ask(http, question)
+        assert first.headers["x-cachegate-semantic"] == "skipped:lookup_timeout"
+        assert pipeline.store_ok and not pipeline.rest.is_resting()
+        assert first.headers["x-cachegate-backfill"] == "skipped:not_cacheable"
+        assert ask(http, question)[0].headers["x-cachegate-backfill"] == "stored"
+        assert ask(http, question)[0].headers["x-cachegate-cache"] == "semantic-hit"
+
+
+def test_a_slow_backfill_with_the_store_answering_does_not_rest_the_layer(
+    gw: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = gateway.proxy.pipeline.store_within_bounds
+    slow = [True]
+
+    def slow_once(*args: Any) -> Any:
+        if slow.pop() if slow else False:
+            time.sleep(DEADLINE * 3)
+        return store(*args)
+
+    monkeypatch.setattr(gateway.proxy.pipeline, "store_within_bounds", slow_once)
+    _, key = gw.tenant("slow-backfill")
+    with gw.http(key) as http:
+        first, _ = ask(http, "What is the capital of Hungary?")
+        assert first.headers["x-cachegate-backfill"] == "error:timeout"
+        assert gw.state.pipeline.store_ok
+        second, _ = ask(http, "What is the capital of Austria?")
+        assert second.headers["x-cachegate-backfill"] == "stored"  # not resting
 
 
 def test_the_rests_end_once_the_database_answers_again_without_a_request(

@@ -121,13 +121,30 @@ DEFAULT_CACHE_DIR = Path.home() / ".cache" / "cachegate"
 
 
 def file_sha256(path: Path, use_cache: bool = True, cache_dir: Path | None = None) -> str:
-    """Streamed sha256 of one file, remembered by (path, size, mtime) in a sidecar.
+    """Streamed sha256 of one file, remembered in a sidecar by (path, device, inode, size,
+    mtime, ctime).
 
-    The sidecar lives in ``cache_dir`` (default ``~/.cache/cachegate``); the gateway's
-    settings pass their own directory, tests a temporary one.
+    The change time is what makes the memory safe: other weights of the same size at the
+    same path with the same modification time (``cp -p``, ``rsync -t``, an image built
+    with normalized timestamps) kept the old digest when only (path, size, mtime) was
+    the key, so the model fingerprint did not change and L3 served the old model's
+    blocks. No tool sets ctime: a file written, copied, moved or chmod-ed gets a new one
+    (then it is hashed again, seconds at most). The sidecar lives in ``cache_dir``
+    (default ``~/.cache/cachegate``); the gateway's settings pass their own directory,
+    tests a temporary one.
     """
     st = path.stat()
-    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    key = "|".join(
+        str(part)
+        for part in (
+            path.resolve(),
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+        )
+    )
     cache_file = Path(cache_dir or DEFAULT_CACHE_DIR) / "weights_digests.json"
     cached: dict[str, str] = {}
     if use_cache:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -290,6 +292,22 @@ def test_loaded_metadata_and_digest(tiny: Any, tmp_path: Path) -> None:
     assert weights_digest([weights], cache_dir=cache_dir) == loaded.weights_digest
     assert (cache_dir / "weights_digests.json").is_file()
     assert weights_digest([weights], cache_dir=cache_dir) == loaded.weights_digest
+
+
+def test_other_weights_with_the_same_size_and_mtime_get_their_own_digest(tmp_path: Path) -> None:
+    """``cp -p`` / ``rsync -t`` / an image with normalized timestamps: new weights of the
+    same size at the same path with the same mtime. The remembered digest must not be
+    reused (it was: the fingerprint stayed, and L3 served the old model's blocks)."""
+    weights, cache_dir = tmp_path / "model.gguf", tmp_path / "digests"
+    weights.write_bytes(b"A" * 4096)
+    stamp = weights.stat().st_mtime_ns
+    first = weights_digest([weights], cache_dir=cache_dir)
+    assert weights_digest([weights], cache_dir=cache_dir) == first  # the control: remembered
+    time.sleep(0.01)  # a change time of its own (filesystems tick in ns to 10 ms)
+    weights.write_bytes(b"B" * 4096)
+    os.utime(weights, ns=(stamp, stamp))  # same path, size and mtime
+    assert weights.stat().st_mtime_ns == stamp and weights.stat().st_size == 4096
+    assert weights_digest([weights], cache_dir=cache_dir) == hashlib.sha256(b"B" * 4096).hexdigest()
 
 
 # ---------------------------------------------------------------- real SmolLM2

@@ -277,8 +277,13 @@ class MisfireSampler:
         }
         scale_id = self._scale_id(hit)  # before the transaction: it may read languages
         with self.sessions.begin() as s:
-            # in the sample's own transaction: a delete committed before it is seen
-            tenant = s.get(Tenant, hit.tenant_id)
+            # In the sample's own transaction: a delete committed before it is seen. The
+            # row is locked (FOR SHARE on PostgreSQL; SQLite serializes writers anyway):
+            # a delete that began meanwhile (it locks the row first) waits for this
+            # insert and then deletes it with the tenant's other samples; unlocked, an
+            # insert committed after the delete's sweep outlived it, and a tenant
+            # re-created under the id saw the old tenant's question.
+            tenant = s.get(Tenant, hit.tenant_id, with_for_update={"read": True})
             if tenant is None or (tenant.namespace_id or "") != hit.namespace_id:
                 return None
             row = MisfireSample(

@@ -176,7 +176,6 @@ def create_app(settings: Settings | None = None, components: Components | None =
         # Only the named tenants' keys (all of them after a rebuild: none named), so the
         # other keys keep working from memory if the database goes away meanwhile.
         feed.on_tenant_change(lambda changed: tenants.auth_cache.invalidate(changed))
-        feed.start()
         app.state.sync = feed
         verification = None
         warming: threading.Thread | None = None
@@ -231,6 +230,9 @@ def create_app(settings: Settings | None = None, components: Components | None =
         feed.on_tenant_change(partial(prompts.forget_deleted, namespace_id=tenants.namespace_id))
         # ... and its metric series (a tenant re-created under its id starts from zero).
         feed.on_tenant_change(partial(metrics.forget_deleted, namespace_id=tenants.namespace_id))
+        # Started once every callback is in: a tenant deleted meanwhile reaches them all
+        # (it replays from the mark above, so nothing committed since is missed).
+        feed.start()
         # After a hang, the rests end once the database answers, not when they run out.
         waiters: list[Waiter] = [(lambda: not tenants.rest.is_ok, tenants.rest.succeeded)]
         if verification is not None:

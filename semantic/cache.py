@@ -386,6 +386,7 @@ class SemanticCache:
         feed; see :mod:`semantic.rebuild`: lookups keep the old partitions until the new
         ones are built). Returns the number of entries indexed."""
         with self._write_lock:
+            self.entries.memo.clear()  # rows read before may no longer be the rows now
             return rebuild_index(
                 self.entries, self.index, self.embedder_id, self.now(), progress=progress
             )

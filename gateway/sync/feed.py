@@ -59,10 +59,19 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from gateway.sync.listener import Listener
-from gateway.sync.log import changed_tenants, db_now, last_seq, prune, read_after, read_missed
+from gateway.sync.log import (
+    changed_tenants,
+    db_now,
+    last_seq,
+    prune,
+    read_after,
+    read_missed,
+    sequence_head,
+    written_at,
+)
 from gateway.sync.position import Position
 from semantic.cache import SemanticCache
 from semantic.changes import Change
@@ -109,6 +118,8 @@ class ChangeFeed:
         self._listener = Listener(self._engine, connect_timeout) if listen and postgres else None
         self._callbacks: list[TenantCallback] = []
         self._pos = Position()  # its ``ref``: the database clock at the last good poll
+        # (seq, logged at) of the newest row applied: rewritten, the database went back
+        self._head: tuple[int, datetime] | None = None
         self._last_ok: float | None = None  # monotonic start of the last good poll
         self._last_prune = 0.0
         counters = ("applied", "read", "errors", "polls", "rebuilds", "pruned")
@@ -131,6 +142,7 @@ class ChangeFeed:
         database is down then, the first good poll rebuilds instead."""
         with self._poll_lock, self._engine.connect() as conn:
             now, seq = db_now(conn), last_seq(conn)
+            self._head = _head_at(conn, seq)
         self._pos.reset(seq, now)
         self._last_ok = time.monotonic()
 
@@ -264,12 +276,18 @@ class ChangeFeed:
                 plan = self._pos.plan(now, self.window)
                 late = read_missed(conn, plan.floor, plan.gaps, plan.since)
                 fresh = read_after(conn, self._pos.seq, self.batch_size)
+                went_back = self._went_back(conn, fresh)
+            if went_back:
+                self._rebuild("the database's change log went back below this replica's")
+                return False
             read = len(late) + len(fresh)
             late = self._pos.unapplied(late)
             todo = late + fresh
             if self.cache is not None:
                 replay(self.cache, todo)
             self._advance(late, fresh, now, started, read)
+            if fresh:
+                self._head = (fresh[-1].seq, fresh[-1].at)
             tenants = changed_tenants(todo)
             if tenants:
                 self._notify_tenants(tenants)
@@ -277,19 +295,35 @@ class ChangeFeed:
                 self._prune(now)
             return len(fresh) >= self.batch_size
 
+    def _went_back(self, conn: Connection, fresh: list[Change]) -> bool:
+        """Whether the database went back in time below this replica (a restore to an
+        earlier point, a failover to a standby that lost the last commits): its seqs and
+        entry ids are handed out again, so rows past the old position would never be
+        read, and the index would keep old vectors under ids reused for other questions.
+        Seen as a sequence below the position, or as the row last applied rewritten
+        (logged at another time); a pruned row is neither."""
+        if not fresh and sequence_head(conn) < self._pos.seq:
+            return True
+        if self._head is None:
+            return False
+        seq, at = self._head
+        again = written_at(conn, seq)
+        return again is not None and again != at
+
     def _rebuild_after(self) -> float:
         return self.retention_seconds - self.window.total_seconds()
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, why: str = "fell behind the log") -> None:
         """Start over from the entries table: the log may have lost rows we needed."""
         with self._engine.connect() as conn:
             now, seq = db_now(conn), last_seq(conn)
+            self._head = _head_at(conn, seq)
         if self.cache is not None:
             self.cache.rebuild(progress=False)
         self._pos.reset(seq, now)
         with self._progress:
             self._counts["rebuilds"] += 1
-        log.warning("replica sync: index rebuilt from the database (fell behind the log)")
+        log.warning("replica sync: index rebuilt from the database (%s)", why)
         self._notify_tenants(frozenset())
 
     def _advance(
@@ -317,3 +351,8 @@ class ChangeFeed:
                 callback(tenants)
             except Exception:
                 log.exception("replica sync: tenant callback failed")
+
+
+def _head_at(conn: Connection, seq: int) -> tuple[int, datetime] | None:
+    at = written_at(conn, seq)
+    return None if at is None else (seq, at)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, select
+from sqlalchemy import Connection, delete, func, select, text
 from sqlalchemy.orm import Session
 
 from semantic.changes import Change, NewChange, is_postgres, log_changes
@@ -83,6 +83,29 @@ def read_missed(
 
 def last_seq(conn: Connection) -> int:
     return int(conn.execute(select(func.coalesce(func.max(CacheChange.seq), 0))).scalar_one())
+
+
+def written_at(conn: Connection, seq: int) -> datetime | None:
+    """When the row ``seq`` was logged; None when there is none (pruned, or not yet)."""
+    found: datetime | None = conn.execute(
+        select(CacheChange.at).where(CacheChange.seq == seq)
+    ).scalar()
+    return found
+
+
+def sequence_head(conn: Connection) -> int:
+    """The highest seq the log has ever handed out (pruning never lowers it; 0 before the
+    first). Below a replica's position only when the database went back in time: a
+    restore to an earlier point, or a failover to a standby that lost the last commits."""
+    if is_postgres(conn):
+        name = conn.execute(text("SELECT pg_get_serial_sequence('cache_changes', 'seq')"))
+        sequence = name.scalar_one()
+        if sequence is None:  # an identity column by another name: the rows must do
+            return last_seq(conn)
+        row = conn.execute(text(f"SELECT last_value, is_called FROM {sequence}")).one()
+        return int(row.last_value) if row.is_called else 0
+    found = conn.execute(text("SELECT seq FROM sqlite_sequence WHERE name = 'cache_changes'"))
+    return int(found.scalar() or 0)
 
 
 def prune(conn: Connection, before: datetime) -> int:

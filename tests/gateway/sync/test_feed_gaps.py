@@ -35,7 +35,9 @@ class Counted:
         self.feed.mark()
 
     def _count(self, _conn: Any, cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "cache_changes" in statement:
+        # Reads of changes (they select the op), not the one-row checks of the log's
+        # head that each poll makes (gateway/sync/feed.py ``_went_back``).
+        if statement.lstrip().upper().startswith("SELECT") and "cache_changes.op" in statement:
             self.rows += max(0, cursor.rowcount)  # psycopg: rows a SELECT returned
 
     def poll(self) -> tuple[int, list[str]]:

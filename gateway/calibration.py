@@ -17,14 +17,18 @@ Refinement per tenant from the review queue (``misfire_samples``, labelled, scor
 the verifier in force: ``verifier_model`` holds the score scale of the language model
 that scored the sample, one of ``GatewayVerifier.scale_ids``): with at least
 :data:`MIN_LABELS` labels whose score is a probability (finite, in [0, 1]; others never
-count), the cut only ever RISES above the shipped one (``source="raised"``): to the
-lowest labelled score above which the labels disprove nothing, i.e. neither all the
-samples it serves (that many misfires would come at the target rate with chance at most
-:data:`ALPHA`, an exact one-sided binomial test) nor any band of :data:`BAND` of them
-counted from the top score down, nor any group of :data:`BAND` or more equal scores (the
-same test at a Bonferroni-corrected level over those bands: a tenant exactly at its
-target is raised in at most ~4% of draws, measured at 100 to 3,000 labels). A range once
-disproved stays cut off however many clean labels arrive above it. ``source="tenant"``
+count), the cut only ever RISES above the shipped one (``source="raised"``): above
+every range the labels disprove, and then to the lowest labelled score above which all
+the samples it serves are not disproved either (disproved: that many misfires would come
+at the target rate with chance at most :data:`ALPHA`, an exact one-sided binomial test).
+The ranges are bands of :data:`BAND` labels laid from the shipped cut up and groups of
+:data:`BAND` or more equal scores, each tested alone at its rank's level, ALPHA spent as
+6/π²·1/rank² from the bottom (a tenant exactly at its target is raised in at most ~4% of
+draws, measured at 100 to 3,000 labels). A range once disproved stays cut off however
+many clean labels arrive above it: new samples come only from above the cut, and they
+change neither the bands below it nor their levels (session 37; before, bands laid from
+the top score down and a Bonferroni level over their count let clean labels above
+re-serve a disproved range, and a candidate cut diluted the band it sat in). ``source="tenant"``
 only says the labels confirm the shipped cut (Wilson upper bound within the target among
 at least :data:`MIN_LABELS` it serves); labels never lower the cut below the shipped one
 (until session 21 they did: that "proof" tried every labelled score on every refresh, no
@@ -251,30 +255,33 @@ def _binomial_tail(k: int, n: int, p: float) -> float:
     return min(1.0, total)
 
 
-def _band_alpha(bands: int) -> float:
-    """One band's test level among ``bands``: Bonferroni over them, so that labels
-    within the target disprove some band with at most the 2.5% chance of one check
-    (without it, one of 100 bands of a tenant at half its target was disproved in most
-    draws, and its cut raised for nothing)."""
-    return ALPHA / max(1, bands)
+def _band_alpha(rank: int) -> float:
+    """The level of the ``rank``-th range tested, counted from the shipped cut up (1: the
+    lowest): :data:`ALPHA` spent as 6/π² · 1/rank², so however many ranges there are,
+    labels within the target disprove one of them with at most ALPHA's chance, and a
+    range's level never changes as labels arrive above it. (A Bonferroni level over
+    the number of bands did: clean labels piling up above a disproved range shrank its
+    level until it was no longer disproved, and the range was served again.) Most of
+    it goes to the lowest ranges, where misfires live: just above the cut."""
+    return ALPHA * 6.0 / (math.pi**2 * rank * rank)
 
 
 def _bands(ordered: Sequence[Label], start: int) -> list[tuple[int, int]]:
-    """``ordered[start:]`` cut into [lo, hi) bands from the top score down, each of at
-    least :data:`BAND` labels (equal scores kept together: a cut cannot split them);
-    a remainder of fewer at the bottom joins the band above it. From the top, so the
-    bands above a candidate cut are the same whatever the candidate."""
+    """``ordered[start:]`` cut into [lo, hi) bands from the shipped cut UP, each of
+    :data:`BAND` labels (equal scores kept together: a cut cannot split them); the top
+    one may be shorter. From the bottom and never merged, so a band keeps its labels
+    whatever arrives above it: once a range is disproved and cut off, new samples come
+    only from above the cut, and the range stays the band it was. (Laid from the top
+    score down, every new label above shifted every band by one; a bad range split
+    between two bands was disproved in neither, and served again.)"""
     bands: list[tuple[int, int]] = []
-    hi = len(ordered)
-    while hi > start:
-        lo = max(start, hi - BAND)
-        while lo > start and ordered[lo - 1].score == ordered[lo].score:
-            lo -= 1
+    lo, total = start, len(ordered)
+    while lo < total:
+        hi = min(total, lo + BAND)
+        while hi < total and ordered[hi].score == ordered[hi - 1].score:
+            hi += 1
         bands.append((lo, hi))
-        hi = lo
-    if len(bands) > 1 and bands[-1][1] - bands[-1][0] < BAND:
-        lo, _ = bands.pop()
-        bands[-1] = (lo, bands[-1][1])
+        lo = hi
     return bands
 
 
@@ -293,54 +300,28 @@ def _tie_groups(ordered: Sequence[Label], start: int) -> list[tuple[int, int]]:
 
 
 def _lowest_cut_not_disproved(ordered: Sequence[Label], target: float, shipped_cut: float) -> float:
-    """``shipped_cut`` unless the labels disprove what it serves, else the lowest labelled
-    score above it, as a cut, whose served labels they do not disprove (at worst the
-    highest score: nothing labelled is served above it). Served labels are disproved
-    when, together or in any band of :func:`_bands` (the lowest band of the candidate's
-    own served labels, from the top), :func:`_disproved` says so.
+    """``shipped_cut`` unless the labels disprove a range it serves, else the lowest
+    labelled score above every disproved range, as a cut; higher still while what that
+    cut serves, pooled, is disproved (at worst the highest score: nothing labelled is
+    served above it). The ranges are the bands of :func:`_bands` and the groups of
+    :data:`BAND` or more equal scores, each tested alone (:func:`_disproved`) at its
+    rank's level (:func:`_band_alpha`).
 
-    The bands are why: pooled, clean labels above an old bad range outvote it. A range
-    disproved and then cut off gets no new samples while those above it keep arriving,
-    so pooled it came back within the target and was served again (20% misfires at
-    0.982 re-served after 3,000 clean labels at 0.995)."""
+    A cut is never inside or below a disproved range. Before, a candidate one label
+    above the cut re-formed its own lowest band from the short piece above it and the
+    band above, which diluted a disproved band: it served all 3 misfires of a band of
+    30 at a 1% target, estimate 3.4% [1.15%, 9.45%], as "raised". Pooled, clean labels
+    above an old bad range outvote it, which is why ranges are tested alone."""
     total = len(ordered)
     start = _first_above(ordered, shipped_cut)
-    bands = _bands(ordered, start)  # top down
-    # bad_through[j]: one of bands[0..j] (the top j + 1) is disproved
-    # A group of BAND or more equal scores is also checked alone: a band reaching down
-    # into it (to keep it whole) would dilute it with the labels above.
-    groups = _tie_groups(ordered, start)
-    alpha = _band_alpha(len(bands) + len(groups))
-    bad_tie_lo = max(
-        (lo for lo, hi in groups if _disproved(ordered[lo:hi], target, alpha)), default=-1
-    )
-    bad_through: list[bool] = []
-    for lo, hi in bands:
-        bad = _disproved(ordered[lo:hi], target, alpha)
-        bad_through.append(bad or (bool(bad_through) and bad_through[-1]))
-    cut, i, j = shipped_cut, start, len(bands)
-    while i < total:
-        # The bands wholly at or above position i are bands[0..m-1]; the labels from i
-        # up to the lowest of them form the candidate's own lowest band (a short piece
-        # joins the band above it, as in _bands).
-        while j > 0 and bands[j - 1][0] < i:
-            j -= 1
-        m = j
-        piece_hi = bands[m - 1][0] if m > 0 else total
-        if piece_hi - i >= BAND or m == 0:
-            lowest = (i, piece_hi)
-            clean_above = m == 0 or not bad_through[m - 1]
-        else:
-            lowest = (i, bands[m - 1][1])
-            clean_above = m == 1 or not bad_through[m - 2]
-        refused = (
-            not clean_above
-            or bad_tie_lo >= i
-            or _disproved(ordered[lowest[0] : lowest[1]], target, alpha)
-            or _disproved(ordered[i:], target)
-        )
-        if not refused:
-            return cut
+    ranges = sorted(set(_bands(ordered, start)) | set(_tie_groups(ordered, start)))
+    floor = start  # no label below this position is served
+    for rank, (lo, hi) in enumerate(ranges, 1):
+        if hi > floor and _disproved(ordered[lo:hi], target, _band_alpha(rank)):
+            floor = hi
+    cut = shipped_cut if floor == start else ordered[floor - 1].score
+    i = floor
+    while i < total and _disproved(ordered[i:], target):
         cut = ordered[i].score  # serve only what scored above this sample
         while i < total and ordered[i].score == cut:
             i += 1

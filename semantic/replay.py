@@ -50,12 +50,18 @@ def replay(cache: SemanticCache, changes: Iterable[Change]) -> Replayed:
             deletes.setdefault(change.partition_key, set()).add(change.entry_id)
         elif change.op == CLEAR_PARTITION and change.partition_key:
             clears.add(change.partition_key)
-    with cache.write_lock:
-        # The hit path's recently read rows (semantic/entry_memo.py) are forgotten first:
-        # another replica wrote them, and this one must read them again.
-        cache.entries.memo.forget([*upserts, *(i for ids in deletes.values() for i in ids)])
+    touched = [*upserts, *(i for ids in deletes.values() for i in ids)]
+
+    def forget() -> None:
+        # The hit path's recently read rows (semantic/entry_memo.py): another replica
+        # wrote them, and this one must read them again.
+        cache.entries.memo.forget(touched)
         for key in clears:
             cache.entries.memo.forget_partition(key)
+
+    forget()  # before the lock too: a snapshot or rebuild can hold it for seconds
+    with cache.write_lock:
+        forget()  # and inside it, after any read that raced the first
         added, removed = _upserts(cache, upserts)
         for key, ids in deletes.items():
             removed += cache.index.remove(key, ids)

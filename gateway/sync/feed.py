@@ -283,14 +283,14 @@ class ChangeFeed:
             read = len(late) + len(fresh)
             late = self._pos.unapplied(late)
             todo = late + fresh
+            tenants = changed_tenants(todo)
+            if tenants:  # first: keys revoked need no index lock (a snapshot may hold it)
+                self._notify_tenants(tenants)
             if self.cache is not None:
                 replay(self.cache, todo)
             self._advance(late, fresh, now, started, read)
             if fresh:
                 self._head = (fresh[-1].seq, fresh[-1].at)
-            tenants = changed_tenants(todo)
-            if tenants:
-                self._notify_tenants(tenants)
             if started - self._last_prune >= self.prune_every_seconds:
                 self._prune(now)
             return len(fresh) >= self.batch_size

@@ -5,6 +5,7 @@ Every delivery is measured and bounded, and beside each one stands its control
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -12,6 +13,7 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from gateway.sync.log import log_tenant_change
+from semantic.cache import SemanticCache
 from semantic.changes import DELETE, NewChange, log_changes
 from semantic.embedder import Embedder
 from semantic.models import SemanticEntry
@@ -133,6 +135,37 @@ def test_tenant_changes_call_back_only_once_committed(embedder: Embedder, pg_url
             log_tenant_change(s, "acme")
         assert wait_for(lambda: bool(calls), timeout=2.0) is not None
         assert calls == [frozenset({"acme"})]
+
+
+@pytest.mark.postgres
+def test_tenant_changes_do_not_wait_for_the_index_lock(embedder: Embedder, pg_url: str) -> None:
+    """A snapshot or a rebuild holds the replica's index lock for seconds: a key revoked
+    in the same poll as an entry change must reach the auth cache at once (it waited for
+    the lock, behind the entry's replay); the entry change is applied once it is free."""
+    calls: list[frozenset[str]] = []
+    with replicas(pg_url, embedder) as (a, b), feeding(pg_url, b, poll_seconds=0.2) as feed:
+        feed.on_tenant_change(calls.append)
+        hours = store(a, chat(HOURS))
+        assert wait_for(indexed(b, chat(HOURS), hours), timeout=3.0) is not None
+        released = threading.Event()
+        holder = threading.Thread(target=lambda: hold(b, released))
+        holder.start()
+        try:
+            with Session(a.entries.engine) as s, s.begin():  # one poll reads both
+                key = b.partition_key(chat(HOURS))
+                log_changes(s, [NewChange(DELETE, key, hours)])
+                log_tenant_change(s, "acme")
+            assert wait_for(lambda: bool(calls), timeout=2.0) is not None  # lock still held
+            assert indexed(b, chat(HOURS), hours)()  # the entry's change waits for it
+        finally:
+            released.set()
+            holder.join(10)
+        assert wait_for(lambda: not indexed(b, chat(HOURS), hours)(), timeout=3.0) is not None
+
+
+def hold(cache: SemanticCache, released: threading.Event) -> None:
+    with cache.write_lock:
+        released.wait(10)
 
 
 @pytest.mark.parametrize("listen", [True, False])

@@ -105,6 +105,7 @@ def report_router(admin: Any = require_admin) -> APIRouter:
             model=model_shape(gw),
             routed=cache is not None and knobs_on_e5_scale(cache.embedder),
             embedder_id=None if cache is None else cache.embedder_id,
+            knob="threshold" if gw.pipeline.verification is None else "retrieval_threshold",
         )
         report = await asyncio.to_thread(make_report, request, params)
         if format == "json":

@@ -71,8 +71,10 @@ def _cards(report: dict[str, Any]) -> str:
     on, off = ttft["cache_on"], ttft["cache_off"]
     rec_value = f"{rec['threshold']:.4f}" if rec["threshold"] is not None else "not yet"
     rec_note = f"target {fmt_pct(rec['target'])} ({rec['criterion']})"
-    if rec.get("setting") is not None and rec["setting"] != rec["threshold"]:
-        rec_note += f"; set threshold {rec['setting']:.4f} (scores on e5's scale)"
+    setting, knob = rec.get("setting"), rec.get("knob", "threshold")
+    if setting is not None and (knob != "threshold" or setting != rec["threshold"]):
+        why = " (scores on e5's scale)" if setting != rec["threshold"] else ""
+        rec_note += f"; set {knob} {setting:.4f}{why}"
     if rec["threshold"] is None and rec.get("reason"):
         rec_note += f": {rec['reason']}"
     others = (s.get("scores") or {}).get("other_embedders", 0)

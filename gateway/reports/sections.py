@@ -69,6 +69,10 @@ class ReportParams:
     # hit score histogram only the hits it scored (another embedder's scores are on
     # another scale). None: every sample and every hit.
     embedder_id: str | None = None
+    # The policy field that sets the threshold a lookup applies: ``threshold``, or with
+    # the pair verifier on (the default) ``retrieval_threshold`` (the gateway then
+    # ignores ``threshold``: Pipeline.threshold_in_force).
+    knob: str = "threshold"
 
     @property
     def since(self) -> datetime:
@@ -147,12 +151,13 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
 
 
 def with_setting(rec: dict[str, Any], p: ReportParams) -> dict[str, Any]:
-    """``rec`` with ``setting``: the value of the tenant's ``threshold`` knob that
-    applies it. The score itself under MiniLM; under ``auto`` and ``e5`` the scores are
-    on e5's scale and the knob takes a MiniLM cosine, which the gateway maps."""
+    """``rec`` with ``setting`` and ``knob``: the value of the tenant's policy field that
+    applies it, and that field (``retrieval_threshold`` with the verifier on, else
+    ``threshold``). The score itself under MiniLM; under ``auto`` and ``e5`` the scores
+    are on e5's scale and the knob takes a MiniLM cosine, which the gateway maps."""
     t = rec["threshold"]
     setting = None if t is None else (round(as_minilm_cosine(t), 6) if p.routed else t)
-    return rec | {"setting": setting}
+    return rec | {"setting": setting, "knob": p.knob}
 
 
 def weighted_misfires(labelled: Sequence[Sample]) -> dict[str, Any] | None:

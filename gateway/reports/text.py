@@ -54,8 +54,7 @@ def _section(name: str, s: dict[str, Any]) -> list[str]:
         if rec["threshold"] is not None
         else f"none ({rec.get('reason') or 'no data'})"
     )
-    if rec.get("setting") is not None and rec["setting"] != rec["threshold"]:
-        rec_text += f" (set threshold {rec['setting']:.4f}: scores are on e5's scale)"
+    rec_text += _knob_note(rec)
     on, off = ttft["cache_on"], ttft["cache_off"]
     by_cache = ", ".join(f"{k} {v}" for k, v in t["by_cache"].items())
     lines = [
@@ -94,6 +93,38 @@ def _section(name: str, s: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _knob_note(rec: dict[str, Any]) -> str:
+    """Which policy field to set, and to what, when either is not plain ``threshold``
+    at the score shown (the verifier on: ``retrieval_threshold``; e5's scale: a
+    MiniLM cosine)."""
+    setting, knob = rec.get("setting"), rec.get("knob", "threshold")
+    if setting is None or (knob == "threshold" and setting == rec["threshold"]):
+        return ""
+    why = ": scores are on e5's scale" if setting != rec["threshold"] else ""
+    return f" (set {knob} {setting:.4f}{why})"
+
+
+def verifier_lines(section: dict[str, Any] | None) -> list[str]:
+    """The report's pair-verifier section as text: per tenant, the target it set, the
+    misfire estimate among what the cut serves with its 95% interval, and the cut in
+    force with where it comes from (the page's table, gateway/reports/verifier_section.py)."""
+    if not section:
+        return []
+    if not section["enabled"]:
+        return ["pair verifier: off (CACHEGATE_VERIFIER=off)"]
+    lines = ["pair verifier (per tenant: target, estimate, 95% Wilson, cut in force):"]
+    for tid, c in section["tenants"].items():
+        interval = "–" if c["low"] is None else f"[{fmt_pct(c['low'])}, {fmt_pct(c['high'])}]"
+        kept = " (kept: labels unreadable)" if c.get("is_kept") else ""
+        lines.append(
+            f"  {tid}: target {fmt_pct(c['target'])}, estimate {fmt_pct(c['estimate'])} "
+            f"{interval} ({c['misfires']}/{c['served']} served labels), cut "
+            f"{c['cut']:.4f} from {c['source']}{kept}, retrieval threshold "
+            f"{c['retrieval_threshold']:.2f}"
+        )
+    return lines
+
+
 def format_summary(report: dict[str, Any]) -> str:
     scope = report["scope"]
     eng = report["engine"]
@@ -109,6 +140,9 @@ def format_summary(report: dict[str, Any]) -> str:
         f"{fmt_bytes(latest.get('used_bytes'))} of {fmt_bytes(latest.get('total_bytes'))} "
         f"({eng['snapshots']} snapshots)",
     ]
+    verifier = verifier_lines(report.get("verifier"))
+    if verifier:
+        lines += ["", *verifier]
     for tid, s in report.get("tenants", {}).items():
         lines += ["", *[ln for ln in _section(f"tenant {tid}", s) if "anti-pattern" not in ln]]
     return "\n".join(lines)

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from gateway.reports import text
 from gateway.reports.sections import ReportParams, Sample, misfire_section
 from semantic.embedder_routed import as_minilm_cosine, on_routed_scale
 
@@ -53,3 +54,44 @@ def test_only_the_embedder_in_force_scores_the_recommendation() -> None:
     # control: read together, the MiniLM cosines pull the recommendation down
     mixed = misfire_section(now + before, replace(p, embedder_id=None))
     assert mixed["recommended_threshold"]["threshold"] == pytest.approx(0.86)
+
+
+@pytest.mark.parametrize("knob", ["threshold", "retrieval_threshold"])
+def test_the_recommendation_names_the_knob_in_force(knob: str) -> None:
+    """With the pair verifier on (the default) lookups apply ``retrieval_threshold`` and
+    ignore ``threshold``: the report used to advise "set threshold", a knob that did
+    nothing there. The page and the CLI name the field in force."""
+    p = ReportParams(target=0.01, criterion="point", knob=knob)
+    rec = misfire_section(SAMPLES, p)["recommended_threshold"]
+    assert rec["knob"] == knob
+    note = text._knob_note(rec)
+    if knob == "threshold":
+        assert note == ""  # the score shown is what to set on the field it names
+    else:
+        assert note == " (set retrieval_threshold 0.9600)"
+
+
+def test_the_cli_summary_shows_each_tenants_target_and_cut() -> None:
+    """`cachegate report` printed no verifier section: neither a tenant's own target
+    nor the cut in force (the page showed both)."""
+    cut = {
+        "target": 0.05,
+        "cut": 0.93331,
+        "shipped_cut": 0.9,
+        "source": "raised",
+        "labelled": 90,
+        "served": 30,
+        "misfires": 0,
+        "estimate": 0.0,
+        "low": 0.0,
+        "high": 0.1135,
+        "is_kept": False,
+        "retrieval_threshold": 0.84,
+        "labels_not_counted": 0,
+    }
+    lines = text.verifier_lines({"enabled": True, "tenants": {"acme": cut}})
+    assert any("acme: target 5.0%" in ln and "cut 0.9333 from raised" in ln for ln in lines)
+    assert text.verifier_lines({"enabled": False, "tenants": {}}) == [
+        "pair verifier: off (CACHEGATE_VERIFIER=off)"
+    ]
+    assert text.verifier_lines(None) == []

@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence as Seq
+from contextlib import nullcontext
 
 import torch
 
@@ -219,7 +220,9 @@ class PrefixEngine:
         """One scheduler step. When its model work raises, its unfinished requests end
         with finish reason "error" and the engine goes on (prefix/serve/recovery.py)."""
         with self._lock:
-            plan = self.scheduler.schedule()
+            # the admissions' L3 reads share one budget a step (prefix/tiers/chain.py)
+            with self.tiers.one_step() if self.tiers is not None else nullcontext():
+                plan = self.scheduler.schedule()
             outputs: list[RequestOutput] = []  # filled as it goes: a failure keeps them
             try:
                 self._run(plan, outputs)

@@ -177,6 +177,30 @@ def test_a_slow_steady_reply_is_cut_at_the_read_budget(tiny_llama: LoadedModel) 
         engine.close()
 
 
+def test_the_admissions_of_one_step_share_one_read_budget(tiny_llama: LoadedModel) -> None:
+    """A step admits several requests under the engine lock; with a budget each, a store
+    that answers slowly but within its timeout (so no breaker opens) held every decoding
+    stream for admissions x reply time (a review: 16 admissions took 7.7 s against a
+    Redis answering in 0.4 s). Here each reply takes ~0.2 s: twelve admissions took
+    ~2.4 s, one budget (0.8 s) for the step now; the rest recompute."""
+    with FakeRedis("dribble", byte_delay=0.02) as fake:
+        engine = make(tiny_llama, num_blocks=64, kv_redis_url=fake.url, kv_tier_timeout_s=0.2)
+        assert engine.tiers is not None
+        for seed in range(12):
+            prompt = tokens(9, seed=10 + seed)
+            engine.add_request(engine.request(prompt, SamplingParams(max_tokens=1), namespace="t"))
+        start = time.perf_counter()
+        engine.step()  # admits all twelve
+        elapsed = time.perf_counter() - start
+        assert engine.scheduler.num_waiting == 0  # the control: all twelve were admitted
+        assert redis_tier(engine).stats()["hits"] + redis_tier(engine).stats()["misses"] >= 1
+        assert elapsed < 1.5, elapsed
+        while engine.has_unfinished():
+            engine.step()
+        assert_pool_whole(engine)
+        engine.close()
+
+
 def test_a_model_in_another_dtype_than_the_kv_is_refused(tiny_llama: LoadedModel) -> None:
     assert tiny_llama.dtype == torch.float32
     with pytest.raises(EngineConfigError, match="float32"):

@@ -25,6 +25,7 @@ Reads do not touch the file's mtime except when it is older than
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -46,6 +47,7 @@ _SUFFIX = ".kvb"
 _TMP_SUFFIX = ".tmp"
 _FILE_RE = re.compile(r"((?:[0-9a-f]{2})+)\.kvb")
 _GONE = (FileNotFoundError, NotADirectoryError)  # evicted or discarded: a miss, not a failure
+_FULL = (errno.ENOSPC, errno.EDQUOT)  # the filesystem (or a quota) has no room left
 
 
 class DiskBlockStore:
@@ -100,7 +102,7 @@ class DiskBlockStore:
         for _, _, key, size in sorted(found):
             self._index[key] = size
             self._used += size
-        self._evict_to_fit(0)
+        _unlink_all(self._evict_to_fit(0))
 
     def _path(self, key: bytes) -> Path:
         if not isinstance(key, bytes) or not key:
@@ -119,14 +121,19 @@ class DiskBlockStore:
         self._used += size
 
     def _sync(self, key: bytes, path: Path, *, use: bool) -> bool:
-        """Make the index agree with the file (lock held: no put or eviction of ours is mid-way)."""
+        """Make the index agree with the file: the stat and any eviction's unlinks run
+        outside the lock (a stalled filesystem must not hold /metrics, other readers or
+        the engine thread behind it), the index changes under it."""
         try:
             size = os.stat(path).st_size
         except _GONE:
-            self._forget(key)
+            with self._lock:
+                self._forget(key)
             return False
-        self._remember(key, size, use=use)
-        self._evict_to_fit(0)  # an adopted file counts against this process's capacity
+        with self._lock:
+            self._remember(key, size, use=use)
+            victims = self._evict_to_fit(0)  # an adopted file counts against the capacity
+        _unlink_all(victims)
         return True
 
     def _forget(self, key: bytes) -> bool:
@@ -135,13 +142,16 @@ class DiskBlockStore:
             self._used -= size
         return size is not None
 
-    def _evict_to_fit(self, incoming: int) -> None:
-        """Delete LRU files (lock held) until ``incoming`` more bytes fit."""
+    def _evict_to_fit(self, incoming: int) -> list[Path]:
+        """Drop LRU entries (lock held) until ``incoming`` more bytes fit; their files, for
+        the caller to delete once the lock is released."""
+        victims: list[Path] = []
         while self._index and self._used + incoming > self.capacity_bytes:
             victim, size = self._index.popitem(last=False)
             self._used -= size
-            _unlink(self._path(victim))
+            victims.append(self._path(victim))
             self.num_evictions += 1
+        return victims
 
     def _fail(self, what: str, key: bytes, exc: OSError) -> TierUnavailableError:
         with self._lock:
@@ -158,20 +168,22 @@ class DiskBlockStore:
         except _GONE:
             with self._lock:
                 self.misses += 1
-                if key in self._index:  # evicted by another process, or a put of ours won a race
-                    with contextlib.suppress(OSError):
-                        self._sync(key, path, use=False)
+                known = key in self._index
+            if known:  # evicted by another process, or a put of ours won a race
+                with contextlib.suppress(OSError):
+                    self._sync(key, path, use=False)
             return None
         except OSError as exc:
             raise self._fail("read", key, exc) from exc
         with self._lock:
             self.hits += 1
             self.bytes_read += len(data)
-            if key in self._index:
+            known = key in self._index
+            if known:
                 self._index.move_to_end(key)
-            else:  # written by another process: adopt it, unless evicted meanwhile
-                with contextlib.suppress(OSError):
-                    self._sync(key, path, use=True)
+        if not known:  # written by another process: adopt it, unless evicted meanwhile
+            with contextlib.suppress(OSError):
+                self._sync(key, path, use=True)
         if time.time() - st.st_mtime > self.touch_interval_s:
             with contextlib.suppress(OSError):  # only an LRU hint for the next restart
                 os.utime(path)
@@ -189,67 +201,101 @@ class DiskBlockStore:
             log.warning("disk store: a %d-byte record exceeds the whole capacity", size)
             return
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=_TMP_SUFFIX, dir=path.parent)
             try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(record)
-                with self._lock:
-                    self._forget(key)
-                    self._evict_to_fit(size)
-                    os.replace(tmp, path)
-                    self._remember(key, size, use=True)
-                    self.puts += 1
-                    self.bytes_written += size
-            except BaseException:
-                _unlink(tmp)
-                raise
+                self._write(key, path, record)
+            except OSError as exc:
+                if exc.errno not in _FULL or not self._shrink_for(size):
+                    raise
+                self._write(key, path, record)  # once more, with room made
         except FileNotFoundError:
             log.debug("disk store: temp file of %s removed by another process", key.hex()[:16])
         except OSError as exc:
             raise self._fail("write", key, exc) from exc
 
+    def _write(self, key: bytes, path: Path, record: bytes) -> None:
+        """The write, the evictions it needs and the rename, every syscall outside the
+        lock (a stalled rename held it, and with it /metrics and every reader, for as
+        long as the filesystem stalled); the index changes under it."""
+        size = len(record)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=_TMP_SUFFIX, dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(record)
+            with self._lock:
+                self._forget(key)
+                victims = self._evict_to_fit(size)
+            _unlink_all(victims)
+            os.replace(tmp, path)
+        except BaseException:
+            _unlink(tmp)
+            raise
+        with self._lock:
+            self._remember(key, size, use=True)
+            self.puts += 1
+            self.bytes_written += size
+
+    def _shrink_for(self, size: int) -> bool:
+        """The filesystem is full (of our own files, or others'): lower the capacity to
+        what fits, evicting a tenth of what is held (at least room for this record).
+        Without it the store filled a volume smaller than its capacity, and from then on
+        every write failed before any eviction: nothing new was kept across restarts.
+        False when there is nothing of ours to evict."""
+        with self._lock:
+            if not self._index:
+                return False
+            free = max(size, self._used // 10)
+            self.capacity_bytes = max(size, self._used - free + size)
+            victims = self._evict_to_fit(size)
+            capacity = self.capacity_bytes
+        _unlink_all(victims)
+        log.warning(
+            "disk store: the filesystem is full; capacity lowered to %d bytes (%d evicted)",
+            capacity,
+            len(victims),
+        )
+        return True
+
     def contains(self, key: bytes) -> bool:
         """Whether the file exists now (a stat; not a use, no LRU move)."""
         path = self._path(key)
-        with self._lock:
-            try:
-                return self._sync(key, path, use=False)
-            except OSError as exc:
-                self.errors += 1
-                raise TierUnavailableError(f"disk store stat {key.hex()[:16]}: {exc}") from exc
+        try:
+            return self._sync(key, path, use=False)
+        except OSError as exc:
+            raise self._fail("stat", key, exc) from exc
 
     def discard(self, key: bytes) -> bool:
         path = self._path(key)
         with self._lock:
             known = self._forget(key)
-            try:
-                os.unlink(path)
-            except _GONE:
-                return known
-            except OSError as exc:
-                self.errors += 1
-                raise TierUnavailableError(f"disk store unlink {key.hex()[:16]}: {exc}") from exc
+        try:
+            os.unlink(path)
+        except _GONE:
+            return known
+        except OSError as exc:
+            raise self._fail("unlink", key, exc) from exc
         return True
 
     # ---- metrics -----------------------------------------------------------
     def stats(self) -> dict[str, int | float]:
-        with self._lock:
-            lookups = self.hits + self.misses
-            return {
-                "capacity_bytes": self.capacity_bytes,
-                "num_blocks": len(self._index),
-                "used_bytes": self._used,
-                "hits": self.hits,
-                "misses": self.misses,
-                "hit_rate": self.hits / lookups if lookups else 0.0,
-                "puts": self.puts,
-                "bytes_read": self.bytes_read,
-                "bytes_written": self.bytes_written,
-                "num_evictions": self.num_evictions,
-                "num_rejected": self.num_rejected,
-                "errors": self.errors,
-            }
+        """Without the lock: /metrics renders on the event loop, and a writer stalled in
+        the filesystem must never hold it (the counts may be a moment apart)."""
+        hits, misses = self.hits, self.misses
+        lookups = hits + misses
+        return {
+            "capacity_bytes": self.capacity_bytes,
+            "num_blocks": len(self._index),
+            "used_bytes": self._used,
+            "hits": hits,
+            "misses": misses,
+            "hit_rate": hits / lookups if lookups else 0.0,
+            "puts": self.puts,
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "num_evictions": self.num_evictions,
+            "num_rejected": self.num_rejected,
+            "errors": self.errors,
+        }
 
     def keys(self) -> list[bytes]:
         """Indexed keys from least to most recently used."""
@@ -263,6 +309,11 @@ class DiskBlockStore:
         return (
             f"DiskBlockStore({str(self.directory)!r}, blocks={len(self._index)}, used={self._used})"
         )
+
+
+def _unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        _unlink(path)
 
 
 def _unlink(path: str | Path) -> None:

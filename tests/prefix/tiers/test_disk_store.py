@@ -6,9 +6,11 @@ damaged file comes back as bytes and ``decode_block`` is what rejects it.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -208,3 +210,76 @@ def test_files_adopted_from_another_process_count_against_capacity(tmp_path: Pat
         assert reader.get(key(i)) == record(i) if i % 2 else reader.contains(key(i))
         assert reader.stats()["used_bytes"] <= 2 * size
     assert len(list((tmp_path / NS).rglob("*.kvb"))) <= 3  # the oldest were evicted
+
+
+def test_a_full_filesystem_lowers_the_capacity_and_keeps_learning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A volume smaller than the configured capacity: once the store had filled it,
+    every write failed before any eviction, so no new prefix was kept again. Now a
+    full filesystem evicts a tenth of what the store holds, lowers its capacity to what
+    fits, and writes. The volume is simulated: writes past ``room`` bytes on disk fail
+    with ENOSPC, as a small tmpfs does."""
+    size = len(record(0))
+    room = 10 * size
+    store = DiskBlockStore(tmp_path, 1 << 20, namespace=NS)  # configured far too large
+    real_fdopen = os.fdopen
+
+    def on_disk() -> int:
+        return sum(p.stat().st_size for p in store.directory.rglob("*") if p.is_file())
+
+    def fdopen(fd: int, *args: object, **kwargs: object) -> object:
+        f = real_fdopen(fd, *args, **kwargs)  # type: ignore[call-overload]
+        write = f.write
+
+        def full_write(data: bytes) -> int:
+            if on_disk() + len(data) > room:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return int(write(data))
+
+        f.write = full_write
+        return f
+
+    monkeypatch.setattr(os, "fdopen", fdopen)
+    for i in range(30):
+        store.put(key(i), record(i))  # never raises: room is made
+    assert store.capacity_bytes < room + size  # lowered to what the volume holds
+    assert store.get(key(29)) == record(29)  # the newest are kept
+    assert store.get(key(0)) is None  # the oldest made the room
+    assert store.stats()["errors"] == 0
+    monkeypatch.undo()
+    # the control: with room on disk the lowered capacity still keeps the newest
+    store.put(key(30), record(30))
+    assert store.get(key(30)) == record(30)
+
+
+def test_a_stalled_rename_holds_neither_metrics_nor_readers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rename that stalls (an overloaded disk, NFS) ran under the store's lock, so
+    /metrics (rendered on the event loop) and every reader waited for it: 9.7 s in a
+    review for a 5 s stall. Now the index changes under the lock, the syscalls outside."""
+    store = DiskBlockStore(tmp_path, 1 << 20, namespace=NS)
+    store.put(key(1), record(1))
+    entered, release = threading.Event(), threading.Event()
+    real_replace = os.replace
+
+    def stalled_replace(src: str, dst: str) -> None:
+        entered.set()
+        release.wait(10)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", stalled_replace)
+    writer = threading.Thread(target=store.put, args=(key(2), record(2)))
+    writer.start()
+    try:
+        assert entered.wait(5)
+        started = time.perf_counter()
+        assert store.stats()["num_blocks"] >= 1
+        assert store.get(key(1)) == record(1)
+        assert store.contains(key(1))
+        assert time.perf_counter() - started < 1.0
+    finally:
+        release.set()
+        writer.join(10)
+    assert store.get(key(2)) == record(2)  # the control: the stalled write lands

@@ -10,11 +10,12 @@ which the engine treats as a miss or a dropped write.
 
 The client does no retries of its own and every socket operation is bounded by
 ``timeout_s``, so a dead or hung server costs one timeout, not a stall. After a
-failure a small circuit breaker fails calls at once for ``retry_after_s``
-without touching the network; the first call after that is a probe (others
-keep failing fast) and a success closes the breaker again. An error reply (a
-write refused under ``maxmemory`` noeviction, READONLY on a replica) does not
-open it: the server is answering, and reads it serves must not be skipped.
+failure a small circuit breaker fails calls at once for ``retry_after_s`` (doubled
+with each failed probe in a row, up to 30 s) without touching the network; the first
+call after that is a probe (others keep failing fast) and a success closes the breaker
+again. An error reply (a write refused under ``maxmemory`` noeviction, READONLY on a
+replica) does not open it: the server is answering, and reads it serves must not be
+skipped.
 
 How many blocks and bytes are ours is unknown (the server is shared and keys
 expire), so ``stats`` reports -1 for both.
@@ -38,6 +39,9 @@ from prefix.tiers.kv_record import check_namespace
 __all__ = ["RedisBlockStore"]
 
 T = TypeVar("T")
+
+#: The longest the breaker stays open while probes go on failing.
+MAX_RETRY_AFTER_S = 30.0
 
 
 class RedisBlockStore:
@@ -79,6 +83,7 @@ class RedisBlockStore:
         self._lock = threading.Lock()
         self._open_until: float | None = None  # breaker: None = closed
         self._failures = 0  # failed calls so far: a generation for the breaker
+        self._in_a_row = 0  # failures since the last success: the breaker's wait doubles
         self.hits = self.misses = self.puts = 0
         self.bytes_read = self.bytes_written = 0
         self.errors = self.skipped = 0
@@ -117,19 +122,29 @@ class RedisBlockStore:
                         self._open_until = None
                 else:
                     self._failures += 1
-                    self._open_until = self._clock() + self.retry_after_s
+                    self._in_a_row += 1
+                    self._open_until = self._clock() + self._wait()
             raise TierUnavailableError(f"redis store {what}: {type(exc).__name__}: {exc}") from exc
         with self._lock:
             if self._failures == generation:
                 self._open_until = None
+                self._in_a_row = 0
         return result
+
+    def _wait(self) -> float:
+        """How long the breaker stays open after ``_in_a_row`` failures: ``retry_after_s``,
+        doubled with each failed probe, at most :data:`MAX_RETRY_AFTER_S`. The probe is
+        mostly an engine read, under the engine lock; against a Redis that hangs each
+        one costs a whole timeout, so a fixed 1 s let it cost every request ~0.1 s."""
+        return float(min(self.retry_after_s * 2 ** min(self._in_a_row - 1, 8), MAX_RETRY_AFTER_S))
 
     def interrupt(self) -> None:
         """Abort every command in flight (the engine stopped waiting for a read): closing
         the sockets wakes a reader the server keeps busy with a slow, steady reply."""
         with self._lock:
             self._failures += 1
-            self._open_until = self._clock() + self.retry_after_s
+            self._in_a_row += 1
+            self._open_until = self._clock() + self._wait()
         self.client.connection_pool.disconnect()
 
     # ---- store -------------------------------------------------------------

@@ -205,11 +205,47 @@ def test_circuit_breaker_skips_the_network_then_probes(
         store.get(KEYS[0])
     assert len(counting.commands) == 2
     counting.down = False
+    now[0] += 1.0  # a second failure in a row: the wait doubled to 2 s
+    with pytest.raises(TierUnavailableError, match="next try"):
+        store.get(KEYS[0])
     now[0] += 1.0
     assert store.get(KEYS[0]) == b"record"  # the probe succeeds and closes the breaker
     assert store.get(KEYS[0]) == b"record"
     stats = store.stats()
-    assert stats["breaker_open"] == 0 and stats["errors"] == 2 and stats["skipped"] == 3
+    assert stats["breaker_open"] == 0 and stats["errors"] == 2 and stats["skipped"] == 4
+
+
+@pytest.mark.redis
+def test_the_breaker_waits_longer_while_probes_fail_and_resets_on_success(
+    namespace: str, counting: CountingRedis
+) -> None:
+    now = [100.0]
+    store = RedisBlockStore(
+        URL, namespace=namespace, client=counting, retry_after_s=1.0, clock=lambda: now[0]
+    )
+    counting.down = True
+    with pytest.raises(TierUnavailableError, match="pretend"):
+        store.get(KEYS[0])  # the first failure opens the breaker
+    waits = []
+    for _ in range(6):
+        start = now[0]
+        while True:
+            now[0] += 0.5
+            with pytest.raises(TierUnavailableError) as info:
+                store.get(KEYS[0])
+            if "next try" not in str(info.value):
+                break  # a probe reached the client, and failed
+        waits.append(now[0] - start)
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0]  # doubled, capped
+    counting.down = False
+    now[0] += 30.0
+    assert store.get(KEYS[0]) is None  # a success: the next failure waits 1 s again
+    counting.down = True
+    with pytest.raises(TierUnavailableError, match="pretend"):
+        store.get(KEYS[0])
+    now[0] += 1.0
+    with pytest.raises(TierUnavailableError, match="pretend"):
+        store.get(KEYS[0])  # probed after 1 s, not 30
 
 
 def test_bad_arguments() -> None:

@@ -27,6 +27,9 @@ log = logging.getLogger("cachegate.prefix")
 
 __all__ = ["HostTier"]
 
+#: The largest host allocation the tier makes at once (a power of two; see _buffer).
+SLAB_BYTES = 64 << 20
+
 
 class HostTier:
     def __init__(
@@ -54,6 +57,11 @@ class HostTier:
         self.capacity_blocks = capacity_bytes // self.bytes_per_block
         self.pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
         self._entries: OrderedDict[bytes, torch.Tensor] = OrderedDict()  # LRU first
+        # Buffers come from slabs of up to SLAB_BYTES (see _buffer), never one pinned
+        # allocation per block.
+        self.blocks_per_slab = max(1, min(self.capacity_blocks, SLAB_BYTES // self.bytes_per_block))
+        self._spare: list[torch.Tensor] = []  # block views of a slab, not holding a block
+        self.num_allocated_blocks = 0
         self.hits = 0
         self.misses = 0
         self.bytes_in = 0  # copied into the tier
@@ -73,13 +81,26 @@ class HostTier:
                 _, buf = self._entries.popitem(last=False)  # drop the LRU, reuse its buffer
                 self.num_evictions += 1
             else:
-                buf = torch.empty(
-                    self.block_shape, dtype=self.dtype, device="cpu", pin_memory=self.pin_memory
-                )
+                buf = self._buffer()
         buf.copy_(src)  # synchronous: the caller may overwrite src right after
         self._entries[key] = buf
         self.bytes_in += self.bytes_per_block
         self.seconds += time.perf_counter() - start
+
+    def _buffer(self) -> torch.Tensor:
+        """A block buffer: a spare view of a slab, else a new slab's. PyTorch's pinned
+        host allocator rounds every allocation up to a power of two, so a block pinned
+        on its own took up to 2x its size (a SmolLM2 block 1.42x) and the tier could pin
+        twice its budget unseen. A slab of at most SLAB_BYTES (a power of two) wastes
+        less than one block; all of them together at most the budget + one slab."""
+        if not self._spare:
+            n = min(self.blocks_per_slab, self.capacity_blocks - self.num_allocated_blocks)
+            slab = torch.empty(
+                (n, *self.block_shape), dtype=self.dtype, device="cpu", pin_memory=self.pin_memory
+            )  # [n, L, 2, B, Hkv, D]
+            self._spare = list(slab.unbind(0))  # views: the slab lives while one is held
+            self.num_allocated_blocks += n
+        return self._spare.pop()
 
     # ---- read --------------------------------------------------------------
     def get(self, key: bytes) -> torch.Tensor | None:
@@ -105,7 +126,11 @@ class HostTier:
 
     def discard(self, key: bytes) -> bool:
         """Drop ``key`` if present (e.g. invalidation); whether it was there."""
-        return self._entries.pop(key, None) is not None
+        buf = self._entries.pop(key, None)
+        if buf is None:
+            return False
+        self._spare.append(buf)  # its slab stays allocated: the next put reuses it
+        return True
 
     def __contains__(self, key: object) -> bool:
         """Membership only: no LRU move, no counters."""
@@ -126,6 +151,7 @@ class HostTier:
             "capacity_blocks": self.capacity_blocks,
             "num_blocks": len(self._entries),
             "used_bytes": len(self._entries) * self.bytes_per_block,
+            "allocated_bytes": self.num_allocated_blocks * self.bytes_per_block,
             "hits": self.hits,
             "misses": self.misses,
             "hit_rate": self.hits / lookups if lookups else 0.0,

@@ -271,3 +271,40 @@ def test_tier_series_on_the_engine_metrics(tiny_llama: LoadedModel) -> None:
     # without a tier there are no tier series at all
     off = EngineMetrics(make(tiny_llama, host_tier_bytes=0)).render().decode()
     assert "prefix_tier_" not in off
+
+
+def test_buffers_come_from_slabs_within_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pinned, every block on its own was rounded up to a power of two by PyTorch's host
+    allocator (a SmolLM2 block: 1.42x), so the tier could pin up to twice its budget.
+    Buffers are views of slabs of at most SLAB_BYTES now: allocations are counted here
+    (slab size 4 blocks), blocks stay independent copies, and a discarded block's
+    buffer is reused rather than leaked past the budget."""
+    import prefix.tiers.host as host
+
+    shape = (2, 2, 4, 2, 8)
+    block_bytes = 2 * 2 * 4 * 2 * 8 * 4
+    monkeypatch.setattr(host, "SLAB_BYTES", 4 * block_bytes)
+    allocations: list[tuple[int, ...]] = []
+    empty = torch.empty
+
+    def counted(*args: object, **kwargs: object) -> torch.Tensor:
+        out = empty(*args, **kwargs)  # type: ignore[call-overload]
+        allocations.append(tuple(out.shape))
+        return out
+
+    monkeypatch.setattr(host.torch, "empty", counted)
+    tier = HostTier(10 * block_bytes, shape, torch.float32, pin_memory=False)
+    allocations.clear()  # the element-size probe of the constructor
+    blocks = {bytes([i]): torch.full(shape, float(i)) for i in range(1, 21)}
+    for key, block in blocks.items():
+        tier.put(key, block)
+    assert allocations == [(4, *shape), (4, *shape), (2, *shape)]  # 10 blocks, 3 slabs
+    assert tier.stats()["allocated_bytes"] == 10 * block_bytes
+    for i in range(11, 21):  # the ten newest, each its own data
+        dst = torch.zeros(shape)
+        assert tier.load(bytes([i]), dst) and torch.equal(dst, blocks[bytes([i])])
+    assert tier.discard(bytes([20]))
+    tier.put(bytes([30]), torch.full(shape, 30.0))  # the discarded block's buffer
+    assert len(allocations) == 3 and tier.stats()["allocated_bytes"] == 10 * block_bytes
+    dst = torch.zeros(shape)
+    assert tier.load(bytes([19]), dst) and torch.equal(dst, blocks[bytes([19])])

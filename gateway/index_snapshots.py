@@ -81,7 +81,8 @@ def _resume(cache: SemanticCache, feed: ChangeFeed, loaded: Loaded) -> str:
             # index is emptied first so that nothing of the snapshot outlives it.
             cache.index.clear()
             return f"corrupt: {type(exc).__name__}: {str(exc)[:200]}"
-    feed.resume(loaded.position.seq, loaded.position.at)
+    # with the row it stood on: rewritten by a restored database, the first poll rebuilds
+    feed.resume(loaded.position.seq, loaded.position.at, loaded.position.head_at)
     for _attempt in range(2):  # a second pass when another replica wrote meanwhile
         while feed.sync_once():
             pass
@@ -115,11 +116,12 @@ class SnapshotWriter:
             if at is None or seq == self._saved_seq:
                 return None  # never positioned (database down), or nothing new
             images = self.cache.index.images()
+            head_at = self.feed.head_at()
         started = time.perf_counter()
         path = save_snapshot(
             self.directory,
             images,
-            position=Position(seq, at),
+            position=Position(seq, at, head_at),
             embedder_id=self.cache.embedder_id,
             dim=self.cache.index.dim,
             schema=self.schema,

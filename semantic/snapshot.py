@@ -66,6 +66,9 @@ class Position:
 
     seq: int
     at: datetime
+    #: When the log row ``seq`` was written: the row rewritten (a restored database
+    #: handing seqs out again) says the snapshot is of another history. None: unknown.
+    head_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ def save_snapshot(
             "faiss": FAISS_VERSION,
             "seq": position.seq,
             "at": position.at.isoformat(),
+            "head_at": None if position.head_at is None else position.head_at.isoformat(),
             "partitions": parts,
         }
         _write_synced(tmp / "manifest.json", json.dumps(manifest, indent=1).encode())
@@ -149,7 +153,12 @@ def load_snapshot(directory: Path, *, embedder_id: str, dim: int, schema: str = 
         problem = _mismatch(manifest, embedder_id=embedder_id, dim=dim, schema=schema)
         if problem:
             return Loaded(None, None, problem)
-        position = Position(int(manifest["seq"]), datetime.fromisoformat(manifest["at"]))
+        head_at = manifest.get("head_at")  # absent in snapshots before session 37
+        position = Position(
+            int(manifest["seq"]),
+            datetime.fromisoformat(manifest["at"]),
+            None if head_at is None else datetime.fromisoformat(head_at),
+        )
         images = {
             part["key"]: _read_part(snap / part["file"], part) for part in manifest["partitions"]
         }

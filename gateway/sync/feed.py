@@ -146,14 +146,22 @@ class ChangeFeed:
         self._pos.reset(seq, now)
         self._last_ok = time.monotonic()
 
-    def resume(self, seq: int, at: datetime) -> None:
+    def resume(self, seq: int, at: datetime, head_at: datetime | None = None) -> None:
         """Start from a saved position instead (an index snapshot's): the first poll
         replays every row after ``seq`` and those written within the window after
-        ``at``; a position older than the retention makes it rebuild instead."""
+        ``at``; a position older than the retention makes it rebuild instead, and so
+        does the row ``seq`` logged at another time than ``head_at`` (the database went
+        back in time since: :meth:`_went_back`)."""
         with self._poll_lock, self._engine.connect() as conn:
             age = (db_now(conn) - at).total_seconds()
         self._pos.reset(seq, at)
+        self._head = None if head_at is None else (seq, head_at)
         self._last_ok = time.monotonic() - max(0.0, age)
+
+    def head_at(self) -> datetime | None:
+        """When the row at the position was logged, if known (call while paused)."""
+        head = self._head
+        return head[1] if head is not None and head[0] == self._pos.seq else None
 
     def head(self) -> int:
         """The log's last seq now (a saved position past it belongs to another database)."""

@@ -21,6 +21,7 @@ from migrations.runner import upgrade_database
 from semantic import Embedder, EntryStore, PartitionedIndex, SemanticCache
 from semantic.model_files import bundled_model_path
 from semantic.partition import SemanticQuery
+from tests.gateway.sync.test_feed_restore import HOURS, REFUND, go_back
 
 QUESTIONS = [f"What is the status of shipment number {i} to warehouse {i % 7}?" for i in range(60)]
 
@@ -247,3 +248,30 @@ def test_a_snapshot_that_cannot_be_written_does_not_stop_the_start(
     replicas.append(ok)
     assert start_index(ok.cache, ok.feed, tmp_path / "full", "s1") == "rebuilt (missing)"
     assert (tmp_path / "full" / "CURRENT").exists()
+
+
+def test_a_snapshot_from_before_a_database_restore_is_not_replayed(
+    url: str, embedder: Embedder, tmp_path: Path, replicas: list[Replica]
+) -> None:
+    """The database went back in time after the snapshot (a restore, a lossy failover)
+    and handed the snapshot's last seq and entry id out again: the log caught up with
+    the snapshot's position, and the entry count matched, so the snapshot was loaded
+    with the old question's vector under an id now holding another question. The row
+    at the snapshot's position is compared as it was logged: rewritten, it rebuilds."""
+    snaps = tmp_path / "snapshots"
+    first = Replica(url, embedder)
+    replicas.append(first)
+    hours = first.cache.store(ask(HOURS), answer("Nine to five.")).entry_id
+    assert hours is not None
+    assert start_index(first.cache, first.feed, snaps, "s1").startswith("rebuilt (missing")
+    go_back(first.cache, hours)  # the restore
+    refund = first.cache.store(ask(REFUND), answer("Thirty days.")).entry_id
+    assert refund == hours
+    second = Replica(url, embedder)
+    replicas.append(second)
+    start_index(second.cache, second.feed, snaps, "s1")
+    assert second.feed.stats()["rebuilds"] == 1
+    assert not second.cache.lookup(ask(HOURS)).hit
+    served = second.cache.lookup(ask(REFUND))  # the control: the row as it is now
+    assert served.hit and served.answer is not None
+    assert served.answer["choices"][0]["message"]["content"] == "Thirty days."

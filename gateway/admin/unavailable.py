@@ -13,12 +13,17 @@ of its column's range) is a 400 with a fixed message: the routes validate their 
 so that this does not happen, and this is the backstop for a field they missed. The
 value itself is never quoted back.
 
+A database that hangs instead of failing is a 503 after ``ADMIN_DEADLINE_SECONDS`` (120 s)
+too, saying that a change may still land; before, an admin request waited as long as the
+hang lasted.
+
 One place for every admin route, whatever service it calls and whatever that service
 catches itself: ``APIRouter(route_class=DatabaseErrorsRoute)``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -36,6 +41,12 @@ _CAUGHT: tuple[type[Exception], ...] = (*DB_UNAVAILABLE, StoreUnavailableError)
 DATABASE_UNAVAILABLE = "the database is unavailable; try again shortly"
 STORE_UNAVAILABLE = "the semantic store is unavailable"
 REFUSED_VALUE = "a value of the request cannot be stored (a NUL character, a number out of range)"
+#: The longest an admin request waits (for a database that hangs instead of failing).
+ADMIN_DEADLINE_SECONDS = 120.0
+NO_ANSWER = (
+    "the database did not answer in time; a change may still be applied when it does:"
+    " read it back before sending it again"
+)
 
 
 def unavailable(exc: Exception) -> ServiceUnavailableError:
@@ -53,7 +64,12 @@ class DatabaseErrorsRoute(APIRoute):
 
         async def handle(request: Request) -> Response:
             try:
-                return await handler(request)
+                # A database that hangs fails no call (gateway/db_rest.py): bounded here
+                # for every admin route, generously, since reports and deletes of large
+                # tenants take long; the thread of a call given up on runs on.
+                return await asyncio.wait_for(handler(request), ADMIN_DEADLINE_SECONDS)
+            except TimeoutError as exc:
+                raise ServiceUnavailableError(NO_ANSWER) from exc
             except _CAUGHT as exc:
                 raise unavailable(exc) from exc
             except sa_exc.DataError as exc:

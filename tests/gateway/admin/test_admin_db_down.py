@@ -7,6 +7,8 @@ database answer without a 5xx."""
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -167,3 +169,34 @@ def test_the_report_is_a_503_with_the_database_down(down: tuple[str, TestClient]
     # Its positive control needs a whole gateway: tests/gateway/reports/test_reports.py.
     url, client = down
     assert_database_unavailable(client.get("/admin/reports/misfires?format=json"), url)
+
+
+def test_a_database_that_hangs_is_a_503_after_the_deadline(
+    up: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database that hangs fails no call: an admin request waited as long as the hang
+    lasted. Now every admin route gives up after its deadline (120 s; 0.5 s here) with
+    a 503 that says a change may still land. The control: the same route answers once
+    the database does."""
+    import gateway.admin.unavailable as unavailable
+    from gateway.admin.service import TenantAdmin
+
+    monkeypatch.setattr(unavailable, "ADMIN_DEADLINE_SECONDS", 0.5)
+    release = threading.Event()
+    real_list = TenantAdmin.list_tenants
+
+    def hung(self: TenantAdmin, *args: Any) -> Any:
+        release.wait(10)
+        return real_list(self, *args)
+
+    monkeypatch.setattr(TenantAdmin, "list_tenants", hung)
+    try:
+        started = time.monotonic()
+        r: Any = up.get("/admin/tenants")
+        assert time.monotonic() - started < 5
+        err = assert_openai_error(r, 503, "service_unavailable")
+        assert err["message"] == unavailable.NO_ANSWER
+        release.set()
+        assert up.get("/admin/tenants").status_code == 200
+    finally:
+        release.set()

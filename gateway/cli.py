@@ -112,7 +112,9 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         config,
         trusted_key=key,
         tracer_provider=provider,
-        uvicorn_options={"log_config": uvicorn_log_config(s)},
+        # uvicorn's access log wrote each raw path and query string (a client's model id,
+        # tenant ids in admin paths); the engine's own access lines say what is needed
+        uvicorn_options={"log_config": uvicorn_log_config(s), "access_log": False},
         one_pool=not args.legacy_threads,
     )
     return 0
@@ -185,7 +187,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     # the embedder and verifier set their own counts (1 by default)
     reserve_for_engine_thread()
     app = create_app(s)
-    uvicorn.run(app, host=host, port=port, log_level="info", log_config=uvicorn_log_config(s))
+    # No uvicorn access log: it wrote each raw path and query string (a client's model
+    # id, tenant ids in admin paths whatever CACHEGATE_LOG_TENANT_IDS says); the gateway
+    # writes its own access line per /v1 request (gateway/request_log.py), the audit
+    # log records admin changes.
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="info",
+        log_config=uvicorn_log_config(s),
+        access_log=False,
+    )
     return 0
 
 

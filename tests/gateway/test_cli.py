@@ -56,6 +56,8 @@ def run_engine_cli(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> dict[str
 
     def fake_run_server(host: str, port: int, config: object, **kwargs: object) -> None:
         seen["config"], seen["one_pool"] = config, kwargs.get("one_pool")
+        options = kwargs.get("uvicorn_options")
+        seen["access_log"] = options.get("access_log") if isinstance(options, dict) else None
 
     monkeypatch.setattr(server, "run_server", fake_run_server)
     get_settings.cache_clear()
@@ -128,3 +130,27 @@ def test_the_waiting_share_setting_reaches_the_engine_config(
     monkeypatch.setenv("CACHEGATE_MAX_NUM_WAITING_PER_TENANT", "5")
     config = run_engine_cli(monkeypatch, [])["config"]
     assert isinstance(config, EngineConfig) and config.waiting_per_tenant == 5
+
+
+def test_neither_server_writes_uvicorns_access_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvicorn's access log wrote each raw path and query string: a client's model id
+    from /v1/models/{id} (which the 404 does not quote back), tenant ids in admin paths
+    whatever CACHEGATE_LOG_TENANT_IDS says. Both servers write their own access lines."""
+    import uvicorn
+
+    import gateway.logging_setup
+    import prefix.serve.threads
+
+    engine_options = run_engine_cli(monkeypatch, [])
+    assert engine_options["access_log"] is False
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
+    monkeypatch.setattr(gateway.logging_setup, "configure_logging", lambda s: None)
+    # not this process's torch threads: serve gives them to the engine thread
+    monkeypatch.setattr(prefix.serve.threads, "reserve_for_engine_thread", lambda: 1)
+    get_settings.cache_clear()
+    try:
+        main(["serve", "--port", "1"])
+    finally:
+        get_settings.cache_clear()
+    assert seen["access_log"] is False and seen["port"] == 1

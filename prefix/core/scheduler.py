@@ -160,6 +160,7 @@ class Scheduler:
         # Admit only when nothing had to be preempted: admitting now would just evict again.
         if out.preempted:
             return out
+        at_quota: set[str] = set()  # quota keys whose oldest waiting request must wait
         for seq in self._admission_order():
             if budget <= 0 or len(self.running) >= self.max_num_seqs:
                 break
@@ -167,15 +168,33 @@ class Scheduler:
                 continue
             if self._at_tenant_limit(seq):
                 continue  # its tenant runs enough already; others may still go ahead
+            if seq.quota_key in at_quota:
+                continue  # behind its tenant's request that waits for quota: in order
             if self._over_quota(seq, seq.num_blocks_for(seq.num_tokens)):
-                continue  # its tenant is at its quota; others may still go ahead of it
+                # Its tenant's newer, smaller requests must not go ahead of it: they kept
+                # the quota busy and this one waited forever (a review: 300 steps, 74
+                # newer requests served, 123 blocks free). Other tenants still may.
+                if seq.quota_key is not None:
+                    at_quota.add(seq.quota_key)
+                continue
             if not self.blocks.admit(seq):
                 break  # not enough blocks: the rest waits until blocks are released
             self.waiting.remove(seq)
             self.running.append(seq)
             self._served[seq.tenant_key] = next(self._tick)
             budget -= self._place(seq, self._chunk_end(seq, budget), out)
+        self._forget_idle_tenants()
         return out
+
+    def _forget_idle_tenants(self) -> None:
+        """Drop the admission ticks of tenants with nothing waiting or running once they
+        far outnumber those that have some (a review: one entry per tenant ever seen,
+        one per request where every request was a tenant of its own). A tenant dropped
+        counts as never served: it goes first when it comes back, as a new one would."""
+        if len(self._served) <= 4 * (len(self.running) + len(self.waiting)) + 1024:
+            return
+        active = {s.tenant_key for s in self.running} | {s.tenant_key for s in self.waiting}
+        self._served = {t: tick for t, tick in self._served.items() if t in active}
 
     # ---- fairness across tenants ---------------------------------------------------
     def _admission_order(self) -> list[Sequence]:

@@ -142,6 +142,53 @@ def test_quota_growth_preempts_the_tenants_newest_request() -> None:
     assert len(a1.output_token_ids) == len(a2.output_token_ids) == 6
 
 
+def test_a_large_request_at_its_quota_is_not_overtaken_by_its_tenants_smaller_ones() -> None:
+    """Quota 8 blocks; the tenant keeps two small requests (2 blocks each, 8 tokens to
+    generate) going, and a large one (7 blocks to start) arrives. The small ones that
+    kept arriving fitted beside the running ones and went ahead, so the large one
+    waited forever (a review: 300 steps, 74 newer requests served, 123 blocks free).
+    Now the tenant's requests wait in order behind it; another tenant's still go."""
+
+    def keep_two_small(s: Scheduler, start: list[int]) -> None:
+        mine = [q for q in [*s.running, *s.waiting] if q.num_prompt_tokens == 4]
+        while len(mine) < 2:
+            q = seq(4, start=start[0], max_tokens=8, quota_key="a", kv_block_quota=8)
+            start[0] += 100
+            s.add(q)
+            mine.append(q)
+
+    s = make(num_blocks=128, max_num_seqs=16, max_num_seqs_per_tenant=16)
+    start = [2000]
+    s.add(seq(4, start=100, max_tokens=8, quota_key="a", kv_block_quota=8))
+    for _ in range(5):  # staggered: the two small ones never finish in the same step
+        run_step(s)
+    keep_two_small(s, start)
+    for _ in range(2):
+        run_step(s)
+    large = seq(28, start=0, max_tokens=4, quota_key="a", kv_block_quota=8)
+    s.add(large)
+    other = seq(8, start=9000, max_tokens=2, quota_key="b", kv_block_quota=8)
+    s.add(other)
+    for _ in range(100):
+        keep_two_small(s, start)
+        run_step(s)
+        if large.status is not SequenceStatus.WAITING:
+            break
+    assert large.status is not SequenceStatus.WAITING
+    assert other.finish_reason == "length"  # the control: another tenant went meanwhile
+
+
+def test_tenants_seen_once_do_not_pile_up() -> None:
+    """One admission tick per tenant ever seen: a review counted one entry per request
+    where each request was a tenant of its own. Idle ones are dropped past a bound."""
+    s = make(num_blocks=64)
+    for i in range(3000):
+        s.add(tenant_seq(f"once-{i}", 4, start=10 * i, max_tokens=1))
+        run_step(s)
+    assert len(s._served) <= 4 * (len(s.running) + len(s.waiting)) + 1024 + 1
+    drain(s)
+
+
 # ---- fairness across tenants ------------------------------------------------------------
 
 

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 
 from gateway.admin.routes import router as admin_router
 from gateway.admin.service import TenantAdmin
-from gateway.db_rest import DbDeadlineError, Probe
+from gateway.db_rest import Probe
 from gateway.error_handlers import install_error_handlers
 from gateway.index_snapshots import SnapshotWriter, schema_tag, start_index
 from gateway.metrics import GatewayMetrics
@@ -34,6 +34,7 @@ from gateway.proxy.ratelimit import RateLimiter
 from gateway.proxy.ratelimit_shared import build_bucket_store
 from gateway.proxy.routes import router
 from gateway.proxy.upstream import Upstream
+from gateway.readiness import db_ok_within, readiness
 from gateway.recovery import RecoveryWatch, Waiter
 from gateway.reports.api import model_shape, report_router
 from gateway.request_log import RequestObserver
@@ -179,10 +180,12 @@ def create_app(settings: Settings | None = None, components: Components | None =
         app.state.sync = feed
         verification = None
         warming: threading.Thread | None = None
+        app.state.warming = None
         if cache is not None and settings.verifier == "on":
             verification = await asyncio.to_thread(_build_verification, settings, parts, cache, db)
             # Off the request path: the first Chinese lookup need not wait for its model.
             warming = warm_chinese(verification.verifier, cache.embedder)
+            app.state.warming = warming  # /ready waits for it
             calibrator = verification.calibrator
             # A tenant deleted (or its policy changed) on any replica: its cut is recomputed
             # (every cut after a rebuild, when the feed names no tenant).
@@ -240,7 +243,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
             waiters.append((lambda: calibration.is_database_away, calibration.retry_now))
         recovery = RecoveryWatch(
             waiters,
-            partial(_db_ok_within, db_probe, db),
+            partial(db_ok_within, db_probe, db),
             lambda: app.state.gateway.pipeline.store_ok,
             app.state.gateway.pipeline.check_store,
         )
@@ -288,20 +291,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
     async def health() -> Response:
         return JSONResponse({"status": "ok"})
 
-    @app.get("/ready")
-    async def ready(request: Request) -> Response:
-        gw: GatewayState = request.app.state.gateway
-        # Together: a database that hangs costs one ping deadline, not one per check.
-        upstream, database, store = await asyncio.gather(
-            gw.upstream.is_ready(),
-            _db_ok_within(db_probe, request.app.state.db),
-            gw.pipeline.check_store(),
-        )
-        checks = {"upstream": upstream, "database": database, "semantic_store": store}
-        if database:  # it answers: authentication need not rest out its backoff
-            gw.tenants.rest.succeeded()
-        ok = checks["upstream"] and checks["database"]
-        return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)
+    # /ready: upstream, database, semantic store, verifier warm-up (gateway/readiness.py)
+    app.add_api_route("/ready", partial(readiness, db_probe), methods=["GET"])
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
@@ -314,27 +305,6 @@ def create_app(settings: Settings | None = None, components: Components | None =
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
-
-
-async def _db_ok_within(probe: Probe, db: object) -> bool:
-    """The database answers a ping within 3 s: one that hangs is not ready (its thread
-    runs on, and no second ping starts until it returns: gateway/db_rest.py)."""
-    try:
-        return await probe.run(READY_PING_SECONDS, _db_ok, db)
-    except DbDeadlineError:
-        return False
-
-
-READY_PING_SECONDS = 3.0
-
-
-def _db_ok(db: object) -> bool:
-    try:
-        with db.connect() as conn:  # type: ignore[attr-defined]
-            conn.execute(text("SELECT 1"))
-        return True
-    except Exception:
-        return False
 
 
 def _model_revisions(settings: Settings, upstream: Upstream) -> dict[str, str]:

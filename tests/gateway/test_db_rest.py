@@ -26,6 +26,7 @@ import gateway.db_rest
 import gateway.proxy.access
 import gateway.proxy.pipeline
 import gateway.proxy.store_rest
+import gateway.readiness
 from gateway.app import Components
 from gateway.policy import TenantPolicy
 from semantic import Embedder
@@ -56,7 +57,7 @@ def gw(
     monkeypatch.setattr(gateway.proxy.access, "AUTH_DEADLINE_SECONDS", DEADLINE)
     monkeypatch.setattr(gateway.proxy.pipeline, "LOOKUP_DEADLINE", DEADLINE)
     monkeypatch.setattr(gateway.proxy.pipeline, "BACKFILL_DEADLINE", DEADLINE)
-    monkeypatch.setattr(gateway.app, "READY_PING_SECONDS", DEADLINE)
+    monkeypatch.setattr(gateway.readiness, "READY_PING_SECONDS", DEADLINE)
     monkeypatch.setattr(gateway.proxy.store_rest, "PING_DEADLINE_SECONDS", DEADLINE)
     settings = gateway_settings(tmp_path_factory.mktemp("hang"), upstream_url=up.url)
     with running_gateway(settings, Components(embedder=embedder)) as g:
@@ -87,7 +88,7 @@ class Hang:
 def hang(monkeypatch: pytest.MonkeyPatch) -> Iterator[Hang]:
     h = Hang()
     # A real hang holds every call, the background pings included (gateway/recovery.py).
-    monkeypatch.setattr(gateway.app, "_db_ok", h.wrap(gateway.app._db_ok))
+    monkeypatch.setattr(gateway.readiness, "db_ok", h.wrap(gateway.readiness.db_ok))
     ping = gateway.proxy.store_rest._ping
     monkeypatch.setattr(gateway.proxy.store_rest, "_ping", h.wrap(ping))
     yield h
@@ -249,7 +250,7 @@ def test_a_hung_backfill_does_not_hold_the_answer(
 def test_ready_says_not_ready_when_the_database_hangs(
     gw: Gateway, hang: Hang, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gateway.app, "_db_ok", hang.wrap(gateway.app._db_ok))
+    monkeypatch.setattr(gateway.readiness, "db_ok", hang.wrap(gateway.readiness.db_ok))
     assert httpx.get(f"{gw.url}/ready", timeout=30).status_code == 200  # the control
     hang.on = True
     started = time.monotonic()

@@ -204,6 +204,7 @@ def test_upstream_down_serves_hits_and_fails_misses_fast(
             "upstream": False,
             "database": True,
             "semantic_store": True,
+            "verifier_loaded": True,
         }
         assert metric(gw.metrics(), "cachegate_upstream_errors_total", kind="UpstreamError") == 2
 

@@ -13,8 +13,9 @@ score; a verifier failure (a question it will not read) is a miss."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,19 @@ def verified_gateway(data_dir: Path, up: Upstream, embedder: Any, verifier: Gate
         admin_token=ADMIN_TOKEN,
         verifier_calibration_seconds=0.05,  # a label takes effect at once here
     )
-    return running_gateway(settings, Components(embedder=embedder, verifier=verifier))
+    return ready(running_gateway(settings, Components(embedder=embedder, verifier=verifier)))
+
+
+@contextmanager
+def ready(serving: AbstractContextManager[Gateway]) -> Iterator[Gateway]:
+    """The gateway once /ready says so: its Chinese verifier loaded (a first Chinese
+    lookup on a busy host otherwise runs past its deadline and is skipped)."""
+    with serving as g:
+        deadline = time.monotonic() + 120
+        while httpx.get(f"{g.url}/ready", timeout=30).status_code != 200:
+            assert time.monotonic() < deadline, "the gateway never became ready"
+            time.sleep(0.1)
+        yield g
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,12 @@ KEY_HEADER = "x-cachegate-engine-key"
 # where they would only push out blocks that are reused. It can only narrow caching,
 # so the engine honours it whoever sends it.
 KV_REUSE_HEADER = "x-cachegate-kv-reuse"
+# With the key too: whose request it is (an opaque digest of the tenant) and the
+# tenant's KV block quota. The engine shares its running slots and waiting queue per
+# tenant; keyed by the namespace alone, a tenant whose end users each have a namespace
+# of their own (prefix_scope "user") counted as one tenant per user.
+TENANT_HEADER = "x-cachegate-tenant"
+QUOTA_HEADER = "x-cachegate-kv-block-quota"
 DEFAULT_NAMESPACE = "default"
 REQUEST_ID_HEADER = "x-request-id"
 

@@ -27,7 +27,13 @@ from gateway.errors import ServiceUnavailableError, UpstreamError, UpstreamTimeo
 from gateway.proxy.dialects import GENERIC, UNKNOWN, Dialect, detect, dialect, forward_body
 from gateway.proxy.http_client import upstream_client
 from gateway.proxy.relay import passed_headers, stream_events, upstream_error, whole_response
-from gateway.proxy.upstream import Event, UpstreamRefusal, UpstreamRequest, tenant_cache_salt
+from gateway.proxy.upstream import (
+    Event,
+    UpstreamRefusal,
+    UpstreamRequest,
+    tenant_cache_salt,
+    tenant_digest,
+)
 from gateway.proxy.upstream_read import (
     MAX_BODY_BYTES,
     MAX_EVENT_BYTES,
@@ -35,7 +41,13 @@ from gateway.proxy.upstream_read import (
     read_capped,
     too_large,
 )
-from protocol.headers import KEY_HEADER, KV_REUSE_HEADER, NAMESPACE_HEADER
+from protocol.headers import (
+    KEY_HEADER,
+    KV_REUSE_HEADER,
+    NAMESPACE_HEADER,
+    QUOTA_HEADER,
+    TENANT_HEADER,
+)
 
 log = logging.getLogger("cachegate.gateway.upstream")
 LIST_RETRY_SECONDS = 5.0  # a model list that failed is asked for again after this
@@ -253,6 +265,11 @@ class HttpUpstream:
                 NAMESPACE_HEADER: header_namespace(req.namespace),
                 KEY_HEADER: self.engine_key,
             }
+            # whose request (its running slots and queue share) and its KV block quota
+            if req.tenant_id is not None:
+                headers[TENANT_HEADER] = tenant_digest(self.salt, req.tenant_id)
+            if req.kv_block_quota is not None:
+                headers[QUOTA_HEADER] = str(req.kv_block_quota)
             if not req.cache_kv:  # KV no later request can reuse: not kept there
                 headers[KV_REUSE_HEADER] = "off"
         timeout = self._timeout if body.get("stream") is True else self._whole_timeout

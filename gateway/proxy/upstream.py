@@ -86,7 +86,7 @@ class UpstreamRequest:
     namespace: str  # the tenant's prefix namespace (never from the client)
     request_id: str
     tenant_id: str | None = None
-    kv_block_quota: int | None = None  # enforced by the in-process engine only
+    kv_block_quota: int | None = None  # by our engine (in process, or sent it with the key)
     # The body parsed once by the route; the in-process engine runs from it, HTTP
     # upstreams forward ``body``.
     parsed: ChatCompletionRequest | CompletionRequest | None = None
@@ -186,6 +186,13 @@ def tenant_cache_salt(server_salt: str, namespace: str, client_salt: object) -> 
     """HMAC of the tenant's namespace (and the client's salt) under the server secret."""
     message = json.dumps([namespace, client_salt if isinstance(client_salt, str) else None])
     return hmac.new(server_salt.encode(), message.encode(), hashlib.sha256).hexdigest()
+
+
+def tenant_digest(server_salt: str, tenant_id: str) -> str:
+    """Who a request to a cachegate engine is, opaque (HMAC under the server secret):
+    the engine shares its slots and queue per tenant and never needs the id itself."""
+    message = json.dumps(["tenant", tenant_id])
+    return hmac.new(server_salt.encode(), message.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def usage_counts(usage: Any) -> dict[str, Any]:

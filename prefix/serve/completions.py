@@ -22,7 +22,7 @@ from prefix.serve.access_log import RequestLog
 from prefix.serve.async_engine import EngineDeadError, OutputStream
 from prefix.serve.openai_adapter import engine_error, to_engine_request
 from prefix.serve.state import EngineServer
-from prefix.serve.trusted_namespace import resolve_namespace
+from prefix.serve.trusted_namespace import resolve_namespace, resolve_tenant
 from protocol.errors import ApiError
 from protocol.headers import KV_REUSE_HEADER
 from protocol.http import EventStream, read_json
@@ -75,10 +75,17 @@ async def _submit(
             code="model_not_found",
         )
     namespace = resolve_namespace(request.headers, srv.trusted_key)
+    tenant, quota = resolve_tenant(request.headers, srv.trusted_key)
     # KV nothing can reuse is not kept (protocol/headers.py); it can only narrow caching.
     cache_kv = request.headers.get(KV_REUSE_HEADER, "").strip().lower() != "off"
     engine_req = await to_engine_request(
-        srv.engine, req, namespace, request_id=ctx.request_id, cache_kv=cache_kv
+        srv.engine,
+        req,
+        namespace,
+        request_id=ctx.request_id,
+        cache_kv=cache_kv,
+        kv_block_quota=quota,
+        quota_key=tenant,
     )
     try:
         outputs = await ae.submit(engine_req)

@@ -26,7 +26,13 @@ from fastapi.responses import JSONResponse, Response
 from gateway.app import Components
 from gateway.policy import TenantPolicy
 from gateway.proxy.http_upstream import MAX_LIST_BYTES, HttpUpstream
-from protocol.headers import KEY_HEADER, KV_REUSE_HEADER, NAMESPACE_HEADER
+from protocol.headers import (
+    KEY_HEADER,
+    KV_REUSE_HEADER,
+    NAMESPACE_HEADER,
+    QUOTA_HEADER,
+    TENANT_HEADER,
+)
 from semantic import Embedder
 from tests.gateway.conftest import (
     Gateway,
@@ -139,6 +145,29 @@ def test_an_anonymous_users_kv_is_marked_for_no_reuse(
     anonymous, named = engine.headers[-2:]
     assert anonymous.get(KV_REUSE_HEADER) == "off" and KV_REUSE_HEADER not in named
     assert anonymous[NAMESPACE_HEADER] != named[NAMESPACE_HEADER]
+
+
+def test_the_engine_is_told_whose_request_it_is_and_its_quota(
+    engine: Engine, embedder: Embedder, tmp_path: Path
+) -> None:
+    """Under prefix_scope "user" each end user has a namespace of their own; the engine
+    keyed its per-tenant running slots and queue share by namespace, so a tenant with
+    many users took them all. The gateway now sends one opaque tenant digest for all of
+    a tenant's users (another tenant's differs) and the tenant's KV block quota."""
+    with gateway(engine, tmp_path, embedder, engine_key=ENGINE_KEY) as gw:
+        scoped = gw.tenant("scoped", TenantPolicy(prefix_scope="user", kv_block_quota=64))[1]
+        other = gw.tenant("other")[1]
+        for key, user in ((scoped, "alice"), (scoped, "bob"), (scoped, None), (other, "alice")):
+            with gw.http(key) as http:
+                body = ask("Who are you?") | {"cache": {"no-cache": True}}
+                r = http.post(CHAT, json=body | ({"user": user} if user else {}))
+                assert r.status_code == 200, r.text
+    alice, bob, anonymous, elsewhere = engine.headers[-4:]
+    assert len({h[NAMESPACE_HEADER] for h in (alice, bob, anonymous)}) == 3  # one each
+    assert alice[TENANT_HEADER] == bob[TENANT_HEADER] == anonymous[TENANT_HEADER]
+    assert elsewhere[TENANT_HEADER] != alice[TENANT_HEADER]  # the control
+    assert "scoped" not in alice[TENANT_HEADER]  # opaque
+    assert alice[QUOTA_HEADER] == "64" and QUOTA_HEADER not in elsewhere
 
 
 def test_unknown_dialect_without_an_engine_key_isolates_by_salt_alone(

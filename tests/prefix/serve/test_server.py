@@ -19,7 +19,8 @@ from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel
 from prefix.serve.engine import PrefixEngine
 from prefix.serve.server import KEY_HEADER, NAMESPACE_HEADER, create_engine_app, resolve_namespace
-from protocol.headers import KV_REUSE_HEADER
+from prefix.serve.trusted_namespace import resolve_tenant
+from protocol.headers import KV_REUSE_HEADER, QUOTA_HEADER, TENANT_HEADER
 from tests.live_server import serving
 from tests.prefix.server_support import (
     BAD_INPUT,
@@ -181,6 +182,35 @@ def test_engine_dying_mid_stream_ends_the_stream_with_an_error(
     err = assert_openai_error(later, 503)
     assert err["code"] == "engine_dead" and "RuntimeError" in err["message"]
     assert "device lost" not in err["message"]
+
+
+def test_the_trusted_tenant_and_quota_headers_need_the_key(
+    tiny_server: tuple[str, PrefixEngine, Any],
+) -> None:
+    """The gateway sends whose request it is and the tenant's KV block quota with the
+    engine key: keyed by namespace alone, a tenant whose end users each have a namespace
+    counted as one tenant per user for the engine's slots and queue, and no quota was
+    enforced outside the in-process engine. A request that alone needs more blocks than
+    its quota is refused (a 400) with the key; without it the headers are ignored."""
+    url, _engine, _ = tiny_server
+    prompt = words(30, start=300)  # 8 blocks of 4 with its answer
+    tenant = {NAMESPACE_HEADER: "user-1", TENANT_HEADER: "ab" * 16, QUOTA_HEADER: "2"}
+    body = {"model": "tiny", "prompt": prompt, "max_tokens": 2, "temperature": 0}
+    refused = httpx.post(f"{url}{COMP}", json=body, headers=tenant | {KEY_HEADER: KEY})
+    assert_openai_error(refused, 400)
+    assert complete(url, prompt, tenant)["usage"]["prompt_tokens"] == 30  # no key: ignored
+    roomy = tenant | {KEY_HEADER: KEY, QUOTA_HEADER: "64"}
+    assert complete(url, prompt, roomy)["usage"]["prompt_tokens"] == 30  # the control
+
+
+def test_resolve_tenant_rules() -> None:
+    ok = {KEY_HEADER: KEY, TENANT_HEADER: "0f" * 16, QUOTA_HEADER: "12"}
+    assert resolve_tenant(ok, KEY) == ("0f" * 16, 12)
+    assert resolve_tenant(ok, None) == (None, None)  # no key configured
+    assert resolve_tenant(ok | {KEY_HEADER: KEY + "x"}, KEY) == (None, None)
+    assert resolve_tenant(ok | {TENANT_HEADER: "Tenant A"}, KEY) == (None, 12)
+    for bad in ("0", "-3", "1e3", "x", str(2**31)):
+        assert resolve_tenant(ok | {QUOTA_HEADER: bad}, KEY) == ("0f" * 16, None)
 
 
 def test_resolve_namespace_rules() -> None:

@@ -48,6 +48,7 @@ What it holds of the answer is bounded (``gateway/proxy/upstream_read.py``).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -95,6 +96,25 @@ MAX_PASSED_HEADERS = 16
 MAX_SAID_CHARS = 2000  # of an upstream's error string put in the gateway's own body
 MAX_PASSED_VALUE = 256
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+# What each passed header may say (printable ASCII of the right length was not enough:
+# an upstream echoing the request into one put user text in a response header).
+_NUMBER = re.compile(r"[0-9]{1,15}(?:\.[0-9]{1,6})?")
+_HTTP_DATE = re.compile(r"[A-Z][a-z]{2}, [0-9]{2} [A-Z][a-z]{2} [0-9]{4} [0-9:]{8} GMT")
+_RETRY_AFTER = re.compile(f"{_NUMBER.pattern}|{_HTTP_DATE.pattern}")
+_DURATION = re.compile(r"[0-9.]{1,12}(?:[a-z]{1,2}[0-9.]{0,12}){0,4}")  # 60, 1s, 6m0s, 20ms
+_VERSION = re.compile(r"[0-9A-Za-z.-]{1,32}")  # 2020-10-01
+_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")  # as the gateway's own request ids
+
+
+def _pattern_for(name: str) -> re.Pattern[str]:
+    if name.startswith(PASSED_PREFIXES):
+        return _DURATION
+    return {
+        "retry-after": _RETRY_AFTER,
+        "retry-after-ms": _NUMBER,
+        "openai-processing-ms": _NUMBER,
+        "openai-version": _VERSION,
+    }.get(name, _ID)
 
 
 def passed_headers(response: httpx.Response, request_id: str) -> dict[str, str]:
@@ -116,8 +136,8 @@ def passed_headers(response: httpx.Response, request_id: str) -> dict[str, str]:
             value = raw_value.decode("ascii").strip()
         except UnicodeDecodeError:
             continue
-        if not value or len(value) > MAX_PASSED_VALUE or not value.isprintable():
-            continue
+        if not value or len(value) > MAX_PASSED_VALUE or not _pattern_for(name).fullmatch(value):
+            continue  # only what such a header means: an upstream echoing text is dropped
         if name == UPSTREAM_REQUEST_ID and value == request_id:
             continue  # our own id echoed back: the client has it already
         if name not in out and len(out) < MAX_PASSED_HEADERS:

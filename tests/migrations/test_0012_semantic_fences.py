@@ -7,17 +7,9 @@ from pathlib import Path
 
 import pytest
 from alembic import command
-from sqlalchemy import create_engine, inspect
 
 from migrations.runner import alembic_config, upgrade_database
-
-
-def tables(url: str) -> set[str]:
-    engine = create_engine(url)
-    try:
-        return set(inspect(engine).get_table_names())
-    finally:
-        engine.dispose()
+from tests.migrations.test_migrations import tables
 
 
 @pytest.mark.parametrize(

@@ -72,6 +72,7 @@ class DiskBlockStore:
         self._lock = threading.Lock()
         self._index: OrderedDict[bytes, int] = OrderedDict()  # key -> size, LRU first
         self._used = 0
+        self._evicting: set[bytes] = set()  # out of the index, file not yet deleted
         self.hits = self.misses = self.puts = self.errors = 0
         self.bytes_read = self.bytes_written = 0
         self.num_evictions = self.num_rejected = 0
@@ -102,7 +103,7 @@ class DiskBlockStore:
         for _, _, key, size in sorted(found):
             self._index[key] = size
             self._used += size
-        _unlink_all(self._evict_to_fit(0))
+        self._unlink_victims(self._evict_to_fit(0))
 
     def _path(self, key: bytes) -> Path:
         if not isinstance(key, bytes) or not key:
@@ -123,7 +124,8 @@ class DiskBlockStore:
     def _sync(self, key: bytes, path: Path, *, use: bool) -> bool:
         """Make the index agree with the file: the stat and any eviction's unlinks run
         outside the lock (a stalled filesystem must not hold /metrics, other readers or
-        the engine thread behind it), the index changes under it."""
+        the engine thread behind it), the index changes under it. A file being evicted
+        (out of the index, its unlink not done yet) is not adopted back."""
         try:
             size = os.stat(path).st_size
         except _GONE:
@@ -131,9 +133,11 @@ class DiskBlockStore:
                 self._forget(key)
             return False
         with self._lock:
+            if key in self._evicting:
+                return False
             self._remember(key, size, use=use)
             victims = self._evict_to_fit(0)  # an adopted file counts against the capacity
-        _unlink_all(victims)
+        self._unlink_victims(victims)
         return True
 
     def _forget(self, key: bytes) -> bool:
@@ -142,16 +146,25 @@ class DiskBlockStore:
             self._used -= size
         return size is not None
 
-    def _evict_to_fit(self, incoming: int) -> list[Path]:
-        """Drop LRU entries (lock held) until ``incoming`` more bytes fit; their files, for
-        the caller to delete once the lock is released."""
-        victims: list[Path] = []
+    def _evict_to_fit(self, incoming: int) -> list[bytes]:
+        """Drop LRU entries (lock held) until ``incoming`` more bytes fit; their keys, for
+        the caller to delete the files of (:meth:`_unlink_victims`) once the lock is
+        released. Until then they are ``_evicting``: a reader does not adopt them back."""
+        victims: list[bytes] = []
         while self._index and self._used + incoming > self.capacity_bytes:
             victim, size = self._index.popitem(last=False)
             self._used -= size
-            victims.append(self._path(victim))
+            victims.append(victim)
+            self._evicting.add(victim)
             self.num_evictions += 1
         return victims
+
+    def _unlink_victims(self, victims: list[bytes]) -> None:
+        for victim in victims:
+            _unlink(self._path(victim))
+        if victims:
+            with self._lock:
+                self._evicting.difference_update(victims)
 
     def _fail(self, what: str, key: bytes, exc: OSError) -> TierUnavailableError:
         with self._lock:
@@ -225,7 +238,7 @@ class DiskBlockStore:
             with self._lock:
                 self._forget(key)
                 victims = self._evict_to_fit(size)
-            _unlink_all(victims)
+            self._unlink_victims(victims)
             os.replace(tmp, path)
         except BaseException:
             _unlink(tmp)
@@ -248,7 +261,7 @@ class DiskBlockStore:
             self.capacity_bytes = max(size, self._used - free + size)
             victims = self._evict_to_fit(size)
             capacity = self.capacity_bytes
-        _unlink_all(victims)
+        self._unlink_victims(victims)
         log.warning(
             "disk store: the filesystem is full; capacity lowered to %d bytes (%d evicted)",
             capacity,
@@ -309,11 +322,6 @@ class DiskBlockStore:
         return (
             f"DiskBlockStore({str(self.directory)!r}, blocks={len(self._index)}, used={self._used})"
         )
-
-
-def _unlink_all(paths: list[Path]) -> None:
-    for path in paths:
-        _unlink(path)
 
 
 def _unlink(path: str | Path) -> None:

@@ -283,3 +283,39 @@ def test_a_stalled_rename_holds_neither_metrics_nor_readers(
         release.set()
         writer.join(10)
     assert store.get(key(2)) == record(2)  # the control: the stalled write lands
+
+
+def test_a_file_being_evicted_is_not_adopted_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Evictions delete their files outside the lock; a reader that opens such a file in
+    between must not put it back in the index (it was adopted, then deleted: a block
+    counted that no longer existed, once in a full run's concurrent test)."""
+    import prefix.tiers.disk_store as disk_store
+
+    size = len(record(0))
+    store = DiskBlockStore(tmp_path, 2 * size, namespace=NS)
+    store.put(key(0), record(0))
+    store.put(key(1), record(1))
+    victim = str(store.directory / key(0).hex()[:2] / f"{key(0).hex()}.kvb")
+    evicting, release = threading.Event(), threading.Event()
+    real_unlink = disk_store._unlink
+
+    def slow_unlink(path: str | Path) -> None:
+        if str(path) == victim:
+            evicting.set()
+            release.wait(10)
+        real_unlink(path)
+
+    monkeypatch.setattr(disk_store, "_unlink", slow_unlink)
+    writer = threading.Thread(target=store.put, args=(key(2), record(2)))
+    writer.start()
+    try:
+        assert evicting.wait(5)
+        assert store.get(key(0)) == record(0)  # still on disk: read, not adopted
+    finally:
+        release.set()
+        writer.join(10)
+    assert store.keys() == [key(1), key(2)]
+    assert store.stats()["used_bytes"] == 2 * size
+    assert store.get(key(0)) is None  # the control: gone for good

@@ -103,8 +103,7 @@ class SemanticCache:
     def writing(self, wait: float | None = None) -> Iterator[bool]:
         """Hold the write lock, waiting at most ``wait`` seconds (None: as long as it
         takes); yields whether it was taken. A backfill passes a bound: a rebuild or a
-        snapshot holds the lock for seconds to minutes, and an answer the model already
-        gave must not wait for them (it is skipped as ``busy`` instead)."""
+        snapshot holds it for minutes, and an answer given must not wait (``busy``)."""
         taken = self._write_lock.acquire(timeout=-1 if wait is None else max(wait, 0.0))
         try:
             yield taken
@@ -117,8 +116,7 @@ class SemanticCache:
         return self.embedder.embedder_id
 
     def fence(self, tenant: str) -> None:
-        """Before invalidating ``tenant``'s entries: answers to questions asked until
-        now are not kept (:mod:`semantic.fences`)."""
+        """Before invalidating: answers to questions asked till now are not kept."""
         raise_fence(self.entries, tenant, self.now())
 
     def now(self) -> datetime:
@@ -293,16 +291,14 @@ class SemanticCache:
     ) -> StoreResult:
         """Backfill ``response`` (an OpenAI response body) for ``query``.
 
-        Idempotent: the same normalized question in the same partition updates
-        the existing entry. Uncacheable responses (:mod:`semantic.cacheability`)
-        and guarded questions are skipped, with the reason in the result.
-        ``embedding`` and ``partition_key`` may come from the preceding lookup's
-        result (same query): the question is then neither embedded nor its
-        partition hashed a second time. Everything is validated before the
-        database is touched. With ``wait``, a write lock held longer than that (a
-        rebuild) skips the store with reason ``busy``. With ``asked_at`` (when the
-        question was asked), an answer its tenant's invalidation overtook is not kept
-        (reason ``invalidated``, :mod:`semantic.fences`).
+        Idempotent: the same normalized question in the same partition updates the
+        entry. Uncacheable responses (:mod:`semantic.cacheability`) and guarded
+        questions are skipped, with the reason in the result. ``embedding`` and
+        ``partition_key`` may come from the lookup's result (same query): nothing is
+        embedded or hashed twice. Everything is validated before the database is
+        touched. With ``wait``, a write lock held longer (a rebuild) skips with reason
+        ``busy``; with ``asked_at`` (when the question was asked), an answer its
+        tenant's invalidation overtook is not kept (``invalidated``, semantic/fences.py).
         """
         key = partition_key if partition_key is not None else self.partition_key(query)
         skip = store_skip_reason(self, query, response, policy)  # the backfill's check too

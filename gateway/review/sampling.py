@@ -159,8 +159,7 @@ class MisfireSampler:
         self.rng = rng or random.Random()
         self._slots = asyncio.Semaphore(max_concurrent)
         self._tasks: set[asyncio.Task[None]] = set()  # samples being written
-        # Shadow checks, apart: they filled max_pending (see _start_shadow).
-        self._shadows: set[asyncio.Task[None]] = set()
+        self._shadows: set[asyncio.Task[None]] = set()  # their shadow checks (_start_shadow)
         registry = registry if registry is not None else CollectorRegistry()
         self.samples = Counter(
             "cachegate_misfire_samples",

@@ -158,35 +158,6 @@ def test_allowlisted_upstream_headers_reach_the_client(
     assert r.headers["x-cachegate-cache"] == "miss"
 
 
-def test_passed_headers_carry_only_what_they_mean(
-    gw: Gateway, up: Scripted, tenant: tuple[str, str]
-) -> None:
-    """An upstream that echoes the request into a passed header (a rate-limit value, its
-    request id) put user text in the client's response headers: a privacy review found
-    the values checked for shape only. Now each passes only as what it means: numbers,
-    durations, a date, an id. The control: the same names with such values pass."""
-    marker = "my secret question"
-
-    async def echoing(body: dict[str, Any], request: Request) -> Response:
-        headers = {
-            "x-ratelimit-remaining-requests": marker,
-            "retry-after": f"3 {marker}",
-            "x-request-id": marker,
-            "x-ratelimit-limit-requests": "60",  # the controls
-            "retry-after-ms": "1500",
-        }
-        return JSONResponse(answer("Echo."), headers=headers)
-
-    up.handler = echoing
-    with gw.http(tenant[1]) as http:
-        r = http.post(CHAT, json=ask("echoed headers"))
-    assert r.status_code == 200, r.text
-    assert marker not in str(r.headers).lower()
-    assert "x-upstream-request-id" not in r.headers
-    assert r.headers["x-ratelimit-limit-requests"] == "60"
-    assert r.headers["retry-after-ms"] == "1500"
-
-
 def test_an_upstream_echoing_our_request_id_adds_no_header(
     gw: Gateway, up: Scripted, tenant: tuple[str, str]
 ) -> None:

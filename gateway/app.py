@@ -240,7 +240,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
         waiters: list[Waiter] = [(lambda: not tenants.rest.is_ok, tenants.rest.succeeded)]
         if verification is not None:
             calibration = verification.calibrator
-            waiters.append((lambda: calibration.is_database_away, calibration.retry_now))
+            waiters.append((calibration.waits_for_database, calibration.retry_now))
         recovery = RecoveryWatch(
             waiters,
             partial(db_ok_within, db_probe, db),

@@ -164,6 +164,12 @@ class Calibrator:
             self._probing = False
             self._next_try = self._clock() + backoff(self.retry, self._failures)
 
+    def waits_for_database(self) -> bool:
+        """Away, and not yet told that the database answers (:meth:`retry_now`): what
+        the recovery watch pings for (once told, the next lookup's probe decides)."""
+        with self._lock:
+            return self._away and not self._probing and self._next_try > 0.0
+
     def retry_now(self) -> None:
         """The database answers again (gateway/recovery.py): the next lookup probes it
         at once instead of waiting out the rest (its read alone ends the outage)."""

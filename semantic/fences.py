@@ -4,7 +4,8 @@ is never kept.
 An admin invalidation deletes a tenant's entries. A request whose lookup missed just
 before it, still waiting for the model, used to store its answer just after it, and
 that answer was then served until its TTL: the very answer the operator meant to
-remove (``POST /admin/tenants/{id}/cache/invalidate`` after a policy or price change).
+remove (``DELETE /admin/tenants/{id}/cache``, a partition or an entry, after the
+source of an answer changed).
 So an invalidation first commits a fence, the tenant's time of invalidation
 (:func:`raise_fence`), and only then deletes; a store of a question asked before the
 fence (:func:`is_fenced`, read after the entry's own commit) deletes what it wrote.

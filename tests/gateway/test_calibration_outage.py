@@ -231,7 +231,9 @@ def test_the_recovery_watch_ends_the_wait_at_once(setup) -> None:
     clock.now += 1
     assert cal.is_database_away and cal.refresh("r", 0.01).source == "unavailable"  # resting
     assert cal.current("r", 0.01) is not None  # what lookups use meanwhile
+    assert cal.waits_for_database()  # what the watch pings for
     cal.retry_now()
+    assert not cal.waits_for_database()  # told once: an idle replica is not pinged on
     assert cal.current("r", 0.01) is None  # so the next lookup reads
     assert cal.refresh("r", 0.01).source == "raised" and not cal.is_database_away
 

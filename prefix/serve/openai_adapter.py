@@ -56,8 +56,16 @@ async def to_engine_request(
         token_ids = await in_prep_thread(engine.encoder.encode, prompt)
     except RequestError as e:
         raise engine_error(e, prompt_param) from None
-    except (ValueError, TypeError, TemplateError) as e:  # the chat template refused it
-        raise ApiError(400, f"cannot build the prompt: {e}", param=prompt_param) from None
+    except (ValueError, TypeError, TemplateError) as e:
+        # The chat template refused the messages. Its words are not named: a template's
+        # raise_exception (or the error it tripped) may quote a message's text, and
+        # prompts never go into an error message (it is logged on the way).
+        raise ApiError(
+            400,
+            f"the model's chat template cannot render these messages ({type(e).__name__}); "
+            "check the roles and their order",
+            param=prompt_param,
+        ) from None
     try:
         budget = kv_block_quota * engine.block_size if kv_block_quota is not None else None
         params = sampling_params(req, len(token_ids), engine.max_model_len, budget)

@@ -351,3 +351,30 @@ def test_metrics_after_requests(tiny_server: tuple[str, PrefixEngine, Any]) -> N
     hits = reg.get_sample_value("prefix_cache_hits_total")
     assert queries >= 40 and 16 <= hits < queries  # tokens, not blocks
     assert reg.get_sample_value("prefix_cache_blocks_used") == 0
+
+
+def test_a_template_refusal_does_not_quote_the_messages(tiny_chat: LoadedModel) -> None:
+    """A chat template that refuses messages by quoting them: the 400 names no text."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_chat.path)
+    tok.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'system' %}"
+        "{{ raise_exception('no system turn: ' + m['content']) }}{% endif %}"
+        "{{ m['content'] }} {% endfor %}"
+    )
+    loaded = dataclasses.replace(tiny_chat, tokenizer=tok)
+    engine = PrefixEngine(EngineConfig(block_size=4, num_blocks=32), loaded=loaded)
+    app = create_engine_app(engine, served_model_name="tiny", trusted_key=KEY)
+    secret = "my card 4111 and my secret plan"
+    with serving(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        bad = {"role": "system", "content": secret}
+        r = client.post(CHAT, json={"model": "tiny", "messages": [bad], "max_tokens": 2})
+        err = assert_openai_error(r, 400)
+        assert err["param"] == "messages"
+        assert "chat template" in err["message"]
+        assert "secret" not in r.text and "4111" not in r.text
+        # control: the same template renders a user turn
+        ok = {"model": "tiny", "messages": [{"role": "user", "content": secret}], "max_tokens": 2}
+        assert client.post(CHAT, json=ok).status_code == 200
+    assert_idle(engine)

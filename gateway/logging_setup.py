@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -31,6 +32,42 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
+#: PostgreSQL quotes row values in an error's DETAIL ("Failing row contains (…)", "Key
+#: (…)=(…) already exists"): the question or answer a failed write carried. The engines
+#: hide bound parameters (``hide_parameters=True``), but the server's own message is in
+#: the exception's text, so a logged traceback drops each DETAIL up to the next line
+#: that is the traceback's or SQLAlchemy's own (a value may span lines).
+_DETAIL = re.compile(r"^\s*DETAIL:")
+_AFTER_DETAIL = re.compile(
+    r"^\s*(HINT:|CONTEXT:|\[SQL:|\[parameters:|\(Background on this error|Traceback \(|"
+    r"The above exception|During handling of|File \")"
+)
+
+
+def redact_exception_text(text: str) -> str:
+    """A formatted traceback without the row values a database error may quote."""
+    out: list[str] = []
+    skipping = False
+    for line in text.split("\n"):
+        if _DETAIL.match(line):
+            out.append(line[: line.index("DETAIL:")] + "DETAIL: (values not logged)")
+            skipping = True
+        elif skipping and not _AFTER_DETAIL.match(line):
+            continue
+        else:
+            skipping = False
+            out.append(line)
+    return "\n".join(out)
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger message``; tracebacks without database row values."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        # the traceback may have been formatted (and cached) by another handler first
+        return redact_exception_text(text) if record.exc_info or record.exc_text else text
+
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per record: fixed keys first, then the record's ``extra`` fields."""
@@ -46,7 +83,7 @@ class JsonFormatter(logging.Formatter):
             if key not in _STANDARD and not key.startswith("_") and key not in out:
                 out[key] = value
         if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
+            out["exception"] = redact_exception_text(self.formatException(record.exc_info))
         if record.stack_info:
             out["stack"] = self.formatStack(record.stack_info)
         # default=str: a field that is not JSON (a Path, an enum) is written as text
@@ -55,7 +92,7 @@ class JsonFormatter(logging.Formatter):
 
 
 def formatter(log_format: str) -> logging.Formatter:
-    return JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+    return JsonFormatter() if log_format == "json" else TextFormatter(TEXT_FORMAT)
 
 
 def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:

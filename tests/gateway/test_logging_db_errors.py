@@ -1,0 +1,71 @@
+"""A database error's traceback in the log names no row value: PostgreSQL quotes the
+failing row (or the duplicate key) in its DETAIL, which a failed write of a question or
+an answer would put in the log beside the hidden bound parameters."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DBAPIError
+
+from gateway.logging_setup import configure_logging, redact_exception_text
+from gateway.settings import Settings
+from tests.gateway.conftest import PG_SERVER_URL
+
+SECRET = "my salary is 91234 and\nmy wife's name\n\nis Alice"
+
+
+@pytest.fixture
+def failed_writes(pg_schema: str) -> Iterator[list[DBAPIError]]:
+    """Real errors of the real PostgreSQL: a check violation and a duplicate key."""
+    url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
+    engine = create_engine(url, hide_parameters=True)
+    errors: list[DBAPIError] = []
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE t (q text PRIMARY KEY, n int CHECK (n > 0))"))
+        conn.execute(text("INSERT INTO t VALUES (:q, 1)"), {"q": SECRET})
+    for n in (-1, 1):  # -1: "Failing row contains (…)"; 1: "Key (q)=(…) already exists"
+        try:
+            with engine.begin() as conn:
+                conn.execute(text("INSERT INTO t VALUES (:q, :n)"), {"q": SECRET, "n": n})
+        except DBAPIError as e:
+            errors.append(e)
+    engine.dispose()
+    assert len(errors) == 2
+    yield errors
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_logged_database_error_names_no_row_value(
+    failed_writes: list[DBAPIError], log_format: str
+) -> None:
+    # control: the exceptions do carry the values, in both DETAIL forms
+    assert "Failing row contains" in str(failed_writes[0]) and "91234" in str(failed_writes[0])
+    assert "already exists" in str(failed_writes[1]) and "91234" in str(failed_writes[1])
+    buf = io.StringIO()
+    configure_logging(Settings(log_format=log_format), stream=buf)
+    log = logging.getLogger("cachegate.test")
+    try:
+        for exc in failed_writes:
+            try:
+                raise exc
+            except DBAPIError:
+                log.exception("backfill failed")
+    finally:
+        configure_logging(Settings(), stream=io.StringIO())
+    out = buf.getvalue()
+    for word in ("91234", "salary", "Alice", "wife"):
+        assert word not in out, out
+    # what an operator needs is still there: the error, its constraint, the statement
+    assert "CheckViolation" in out and "UniqueViolation" in out
+    assert "t_n_check" in out and "INSERT INTO t" in out
+    assert out.count("DETAIL: (values not logged)") == 4  # SQLAlchemy's and psycopg's
+
+
+def test_redaction_leaves_other_tracebacks_alone() -> None:
+    tb = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: DETAILS: x'
+    assert redact_exception_text(tb) == tb

@@ -3,9 +3,17 @@
 
 Only samples whose verifier score came from a score scale in force count (one id per
 language, ``GatewayVerifier.scale_ids``; the sampler stores the id of the model that
-read each pair), newest first, at most :data:`MAX_SAMPLES`; each weighs 1 / the
-probability it was sampled with (plain counts when any sample lacks a usable one).
-The labels left out for their scale are counted apart for the report.
+read each pair): the newest :data:`MAX_SAMPLES` and the :data:`MAX_SAMPLES` with the
+lowest scores, each once; each weighs 1 / the probability it was sampled with (plain
+counts when any sample lacks a usable one). The labels left out for their scale are
+counted apart for the report.
+
+Why the lowest scores too: a range the labels disprove is cut off for good
+(gateway/calibration.py), and from then on new samples come only from above the cut.
+With the newest alone, a tenant that labels on would push the disproving labels out of
+the window after :data:`MAX_SAMPLES` more, and the range be served again. The lowest
+scores are where disproved ranges lie (bands are laid from the shipped cut up), and no
+label joins them once they are cut off, so they stay read.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from sqlalchemy.orm import Session
 from gateway.calibration import Label
 from gateway.models import MisfireSample
 
-#: The most recent labelled samples read per tenant.
+#: The most recent labelled samples read per tenant, and as many lowest-scored ones.
 MAX_SAMPLES = 20_000
 
 
@@ -32,26 +40,30 @@ def load_labels(
     (plain counts: a weight guessed for some would skew the rest); with
     ``verifier_models``, only those one of these score scales scored (the verifier in
     force: one per language, ``GatewayVerifier.scale_ids``)."""
-    statement = (
-        select(MisfireSample.verifier_score, MisfireSample.label, MisfireSample.entity_comparison)
-        .where(MisfireSample.tenant_id == tenant_id)
-        .where(MisfireSample.label.is_not(None))
-        .where(MisfireSample.verifier_score.is_not(None))
-    )
     if isinstance(verifier_models, str):  # one id is not a collection of its letters
         raise TypeError("verifier_models is a collection of score scale ids, not one id")
+    score = MisfireSample.verifier_score
+    statement = (
+        select(MisfireSample.id, score, MisfireSample.label, MisfireSample.entity_comparison)
+        .where(MisfireSample.tenant_id == tenant_id)
+        .where(MisfireSample.label.is_not(None))
+        # a probability (PostgreSQL keeps NaN, above every number, and ±inf): anything
+        # else would take places in the lowest-scores window
+        .where(score.is_not(None), score >= 0.0, score <= 1.0)
+    )
     if verifier_models is not None:
         statement = statement.where(MisfireSample.verifier_model.in_(list(verifier_models)))
-    statement = statement.order_by(MisfireSample.id.desc()).limit(MAX_SAMPLES)
+    newest = statement.order_by(MisfireSample.id.desc()).limit(MAX_SAMPLES)
+    lowest = statement.order_by(score.asc(), MisfireSample.id.asc()).limit(MAX_SAMPLES)
     with Session(db) as s:
-        rows = [
-            (float(score), label == "misfire", _weight(comparison))
-            for score, label, comparison in s.execute(statement)
-            # PostgreSQL keeps NaN and inf: only a verifier probability moves a cut
-            if score is not None and math.isfinite(score) and 0.0 <= score <= 1.0
-        ]
+        read = {row[0]: row[1:] for query in (newest, lowest) for row in s.execute(query)}
+    rows = [
+        (float(value), label == "misfire", _weight(comparison))
+        for _, (value, label, comparison) in sorted(read.items(), reverse=True)
+        if value is not None and math.isfinite(value) and 0.0 <= value <= 1.0
+    ]
     plain = any(w is None for _, _, w in rows)
-    return [Label(score, misfire, 1.0 if plain or w is None else w) for score, misfire, w in rows]
+    return [Label(v, misfire, 1.0 if plain or w is None else w) for v, misfire, w in rows]
 
 
 def count_uncounted_labels(db: Engine, tenant_id: str, verifier_models: Collection[str]) -> int:

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from gateway.calibration import (
@@ -24,6 +25,8 @@ from gateway.calibration_labels import load_labels
 from gateway.reports.stats import weighted_wilson
 from gateway.review.sampling import stored_score
 from gateway.tenants import utc_now
+from migrations.runner import upgrade_database
+from tests.gateway.conftest import PG_SERVER_URL
 from tests.gateway.test_calibration import migrated, sample
 
 SHIPPED = 0.981161  # the shipped curve's 1% cut (calibration.json, session 29)
@@ -67,11 +70,20 @@ def test_the_cut_stays_within_0_and_1() -> None:
     assert tenant_cut([], 0.01, -0.2).cut == 0.0
 
 
-def test_load_labels_keeps_only_probabilities(tmp_path: Path) -> None:
-    db = migrated(tmp_path)
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_load_labels_keeps_only_probabilities(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    if backend == "sqlite":
+        db = migrated(tmp_path)
+    else:  # PostgreSQL keeps NaN (above every number) and ±inf: the windows skip them
+        schema = request.getfixturevalue("pg_schema")
+        url = f"{PG_SERVER_URL}?options=-csearch_path%3D{schema}"
+        upgrade_database(url)
+        db = create_engine(url)
     now = utc_now()
     with Session(db) as s, s.begin():
-        for score in (math.inf, -math.inf, 1.5, -0.5, 0.0, 0.5, 1.0):
+        for score in (math.inf, -math.inf, 1.5, -0.5, 0.0, 0.5, 1.0, math.nan):
             s.add(sample("t", score, "misfire", now))
     assert sorted(x.score for x in load_labels(db, "t")) == [0.0, 0.5, 1.0]
     db.dispose()
@@ -201,3 +213,33 @@ def test_a_tenant_at_its_target_is_rarely_raised() -> None:
             data = [(rng.uniform(0.9, 1.0), rng.random() < target) for _ in range(n)]
             raised += tenant_cut(data, target, 0.9).source == "raised"
         assert raised <= 0.08 * runs, (target, n, raised)
+
+
+@pytest.mark.parametrize("window", [60, 1000])
+def test_a_disproved_range_stays_read_however_many_labels_follow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int
+) -> None:
+    """Labels that disproved a range stay read once newer labels outnumber the window:
+    after the raise new samples come only from above the cut, so read newest-first the
+    range's labels fell out and it was served again. window=1000 is the control (every
+    label read)."""
+    import gateway.calibration_labels as calibration_labels
+
+    monkeypatch.setattr(calibration_labels, "MAX_SAMPLES", window)
+    db = migrated(tmp_path)
+    now = utc_now()
+    bad = [SHIPPED + 1e-4 + i * 1e-5 for i in range(30)]  # the band just above the cut
+    with Session(db) as s, s.begin():
+        for i, score in enumerate(bad):
+            s.add(sample("t", score, "misfire" if i % 6 == 0 else "ok", now))  # 5 of 30
+    with Session(db) as s, s.begin():  # then many clean labels, all above the raised cut
+        for i in range(200):
+            s.add(sample("t", 0.995 + i * 1e-5, "ok", now))
+        s.add(sample("other", SHIPPED + 1e-4, "misfire", now))  # another tenant's
+    labels = load_labels(db, "t")
+    # newest 60 ∪ lowest 60 (the 30 bad and the 30 lowest clean), or all 230
+    assert len(labels) == (120 if window == 60 else 230)
+    cut = tenant_cut(labels, 0.01, SHIPPED)
+    assert cut.source == "raised" and cut.cut >= max(bad), cut
+    assert cut.misfires == 0 and cut.served == (90 if window == 60 else 200)
+    db.dispose()

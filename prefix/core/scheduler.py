@@ -23,7 +23,8 @@ batch of another tenant's decodes (bench/fairness.py: B's TTFT under A's flood
 5.0x → 3.3x of unloaded on a busy 2-core box, 1.9x on a quieter one; README).
 Starvation-free: never two such steps in a row, so every decoding sequence
 still gets a token at least every other step; none while preempted sequences
-wait (memory pressure: they come first); and an empty priority plan (its
+wait for memory (they come first; one waiting for its own tenant's quota or cap
+does not count); and an empty priority plan (its
 request does not fit) falls back to a normal step at once.
 """
 
@@ -220,14 +221,24 @@ class Scheduler:
         """Tenants with work to start and nothing decoding, while another tenant decodes.
 
         Empty when a priority step would change nothing (no decodes to hold back) or
-        while preempted sequences wait: they are readmitted first, in normal steps.
+        while preempted sequences wait for memory: they are readmitted first, in normal
+        steps. One that waits for its own tenant's share (its KV quota, its running
+        cap) is no memory pressure, and no step of any kind admits it sooner: before,
+        it stopped every tenant's priority steps for as long as it waited.
         """
         decoding = {s.tenant_key for s in self.running if _is_decoding(s)}
-        if not decoding or any(s.num_preemptions for s in self.waiting):
+        if not decoding or any(
+            s.num_preemptions and not self._waits_for_own_share(s) for s in self.waiting
+        ):
             return set()
         pending = {s.tenant_key for s in self.waiting}
         pending.update(s.tenant_key for s in self.running if not _is_decoding(s))
         return pending - decoding
+
+    def _waits_for_own_share(self, seq: Sequence) -> bool:
+        """``seq`` cannot be admitted until its own tenant's running requests finish."""
+        needed = seq.num_blocks_for(seq.num_tokens)
+        return self._at_tenant_limit(seq) or self._over_quota(seq, needed)
 
     def _at_tenant_limit(self, seq: Sequence) -> bool:
         limit = self.max_num_seqs_per_tenant

@@ -398,3 +398,40 @@ def test_a_sequence_whose_kv_nothing_can_reuse_is_neither_matched_nor_kept() -> 
     run_step(s)
     assert again.num_cached_tokens == 8  # 3 blocks, the last recomputed for its logits
     drain(s)
+
+
+def test_a_request_preempted_for_its_own_quota_does_not_stop_priority_steps() -> None:
+    # a2 was preempted to keep tenant a within its quota and waits for a1 to finish: no
+    # memory pressure, so tenant b's first request still gets its priority step.
+    s = make(num_blocks=128, max_num_seqs=32, max_num_seqs_per_tenant=16)
+    a1 = seq(8, max_tokens=12, quota_key="a", kv_block_quota=6)
+    a2 = seq(8, start=300, max_tokens=12, quota_key="a", kv_block_quota=6)
+    for q in (a1, a2):
+        q.tenant_key = "a"
+        s.add(q)
+    while not a2.num_preemptions:
+        run_step(s)
+    assert a2.status is SequenceStatus.WAITING and a1.status is SequenceStatus.RUNNING
+    b = tenant_seq("b", 10, start=5000, max_tokens=3)
+    s.add(b)
+    out = run_step(s)
+    assert [c.seq for c in out.prefill] == [b] and not out.decode
+    assert s.num_priority_steps == 1
+    drain(s)
+    assert len(a1.output_token_ids) == len(a2.output_token_ids) == 12
+
+
+def test_a_request_preempted_for_memory_still_stops_priority_steps() -> None:
+    # control: a2 preempted because the pool ran out waits first, in normal steps
+    s = make(num_blocks=6, max_num_seqs=32, max_num_seqs_per_tenant=16)
+    a1 = tenant_seq("a", 8, start=0, max_tokens=12)
+    a2 = tenant_seq("a", 8, start=300, max_tokens=12)
+    for q in (a1, a2):
+        s.add(q)
+    while not a2.num_preemptions:
+        run_step(s)
+    b = tenant_seq("b", 2, start=5000, max_tokens=3)
+    s.add(b)
+    run_step(s)
+    assert s.num_priority_steps == 0
+    drain(s)

@@ -124,11 +124,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     """Ask a running gateway for the misfire report (JSON) and print its summary."""
     import httpx
 
+    from gateway.admin_client import default_admin_url
     from gateway.reports.text import format_summary
     from gateway.settings import get_settings
 
     s = get_settings()
-    url = (args.url or f"http://{s.host}:{s.port}").rstrip("/")
+    url = (args.url or default_admin_url(s)).rstrip("/")
     token = args.token or (s.admin_token.get_secret_value() if s.admin_token else None)
     if not token:
         raise ValueError("no admin token: pass --token or set CACHEGATE_ADMIN_TOKEN")
@@ -213,6 +214,7 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from gateway.cli_admin import add_admin_commands
+    from gateway.cli_migrate import add_migrate_command
     from gateway.doctor import add_doctor_command
 
     parser = argparse.ArgumentParser(prog="cachegate", description=__doc__)
@@ -297,7 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser(
         "report", help="misfire and cache report of a running gateway (admin token)"
     )
-    rep.add_argument("--url", default=None, help="gateway URL (default http://HOST:PORT)")
+    rep.add_argument(
+        "--url", default=None, help="gateway URL (default CACHEGATE_ADMIN_URL, else HOST:PORT)"
+    )
     rep.add_argument("--token", default=None, help="admin token (default CACHEGATE_ADMIN_TOKEN)")
     rep.add_argument("--tenant", default=None, help="one tenant (default: all)")
     rep.add_argument("--target", type=float, default=0.01, help="target misfire rate (0.01)")
@@ -308,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_admin_commands(sub)  # tenants, keys, policy, cache: over the admin API
     add_doctor_command(sub)
+    add_migrate_command(sub)
     return parser
 
 

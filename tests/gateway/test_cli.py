@@ -154,3 +154,28 @@ def test_neither_server_writes_uvicorns_access_log(monkeypatch: pytest.MonkeyPat
     finally:
         get_settings.cache_clear()
     assert seen["access_log"] is False and seen["port"] == 1
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"CACHEGATE_ADMIN_URL": "http://127.0.0.1:9/gw/"}, "http://127.0.0.1:9/gw"),
+        ({"CACHEGATE_HOST": "0.0.0.0", "CACHEGATE_PORT": "9"}, "http://127.0.0.1:9"),
+    ],
+)
+def test_report_asks_the_admin_url_like_the_other_admin_commands(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    env: dict[str, str],
+    expected: str,
+) -> None:
+    for name in ("CACHEGATE_ADMIN_URL", "CACHEGATE_HOST", "CACHEGATE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    try:
+        assert main(["report", "--token", "t"]) == 1  # port 9: nothing listens
+    finally:
+        get_settings.cache_clear()
+    assert f"cannot reach the gateway at {expected}:" in capsys.readouterr().err

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -45,6 +46,8 @@ from gateway.state import GatewayState
 from gateway.tenants import TenantContext
 from protocol.headers import safe_headers
 from protocol.responses import ChunkWriter, Kind, response_body, usage
+
+log = logging.getLogger("cachegate.gateway")
 
 
 def cache_label(decision: SemanticDecision, cached_tokens: int | None) -> str:
@@ -211,6 +214,14 @@ class UpstreamAnswer:
             # would refuse it or keep something else, and a replay must be faithful.
             self.backfill = "skipped:not_storable"
             gw.metrics.backfills.labels(tenant, "skipped").inc()
+        try:
+            self._count(done, payload)
+        except Exception:  # counting never fails an answer the client has (or is owed)
+            log.exception("counting a request failed")
+
+    def _count(self, done: Done, payload: dict[str, Any]) -> None:
+        """The request's metrics, statistics row and access line."""
+        gw, tenant = self.gw, self.ctx.tenant_id
         label = cache_label(self.decision, done.cached_tokens)
         gw.metrics.requests.labels(tenant, label).inc()
         gw.metrics.prefix_query_tokens.labels(tenant).inc(done.prompt_tokens)

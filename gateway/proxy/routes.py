@@ -18,6 +18,7 @@ not; a 429 or 503 from the upstream keeps its status, body and headers.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -63,6 +64,8 @@ from protocol.responses import (
 )
 
 router = APIRouter()
+
+log = logging.getLogger("cachegate.gateway")
 
 
 #: How soon a client may ask again for a model list the upstream has not given yet
@@ -298,12 +301,15 @@ def _semantic_hit(
         # the scale ``score`` is on: the report draws only the embedder in force's scores
         embedder_id=None if cache is None else cache.embedder_id,
     )
-    if gw.saved is not None:
-        gw.saved.count(row)
-    if gw.stats is not None:
-        ms = elapsed * 1000
-        gw.stats.record(row.timed(ms, ms, stream), body)
-        note_request(row.timed(ms, ms, stream), body, text)  # the access line (request_log.py)
+    try:
+        if gw.saved is not None:
+            gw.saved.count(row)
+        if gw.stats is not None:
+            ms = elapsed * 1000
+            gw.stats.record(row.timed(ms, ms, stream), body)
+            note_request(row.timed(ms, ms, stream), body, text)  # access line (request_log.py)
+    except Exception:  # counting never fails a hit
+        log.exception("counting a semantic hit failed")
     if gw.review is not None:
         gw.review.on_hit(ctx, kind, body, decision, request_id)  # returns at once
     # A hit is the stored answer as the upstream gave it (its model, system_fingerprint,

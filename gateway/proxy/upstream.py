@@ -195,16 +195,24 @@ def tenant_digest(server_salt: str, tenant_id: str) -> str:
     return hmac.new(server_salt.encode(), message.encode(), hashlib.sha256).hexdigest()[:32]
 
 
+#: The largest token count believed: no server sends more, and the statistics table's
+#: INTEGER columns hold no more (PostgreSQL's are 32-bit).
+MAX_TOKEN_COUNT = 2**31 - 1
+
+
 def usage_counts(usage: Any) -> dict[str, Any]:
     """Token counts for the metrics; a field the upstream left out or mangled (not an
-    int, or negative: a Prometheus counter refuses to go down) counts 0."""
+    int, negative: a Prometheus counter refuses to go down, or above
+    :data:`MAX_TOKEN_COUNT`) counts 0. Above it, a count broke what read it: a float
+    conversion (``10**400``) failed the miss after its answer was stored and then
+    every hit on that answer, and one past 64 bits lost the statistics batch it was in."""
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("prompt_tokens_details")
     details = details if isinstance(details, dict) else {}
 
     def count(value: Any) -> int:
-        is_count = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        return value if is_count else 0
+        is_count = isinstance(value, int) and not isinstance(value, bool)
+        return value if is_count and 0 <= value <= MAX_TOKEN_COUNT else 0
 
     return {
         "prompt_tokens": count(usage.get("prompt_tokens")),

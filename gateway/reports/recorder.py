@@ -186,7 +186,7 @@ class StatsRecorder:
         self.written = 0
         self.dropped = Counter(
             "cachegate_stats_dropped",
-            "Request statistics rows dropped (database down, buffer full, tenant deleted)",
+            "Request statistics rows dropped (database down, buffer full, tenant deleted, invalid)",
             ["reason"],
             registry=registry if registry is not None else CollectorRegistry(),
         )
@@ -238,6 +238,11 @@ class StatsRecorder:
             except SQLAlchemyError as exc:
                 self.dropped.labels("database").inc(len(batch))
                 log.warning("dropped %d request statistics rows: %s", len(batch), exc)
+            except Exception as exc:  # a row the database cannot take: counted, not lost
+                self.dropped.labels("invalid").inc(len(batch))
+                log.warning(
+                    "dropped %d request statistics rows (%s)", len(batch), type(exc).__name__
+                )
             else:
                 written += count
                 self.written += count

@@ -156,6 +156,27 @@ def test_stats_recorder_drops_rows_when_the_database_is_down(tmp_path: Path) -> 
     assert recorder.prompts.recent("t") == [] and recorder.prompts.tenants() == []
 
 
+def test_a_row_the_database_refuses_is_counted_and_the_writer_goes_on(tmp_path: Path) -> None:
+    # A count past 64 bits (no INTEGER holds it): SQLite raises OverflowError, no
+    # SQLAlchemyError, and the batch it was in was lost uncounted.
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    upgrade_database(url)
+    db = create_engine(url)
+    registry = CollectorRegistry()
+    recorder = StatsRecorder(db, registry, flush_seconds=60)
+
+    async def scenario() -> tuple[int, int]:
+        recorder.record(RequestRecord("t", "miss", "miss:empty", None, 2**63, 0, 1), {})
+        refused = await recorder.flush()
+        recorder.record(RequestRecord("t", "miss", "miss:empty", None, 10, 0, 1), {})
+        return refused, await recorder.flush()  # control: the next row is written
+
+    assert asyncio.run(scenario()) == (0, 1)
+    text = generate_latest(registry).decode()
+    assert metric(text, "cachegate_stats_dropped_total", reason="invalid") == 1
+    db.dispose()
+
+
 def test_prompt_buffer_is_bounded_per_tenant_and_in_tenants() -> None:
     buffer = PromptBuffer(per_tenant=3, max_tenants=2)
     for i in range(5):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -24,7 +24,11 @@ from protocol.errors import ApiError
 MAX_REQUEST_STOPS = 64
 MAX_REQUEST_STOP_CHARS = 4096
 
+#: The roles of the OpenAI API, the ones the built-in engine takes. A request may name
+#: others (vLLM takes any string: Llama 3's ``ipython`` tool turns); they reach an HTTP
+#: upstream as sent, which judges them, and the built-in engine refuses them.
 Role = Literal["system", "user", "assistant", "tool", "developer", "function"]
+KNOWN_ROLES: frozenset[str] = frozenset(get_args(Role))
 
 
 class _Request(BaseModel):
@@ -39,14 +43,15 @@ class _Response(BaseModel):
 
 
 class ContentPart(_Request):
-    # Any part type is accepted here (image_url, input_audio, file, …): a gateway in
-    # front of a multimodal server forwards them; our engine refuses non-text parts.
-    type: str
+    # Any part type is accepted here (image_url, input_audio, file, …), and none (vLLM's
+    # ``{"image_url": …}`` shorthand): a gateway in front of a multimodal server
+    # forwards them; our engine refuses non-text parts.
+    type: str | None = None
     text: str | None = None
 
 
 class ChatMessage(_Request):
-    role: Role
+    role: str = Field(min_length=1, max_length=256)  # see KNOWN_ROLES
     # A string, a list of content parts (text parts joined with "\n"), or null (an
     # assistant turn that only carried tool calls).
     content: str | list[ContentPart] | None = None
@@ -59,9 +64,10 @@ class ChatMessage(_Request):
         return "\n".join(p.text or "" for p in self.content if p.type == "text")
 
     def non_text_part(self) -> str | None:
-        """The type of the first part that is not text, if any."""
+        """The type of the first part that is not text, if any ("untyped" for a part
+        that names none)."""
         if isinstance(self.content, list):
-            return next((p.type for p in self.content if p.type != "text"), None)
+            return next((p.type or "untyped" for p in self.content if p.type != "text"), None)
         return None
 
 

@@ -25,7 +25,7 @@ from prefix.model.tokenize import Prompt
 from prefix.serve.engine import PrefixEngine
 from prefix.serve.prep_pool import in_prep_thread
 from protocol.errors import ApiError
-from protocol.openai import ChatCompletionRequest, CompletionRequest
+from protocol.openai import KNOWN_ROLES, ChatCompletionRequest, CompletionRequest
 from protocol.sampling import sampling_params
 
 
@@ -104,7 +104,14 @@ def refuse_unsupported(req: ChatCompletionRequest | CompletionRequest) -> None:
             code="unsupported_parameter",
         )
     if isinstance(req, ChatCompletionRequest):
-        for message in req.messages:
+        for i, message in enumerate(req.messages):
+            if message.role not in KNOWN_ROLES:  # its name is the client's: not quoted
+                raise ApiError(
+                    400,
+                    f"invalid value for 'messages.{i}.role': this engine takes "
+                    + ", ".join(sorted(KNOWN_ROLES)),
+                    param="messages",
+                )
             if message.non_text_part() is not None:
                 raise ApiError(
                     400,

@@ -121,6 +121,41 @@ def test_completion_fields_our_engine_refuses_are_forwarded_unchanged(
         assert r.headers["x-cachegate-backfill"] == "skipped:not_cacheable"
 
 
+IPYTHON = {"role": "ipython", "content": "42"}  # Llama 3's tool-result turn (vLLM takes it)
+UNTYPED = {"role": "user", "content": [{"image_url": {"url": "http://x/cat.png"}}]}
+
+
+@pytest.mark.parametrize(
+    ("messages", "semantic"),
+    [
+        # a custom role after the question: no standalone question, nothing looked up
+        ([{"role": "user", "content": "What is 6 times 7?"}, IPYTHON], "skipped:"),
+        # before it: part of the context, which keys the partition exactly
+        ([IPYTHON, {"role": "user", "content": "And what is that plus one?"}], "miss"),
+        # vLLM's shorthand part with no type: media, never looked up
+        ([UNTYPED], "skipped:"),
+    ],
+    ids=["role-after", "role-before", "untyped-part"],
+)
+def test_roles_and_parts_an_upstream_may_take_reach_it_as_sent(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str], messages: list[Any], semantic: str
+) -> None:
+    # The built-in engine refuses both (400, tests/prefix/server_support.py BAD_INPUT);
+    # an HTTP upstream judges them itself: they were a 400 here before it saw them.
+    received: list[dict[str, Any]] = []
+
+    async def handler(body: dict[str, Any], request: Request) -> Response:
+        received.append(body)
+        return JSONResponse(answer("43."))
+
+    up.handler = handler
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("x") | {"messages": messages})
+    assert r.status_code == 200, r.text
+    assert received[-1]["messages"] == messages
+    assert r.headers["x-cachegate-semantic"].startswith(semantic), r.headers
+
+
 @pytest.mark.parametrize(
     "prompt",
     [["The capital of France is", "The capital of Italy is"], [[791, 6864], [791, 6864, 315]]],

@@ -97,7 +97,9 @@ class Detokenizer:
         new = window[len(self._prefix_text) :]
         if window.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for more tokens
             self.text = self._done + new.rstrip("\ufffd")
-            return False
+            # The whole characters before it may complete a stop string: the request
+            # stops at this token (searched later, it ran 1-2 tokens on and billed them).
+            return self._search()
         if new:
             self._done += new
             self._prefix, self._read = self._read, len(self.token_ids)
@@ -121,11 +123,10 @@ class Detokenizer:
     def delta(self, final: bool = False) -> str:
         """Text that is safe to emit now (held back while it could begin a stop string)."""
         if final and not self.stopped and len(self.text) > self._checked:
-            self._search()  # the text of a last step that ended mid-character
+            self._search()  # defensive: every push searches what it added
         safe = len(self.text)
         if not final and not self.stopped and self.stop:
-            # a step that ended mid-character added text not yet searched for stop strings
-            safe = min(safe, self._checked)
+            safe = min(safe, self._checked)  # never text not yet searched
             safe -= max(_partial_stop(self.text, s, safe) for s in self.stop)
         out = self.text[self._emitted : safe]
         self._emitted = max(self._emitted, safe)

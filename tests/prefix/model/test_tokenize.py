@@ -114,9 +114,10 @@ def test_streams_are_the_full_decode_and_stop_where_it_does(smol_loaded: LoadedM
         detok = enc.detokenizer(stops)
         expect_stop, expect_text = None, full.rstrip("\ufffd")
         for k in range(1, len(ids) + 1):
-            upto = tok.decode(ids[:k], skip_special_tokens=True)
+            # whole characters only: an unfinished one at the end is not text yet
+            upto = tok.decode(ids[:k], skip_special_tokens=True).rstrip("\ufffd")
             hits = [i for i in (upto.find(s) for s in stops) if i != -1]
-            if hits and not upto.endswith("\ufffd"):
+            if hits:
                 expect_stop, expect_text = k, upto[: min(hits)]
                 break
         pushes, streamed = stream(detok, ids)
@@ -136,12 +137,20 @@ def test_streams_are_the_full_decode_and_stop_where_it_does(smol_loaded: LoadedM
 def test_a_stop_string_ending_a_step_that_ends_mid_character_does_not_leak(
     smol_loaded: LoadedModel,
 ) -> None:
-    """A step whose text ends in an unfinished character is not searched for stop
-    strings; its text was released all the same, stop string and all."""
+    """A step whose text ends in an unfinished character: the whole characters before
+    it are searched for stop strings (they were not, and its text was released stop
+    string and all); the request stops at the token that completes the stop."""
     tok = smol_loaded.tokenizer
     ids = tok.encode("१२३ العربية עברית", add_special_tokens=False)
     pushes, streamed = stream(PromptEncoder(tok).detokenizer(["רי"]), ids)
     assert pushes[-1] and streamed == "१२३ العربية עב"
+    # the token that completes "— " leaves "東" unfinished (the engine review's case):
+    # the stop is found at that token, not one or two later
+    ids = tok.encode("naïve café — 東京タワー", add_special_tokens=False)
+    need = next(k for k in range(1, len(ids) + 1) if "— " in tok.decode(ids[:k]))
+    assert tok.decode(ids[:need]).endswith("\ufffd")  # the case itself
+    pushes, streamed = stream(PromptEncoder(tok).detokenizer(["— "]), ids)
+    assert len(pushes) == need and pushes[-1] and streamed == "naïve café "
 
 
 def byte_fallback_tokenizer() -> Any:

@@ -41,6 +41,7 @@ from gateway.proxy.upstream_read import (
     read_capped,
     too_large,
 )
+from gateway.proxy.whole_stream import is_whole_json, whole_as_stream
 from protocol.headers import (
     KEY_HEADER,
     KV_REUSE_HEADER,
@@ -290,8 +291,12 @@ class HttpUpstream:
             passed.pop("openai-processing-ms", None)
         try:
             if body.get("stream") is True:
-                events = stream_events(
-                    response, req.kind, added_usage, passed, self.max_event_bytes, hide
+                events = (
+                    whole_as_stream(response, req.kind, passed, self.max_body_bytes, hide)
+                    if is_whole_json(response)
+                    else stream_events(
+                        response, req.kind, added_usage, passed, self.max_event_bytes, hide
+                    )
                 )
                 async for event in events:
                     yield event

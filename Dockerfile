@@ -3,7 +3,9 @@
 # `cachegate engine` (the prefix engine as an OpenAI-compatible model server).
 #
 #   docker build -t cachegate:local .
-#   docker run --rm -p 8000:8000 cachegate:local                    # gateway, embedded engine, SQLite
+#   docker run --rm -p 8000:8000 -e CACHEGATE_ADMIN_TOKEN=$(openssl rand -hex 24) \
+#       cachegate:local     # gateway, embedded engine, SQLite; then create a tenant and a key
+#                           # over the admin API (docs/operations.md, "The container stack")
 #   docker run --rm -p 8001:8001 -e CACHEGATE_ENGINE_KEY=... cachegate:local engine
 #
 # deploy/compose.yaml runs 2 gateways + 2 engines + PostgreSQL + Redis + Prometheus + Grafana.

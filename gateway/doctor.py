@@ -25,7 +25,7 @@ from gateway.doctor_checks import (
     check_redis,
     check_upstream,
 )
-from gateway.settings import Settings
+from gateway.settings import Settings, unknown_setting_names
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 MIN_SECRET_CHARS = 16
@@ -89,6 +89,16 @@ def check_config(s: Settings) -> list[Check]:
                 ),
                 "set CACHEGATE_METRICS_TOKEN and give Prometheus the same bearer token "
                 "(docs/deploy.md)",
+            )
+        )
+    for name in unknown_setting_names():
+        found.append(
+            Check(
+                area,
+                "WARN",
+                f"{name} is set but names no setting: it changes nothing",
+                "check its spelling against the README's configuration table (names are "
+                "written out in full there)",
             )
         )
     for name, secret in (

@@ -6,6 +6,7 @@ values from ``get_settings()`` or from its caller.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -234,3 +235,19 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+#: Names under the prefix that are no setting: read by the tests and benchmarks only.
+NOT_SETTINGS = frozenset({"CACHEGATE_DATA", "CACHEGATE_TEST_VLLM_URL"})
+
+
+def unknown_setting_names() -> list[str]:
+    """``CACHEGATE_*`` variables in the environment that name no setting: the settings
+    ignore them, so a misspelt one (``CACHEGATE_READ_TIMEOUT`` for
+    ``CACHEGATE_UPSTREAM_READ_TIMEOUT``) would change nothing, silently."""
+    known = {f"CACHEGATE_{name.upper()}" for name in Settings.model_fields} | NOT_SETTINGS
+    return sorted(
+        name
+        for name in os.environ
+        if name.upper().startswith("CACHEGATE_") and name.upper() not in known
+    )

@@ -249,3 +249,13 @@ def test_the_command_exit_status(tmp_path: Path) -> None:
     run = doctor(tmp_path, CACHEGATE_PORT="eighty")
     assert run.returncode == 1 and "FAIL  config  CACHEGATE_PORT: " in run.stdout
     assert "Traceback" not in run.stderr
+
+
+def test_a_misspelt_setting_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The settings ignore unknown names: CACHEGATE_READ_TIMEOUT would change nothing.
+    monkeypatch.setenv("CACHEGATE_READ_TIMEOUT", "5")
+    monkeypatch.setenv("CACHEGATE_UPSTREAM_READ_TIMEOUT", "5")  # control: a real one
+    monkeypatch.setenv("CACHEGATE_DATA", "/tmp")  # the benchmarks' own: not a setting
+    warnings = [c.message for c in by_status(check_config(settings(tmp_path)), "WARN")]
+    named = [m for m in warnings if "names no setting" in m]
+    assert named == ["CACHEGATE_READ_TIMEOUT is set but names no setting: it changes nothing"]

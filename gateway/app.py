@@ -211,6 +211,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
             upstream=upstream,
             metrics=metrics,
             max_body_bytes=settings.max_body_bytes,
+            forward_unlisted_models=settings.upstream_unlisted_models == "forward",
         )
         # Entries an earlier embedder wrote move over as their partitions are asked for.
         await asyncio.to_thread(app.state.gateway.pipeline.start_migrations)

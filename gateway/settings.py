@@ -73,6 +73,10 @@ class Settings(BaseSettings):
     # too old to honour cache_salt, or a proxy before it that drops the field).
     upstream_cached_tokens: Literal["auto", "pass", "hide"] = "auto"
     models_refresh_seconds: float = Field(60.0, gt=0)  # how long the model list is reused
+    # A model the upstream's /v1/models does not list: "refuse" (404 model_not_found,
+    # the OpenAI API's answer) or "forward" it, for upstreams that serve ids they do not
+    # list (OpenRouter's ":nitro" variants, LiteLLM wildcard routes, Azure deployments).
+    upstream_unlisted_models: Literal["refuse", "forward"] = "refuse"
     # The header naming the end user for tenants whose policy has semantic_scope "user"
     # (else the body's `user` field), e.g. set by an authenticating proxy in front.
     user_header: str | None = None

@@ -187,7 +187,7 @@ async def _answer(
     # endpoint works) the request goes on and the upstream judges the model: a 404 here
     # would refuse every model, for good as far as a client's retries go.
     models = None if cards is None else [str(card.get("id")) for card in cards]
-    if models is not None and body.get("model") not in models:
+    if models is not None and body.get("model") not in models and not gw.forward_unlisted_models:
         raise NotFoundError(
             f"the requested model does not exist; available: {models}",
             param="model",

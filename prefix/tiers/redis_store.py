@@ -12,10 +12,12 @@ The client does no retries of its own and every socket operation is bounded by
 ``timeout_s``, so a dead or hung server costs one timeout, not a stall. After a
 failure a small circuit breaker fails calls at once for ``retry_after_s`` (doubled
 with each failed probe in a row, up to 30 s) without touching the network; the first
-call after that is a probe (others keep failing fast) and a success closes the breaker
-again. An error reply (a write refused under ``maxmemory`` noeviction, READONLY on a
-replica) does not open it: the server is answering, and reads it serves must not be
-skipped.
+call after that starts a probe (a ``PING`` on a thread of its own) and fails fast
+like the others, and the probe's success closes the breaker again. (Until session 38
+that call was the probe: an engine read, under the engine lock, which against a Redis
+that hangs cost a whole timeout every 30 s.) An error reply (a write refused under
+``maxmemory`` noeviction, READONLY on a replica) does not open it: the server is
+answering, and reads it serves must not be skipped. ``retry_after_s=0``: no breaker.
 
 How many blocks and bytes are ours is unknown (the server is shared and keys
 expire), so ``stats`` reports -1 for both.
@@ -82,6 +84,7 @@ class RedisBlockStore:
         )
         self._lock = threading.Lock()
         self._open_until: float | None = None  # breaker: None = closed
+        self._probe: threading.Thread | None = None  # the PING in flight while open
         self._failures = 0  # failed calls so far: a generation for the breaker
         self._in_a_row = 0  # failures since the last success: the breaker's wait doubles
         self.hits = self.misses = self.puts = 0
@@ -98,14 +101,19 @@ class RedisBlockStore:
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         with self._lock:
             generation = self._failures  # a success closes the breaker only if nothing
-            if self._open_until is not None:  # failed after this call started
+            if self._open_until is not None and self.retry_after_s > 0:  # 0: no breaker
                 now = self._clock()
+                self.skipped += 1
                 if now < self._open_until:
-                    self.skipped += 1
                     raise TierUnavailableError(
                         f"redis store {what}: down, next try in {self._open_until - now:.2f}s"
                     )
-                self._open_until = now + self.retry_after_s  # this call probes; others wait
+                if self._probe is None:  # the wait is over: a PING, off this caller
+                    self._probe = threading.Thread(
+                        target=self._run_probe, args=(generation,), daemon=True
+                    )
+                    self._probe.start()
+                raise TierUnavailableError(f"redis store {what}: down, probing")
         try:
             result = fn()
         except Exception as exc:  # anything at all: Redis must never take the engine down
@@ -131,11 +139,35 @@ class RedisBlockStore:
                 self._in_a_row = 0
         return result
 
+    def _run_probe(self, generation: int) -> None:
+        try:
+            self.client.ping()
+            answered = True
+        except redis.exceptions.ResponseError:
+            answered = True  # an error reply: the server is up
+        except Exception:  # anything at all, as in _call
+            answered = False
+        with self._lock:
+            self._probe = None
+            if not answered:
+                self.errors += 1
+                self._failures += 1
+                self._in_a_row += 1
+                self._open_until = self._clock() + self._wait()
+            elif self._failures == generation:  # nothing failed meanwhile
+                self._open_until = None
+                self._in_a_row = 0
+
+    def join_probe(self, timeout: float | None = None) -> None:
+        """Wait for the probe in flight, if any (tests; a clean shutdown)."""
+        probe = self._probe
+        if probe is not None:
+            probe.join(timeout)
+
     def _wait(self) -> float:
         """How long the breaker stays open after ``_in_a_row`` failures: ``retry_after_s``,
-        doubled with each failed probe, at most :data:`MAX_RETRY_AFTER_S`. The probe is
-        mostly an engine read, under the engine lock; against a Redis that hangs each
-        one costs a whole timeout, so a fixed 1 s let it cost every request ~0.1 s."""
+        doubled with each failed probe, at most :data:`MAX_RETRY_AFTER_S` (a probe is a
+        thread and a connection a time; while it lasts no other starts)."""
         return float(min(self.retry_after_s * 2 ** min(self._in_a_row - 1, 8), MAX_RETRY_AFTER_S))
 
     def interrupt(self) -> None:

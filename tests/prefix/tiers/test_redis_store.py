@@ -198,21 +198,25 @@ def test_circuit_breaker_skips_the_network_then_probes(
         with pytest.raises(TierUnavailableError, match="next try"):
             call()
     assert len(counting.commands) == 1  # nothing reached the client
-    now[0] += 0.6  # window over: one probe, still down, so the breaker opens again
-    with pytest.raises(TierUnavailableError, match="pretend"):
+    now[0] += 0.6  # window over: a probe on its own thread; the caller fails fast
+    with pytest.raises(TierUnavailableError, match="probing"):
         store.get(KEYS[0])
+    store.join_probe(5)
+    assert counting.commands[1:] == ["PING"]  # still down: the breaker opens again
     with pytest.raises(TierUnavailableError, match="next try"):
         store.get(KEYS[0])
-    assert len(counting.commands) == 2
     counting.down = False
     now[0] += 1.0  # a second failure in a row: the wait doubled to 2 s
     with pytest.raises(TierUnavailableError, match="next try"):
         store.get(KEYS[0])
     now[0] += 1.0
-    assert store.get(KEYS[0]) == b"record"  # the probe succeeds and closes the breaker
+    with pytest.raises(TierUnavailableError, match="probing"):
+        store.get(KEYS[0])
+    store.join_probe(5)  # the probe succeeds and closes the breaker
     assert store.get(KEYS[0]) == b"record"
+    assert counting.commands[1:-1] == ["PING", "PING"]
     stats = store.stats()
-    assert stats["breaker_open"] == 0 and stats["errors"] == 2 and stats["skipped"] == 4
+    assert stats["breaker_open"] == 0 and stats["errors"] == 2 and stats["skipped"] == 6
 
 
 @pytest.mark.redis
@@ -233,19 +237,49 @@ def test_the_breaker_waits_longer_while_probes_fail_and_resets_on_success(
             now[0] += 0.5
             with pytest.raises(TierUnavailableError) as info:
                 store.get(KEYS[0])
-            if "next try" not in str(info.value):
+            if "probing" in str(info.value):
+                store.join_probe(5)
                 break  # a probe reached the client, and failed
         waits.append(now[0] - start)
     assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0]  # doubled, capped
     counting.down = False
     now[0] += 30.0
+    with pytest.raises(TierUnavailableError, match="probing"):
+        store.get(KEYS[0])
+    store.join_probe(5)
     assert store.get(KEYS[0]) is None  # a success: the next failure waits 1 s again
     counting.down = True
     with pytest.raises(TierUnavailableError, match="pretend"):
         store.get(KEYS[0])
     now[0] += 1.0
-    with pytest.raises(TierUnavailableError, match="pretend"):
+    with pytest.raises(TierUnavailableError, match="probing"):
         store.get(KEYS[0])  # probed after 1 s, not 30
+
+
+def test_against_a_hung_server_no_caller_waits_for_a_probe(hung_server: int) -> None:
+    """The probe is a PING on its own thread: against a Redis that hangs, only the first
+    failure costs a caller (an engine read, under the engine lock) its timeout."""
+    store = RedisBlockStore(
+        f"redis://127.0.0.1:{hung_server}/0",
+        namespace="deadbeef",
+        timeout_s=0.5,
+        retry_after_s=0.05,  # short waits: most calls below come after one
+    )
+    with pytest.raises(TierUnavailableError):
+        store.get(KEYS[0])  # the first failure: one timeout
+    slowest, probed = 0.0, 0
+    for _ in range(30):
+        time.sleep(0.06)
+        began = time.monotonic()
+        with pytest.raises(TierUnavailableError, match=r"probing|next try") as info:
+            store.get_many(KEYS)
+        slowest = max(slowest, time.monotonic() - began)
+        probed += "probing" in str(info.value)
+    assert slowest < 0.1  # before: a call after each wait was the probe, 0.5 s
+    assert probed >= 2
+    store.join_probe(5)
+    assert store.stats()["errors"] >= 2  # probes did reach the server, and failed
+    store.close()
 
 
 def test_bad_arguments() -> None:

@@ -33,7 +33,9 @@ _LEGAL_EN = (
     r"|arrested|fined"
 )
 _SELF_EN = (
-    r"i|i'm|im|i've|i'd|me|my|mine|myself|we|our|us"
+    # "us" in lower case only: "the US" is a country ("legal drinking age in the US"
+    # was advice about someone's situation), the pattern is compiled without case
+    r"i|i'm|im|i've|i'd|me|my|mine|myself|we|our|(?-i:us|Us)"
     r"|(?:my|our)\s(?:child|son|daughter|wife|husband|partner|mom|mother|dad|father|baby|kid"
     r"|kids|parents?|boss|employer|neighbou?r)"
     r"|is\sit\s(?:safe|ok|okay|dangerous|bad|harmful)|(?:should|can|could|must)\s(?:he|she|they)"

@@ -90,5 +90,5 @@ class Guard:
         return None
 
 
-def regex_rule(name: str, pattern: str) -> GuardRule:
-    return GuardRule(name, re.compile(pattern, NOCASE))
+def regex_rule(name: str, pattern: str, unless: re.Pattern[str] | None = None) -> GuardRule:
+    return GuardRule(name, re.compile(pattern, NOCASE), unless=unless)

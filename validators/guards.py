@@ -32,11 +32,12 @@ BANKING77/CLINC150 intents by bench/guard_eval.py (validators/data/intent_labels
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 
 from validators.errors import UnknownGuardError
 from validators.guard_advice import HIGH_RISK
-from validators.guard_base import A, Guard, GuardMatch, GuardRule, Z, en_words, regex_rule
+from validators.guard_base import NOCASE, A, Guard, GuardMatch, GuardRule, Z, en_words, regex_rule
 from validators.guard_code import CODE_GENERATION
 from validators.guard_personal import PERSONALIZED
 from validators.numbers import EN_NUM, ZH_NUM
@@ -115,6 +116,21 @@ TIME_SENSITIVE = Guard(
 )
 
 
+#: How a fee, a price or a conversion is worked out, with no number to work on ("How
+#: are shipping costs calculated?", 运费怎么计算): one answer for everyone, a policy or a
+#: formula, not a result computed from the question's numbers. Only the keyword rule
+#: yields to it; any digit in the text keeps the rule on ("How is 15% of 200 calculated").
+_METHOD_QUESTION = re.compile(
+    r"^(?!.*\d)(?=.*(?:"
+    r"\bhow\s(?:is|are|was|were)\b.*\b(?:calculated|computed)\b"
+    r"|\bhow\s(?:do|does|would|should|can)\s(?:you|we|they|one|it|i)\s(?:calculate|compute)\b"
+    r"|\b(?:calculation|computation)\s(?:method|formula|rules?)\b"
+    r"|(?:怎么|如何|怎样|是怎么)(?:计算|算|换算)|计算(?:方式|方法|规则|公式)"
+    r"))",
+    NOCASE | re.DOTALL,
+)
+
+
 NUMERIC_COMPUTATION = Guard(
     "numeric_computation",
     "answers that are computed from the numbers in the question",
@@ -126,6 +142,7 @@ NUMERIC_COMPUTATION = Guard(
                 r"|square\sroot|cube\sroot|factorial|to\sthe\spower\sof|squared|cubed"
             )
             + r"|计算|算一下|算算|帮我算|等于多少|等于几|平方根|换算|多少倍",
+            unless=_METHOD_QUESTION,
         ),
         regex_rule(
             "expression",

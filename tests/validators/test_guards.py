@@ -74,6 +74,9 @@ FIRES = [
     ("numeric_computation", "expression", "what is √16"),
     ("numeric_computation", "keyword", "Calculate the interest on a loan"),
     ("numeric_computation", "keyword", "帮我计算一下利息"),
+    # a number to work on keeps a method question a computation
+    ("numeric_computation", "keyword", "How is the interest on 5000 dollars calculated?"),
+    ("numeric_computation", "keyword", "5000元的利息怎么计算"),
     ("numeric_computation", "expression", "how much is 3*7"),
     ("numeric_computation", "expression", "what is 400 times 2"),
     ("numeric_computation", "expression", "3 + 4 = ?"),
@@ -103,6 +106,8 @@ FIRES = [
     ("high_risk", "medical", "do i need any shots before i travel to peru"),
     ("high_risk", "legal", "Can I sue my landlord?"),
     ("high_risk", "legal", "I got fired, can I sue?"),
+    ("high_risk", "legal", "Is it legal for us to record our customers' calls?"),  # "us"
+    ("high_risk", "legal", "Can a lawyer help us sue the US company?"),
     ("high_risk", "legal", "合同纠纷怎么处理"),
     ("high_risk", "legal", "这样做违法吗"),
     ("high_risk", "financial_advice", "Should I invest in bitcoin?"),
@@ -170,6 +175,15 @@ QUIET = [
     ("high_risk", "头痛是什么症状"),
     ("high_risk", "I'm sick of waiting for my card"),
     ("high_risk", "How do I dispute a charge on my card?"),
+    # "US" is the country, not "us" (a review found it read as the asker's situation)
+    ("high_risk", "What is the legal drinking age in the US?"),
+    ("high_risk", "Is it legal to work remotely from the US?"),
+    # how a fee is worked out, with nothing to work on: a policy, not a computation
+    ("numeric_computation", "How are shipping costs calculated?"),
+    ("numeric_computation", "How is the late fee calculated?"),
+    ("numeric_computation", "How do you calculate compound interest?"),
+    ("numeric_computation", "运费怎么计算？"),
+    ("numeric_computation", "利息的计算方式是什么"),
 ]
 
 

@@ -275,6 +275,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
     app.include_router(report_router())  # /admin/reports (gateway/reports/api.py)
     app.state.settings = settings
     app.state.admin_token = settings.admin_token  # None: the admin routes answer 403
+    app.state.max_body_bytes = settings.max_body_bytes  # admin bodies too (admin/body_check.py)
     # Shared by the replicas through Redis or PostgreSQL (gateway/proxy/ratelimit_shared.py).
     app.state.rate_limiter = RateLimiter(store=build_bucket_store(settings))
     install_error_handlers(app)

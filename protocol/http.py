@@ -170,15 +170,35 @@ def sse(payload: dict[str, Any]) -> str:
 _CODINGS = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd", "compress", "x-compress"})
 
 
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The body as a JSON object, or an ApiError (compressed, empty, not JSON, too
-    large, not an object, or not writable back as strict JSON: see
-    :func:`check_json_value`)."""
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body's bytes, at most ``limit`` of them, else a 413 :class:`ApiError` (a body
+    up to 8× the limit is drained first, so the client can read the answer; a larger
+    one, or one declared larger, is refused at once and its connection closed)."""
     too_large = ApiError(
         413,
         f"the request body is larger than the limit of {limit} bytes",
         code="request_too_large",
     )
+    declared = header_int(request.headers.get("content-length"), cap=8 * limit + 1)
+    if declared is not None and declared > 8 * limit:
+        raise too_large  # not worth draining: the connection will be closed
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > 8 * limit:
+            raise too_large
+        if size <= limit:
+            chunks.append(chunk)
+    if size > limit:  # drained, so the client can read the answer
+        raise too_large
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    """The body as a JSON object, or an ApiError (compressed, empty, not JSON, too
+    large, not an object, or not writable back as strict JSON: see
+    :func:`check_json_value`)."""
     # Every Content-Encoding line, each a list: a second line can name a coding too.
     codings = [
         c.strip().lower()
@@ -196,20 +216,7 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
             f"compressed request bodies{named} are not supported; send the JSON uncompressed",
             code="unsupported_content_encoding",
         )
-    declared = header_int(request.headers.get("content-length"), cap=8 * limit + 1)
-    if declared is not None and declared > 8 * limit:
-        raise too_large  # not worth draining: the connection will be closed
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > 8 * limit:
-            raise too_large
-        if size <= limit:
-            chunks.append(chunk)
-    if size > limit:  # drained, so the client can read the answer
-        raise too_large
-    raw = b"".join(chunks)
+    raw = await read_body(request, limit)
     if not raw.strip():
         raise ApiError(400, "the request body is empty; expected a JSON object")
     try:

@@ -23,10 +23,14 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.admin.auth import require_admin
 from gateway.admin.unavailable import DatabaseErrorsRoute
-from gateway.errors import BadRequestError
+from gateway.errors import BadRequestError, PayloadTooLargeError
 from protocol.errors import ApiError
-from protocol.http import check_json_value
+from protocol.http import check_json_value, read_body
+
+#: An admin body's limit when the app names none (``CACHEGATE_MAX_BODY_BYTES``'s default).
+MAX_BODY = 1_000_000
 
 #: What may spell an unencodable value: a surrogate escape (\ud800-\udfff) or a
 #: surrogate's own bytes (ED A0-BF: json.loads decodes bytes with "surrogatepass"), an
@@ -42,7 +46,17 @@ class AdminRoute(DatabaseErrorsRoute):
 
         async def handle(request: Request) -> Response:
             if request.method in ("POST", "PUT", "PATCH"):
-                check_body(await request.body())  # cached: the route reads it again
+                # Who asks first, then a bounded read: an anonymous body of any size was
+                # read and parsed before the route's token check ran (a review: 300 MiB,
+                # +686 MB of memory, then a 400), and admin bodies had no limit at all.
+                await require_admin(request, None)
+                limit = getattr(request.app.state, "max_body_bytes", None) or MAX_BODY
+                try:
+                    body = await read_body(request, limit)
+                except ApiError as err:  # 413 in the OpenAI shape
+                    raise PayloadTooLargeError(err.message, code=err.code) from None
+                request._body = body  # what the route reads (Starlette keeps it there)
+                check_body(body)
             return await handler(request)
 
         return handle

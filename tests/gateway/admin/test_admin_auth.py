@@ -162,3 +162,30 @@ def test_token_comparison_and_actor_names() -> None:
     assert actor_name(Req("\n\r")) == "admin"  # type: ignore[arg-type]
     assert actor_name(Req("bob")) == "admin:bob"  # type: ignore[arg-type]
     assert actor_name(Req("x" * 100)) == "admin:" + "x" * 64  # type: ignore[arg-type]
+
+
+def test_who_asks_comes_before_the_body_and_admin_bodies_have_a_limit(gw: Gateway) -> None:
+    # An anonymous body of any size was read and parsed before the token check (a
+    # review: 300 MiB, +686 MB of memory, then a 400), and admin bodies had no limit.
+    junk = b'{"id": "' + b"a" * 3_000_000  # not even JSON
+    big = {"id": "auth-big", "name": "x" * 2_000_000}  # valid, over the 1 MB limit
+    with httpx.Client(base_url=gw.url, timeout=60) as client:
+        r = client.post(
+            "/admin/tenants", content=junk, headers={"content-type": "application/json"}
+        )
+        assert assert_openai_error(r, 401)["code"] == "invalid_admin_token"
+        r = client.post("/admin/review/samples/1/label", content=junk)
+        assert assert_openai_error(r, 401)["code"] == "invalid_admin_token"
+    with admin(gw) as client:
+        r = client.post("/tenants", json=big)
+        assert assert_openai_error(r, 413)["code"] == "request_too_large"
+        policy = {"allowlist_topics": ["y" * 199] * 6000}
+        assert assert_openai_error(client.put("/tenants/auth-big/policy", json=policy), 413)
+        # control: the same request within the limit
+        assert client.post("/tenants", json={"id": "auth-big", "name": "Big"}).status_code == 201
+
+
+def test_a_disabled_admin_api_refuses_before_reading_the_body(tmp_path: Path) -> None:
+    app = create_app(gateway_settings(tmp_path, admin_token=None))
+    r = TestClient(app).post("/admin/tenants", content=b"[" * 3_000_000)
+    assert assert_openai_error(r, 403)["code"] == "admin_api_disabled"  # type: ignore[arg-type]

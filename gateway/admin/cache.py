@@ -202,7 +202,11 @@ class CacheAdmin:
             prefix_namespace=prefix_namespace,
             metrics_label=self.metrics.label(tenant_id),
             requests_by_cache=c.get("cachegate_requests_total", {}),
-            rate_limited=self.limiter.refused(tenant_id) if self.limiter is not None else 0,
+            rate_limited=(
+                0
+                if self.limiter is None
+                else self.limiter.refused(tenant_id, self.store.namespace_id(tenant_id))
+            ),
             semantic=SemanticStats(
                 enabled=self.cache is not None,
                 entries=int(entries),

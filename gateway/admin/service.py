@@ -253,10 +253,18 @@ class TenantAdmin:
         # A request that was already past authentication may have backfilled meanwhile
         # (one on another replica re-checks the tenant once its entry is committed, so
         # between that check and this sweep no entry is left: gateway/proxy/pipeline.py).
-        entries += self._drop_entries(tenant_id)
-        if self.limiter is not None:
+        # Not once the id is taken again: the sweep works by id, and took the new
+        # tenant's entries and counts (an admin review; its own requests re-check their
+        # minted id, so the old tenant's late backfills are gone all the same).
+        if self.is_absent(tenant_id):
+            entries += self._drop_entries(tenant_id)
+        if self.limiter is not None:  # its incarnation's bucket and counts only
             self.limiter.forget(tenant_id, minted)
         return entries, keys, versions
+
+    def is_absent(self, tenant_id: str) -> bool:
+        """No tenant holds the id now (none created again since a delete)."""
+        return not self.store.namespace_id(tenant_id)
 
     def _drop_entries(self, tenant_id: str) -> int:
         if self.cache is None:

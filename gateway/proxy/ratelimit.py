@@ -176,7 +176,8 @@ class RateLimiter:
         if taken.allowed:
             return headers
         with self._lock:
-            self._refused[ctx.tenant_id] = self._refused.get(ctx.tenant_id, 0) + 1
+            key = bucket_key(ctx.tenant_id, ctx.namespace_id)  # this incarnation's
+            self._refused[key] = self._refused.get(key, 0) + 1
         retry_after = max(1, math.ceil(taken.wait))
         raise RateLimitError(
             f"rate limit of {rpm} requests per minute exceeded for tenant {ctx.tenant_id!r}; "
@@ -196,10 +197,13 @@ class RateLimiter:
         """Export the store's failures and breaker state into ``registry``."""
         registry.register(_StoreCollector(self))
 
-    def refused(self, tenant_id: str) -> int:
-        """Requests of the tenant this replica refused since it started."""
+    def refused(self, tenant_id: str, namespace_id: str = "") -> int:
+        """Requests of the tenant (its incarnation: ``namespace_id``, minted at its
+        creation) this replica refused since it started. Keyed by id alone, a tenant
+        created again under a deleted one's id showed the old one's count on every
+        replica but the one that ran the delete (an admin review)."""
         with self._lock:
-            return self._refused.get(tenant_id, 0)
+            return self._refused.get(bucket_key(tenant_id, namespace_id), 0)
 
     def forget(self, tenant_id: str, namespace_id: str = "") -> None:
         """Drop the tenant's bucket and counters (the tenant was deleted), and the bucket
@@ -208,7 +212,7 @@ class RateLimiter:
         if namespace_id:
             self.store.drop(tenant_id)
         with self._lock:
-            self._refused.pop(tenant_id, None)
+            self._refused.pop(bucket_key(tenant_id, namespace_id), None)
 
 
 def bucket_key(tenant_id: str, namespace_id: str) -> str:

@@ -77,6 +77,20 @@ def test_tenants_have_their_own_buckets_and_no_limit_means_none() -> None:
     assert limiter.refused("b") == 0 and limiter.refused("c") == 0
 
 
+def test_refusals_are_counted_per_incarnation_of_a_tenant() -> None:
+    # A tenant created again under a deleted one's id showed the old one's count on the
+    # replicas that did not run the delete (an admin review).
+    limiter = RateLimiter(FakeClock())
+    old = TenantContext("a", "a", TenantPolicy(rate_limit_rpm=1), 1, namespace_id="m" * 32)
+    limiter.check(old)
+    refused(limiter, old)
+    refused(limiter, old)
+    assert limiter.refused("a", "m" * 32) == 2  # control: the incarnation's own count
+    assert limiter.refused("a", "n" * 32) == 0  # the new one under the same id: none
+    limiter.forget("a", "m" * 32)
+    assert limiter.refused("a", "m" * 32) == 0
+
+
 def test_policy_change_resizes_the_bucket() -> None:
     clock = FakeClock()
     limiter = RateLimiter(clock)

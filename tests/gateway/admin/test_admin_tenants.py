@@ -307,3 +307,35 @@ def test_writes_racing_a_delete_answer_404_and_leave_no_orphan(
     gw: Gateway, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     check_writes_racing_delete(gw, client, monkeypatch, "race")
+
+
+def test_a_delete_leaves_the_entries_of_a_tenant_created_again_meanwhile(
+    gw: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sweep after the delete's commit works by id: a tenant created again under the
+    # id in between lost its new entries to it (an admin review widened the window).
+    admin = gw.admin
+    swept: list[str] = []
+    real_sweep, real_invalidate = admin._drop_entries, admin.store.invalidate_cache
+
+    def sweep(tenant_id: str) -> int:
+        swept.append(tenant_id)
+        return real_sweep(tenant_id)
+
+    recreate: list[bool] = []  # armed once, for the first delete
+
+    def recreated_meanwhile(ids: list[str]) -> None:
+        real_invalidate(ids)
+        if "again" in ids and recreate:
+            recreate.clear()
+            admin.add_tenant("tests", "again", None)  # right after the delete's commit
+
+    monkeypatch.setattr(admin, "_drop_entries", sweep)
+    monkeypatch.setattr(admin.store, "invalidate_cache", recreated_meanwhile)
+    admin.add_tenant("tests", "again", None)
+    recreate.append(True)
+    admin.delete("tests", "again")
+    assert swept == ["again"]  # before the commit only: the id is taken again after it
+    assert admin.store.namespace_id("again")
+    admin.delete("tests", "again")  # control: nobody takes the id this time
+    assert swept == ["again", "again", "again"]

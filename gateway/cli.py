@@ -144,13 +144,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
             headers={"Authorization": f"Bearer {token}"},
             timeout=120,
         )
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         print(f"error: cannot reach the gateway at {url}: {exc}", file=sys.stderr)
         return 1
     if r.status_code != 200:
         print(f"error: the gateway answered {r.status_code}: {r.text[:500]}", file=sys.stderr)
         return 1
-    print(json.dumps(r.json(), indent=2) if args.json else format_summary(r.json()))
+    try:
+        report = r.json()
+        print(json.dumps(report, indent=2) if args.json else format_summary(report))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        print(f"error: the answer from {url} is not a cachegate report", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from gateway.admin_client import AdminClient, AdminError, default_admin_url
 from gateway.cli_output import fields, table
 
@@ -34,7 +36,11 @@ def _client(args: argparse.Namespace) -> AdminClient:
     token = args.token or (s.admin_token.get_secret_value() if s.admin_token else None)
     if not token:
         raise UsageError("no admin token: pass --token or set CACHEGATE_ADMIN_TOKEN")
-    return AdminClient(args.url or default_admin_url(s), token)
+    url = args.url or default_admin_url(s)
+    try:
+        return AdminClient(url, token)
+    except httpx.InvalidURL as exc:  # not an HTTPError: it escaped as a traceback
+        raise UsageError(f"invalid gateway URL {url!r}: {exc}") from exc
 
 
 def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
@@ -47,6 +53,15 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
             return 2
         except AdminError as exc:
             print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except (KeyError, TypeError, AttributeError, IndexError):
+            # 200 with JSON of another shape: a proxy or another service at that URL
+            where = args.url or "CACHEGATE_ADMIN_URL"
+            print(
+                f"error: the answer from {where} is not a cachegate admin API's "
+                "(wrong URL, or a proxy in between?)",
+                file=sys.stderr,
+            )
             return 1
         print(json.dumps(data, indent=2, ensure_ascii=False) if args.json else text)
         return 0
@@ -67,19 +82,27 @@ def _tenants_list(c: AdminClient, a: argparse.Namespace) -> tuple[Any, str]:
     return rows, _tenant_table(rows)
 
 
+def _tenant_row(row: Any) -> dict[str, Any]:
+    """A tenant as the admin API returns it; anything else is another service's answer
+    (a KeyError, which the runner reports: it printed a table of dashes and exited 0)."""
+    if not isinstance(row, dict) or "id" not in row:
+        raise KeyError("id")
+    return row
+
+
 def _tenants_create(c: AdminClient, a: argparse.Namespace) -> tuple[Any, str]:
     policy = _json_object(a.policy) if a.policy else None
-    row = c.create_tenant(a.tenant, name=a.name, policy=policy)
+    row = _tenant_row(c.create_tenant(a.tenant, name=a.name, policy=policy))
     return row, _tenant_table([row])
 
 
 def _tenants_disable(c: AdminClient, a: argparse.Namespace) -> tuple[Any, str]:
-    row = c.set_disabled(a.tenant, True)
+    row = _tenant_row(c.set_disabled(a.tenant, True))
     return row, _tenant_table([row])
 
 
 def _tenants_enable(c: AdminClient, a: argparse.Namespace) -> tuple[Any, str]:
-    row = c.set_disabled(a.tenant, False)
+    row = _tenant_row(c.set_disabled(a.tenant, False))
     return row, _tenant_table([row])
 
 
@@ -138,6 +161,8 @@ def _json_object(path: str) -> dict[str, Any]:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
     except ValueError as exc:
         raise UsageError(f"{path} is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise UsageError(f"{path} is nested too deeply") from exc
     if not isinstance(data, dict):
         raise UsageError(f"{path} must hold a JSON object of policy fields")
     return data

@@ -225,3 +225,53 @@ def test_version_of_the_installed_console_script() -> None:
     run = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run
     assert run.stdout.strip() == f"cachegate {version('cachegate')}"
+
+
+@pytest.fixture(scope="module")
+def not_cachegate() -> Iterator[str]:
+    """Another service at the admin URL: 200 and an empty JSON object to everything."""
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    from tests.live_server import serving
+
+    app = FastAPI()
+
+    @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    async def anything(path: str) -> JSONResponse:
+        return JSONResponse({})
+
+    with serving(app) as url:
+        yield url
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["tenants", "list"],
+        ["tenants", "create", "zz"],
+        ["keys", "create", "zz"],
+        ["policy", "get", "zz"],
+        ["report"],
+    ],
+)
+def test_another_services_answer_is_an_error_not_a_traceback(
+    not_cachegate: str, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # tracebacks (KeyError) before; `tenants create` printed dashes and exited 0
+    assert main([*argv, "--url", not_cachegate, "--token", "t"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err, err
+
+
+def test_a_malformed_url_and_a_deep_file_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["tenants", "list", "--url", "http://[::1", "--token", "t"]) == 2
+    assert main(["report", "--url", "http://[::1", "--token", "t"]) == 1
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    url = "http://127.0.0.1:9"  # never reached: the file is read first
+    assert main(["policy", "set", "zz", "--file", str(deep), "--url", url, "--token", "t"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("error: ") == 3, err

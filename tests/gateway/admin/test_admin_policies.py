@@ -248,3 +248,14 @@ def test_if_match_writes_only_over_the_version_read(client: httpx.Client) -> Non
     # An unknown tenant is a 404 whatever If-Match says.
     r = client.patch("/tenants/pol-none/policy", json={}, headers={"If-Match": "*"})
     assert_openai_error(r, 404)
+
+
+def test_repeated_guards_and_entity_kinds_are_kept_once(client: httpx.Client) -> None:
+    # 200,000 repeats were stored in every later policy version and audit event (a review)
+    new_tenant(client, "pol-repeats")
+    body = {"guards": ["high_risk", "personalized"] * 20_000, "entity_kinds": ["date"] * 9}
+    r = client.put("/tenants/pol-repeats/policy", json=body)
+    assert r.status_code == 200, r.text
+    policy = r.json()["policy"]
+    assert policy["guards"] == ["high_risk", "personalized"]  # order kept
+    assert policy["entity_kinds"] == ["date"]

@@ -16,7 +16,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CACHEGATE_", env_file=".env", extra="ignore")
+    # hide_input_in_errors: a refused value may be a secret (a token, a URL with a password)
+    model_config = SettingsConfigDict(
+        env_prefix="CACHEGATE_", env_file=".env", extra="ignore", hide_input_in_errors=True
+    )
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
@@ -215,6 +218,21 @@ class Settings(BaseSettings):
     # One directory per replica (or shared: snapshots are switched atomically).
     index_snapshot_dir: Path | None = None
     index_snapshot_seconds: float = Field(600.0, gt=0)  # written when the log moved, and at stop
+
+    @model_validator(mode="after")
+    def _header_secrets_are_ascii(self) -> Settings:
+        # They travel as bearer tokens in headers, which clients send as ASCII (curl and
+        # the CLI as UTF-8 or not at all): a non-ASCII one was accepted and matched
+        # nothing, so the admin API answered 401 to everyone (an admin review).
+        for name in ("admin_token", "metrics_token", "engine_key", "upstream_api_key"):
+            secret: SecretStr | None = getattr(self, name)
+            value = secret.get_secret_value() if secret is not None else ""
+            if value and not (value.isascii() and value.isprintable() and " " not in value):
+                raise ValueError(
+                    f"CACHEGATE_{name.upper()} must be printable ASCII without spaces "
+                    "(it is sent in an HTTP header)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _a_path_alone_names_minilm(self) -> Settings:

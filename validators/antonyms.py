@@ -39,3 +39,16 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
     ("true", r"true", r"false"),
     ("strong", r"strong(?:er|est)?", r"weak(?:er|est)?"),
 )
+
+#: Chinese poles of the same scales (and of one more: rise / fall, 涨 / 跌), as whole
+#: words that do not occur inside others in FAQ text: 贵 not in 贵宾 (VIP), 贵姓, 宝贵; 快
+#: only as a comparison (最快, 更快), never 快递 (courier), 尽快 (as soon as possible);
+#: 慢 not in 慢性 (chronic). Session 38: a review found 最便宜 / 最贵, 最快 / 最慢 and 上涨
+#: / 下跌 served each other's answers, where the English words were refused.
+ZH_ANTONYMS: dict[str, tuple[str, str]] = {
+    "cheap": ("便宜|实惠|低价", "(?<![宝富珍尊高])贵(?![宾姓州阳重族])|昂贵"),
+    "fast": ("最快|更快|较快|比较快|快一点|快一些", "最慢|更慢|较慢|比较慢|(?<![怠傲缓])慢(?!性)"),
+    "early": ("最早|更早|提前", "最晚|更晚|推迟|延后"),
+    "good": ("好评", "差评"),
+    "rise": ("上涨|涨价|涨了|升值|走高", "下跌|跌价|跌了|贬值|走低"),
+}

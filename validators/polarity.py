@@ -40,74 +40,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Set
-from dataclasses import dataclass
 
-from validators.antonyms import ANTONYMS
+from validators.opposites import (
+    ANTONYM_PAIRS,
+    CONTRAST_PAIRS,
+    PREFIX_PAIRS,
+    ActionPair,
+)
+from validators.opposites import en_words as _en
 
 _I = re.IGNORECASE
-_A = r"(?<![A-Za-z])"
 _Z = r"(?![A-Za-z])"
-
-
-@dataclass(frozen=True, slots=True)
-class ActionPair:
-    name: str
-    plus: str  # regex alternatives for the "+" pole
-    minus: str  # regex alternatives for the "-" pole
-    # the pole a one-sided mention may have without refusing: "+", "-", "any" or None
-    default: str | None
-    # read only in texts this matches (regex; empty: every text)
-    only_if: str = ""
-
-
-def _en(words: str) -> str:
-    return rf"{_A}(?:{words}){_Z}"
-
 
 # What "over"/"under" must be followed by to be a comparison of amounts or ages
 # ("over 18", "under $500", "over the age of 65"), not "over the phone"/"under my name".
 # (the extractor masks numbers and amounts as "_" before polarity reads the text).
 _AMOUNT = r"(?:_|[$€£¥₹]?\d|the\sage\b|age\b)"
-
-# Negation by prefix: a word and its prefixed opposite. Refused only when both texts
-# name the same word with opposite poles ("is it legal" vs "is it illegal"); one text
-# naming it alone is not read as a contrast.
-_PREFIXED: tuple[tuple[str, str, str], ...] = (
-    ("legal", r"legal(?:ly)?", r"illegal(?:ly)?"),
-    ("allowed", r"allowed", r"disallowed"),
-    ("permitted", r"permitted|permissible", r"impermissible"),
-    ("refundable", r"refundable", r"non[\s-]?refundable"),
-    ("transferable", r"transferr?able", r"non[\s-]?transferr?able"),
-    ("taxable", r"taxable", r"non[\s-]?taxable"),
-    ("valid", r"valid", r"invalid"),
-    ("eligible", r"eligible", r"ineligible|non[\s-]?eligible"),
-    ("authorized", r"authori[sz]ed", r"unauthori[sz]ed|non[\s-]?authori[sz]ed"),
-    ("possible", r"possible", r"impossible"),
-    ("available", r"available", r"unavailable"),
-    ("safe", r"safe", r"unsafe"),
-    ("secure", r"secure", r"insecure|unsecured?"),
-    ("reversible", r"reversible", r"irreversible"),
-    ("responsible", r"responsible", r"irresponsible"),
-    ("appropriate", r"appropriate", r"inappropriate"),
-    ("complete", r"complete", r"incomplete"),
-    ("active", r"active", r"inactive"),
-    ("paid", r"paid", r"unpaid"),
-    ("approved", r"approved", r"unapproved|disapproved"),
-    ("verified", r"verified", r"unverified"),
-    ("official", r"official", r"unofficial"),
-    ("limited", r"limited", r"unlimited"),
-)
-_PREFIX_PAIRS = (
-    *(
-        ActionPair("prefix_" + name, _en(plus), _en(minus), "any")
-        for name, plus, minus in _PREFIXED
-    ),
-    ActionPair("prefix_legal_zh", "合法", "非法|违法|不合法", "any"),
-)
-# Opposite evaluations (love / hate, cheap / expensive): validators/antonyms.py.
-_ANTONYM_PAIRS = tuple(
-    ActionPair("antonym_" + name, _en(plus), _en(minus), "any") for name, plus, minus in ANTONYMS
-)
 
 ACTION_PAIRS: tuple[ActionPair, ...] = (
     ActionPair(
@@ -293,8 +241,9 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
         + r"|至多|最多只|不到(?=[_\d一二三四五六七八九十两几百千万])",
         "any",
     ),
-    *_PREFIX_PAIRS,
-    *_ANTONYM_PAIRS,
+    *PREFIX_PAIRS,
+    *ANTONYM_PAIRS,
+    *CONTRAST_PAIRS,
 )
 _PAIRS = {p.name: p for p in ACTION_PAIRS}
 # The minus pole is matched first (and masked) so "unlock" is not also "lock".

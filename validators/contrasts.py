@@ -1,0 +1,169 @@
+"""Mutually exclusive qualifiers: the contrast sets ``validators.polarity`` reads.
+
+"How does a buyer get a refund?" and "How does a seller get a refund?", "the maximum
+daily dose of ibuprofen for adults" and "… for children", "checked baggage for economy
+passengers" and "… business class passengers": one word names *who* or *which kind*,
+the rest is a template the embedder and the pair verifier both read as the same
+question (a review of session 38 found such pairs served at verifier scores of
+0.985-0.996, where a synonym swap such as change / update scored 0.86). Each set
+names the members of one closed dimension: parties of a transaction or relationship,
+the population a dose or a price is for, a customer's tier, a travel class, a room, a
+jurisdiction's level, a channel. Its members become ``antonym``-style pairs
+(``contrast_<set>_<a>_<b>``), which refuse only when **both** texts name members and
+they differ: a text naming none ("How do I get a refund?") or the same member in
+other words (kid / child) is never refused, and one naming two members ("between a
+buyer and a seller") contrasts with nothing. So the sets only have to be right about
+what excludes what, and stay small.
+
+Words that are mostly something else are anchored or left out: "business" only as a
+travel class, "state" only before law / tax / court, "host" and "guest" only as
+people (not a web host), "economy" only without "premium" before it. Chinese members
+are whole words that do not occur inside others in FAQ text.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+_A = r"(?<![A-Za-z])"
+_Z = r"(?![A-Za-z])"
+
+
+def _en(words: str) -> str:
+    return rf"{_A}(?:{words}){_Z}"
+
+
+#: (set name, ((member name, English regex, Chinese alternatives), ...))
+CONTRAST_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
+    ("trade", (("buyer", r"buyers?", "买家|买方"), ("seller", r"sellers?|vendors?", "卖家|卖方"))),
+    (
+        "lease",
+        (
+            ("landlord", r"landlords?|landlad(?:y|ies)", "房东"),
+            ("tenant", r"tenants?|renters?", "租客|租户"),
+        ),
+    ),
+    (
+        "work",
+        (
+            ("employer", r"employers?", "雇主|老板"),
+            ("employee", r"employees?|staff\smembers?", "员工|雇员|职员"),
+        ),
+    ),
+    ("stay", (("host", r"hosts?(?!\sname|ing|ed)", "房主"), ("guest", r"guests?", "房客"))),
+    (
+        "ride",
+        (
+            ("driver", r"drivers?(?!'?s?\slicen[cs]e)", "司机"),
+            ("passenger", r"passengers?|riders?", "乘客"),
+        ),
+    ),
+    (
+        "care",
+        (("patient", r"patients?", "患者|病人"), ("doctor", r"doctors?|physicians?", "医生|大夫")),
+    ),
+    (
+        "parcel",
+        (
+            ("sender", r"senders?", "寄件人|发件人"),
+            ("recipient", r"recipients?|receivers?|addressees?", "收件人"),
+        ),
+    ),
+    (
+        "class",
+        (
+            ("teacher", r"teachers?|instructors?|tutors?", "老师|教师"),
+            ("student", r"students?|pupils?|learners?", "学生"),
+        ),
+    ),
+    (
+        "age",
+        (
+            ("adult", r"adults?|grown[\s-]?ups?", "成人|成年人|大人"),
+            ("child", r"child(?:ren)?|kids?|minors?", "儿童|小孩|孩子|未成年人"),
+            ("infant", r"infants?|bab(?:y|ies)|toddlers?|newborns?", "婴儿|幼儿|宝宝"),
+        ),
+    ),
+    (
+        "tenure",
+        (
+            ("new", r"new\s(?:customers?|users?|members?|clients?|subscribers?)", "新用户|新客户"),
+            (
+                "existing",
+                r"(?:existing|current|returning|old)\s(?:customers?|users?|members?|clients?"
+                r"|subscribers?)",
+                "老用户|老客户|现有用户",
+            ),
+        ),
+    ),
+    (
+        "hours",
+        (
+            ("part_time", r"part[\s-]time(?:rs?)?", "兼职"),
+            ("full_time", r"full[\s-]time(?:rs?)?", "全职"),
+        ),
+    ),
+    (
+        "cabin",
+        (
+            ("economy", r"(?<!premium\s)economy(?:\sclass)?", "经济舱"),
+            ("premium_economy", r"premium\seconomy", "超级经济舱"),
+            ("business", r"business\sclass", "商务舱"),
+            ("first", r"first\sclass", "头等舱"),
+        ),
+    ),
+    (
+        "room",
+        (
+            ("single", r"single\s(?:rooms?|beds?)", "单人间|单人房"),
+            ("double", r"double\s(?:rooms?|beds?)", "双人间|大床房"),
+            ("twin", r"twin\s(?:rooms?|beds?)", "标准间|双床房"),
+        ),
+    ),
+    (
+        "jurisdiction",
+        (
+            (
+                "state",
+                r"state(?=\s(?:laws?|tax(?:es)?|income\stax|courts?|level|minimum\swage))",
+                "",
+            ),
+            ("federal", r"federal", ""),
+            ("local", r"local(?=\s(?:laws?|tax(?:es)?|courts?|ordinances?))|municipal", ""),
+        ),
+    ),
+    (
+        "reach",
+        (
+            ("domestic", r"domestic(?:ally)?|within\sthe\scountry", "国内"),
+            ("international", r"international(?:ly)?|overseas|abroad", "国际|境外|海外"),
+        ),
+    ),
+    (
+        "venue",
+        (
+            ("online", r"online|on\sthe\sweb", "线上|网上"),
+            ("in_store", r"in[\s-]store|in[\s-]person|at\sa\s(?:store|branch)", "线下|门店|实体店"),
+        ),
+    ),
+    (
+        "surface",
+        (
+            ("app", r"(?:mobile\s)?app(?:s)?", "手机端|客户端"),
+            ("website", r"web\s?sites?|web\sbrowsers?", "网页版|官网"),
+        ),
+    ),
+)
+
+
+def contrast_pairs() -> tuple[tuple[str, str, str], ...]:
+    """Every two members of a set as ``(name, plus regex, minus regex)``, the shape of
+    ``validators.antonyms.ANTONYMS`` entries (``plus`` / ``minus`` are whole regexes
+    here, English and Chinese together)."""
+    out: list[tuple[str, str, str]] = []
+    for set_name, members in CONTRAST_SETS:
+        for (a, en_a, zh_a), (b, en_b, zh_b) in combinations(members, 2):
+            plus = _en(en_a) + (f"|{zh_a}" if zh_a else "")
+            minus = _en(en_b) + (f"|{zh_b}" if zh_b else "")
+            out.append((f"contrast_{set_name}_{a}_{b}", plus, minus))
+    return tuple(out)

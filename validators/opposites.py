@@ -1,0 +1,89 @@
+"""The opposites ``validators.polarity`` reads as action pairs: words and their
+prefixed negations (legal / illegal), antonyms of evaluation (``validators.antonyms``)
+and contrast sets of who or which kind (``validators.contrasts``). All refuse only when
+both texts name opposite poles (``default="any"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from validators.antonyms import ANTONYMS, ZH_ANTONYMS
+from validators.contrasts import contrast_pairs
+
+_A = r"(?<![A-Za-z])"
+_Z = r"(?![A-Za-z])"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionPair:
+    name: str
+    plus: str  # regex alternatives for the "+" pole
+    minus: str  # regex alternatives for the "-" pole
+    # the pole a one-sided mention may have without refusing: "+", "-", "any" or None
+    default: str | None
+    # read only in texts this matches (regex; empty: every text)
+    only_if: str = ""
+
+
+def en_words(words: str) -> str:
+    return rf"{_A}(?:{words}){_Z}"
+
+
+# Negation by prefix: a word and its prefixed opposite. Refused only when both texts
+# name the same word with opposite poles ("is it legal" vs "is it illegal"); one text
+# naming it alone is not read as a contrast.
+_PREFIXED: tuple[tuple[str, str, str], ...] = (
+    ("legal", r"legal(?:ly)?", r"illegal(?:ly)?"),
+    ("allowed", r"allowed", r"disallowed"),
+    ("permitted", r"permitted|permissible", r"impermissible"),
+    ("refundable", r"refundable", r"non[\s-]?refundable"),
+    ("transferable", r"transferr?able", r"non[\s-]?transferr?able"),
+    ("taxable", r"taxable", r"non[\s-]?taxable"),
+    ("valid", r"valid", r"invalid"),
+    ("eligible", r"eligible", r"ineligible|non[\s-]?eligible"),
+    ("authorized", r"authori[sz]ed", r"unauthori[sz]ed|non[\s-]?authori[sz]ed"),
+    ("possible", r"possible", r"impossible"),
+    ("available", r"available", r"unavailable"),
+    ("safe", r"safe", r"unsafe"),
+    ("secure", r"secure", r"insecure|unsecured?"),
+    ("reversible", r"reversible", r"irreversible"),
+    ("responsible", r"responsible", r"irresponsible"),
+    ("appropriate", r"appropriate", r"inappropriate"),
+    ("complete", r"complete", r"incomplete"),
+    ("active", r"active", r"inactive"),
+    ("paid", r"paid", r"unpaid"),
+    ("approved", r"approved", r"unapproved|disapproved"),
+    ("verified", r"verified", r"unverified"),
+    ("official", r"official", r"unofficial"),
+    ("limited", r"limited", r"unlimited"),
+)
+PREFIX_PAIRS = (
+    *(
+        ActionPair("prefix_" + name, en_words(plus), en_words(minus), "any")
+        for name, plus, minus in _PREFIXED
+    ),
+    ActionPair("prefix_legal_zh", "合法", "非法|违法|不合法", "any"),
+)
+
+
+# Opposite evaluations (love / hate, cheap / expensive): validators/antonyms.py.
+def _zh(name: str, pole: int) -> str:
+    return "|" + ZH_ANTONYMS[name][pole] if name in ZH_ANTONYMS else ""
+
+
+ANTONYM_PAIRS = (
+    *(
+        ActionPair(
+            "antonym_" + name, en_words(plus) + _zh(name, 0), en_words(minus) + _zh(name, 1), "any"
+        )
+        for name, plus, minus in ANTONYMS
+    ),
+    *(
+        ActionPair("antonym_" + name, plus, minus, "any")
+        for name, (plus, minus) in ZH_ANTONYMS.items()
+        if name not in {n for n, _, _ in ANTONYMS}
+    ),
+)
+# who / which kind: buyer / seller, adult / child, economy / business class (contrasts.py)
+CONTRAST_PAIRS = tuple(ActionPair(n, plus, minus, "any") for n, plus, minus in contrast_pairs())

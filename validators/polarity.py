@@ -68,6 +68,11 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
         _en(
             r"disabl(?:e|es|ed|ing)|deactivat(?:e|es|ed|ing|ion)|turn(?:s|ed|ing)?\s(?:\w+\s){0,2}?off"
             r"|switch(?:es|ed|ing)?\s(?:\w+\s){0,2}?off|shut(?:s|ting)?\s(?:\w+\s){0,2}?(?:off|down)"
+            # "stop auto-renewal" is "turn off automatic renewal" (one-sided, the minus
+            # pole refused the paraphrase: session 38's review); only before what a
+            # setting turns off, not "stop a payment" (a cancellation)
+            r"|stop(?:s|ped|ping)?\s(?:\w+\s){0,2}?(?:auto[\s-]?renew\w*|(?:automatic\s)?renewals?"
+            r"|notifications?|alerts?|reminders?|e-?mails?|texts?|messages?)"
         )
         + "|关闭|关掉|关上|停用|禁用",
         "+",
@@ -130,7 +135,9 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
     ActionPair(
         "session",
         _en(r"log(?:s|ged|ging)?\s?in(?:to)?|sign(?:s|ed|ing)?\s?in(?:to)?") + "|登录|登陆",
-        _en(r"log(?:s|ged|ging)?\s?out|sign(?:s|ed|ing)?\s?out") + "|退出登录|登出",
+        _en(r"log(?:s|ged|ging)?\s?out|sign(?:s|ed|ing)?\s?out")
+        # 退出所有设备的登录: "log out of every device", a modifier between the two
+        + "|退出(?:[\u4e00-\u9fff]{1,8}的)?登录|登出",
         "+",
     ),
     ActionPair(
@@ -159,8 +166,11 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
     ),
     ActionPair(
         "trade",
-        _en(r"buy(?:s|ing)?|bought|purchas(?:e|es|ed|ing)") + "|购买|买入",
-        _en(r"sell(?:s|ing)?|sold") + "|出售|卖出",
+        # "do you sell gift cards?" asks what "can I buy a gift card?" asks: the shop
+        # selling is the asker buying (a review of session 38 found it refused)
+        _en(r"buy(?:s|ing)?|bought|purchas(?:e|es|ed|ing)|(?<=you\s)sell|(?<=you\salso\s)sell")
+        + "|购买|买入",
+        _en(r"(?<!you\s)(?<!you\salso\s)sell(?:s|ing)?|sold") + "|出售|卖出",
         "+",
     ),
     ActionPair(
@@ -295,10 +305,20 @@ NEGATION = re.compile(
 )
 
 
+#: Chinese topic-comment order: the object first, then how, then the verb (订阅怎么取消,
+#: 自动续费要如何关闭). Read in verb-object order (怎么取消订阅), as the pairs' words are
+#: written: 订阅 alone read as "subscribe", and the paraphrase was refused (a review).
+_ZH_TOPIC_FIRST = re.compile(
+    r"([\u4e00-\u9fff]{2,5}?)((?:要|该|应该|可以|能)?(?:怎么|如何|怎样|咋)(?:样|才能|去)?)"
+    r"(取消|退出|关闭|关掉|解除|退订|开通|开启|打开|删除|注销)"
+)
+
+
 def polarity_values(text: str) -> frozenset[str]:
     """The polarity values of an (already masked) text."""
     work = NOT_NEGATION.sub(lambda m: " " * len(m.group()), text)
     values = {"negative" if NEGATION.search(work) else "positive"}
+    text = _ZH_TOPIC_FIRST.sub(r"\2\3\1", text)
     for name, minus, plus, only_if in _PAIR_RES:
         if not only_if.search(text):
             continue

@@ -29,6 +29,13 @@ SAME = [
     ("Is type II diabetes curable?", "Can type 2 diabetes be cured?"),
     ("How do I convert a string to uppercase in Python?", "Python string to upper case"),
     ("Explain quantum physics like I'm five", "ELI5 quantum physics"),
+    # session 38's review: refused by the polarity kind before
+    ("订阅怎么取消", "怎么取消订阅"),  # topic first, verb after
+    ("自动续费要如何关闭", "如何关闭自动续费"),
+    ("怎么退出所有设备的登录", "如何在所有设备上退出登录"),  # a modifier inside
+    ("How do I stop auto-renewal?", "How do I turn off automatic renewal?"),
+    ("How do I stop email notifications?", "How can I disable email notifications?"),
+    ("Do you sell gift cards?", "Can I buy a gift card?"),  # the shop sells, I buy
     pytest.param(
         "How tall is Mount Everest?",
         "What's the height of Everest in meters?",
@@ -45,6 +52,9 @@ DIFFERENT = [
     ("Explain how engines work.", "Explain how engines work like I'm a mechanic."),
     ("Translate 'gato' to English.", "Translate 'gato' to French."),
     ("用中文回答：天空为什么是蓝色的？", "用英语回答：天空为什么是蓝色的？"),
+    ("怎么订阅", "订阅怎么取消"),  # the reorder keeps a real contrast
+    ("Can I sell my gift card?", "Can I buy a gift card?"),
+    ("How do I turn on notifications?", "How do I stop notifications?"),
 ]
 
 

@@ -24,7 +24,7 @@ from validators.text import prepare
 
 DATA = Path(__file__).resolve().parent / "data"
 #: The polarity values this measures (what session 38 added)
-NEW = ("contrast_", "antonym_rise")
+NEW = ("contrast_", "order_", "antonym_rise")
 
 
 def contrast_values(text: str) -> frozenset[str]:
@@ -76,7 +76,7 @@ def main() -> None:
         )
         for intent, a, b in r["examples"]:
             print(f"    {intent}: {a!r} / {b!r}")
-    print(f"wrote {write_json('contrast_cost', results)}")
+    write_json("contrast_cost", results)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,19 @@ Words that are mostly something else are anchored or left out: "business" only a
 travel class, "state" only before law / tax / court, "host" and "guest" only as
 people (not a web host), "economy" only without "premium" before it. Chinese members
 are whole words that do not occur inside others in FAQ text.
+
+Two members in one text are read in order too (``order_<set>:<first>><second>``):
+"Can a guest check in without the host present?" and "Can a host check in without
+the guest present?" name the same two and differ only in who does what (served at
+verifier 0.986 in the review). Two texts that both order one set's members must order
+them alike; a passive ("… reset by the instructor", 被 / 由) is not read, since it
+turns the order round without changing the meaning.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Set
 from itertools import combinations
 
 _A = r"(?<![A-Za-z])"
@@ -156,6 +165,14 @@ CONTRAST_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
 )
 
 
+def member_patterns() -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    """Each set's members as ``(member, regex)``, English and Chinese together."""
+    return tuple(
+        (name, tuple((m, _en(en) + (f"|{zh}" if zh else "")) for m, en, zh in members))
+        for name, members in CONTRAST_SETS
+    )
+
+
 def contrast_pairs() -> tuple[tuple[str, str, str], ...]:
     """Every two members of a set as ``(name, plus regex, minus regex)``, the shape of
     ``validators.antonyms.ANTONYMS`` entries (``plus`` / ``minus`` are whole regexes
@@ -167,3 +184,48 @@ def contrast_pairs() -> tuple[tuple[str, str, str], ...]:
             minus = _en(en_b) + (f"|{zh_b}" if zh_b else "")
             out.append((f"contrast_{set_name}_{a}_{b}", plus, minus))
     return tuple(out)
+
+
+_MEMBERS = [
+    (name, [(m, re.compile(p, re.IGNORECASE)) for m, p in members])
+    for name, members in member_patterns()
+]
+_PASSIVE = re.compile(_en(r"by\s(?:the|a|an|his|her|their|my|your)") + "|被|由", re.IGNORECASE)
+# "buyers and sellers", "买家和卖家": two members joined, in no order that means anything
+_JOINED = re.compile(
+    r"\s*(?:,\s*)?(?:and|or|&|/|vs\.?|versus|as\swell\sas|和|或|与|跟|及|以及|、)"
+    r"\s*(?:(?:the|a|an|their|its)\s)?",
+    re.IGNORECASE,
+)
+
+
+def member_orders(text: str) -> set[str]:
+    """``order_<set>:<a>><b>`` for a set two of whose members the text names, in the
+    order it first names them (a role swap: guest … host against host … guest); none
+    for a passive or two members joined by "and" / "or" / 和."""
+    if _PASSIVE.search(text):
+        return set()
+    out: set[str] = set()
+    for name, members in _MEMBERS:
+        first = sorted(
+            (m.start(), m.end(), member)
+            for member, pattern in members
+            if (m := pattern.search(text))
+        )
+        if len(first) >= 2 and not _JOINED.fullmatch(text, first[0][1], first[1][0]):
+            out.add(f"order_{name}:{first[0][2]}>{first[1][2]}")
+    return out
+
+
+def orders_agree(a: Set[str], b: Set[str]) -> bool:
+    """False when both texts order one set's two members, differently."""
+    orders_a = dict(v.split(":", 1) for v in a if v.startswith("order_"))
+    orders_b = dict(v.split(":", 1) for v in b if v.startswith("order_"))
+    return all(orders_b.get(s, order) == order for s, order in orders_a.items())
+
+
+def known_order_value(value: str) -> bool:
+    name, _, pole = value.partition(":")
+    members = {m for m, _ in dict(member_patterns()).get(name.removeprefix("order_"), ())}
+    first, _, second = pole.partition(">")
+    return first in members and second in members and first != second

@@ -41,6 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Set
 
+from validators.contrasts import known_order_value, member_orders, orders_agree
 from validators.opposites import (
     ANTONYM_PAIRS,
     CONTRAST_PAIRS,
@@ -319,6 +320,7 @@ def polarity_values(text: str) -> frozenset[str]:
     work = NOT_NEGATION.sub(lambda m: " " * len(m.group()), text)
     values = {"negative" if NEGATION.search(work) else "positive"}
     text = _ZH_TOPIC_FIRST.sub(r"\2\3\1", text)
+    values |= member_orders(text)
     for name, minus, plus, only_if in _PAIR_RES:
         if not only_if.search(text):
             continue
@@ -341,6 +343,8 @@ def compare_polarity(a: Set[str], b: Set[str]) -> bool:
     """True when two polarity value sets do not contradict each other."""
     if ("negative" in a) != ("negative" in b):
         return False
+    if not orders_agree(a, b):
+        return False  # both name two members of one set, in other orders
     for pair in ACTION_PAIRS:
         prefix = pair.name + ":"
         pa = {v for v in a if v.startswith(prefix)}
@@ -365,4 +369,6 @@ def known_polarity_value(value: str) -> bool:
     if value in ("positive", "negative"):
         return True
     name, _, pole = value.partition(":")
+    if name.startswith("order_"):
+        return known_order_value(value)
     return name in _PAIRS and pole in ("+", "-")

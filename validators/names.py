@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Set
 
+from validators.places import find_places
 from validators.scan import Scanner
 
 #: Distinct words kept as a text's mentions; a longer text keeps none (its names can
@@ -103,11 +104,19 @@ def _title_cased(text: str) -> bool:
 
 
 def extract_names(scan: Scanner) -> None:
-    """The ``name`` values of the text's Titlecase words (module docstring). Names are
-    recorded, not masked: nothing runs after this extractor."""
-    if _HAN.search(scan.text) or _title_cased(scan.text):
+    """The ``name`` values of the text's places in any case (``validators.places``) and
+    of its other Titlecase words (module docstring). Names are recorded, not masked:
+    nothing runs after this extractor."""
+    if _HAN.search(scan.text):
+        return
+    places = find_places(scan.work)
+    for place, start, end in places:
+        scan.record("name", place, start, end)
+    if _title_cased(scan.text):
         return
     for m in _TITLE.finditer(scan.work):
+        if any(start < m.end() and m.start() < end for _, start, end in places):
+            continue  # a word of a place ("New York"): its id stands for it
         word = _word(m.group())
         if len(word) < 2 or word in STOPWORDS or _is_sentence_start(scan.text, m.start()):
             continue

@@ -104,19 +104,16 @@ def _title_cased(text: str) -> bool:
 
 
 def extract_names(scan: Scanner) -> None:
-    """The ``name`` values of the text's places in any case (``validators.places``) and
-    of its other Titlecase words (module docstring). Names are recorded, not masked:
-    nothing runs after this extractor."""
-    if _HAN.search(scan.text):
+    """The ``name`` values of the text's Titlecase words (module docstring). Names are
+    recorded, not masked: nothing runs after this extractor."""
+    if _HAN.search(scan.text) or _title_cased(scan.text):
         return
-    places = find_places(scan.work)
-    for place, start, end in places:
-        scan.record("name", place, start, end)
-    if _title_cased(scan.text):
-        return
+    # Places are the polarity kind's (validators/places.py: any case, one id for every
+    # spelling, refused only when both texts name places and not the same ones)
+    places = [(start, end) for _, start, end in find_places(scan.work)]
     for m in _TITLE.finditer(scan.work):
-        if any(start < m.end() and m.start() < end for _, start, end in places):
-            continue  # a word of a place ("New York"): its id stands for it
+        if any(start < m.end() and m.start() < end for start, end in places):
+            continue
         word = _word(m.group())
         if len(word) < 2 or word in STOPWORDS or _is_sentence_start(scan.text, m.start()):
             continue

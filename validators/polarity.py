@@ -49,6 +49,7 @@ from validators.opposites import (
     ActionPair,
 )
 from validators.opposites import en_words as _en
+from validators.places import known_place_value, place_values, places_agree
 
 _I = re.IGNORECASE
 _Z = r"(?![A-Za-z])"
@@ -320,7 +321,7 @@ def polarity_values(text: str) -> frozenset[str]:
     work = NOT_NEGATION.sub(lambda m: " " * len(m.group()), text)
     values = {"negative" if NEGATION.search(work) else "positive"}
     text = _ZH_TOPIC_FIRST.sub(r"\2\3\1", text)
-    values |= member_orders(text)
+    values |= member_orders(text) | place_values(text)
     for name, minus, plus, only_if in _PAIR_RES:
         if not only_if.search(text):
             continue
@@ -345,6 +346,8 @@ def compare_polarity(a: Set[str], b: Set[str]) -> bool:
         return False
     if not orders_agree(a, b):
         return False  # both name two members of one set, in other orders
+    if not places_agree(a, b):
+        return False  # both name places, not the same ones
     for pair in ACTION_PAIRS:
         prefix = pair.name + ":"
         pa = {v for v in a if v.startswith(prefix)}
@@ -371,4 +374,6 @@ def known_polarity_value(value: str) -> bool:
     name, _, pole = value.partition(":")
     if name.startswith("order_"):
         return known_order_value(value)
+    if name == "place":
+        return known_place_value(value)
     return name in _PAIRS and pole in ("+", "-")

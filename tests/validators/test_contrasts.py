@@ -24,7 +24,7 @@ REFUSED = [
     ("How does an employer report a workplace injury?", "How does an employee report one?"),
     ("What is the ticket price for children?", "What is the ticket price for adults?"),
     ("Maximum daily dose of ibuprofen for adults?", "Maximum daily dose of ibuprofen for kids?"),
-    ("How much melatonin should a child take?", "How much melatonin should a baby take?"),
+    ("How much melatonin should a child take?", "How much melatonin should an adult take?"),
     ("How do new customers get the welcome discount?", "How do existing customers get it?"),
     ("What benefits do part-time employees receive?", "What benefits do full-time staff get?"),
     ("Baggage allowance for economy passengers?", "Baggage allowance in business class?"),
@@ -46,6 +46,7 @@ REFUSED = [
 
 KEPT = [
     ("How do kids get a discount?", "What discount do children get?"),  # one member
+    ("Can I open a bank account for my newborn baby?", "Can I open an account for a child?"),
     ("How do I get a refund?", "How does a buyer get a refund?"),  # one side names none
     ("Can I use the app to pay?", "How do I pay in the mobile app?"),
     ("How long does international shipping take?", "How long does shipping abroad take?"),

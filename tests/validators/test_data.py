@@ -137,10 +137,7 @@ def test_same_intent_pairs_mostly_agree(
     rate = agree / total
     print(f"\n(c) same-intent pairs agreeing: {agree}/{total} = {rate:.3f}; "
           f"refusals by kind: {dict(reasons.most_common())}")  # fmt: skip
-    # 0.667 before session 38 read places in lower case and as acronyms (CLINC150 is all
-    # lower case): random same-intent pairs asking about another country, state or
-    # city ("do i need a visa for japan" / "… for mexico") are refused now, 0.631
-    assert rate >= 0.6
+    assert rate >= 0.65
 
 
 GUARD_INTENTS = {

@@ -1,5 +1,6 @@
 """Places in any case (validators/places.py): lower-case countries and states, and the
-capital acronyms US / UK / EU, are names; one place in other spellings is one name."""
+acronyms US (in capitals) / UK / EU, as polarity values refused only when both texts
+name places and not the same ones; one place in other spellings is one value."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ def test_another_place_is_refused(a: str, b: str) -> None:
         ("Drinking age in the US?", "Drinking age in the United States?"),
         ("Can you help us?", "Can you help me?"),  # "us", the pronoun
         ("Do you ship to the Netherlands?", "do you ship to holland"),
+        ("the role of the federal reserve in the u.s. economy", "its role in the U.S. economy"),
+        # one-sided: BANKING77 labels them one intent
+        ("When can I expect my card? I live in the US.", "When can I expect my card?"),
     ],
 )
 def test_one_place_in_other_spellings_is_one_name(a: str, b: str) -> None:

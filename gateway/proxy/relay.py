@@ -314,7 +314,7 @@ async def stream_events(
             if not isinstance(choice, dict):
                 continue
             if choice.get("index", 0) == 0:
-                text = _choice_text(choice, kind)
+                text = choice_text(choice, kind)
             reason = choice.get("finish_reason")
             if reason:
                 finish_reason = reason if isinstance(reason, str) else "unknown"
@@ -344,10 +344,11 @@ async def stream_events(
     )
 
 
-def _choice_text(choice: dict[str, Any], kind: str) -> str:
-    """The text of one streamed choice; "" where it has none a client could read."""
+def choice_text(choice: dict[str, Any], kind: str, part: str = "delta") -> str:
+    """The text of one choice (a streamed one's ``delta``, a whole answer's ``message``);
+    "" where it has none a client could read."""
     if kind == "chat":
-        delta = choice.get("delta")
+        delta = choice.get(part)
         piece = delta.get("content") if isinstance(delta, dict) else None
     else:
         piece = choice.get("text")

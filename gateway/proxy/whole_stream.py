@@ -14,11 +14,10 @@ gateway (as for the built-in engine), then its finish reason and usage.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
 
 import httpx
 
-from gateway.proxy.relay import whole_response
+from gateway.proxy.relay import choice_text, whole_response
 from gateway.proxy.upstream import Delta, Done, Event
 
 
@@ -38,7 +37,7 @@ async def whole_as_stream(
     done = await whole_response(response, kind, passed, max_body, hide_cached)
     body = done.body or {}
     first = next((c for c in body.get("choices", []) if isinstance(c, dict)), {})
-    yield Delta(_answer_text(first, kind), headers=passed)
+    yield Delta(choice_text(first, kind, "message"), headers=passed)
     yield Done(
         finish_reason=done.finish_reason,
         prompt_tokens=done.prompt_tokens,
@@ -47,12 +46,3 @@ async def whole_as_stream(
         usage_known=done.usage_known,
         cached_hidden=done.cached_hidden,
     )
-
-
-def _answer_text(choice: dict[str, Any], kind: str) -> str:
-    if kind == "chat":
-        message = choice.get("message")
-        text = message.get("content") if isinstance(message, dict) else None
-    else:
-        text = choice.get("text")
-    return text if isinstance(text, str) else ""

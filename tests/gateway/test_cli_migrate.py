@@ -7,26 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, inspect
 
 from gateway.cli import main
 from gateway.settings import get_settings
 from migrations.runner import alembic_config
 from tests.gateway.conftest import PG_SERVER_URL
+from tests.migrations.test_migrations import tables
 
 
 def head() -> str:
     from alembic.script import ScriptDirectory
 
     return str(ScriptDirectory.from_config(alembic_config()).get_current_head())
-
-
-def tables(url: str) -> set[str]:
-    engine = create_engine(url)
-    try:
-        return set(inspect(engine).get_table_names())
-    finally:
-        engine.dispose()
 
 
 def test_migrate_uses_the_gateways_own_database(

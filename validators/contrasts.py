@@ -204,20 +204,29 @@ _JOINED = re.compile(
 )
 
 
-def member_orders(text: str) -> set[str]:
-    """``order_<set>:<a>><b>`` for a set two of whose members the text names, in the
-    order it first names them (a role swap: guest … host against host … guest); none
-    for a passive or two members joined by "and" / "or" / 和."""
-    if _PASSIVE.search(text):
-        return set()
+def contrast_values(text: str) -> set[str]:
+    """The polarity values of the contrast sets, from one search per member: each pair's
+    ``contrast_<set>_<a>_<b>:+`` / ``:-`` (the pairs of :func:`contrast_pairs`, which
+    ``validators.polarity`` compares), and ``order_<set>:<a>><b>`` for a set two of
+    whose members the text names, in the order it first names them (a role swap: guest
+    … host against host … guest); no order for a passive or two members joined by
+    "and" / "or" / 和."""
     out: set[str] = set()
+    passive = _PASSIVE.search(text) is not None
     for name, members in _MEMBERS:
         first = sorted(
             (m.start(), m.end(), member)
             for member, pattern in members
             if (m := pattern.search(text))
         )
-        if len(first) >= 2 and not _JOINED.fullmatch(text, first[0][1], first[1][0]):
+        named = {member for _, _, member in first}
+        for (a, _), (b, _) in combinations(members, 2):
+            if a in named:
+                out.add(f"contrast_{name}_{a}_{b}:+")
+            if b in named:
+                out.add(f"contrast_{name}_{a}_{b}:-")
+        two = len(first) >= 2 and not passive
+        if two and not _JOINED.fullmatch(text, first[0][1], first[1][0]):
             out.add(f"order_{name}:{first[0][2]}>{first[1][2]}")
     return out
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Set
 
-from validators.contrasts import known_order_value, member_orders, orders_agree
+from validators.contrasts import contrast_values, known_order_value, orders_agree
 from validators.opposites import (
     ANTONYM_PAIRS,
     CONTRAST_PAIRS,
@@ -259,9 +259,11 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
 )
 _PAIRS = {p.name: p for p in ACTION_PAIRS}
 # The minus pole is matched first (and masked) so "unlock" is not also "lock".
+# The contrast sets' pairs are read by contrasts.contrast_values, one search a member
 _PAIR_RES = [
     (p.name, re.compile(p.minus, _I), re.compile(p.plus, _I), re.compile(p.only_if, _I))
     for p in ACTION_PAIRS
+    if p not in CONTRAST_PAIRS
 ]
 
 # "I don't know how to X", "I didn't know about this fee", "a payment I don't remember
@@ -321,7 +323,7 @@ def polarity_values(text: str) -> frozenset[str]:
     work = NOT_NEGATION.sub(lambda m: " " * len(m.group()), text)
     values = {"negative" if NEGATION.search(work) else "positive"}
     text = _ZH_TOPIC_FIRST.sub(r"\2\3\1", text)
-    values |= member_orders(text) | place_values(text)
+    values |= contrast_values(text) | place_values(text)
     for name, minus, plus, only_if in _PAIR_RES:
         if not only_if.search(text):
             continue

@@ -31,7 +31,7 @@ ENTITY_KINDS: tuple[str, ...] = (
 )
 #: Version of the extraction rules; stored in ``Entities.to_dict()`` so that
 #: entities persisted by other rules are re-extracted rather than compared.
-ENTITIES_VERSION = 6  # 6: contrast sets and Chinese antonyms (session 38)
+ENTITIES_VERSION = 7  # 7: cities, Chinese places, outside, routes, "not legal" (session 39)
 _VERSION_KEY = "_v"
 _MENTIONS_KEY = "_m"
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Set
 
-from validators.places import find_places
+from validators.places import CITY_IDS, find_places
 from validators.scan import Scanner
 
 #: Distinct words kept as a text's mentions; a longer text keeps none (its names can
@@ -110,7 +110,8 @@ def extract_names(scan: Scanner) -> None:
         return
     # Places are the polarity kind's (validators/places.py: any case, one id for every
     # spelling, refused only when both texts name places and not the same ones)
-    places = [(start, end) for _, start, end in find_places(scan.work)]
+    # but a capitalised city is a name as it was before cities were places
+    places = [(s, e) for place, s, e in find_places(scan.work) if place not in CITY_IDS]
     for m in _TITLE.finditer(scan.work):
         if any(start < m.end() and m.start() < end for start, end in places):
             continue

@@ -57,7 +57,12 @@ _PREFIXED: tuple[tuple[str, str, str], ...] = (
     ("verified", r"verified", r"unverified"),
     ("official", r"official", r"unofficial"),
     ("limited", r"limited", r"unlimited"),
+    # "unhappy with my order" / "happy with my order" (session 38's review)
+    ("happy", r"happy", r"unhappy"),
+    ("satisfied", r"satisfied", r"dissatisfied|unsatisfied"),
 )
+
+
 PREFIX_PAIRS = (
     *(
         ActionPair("prefix_" + name, en_words(plus), en_words(minus), "any")

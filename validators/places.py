@@ -15,97 +15,149 @@ what "When can I expect my card?" asks (one-sided, as labelled in BANKING77), wh
 "… in the US?" and "… in the UK?" do not. (A first version made places names, which
 refuse one-sided: 1.6% of the eval split's nearest paraphrases were refused, most of
 them such a one-sided country.) The Titlecase rule of ``validators.names`` still reads
-a capitalised place as a name too.
+a capitalised city as a name too (refused one-sided, as before cities were places).
+
+Session 39 added what the same review left (tables in ``validators.place_names``):
+major cities in any case ("weather in london" / "… in paris"), Chinese names (美国 /
+英国, 北京 / 上海; one id with the English: 美国 is ``us``), and two readings:
+
+* *outside*: "ship to the EU" / "ship outside the EU" name one place on opposite
+  sides of its border: ``place:outside:eu`` ("outside", "out of", "beyond", "non-EU";
+  美国以外, 欧盟之外, 中国境外);
+* *route*: "from New York to Florida" / "from Florida to New York" name the same two
+  places (PAWS-X's classic swap, left to the verifier before): ``route:from:<id>`` and
+  ``route:to:<id>`` from "from X" and "to X" (in either order: "to the US from Canada"
+  is the same route), 从X, 到X / 去X / 寄往X, and X 到 / 寄到 / 飞往 Y. Two texts that
+  both say where something goes from must share a place there, and the same for where
+  it goes to; a role on one side only is no contrast ("I'm in Canada, can I
+  send money to the US?" ≈ "… to the US from Canada?").
+
+A place that lies in another place named with it ("Paris, France", "Austin, Texas")
+stands for both, so the container adds nothing.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Set
+from itertools import pairwise
 
-_COUNTRIES = """
-argentina australia austria bangladesh belgium brazil bulgaria canada chile china colombia
-croatia cuba czechia denmark egypt estonia ethiopia finland france germany ghana greece
-hungary iceland india indonesia iran iraq ireland israel italy jamaica japan kenya latvia
-lebanon lithuania luxembourg malaysia mexico morocco nepal netherlands nigeria norway pakistan
-peru philippines poland portugal qatar romania russia serbia singapore slovakia slovenia
-spain sweden switzerland taiwan thailand turkey ukraine vietnam zimbabwe
-england scotland wales
-new_zealand south_africa saudi_arabia hong_kong northern_ireland south_korea north_korea
-sri_lanka costa_rica puerto_rico czech_republic dominican_republic
-"""
-_US_STATES = """
-alabama alaska arizona arkansas california colorado connecticut delaware florida georgia
-hawaii idaho illinois indiana iowa kansas kentucky louisiana maine maryland massachusetts
-michigan minnesota mississippi missouri montana nebraska nevada ohio oklahoma oregon
-pennsylvania tennessee texas utah vermont virginia wisconsin wyoming
-new_hampshire new_jersey new_mexico new_york north_carolina north_dakota south_carolina
-south_dakota rhode_island west_virginia
-"""
-_PROVINCES = """
-ontario quebec alberta manitoba saskatchewan nova_scotia british_columbia new_brunswick
-newfoundland
-"""
-#: Other spellings of one place, lower case, to its canonical id.
-_SYNONYMS = {
-    "united states": "us",
-    "united states of america": "us",  # not "america": South / Latin America
-    "united kingdom": "uk",
-    "great britain": "uk",
-    "britain": "uk",
-    "holland": "netherlands",
-    "the netherlands": "netherlands",
-    "korea": "south korea",
-    "czech republic": "czechia",
-}
-#: Acronyms: "US" in capitals only (the pronoun), the others in any case
-_ACRONYMS = {"usa": "us", "u.s.": "us", "u.s.a.": "us", "uk": "uk", "u.k.": "uk",
-             "eu": "eu", "uae": "uae"}  # fmt: skip
-
-_NAMES = sorted(
-    {w.replace("_", " ") for block in (_COUNTRIES, _US_STATES, _PROVINCES) for w in block.split()}
-    | set(_SYNONYMS),
-    key=len,
-    reverse=True,  # longest first: "new york" before "york", "united states of america"
+from validators.place_names import (
+    ACRONYMS,
+    ALL_IDS,
+    CITY_IDS,
+    CONTAINERS,
+    EN_NAMES,
+    SYNONYMS,
+    ZH_PLACES,
 )
-_ALL_IDS = frozenset(_SYNONYMS.get(n, n) for n in _NAMES) | frozenset(_ACRONYMS.values())
+
+__all__ = ["CITY_IDS", "find_places", "known_place_value", "place_values", "places_agree"]
+
 _PLACE = re.compile(
     r"(?<![A-Za-z0-9])(?:"
-    + "|".join(re.escape(n).replace(r"\ ", r"\s+") for n in _NAMES)
+    + "|".join(re.escape(n).replace(r"\ ", r"\s+") for n in EN_NAMES)
     + r")(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
 _ACRONYM = re.compile(
     r"(?<![A-Za-z0-9.])(?:(?-i:US)|"
-    + "|".join(re.escape(a) for a in sorted(_ACRONYMS, key=len, reverse=True))
+    + "|".join(re.escape(a) for a in sorted(ACRONYMS, key=len, reverse=True))
     + r")(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
+# not a nationality: 中国公民 / 美国人 / 英国籍 / 日本护照 say who, not where (the English
+# adjectives, "Chinese citizens", are no places either); 印度教 is Hinduism; 河南面 is a
+# river's south side (…河 + 南面), not Henan
+_ZH_PLACE = re.compile(
+    "(?:"
+    + "|".join(sorted(ZH_PLACES, key=len, reverse=True))
+    + ")(?!公民|人(?!民)|籍|护照|教|面|边|侧|岸)"
+)
+# "outside the EU", "out of the US", "non-EU"; 美国以外, 欧盟之外, 中国境外
+_OUTSIDE_BEFORE = re.compile(
+    r"(?:(?<![A-Za-z])(?:outside|out\s+of|beyond)\s+(?:of\s+)?(?:the\s+)?|(?<![A-Za-z])non-?\s?)$",
+    re.IGNORECASE,
+)
+_OUTSIDE_AFTER = re.compile("以外|之外|境外")
+# the two ends of a route: "from Canada to the US", "to the US from Canada"; 从美国寄到英国
+_FROM_BEFORE = re.compile(r"(?<![A-Za-z])from\s+(?:the\s+)?$", re.IGNORECASE)
+_TO_BEFORE = re.compile(r"(?<![A-Za-z])(?:to|into|towards?)\s+(?:the\s+)?$", re.IGNORECASE)
+_ZH_FROM_BEFORE = re.compile("(?:从|由|自)$")
+_ZH_TO_BEFORE = re.compile("(?:到|至|往|去|前往|寄往|寄到|发往|运往|汇往|转到|飞往|飞到|回)$")
+_ZH_ROUTE = re.compile(
+    "的?(?:到|至|飞往|飞到|飞|去|前往|寄往|寄到|寄|发往|发到|运往|运到|转账到|转到|汇到|汇往)"
+)
+_LOOK_BACK = 24  # characters before a place that "outside the" / "from the" can span
 
 
 def find_places(text: str) -> list[tuple[str, int, int]]:
-    """``(canonical id, start, end)`` of every place ``text`` names."""
+    """``(id, start, end)`` of every place ``text`` names, in English or Chinese."""
     found = []
     for m in _PLACE.finditer(text):
         name = " ".join(m.group().lower().split())
-        found.append((_SYNONYMS.get(name, name), m.start(), m.end()))
+        found.append((SYNONYMS.get(name, name), m.start(), m.end()))
     for m in _ACRONYM.finditer(text):
-        found.append((_ACRONYMS.get(m.group().lower(), "us"), m.start(), m.end()))
+        found.append((ACRONYMS.get(m.group().lower(), "us"), m.start(), m.end()))
+    for m in _ZH_PLACE.finditer(text):
+        found.append((ZH_PLACES[m.group()], m.start(), m.end()))
     return sorted(found, key=lambda f: f[1])
 
 
+def _before(text: str, start: int) -> str:
+    return text[max(0, start - _LOOK_BACK) : start]
+
+
+def _roles(text: str, found: list[tuple[str, int, int]]) -> set[str]:
+    """``route:from:<id>`` / ``route:to:<id>`` for each place named as where something
+    goes from or to ("from Canada", "to the US"; 从美国, 美国到, 到英国, 寄往英国)."""
+    roles: set[str] = set()
+    for place, start, _ in found:
+        before = _before(text, start)
+        if _FROM_BEFORE.search(before) or _ZH_FROM_BEFORE.search(before):
+            roles.add(f"route:from:{place}")
+        elif _TO_BEFORE.search(before) or _ZH_TO_BEFORE.search(before):
+            roles.add(f"route:to:{place}")
+    for (a, _, end), (b, start, _) in pairwise(found):
+        if a != b and _ZH_ROUTE.fullmatch(text, end, start):
+            roles |= {f"route:from:{a}", f"route:to:{b}"}
+    return roles
+
+
 def place_values(text: str) -> set[str]:
-    """``place:<id>`` for every place ``text`` names."""
-    return {f"place:{place}" for place, _, _ in find_places(text)}
+    """``place:<id>`` for every place ``text`` names (``place:outside:<id>`` for one it
+    names as "outside …"), but a country or state a city or state it names lies in
+    ("Paris, France" names what "Paris" names); ``route:<from>><to>`` for a route."""
+    found = find_places(text)
+    named: set[str] = set()
+    for place, start, end in found:
+        outside = _OUTSIDE_BEFORE.search(_before(text, start)) or _OUTSIDE_AFTER.match(text, end)
+        named.add(f"outside:{place}" if outside else place)
+    implied = {c for place in named for c in CONTAINERS.get(place, ())}
+    values = {f"place:{place}" for place in named - implied}
+    return values | _roles(text, found)
 
 
 def places_agree(a: Set[str], b: Set[str]) -> bool:
-    """False when both name places, and not the same ones."""
+    """False when both name places and not the same ones, or both name where something
+    goes from (or to) and no place there is the same (a swap: the place sets are equal,
+    so only the roles tell "from A to B" from "from B to A"; "moved to Switzerland and
+    later to Italy" against "… and later Italy" shares one and is no contrast)."""
     pa = {v for v in a if v.startswith("place:")}
     pb = {v for v in b if v.startswith("place:")}
-    return not (pa and pb) or pa == pb
+    if pa and pb and pa != pb:
+        return False
+    for role in ("route:from:", "route:to:"):
+        ra = {v for v in a if v.startswith(role)}
+        rb = {v for v in b if v.startswith(role)}
+        if ra and rb and not ra & rb:
+            return False
+    return True
 
 
 def known_place_value(value: str) -> bool:
-    place = value.removeprefix("place:")
-    return place in _ALL_IDS
+    kind, _, place = value.partition(":")
+    if kind == "route":
+        role, _, place = place.partition(":")
+        return role in ("from", "to") and place in ALL_IDS
+    return kind == "place" and place.removeprefix("outside:") in ALL_IDS

@@ -4,7 +4,10 @@ Kind ``unit``: ``dimension:unit`` for each unit named, ``length:m`` for "meters"
 "metres", "m" (after a number), ``time:day`` for "days", ``frequency:month`` for
 "monthly", "per month", "every month". When two or more units of one dimension are
 named, ``order:length:ft>m`` records the order ("how many feet in a meter" is not
-"how many meters in a foot"), as ``currency`` does.
+"how many meters in a foot"), as ``currency`` does; units of two or more dimensions
+other than time and frequency, ``order:cross:oz>cup`` ("how many ounces in a cup" is
+not "how many cups in an ounce": session 38's review found them served each other's
+answers).
 
 What is read:
 
@@ -12,7 +15,8 @@ What is read:
   number itself is the ``number`` kind, so "5 km" vs "5 miles" refuses on ``unit``;
 * a bare unit word of length, mass, volume, temperature, speed, data size or energy
   anywhere ("How tall is Everest in meters?", "… in feet?"); one-letter
-  abbreviations (``km``, ``lbs``, ``hrs``) only after a number, or after "in", "to", "per";
+  abbreviations (``km``, ``lbs``, ``hrs``) only after a number, or after "in", "to", "per",
+  "how many";
 * a bare time unit only where it is asked for: "how many days", "number of weeks",
   "in hours", "to minutes" ("It's been a week and my card hasn't come" is no unit);
 * a frequency: daily, weekly, monthly, quarterly, yearly, annual(ly), per/every/each
@@ -102,7 +106,10 @@ AFTER_NUMBER = re.compile(
 # Bare words outside time, and multi-letter abbreviations after "in"/"to"/"per".
 BARE = re.compile(rf"{_B}(?:{_alternatives(_OTHER_WORDS)}){_E}", _I)
 _LONG_ABBREVS = {k: v for k, v in _ABBREVS.items() if v and _UNITS[k[2:]][0] != "time"}
-ASKED_ABBREV = re.compile(rf"{_B}(?:in|into|to|per)\s(?:{_alternatives(_LONG_ABBREVS)}){_E}", _I)
+# "how many km in a mile" asks what "how many kilometers are in a mile" asks
+ASKED_ABBREV = re.compile(
+    rf"{_B}(?:in|into|to|per|how\smany)\s(?:an?\s|one\s)?(?:{_alternatives(_LONG_ABBREVS)}){_E}", _I
+)
 FREQUENCY = re.compile(
     rf"{_B}(?:(?P<f_adj>{'|'.join(_FREQUENCY)})"
     rf"|(?P<per>per|every|each)\s(?:{_alternatives(_TIME_WORDS)})){_E}",
@@ -150,7 +157,18 @@ def unit_values(spans: list[tuple[int, str]]) -> set[str]:
     for dimension, units in by_dimension.items():
         if len(units) > 1:
             values.add(f"order:{dimension}:{'>'.join(units)}")
+    # "how many ounces in a cup" / "how many cups in an ounce": two dimensions (an ounce is
+    # mass here, a fluid ounce in the kitchen), one conversion, two directions
+    measured = [u for d, units in by_dimension.items() if d not in _UNMEASURED for u in units]
+    if len(by_dimension.keys() - _UNMEASURED) > 1:
+        values.add(f"order:{CROSS}:{'>'.join(measured)}")
     return values
+
+
+#: dimensions a question names beside what it converts ("calories per day")
+_UNMEASURED = frozenset({"time", "frequency"})
+#: the dimension of an order across dimensions (``order:cross:oz>cup``)
+CROSS = "cross"
 
 
 def _by_dimension(values: Set[str]) -> dict[str, set[str]]:

@@ -53,3 +53,74 @@ def test_found_places_carry_their_ids_and_spans() -> None:
         ("new york", "New York"),
         ("uk", "UK"),
     ]
+
+
+# Session 39: cities, Chinese names, "outside", routes (validators/place_names.py)
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("what is the weather in london?", "what is the weather in paris?"),
+        ("best restaurants in new york city", "best restaurants in chicago"),
+        ("我可以在美国使用这张卡吗？", "我可以在英国使用这张卡吗？"),
+        ("北京的天气怎么样", "上海的天气怎么样"),
+        ("Do you ship to the EU?", "Do you ship outside the EU?"),
+        ("Do you have stores in the US?", "Do you have stores outside the US?"),
+        ("Is shipping free for non-EU orders?", "Is shipping free for EU orders?"),
+        ("美国以外能用这张卡吗", "美国能用这张卡吗"),
+        ("Flights from New York to Florida", "Flights from Florida to New York"),
+        (
+            "How much is shipping from the US to Canada?",
+            "How much is shipping from Canada to the US?",
+        ),
+        ("从北京到上海的高铁多少钱", "从上海到北京的高铁多少钱"),
+        ("从美国寄到英国要多久", "从英国寄到美国要多久"),
+        (
+            "Katz was born in Sweden and moved to New York City at the age of 1.",
+            "Katz was born in New York and moved to Sweden at the age of 1.",
+        ),
+    ],
+)
+def test_another_city_side_or_direction_is_refused(a: str, b: str) -> None:
+    assert not same_answer(a, b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("best restaurants in new york city", "best restaurants in nyc"),
+        ("restaurants in new york", "restaurants in NYC"),
+        ("hotels in paris, france", "hotels in paris"),
+        ("Is Austin, Texas expensive to live in?", "Is austin expensive to live in?"),
+        ("Flights from New York to Florida", "Flights to Florida from New York"),
+        ("time difference between london and paris", "time difference between paris and london"),
+        ("Can I use my card outside the US?", "Can I use my card abroad?"),  # one-sided
+        ("美国能用这张卡吗", "这张卡在美国能用吗"),
+        ("从北京到上海的高铁多少钱", "北京到上海高铁票价"),
+        ("I'm in Canada, can I send money to the US?", "Can I send money to the US from Canada?"),
+        ("去日本需要签证吗？", "请问中国公民前往日本需要办理签证吗？"),  # a nationality, no place
+    ],
+)
+def test_one_city_or_route_in_other_words_is_served(a: str, b: str) -> None:
+    assert same_answer(a, b)
+
+
+def test_a_capitalised_city_is_still_a_name() -> None:
+    # one-sided, as before cities were places: "the time in London" is not "the time"
+    assert not same_answer("What time is it in London?", "What time is it?")
+    assert same_answer("what time is it in london?", "what time is it")  # one-sided place
+
+
+def test_place_values_name_outside_and_route() -> None:
+    from validators.places import known_place_value, place_values
+
+    values = place_values("Shipping from Canada to the EU, or outside the US?")
+    assert values == {
+        "place:canada", "place:eu", "place:outside:us", "route:from:canada", "route:to:eu"
+    }  # fmt: skip
+    assert place_values("从美国寄到英国") == {
+        "place:us", "place:uk", "route:from:us", "route:to:uk"
+    }  # fmt: skip
+    assert place_values("中国公民去日本需要签证吗") == {"place:japan", "route:to:japan"}
+    assert all(known_place_value(v) for v in values)
+    assert not known_place_value("route:via:canada")
+    assert not known_place_value("place:outside:atlantis")

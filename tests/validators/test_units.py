@@ -23,6 +23,10 @@ DIFFERENT = [
     ("Is a 5 km run long?", "Is a 5 mile run long?"),
     ("What is the monthly fee?", "What is the annual fee?"),
     ("How much data is a 2 GB plan?", "How much data is a 2 MB plan?"),
+    # two dimensions, one conversion (session 39: served each other's answers before)
+    ("How many ounces in a cup?", "How many cups in an ounce?"),
+    ("How many calories in a gram of fat?", "How many grams of fat in a calorie?"),
+    ("How many km in a mile?", "How many miles in a km?"),
 ]
 
 SAME = [
@@ -35,6 +39,11 @@ SAME = [
     ("Is a 5 km run long?", "Is a 5 kilometre run long?"),
     # no unit: "5G", "the 1990s"
     ("Does my phone support 5G?", "Does my phone support 5G networks?"),
+    # an abbreviation after "how many" / "in a" is the unit its word is
+    ("How many km in a mile?", "How many kilometers are in a mile?"),
+    ("how many mb in a gb", "how many megabytes are in a gigabyte"),
+    ("How many ounces are in a cup?", "How many ounces does a cup hold?"),
+    ("How many calories should I eat per day?", "How many calories a day should I eat?"),
 ]
 
 

@@ -50,9 +50,17 @@ CASES = [
     ),
     (
         "word_order_swap",
+        "Is a cat bigger than a dog?",
+        "Is a dog bigger than a cat?",
+        "miss:verifier_refused",
+    ),
+    (
+        # PAWS-X's swap: the verifier refused it before session 39; now the places'
+        # route (validators/places.py) does, before the verifier is asked
+        "route_swap",
         "Are there cheap flights from New York to Florida?",
         "Are there cheap flights from Florida to New York?",
-        "miss:verifier_refused",
+        "miss:entity_mismatch:polarity",
     ),
     (
         "paraphrase",

@@ -95,6 +95,8 @@ SYNONYMS = {
     # the city and the state are one place to a question ("restaurants in new york")
     "new york city": "new york",
     "nyc": "new york",
+    "new delhi": "delhi",
+    "washington d.c.": "washington dc",
 }
 #: Acronyms: "US" in capitals only (the pronoun), the others in any case
 ACRONYMS = {"usa": "us", "u.s.": "us", "u.s.a.": "us", "uk": "uk", "u.k.": "uk",

@@ -89,6 +89,8 @@ def test_another_city_side_or_direction_is_refused(a: str, b: str) -> None:
     [
         ("best restaurants in new york city", "best restaurants in nyc"),
         ("restaurants in new york", "restaurants in NYC"),
+        ("flights to delhi", "flights to new delhi"),
+        ("museums in washington dc", "museums in Washington D.C."),
         ("hotels in paris, france", "hotels in paris"),
         ("Is Austin, Texas expensive to live in?", "Is austin expensive to live in?"),
         ("Flights from New York to Florida", "Flights to Florida from New York"),

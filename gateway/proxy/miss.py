@@ -133,7 +133,7 @@ class UpstreamAnswer:
             event: Event | None = first
             while event is not None:
                 if isinstance(event, KeepAlive):
-                    yield f": {event.comment}\n\n" if event.comment else ":\n\n"
+                    yield event.sse()
                     event = await anext(events, None)
                     continue
                 if passthrough is None:
@@ -255,10 +255,11 @@ class UpstreamAnswer:
 
 def _passed_chunk(delta: Delta) -> str:
     """An upstream chunk as an SSE event: its own text when the gateway did not change
-    it; else re-encoded as ASCII JSON (``\\u`` escapes), which cannot fail to send."""
+    it; else re-encoded as ASCII JSON (``\\u`` escapes), which cannot fail to send. Its
+    ``event:`` / ``id:`` / ``retry:`` lines go before it, as the upstream sent them."""
     if delta.line is not None:
-        return f"data: {delta.line}\n\n"
-    return f"data: {json.dumps(delta.raw, separators=(',', ':'))}\n\n"
+        return f"{delta.fields}data: {delta.line}\n\n"
+    return f"{delta.fields}data: {json.dumps(delta.raw, separators=(',', ':'))}\n\n"
 
 
 def _usage(done: Done) -> dict[str, Any]:

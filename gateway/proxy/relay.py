@@ -272,10 +272,10 @@ async def stream_events(
     chunked = False  # whether a chunk (not only a comment) went out
     async for item in sse_data(response, max_event):
         if isinstance(item, SseComment):
-            yield KeepAlive(item.text, headers={} if sent else passed)
+            yield KeepAlive(item.text, headers={} if sent else passed, fields=item.fields)
             sent = True  # the client's response has started: its status is 200
             continue
-        data, one_line = item
+        data, one_line, fields = item
         if data.strip() == "[DONE]":
             ended = True
             break
@@ -318,7 +318,7 @@ async def stream_events(
             reason = choice.get("finish_reason")
             if reason:
                 finish_reason = reason if isinstance(reason, str) else "unknown"
-        yield Delta(text, raw=chunk, line=verbatim, headers={} if sent else passed)
+        yield Delta(text, raw=chunk, line=verbatim, headers={} if sent else passed, fields=fields)
         sent = chunked = True
     if finish_reason is None:
         if not ended or not chunked:

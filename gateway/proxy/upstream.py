@@ -109,6 +109,9 @@ class Delta:
     line: str | None = None
     # The upstream's allowlisted response headers (passed_headers), on the first event.
     headers: Mapping[str, str] = field(default_factory=dict)
+    # The chunk's SSE ``event:`` / ``id:`` / ``retry:`` lines as the upstream sent them
+    # ("id: 7\n"), written before its data line (upstream_read.sse_data).
+    fields: str = ""
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,15 @@ class KeepAlive:
 
     comment: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)  # as on Delta
+    # An SSE event of ``event:`` / ``id:`` / ``retry:`` lines and no data, passed on as it
+    # came (a ``retry:`` sets the client's reconnection delay); then ``comment`` is "".
+    fields: str = ""
+
+    def sse(self) -> str:
+        """The event as the client's stream carries it."""
+        if self.fields:
+            return self.fields + "\n"
+        return f": {self.comment}\n\n" if self.comment else ":\n\n"
 
 
 Event = Delta | Done | KeepAlive

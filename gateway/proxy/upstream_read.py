@@ -116,42 +116,64 @@ async def sse_lines(chunks: AsyncIterator[bytes], cap: int) -> AsyncIterator[byt
 class SseComment:
     """A comment line (``: ping``), which upstreams send to keep idle timeouts from
     firing while a request queues or prefills. ``text`` is its text when short
-    printable ASCII, else empty: it goes on to the client's stream."""
+    printable ASCII, else empty: it goes on to the client's stream. ``fields``: an
+    event with ``event:``, ``id:`` or ``retry:`` lines and no data (a ``retry:`` alone
+    sets the client's reconnection delay), those lines as :func:`sse_data` keeps them."""
 
     text: str
+    fields: str = ""
 
 
 MAX_COMMENT_CHARS = 64
+#: The SSE fields besides data a client reads (EventSource keeps ``id`` as its
+#: Last-Event-ID, ``event`` names the listener, ``retry`` its reconnection delay).
+FIELDS = (b"event", b"id", b"retry")
+MAX_FIELD_CHARS = 256
 
 
 async def sse_data(
     response: httpx.Response, cap: int
-) -> AsyncIterator[tuple[str, bool] | SseComment]:
-    """Each event's data (its ``data:`` lines joined with LF, as the SSE spec does), and
-    whether it was one line (then it is the upstream's payload exactly); each comment
-    line as an ``SseComment``. The other fields (event:, id:, retry:) are skipped; an
-    event's data past ``cap`` bytes is refused."""
+) -> AsyncIterator[tuple[str, bool, str] | SseComment]:
+    """Each event's data (its ``data:`` lines joined with LF, as the SSE spec does),
+    whether it was one line (then it is the upstream's payload exactly), and its
+    ``event:`` / ``id:`` / ``retry:`` lines as they came (``"id: 7\n"``; "" for none),
+    which go on to the client with it; each comment line as an ``SseComment``, and an
+    event of those fields alone as one with ``fields``. A field line that is not short
+    printable text, and any other field (the SSE spec has clients ignore them), is
+    dropped; an event's data past ``cap`` bytes is refused."""
     lines: list[str] = []
+    fields = ""
     size = 0
     # a line holds its field name too: "data: " and a BOM on top of the event's cap
     async for raw in sse_lines(response.aiter_bytes(), cap + 16):
         if not raw:  # a blank line ends the event
-            for event in _events(lines):
+            for event in _events(lines, fields):
                 yield event
-            lines, size = [], 0
+            lines, size, fields = [], 0, ""
             continue
         name, _, value = raw.removeprefix(b"\xef\xbb\xbf").partition(b":")
         if name == b"":
             yield SseComment(_comment_text(value))
             continue
         if name != b"data":
-            continue  # event:, id:, retry:
+            fields += _field_line(name, value)
+            continue
         size += len(value) + 1
         if size > cap:
             raise too_large()
         lines.append(value.removeprefix(b" ").decode("utf-8", "replace"))
-    for event in _events(lines):  # a last event without its blank line: the end closes it
+    for event in _events(lines, fields):  # a last event without its blank line: the end closes it
         yield event
+
+
+def _field_line(name: bytes, value: bytes) -> str:
+    """An ``event:`` / ``id:`` / ``retry:`` line to pass on, or "" to drop it."""
+    if name not in FIELDS:
+        return ""
+    text = value.removeprefix(b" ").decode("utf-8", "replace")
+    if len(text) > MAX_FIELD_CHARS or not text.isprintable() or "\ufffd" in text:
+        return ""
+    return f"{name.decode()}: {text}\n"
 
 
 def _comment_text(value: bytes) -> str:
@@ -159,17 +181,20 @@ def _comment_text(value: bytes) -> str:
     return text if len(text) <= MAX_COMMENT_CHARS and text.isprintable() else ""
 
 
-def _events(lines: list[str]) -> list[tuple[str, bool]]:
+def _events(lines: list[str], fields: str = "") -> list[tuple[str, bool, str] | SseComment]:
     """One event's data lines as the events to handle. Joined, as the SSE spec says,
     unless they are chunks some server separated by one line end instead of two (each
     line JSON or ``[DONE]``, the whole none): those were each read on their own before
-    the gateway read SSE as the spec does, and a working upstream stays working."""
-    if len(lines) <= 1:
-        return [(line, True) for line in lines]
+    the gateway read SSE as the spec does, and a working upstream stays working. The
+    event's other fields go with its first piece."""
+    if not lines:
+        return [SseComment("", fields)] if fields else []
+    if len(lines) == 1:
+        return [(lines[0], True, fields)]
     joined = "\n".join(lines)
     if all(_is_chunk(line) for line in lines) and not _is_chunk(joined):
-        return [(line, True) for line in lines]
-    return [(joined, False)]
+        return [(line, True, fields if i == 0 else "") for i, line in enumerate(lines)]
+    return [(joined, False, fields)]
 
 
 def _is_chunk(data: str) -> bool:

@@ -13,8 +13,10 @@ Each version's rules run in their own process (the base in a temporary git workt
 so nothing of one is imported into the other. Only pairs with a question whose
 entities differ between the two versions can change decision; those are compared.
 
-Run: ``.venv/bin/python -m bench.entity_change_cost [--base REF]``
-→ bench/results/entity_change_cost.json
+Run: ``.venv/bin/python -m bench.entity_change_cost [--base REF] [--name NAME]``
+→ bench/results/entity_change_cost.json (session 39's rules against session 38's,
+``--base ae1d64a``; ``entity_change_cost_nationalities.json``: the nationalities alone,
+against the commit before them)
 """
 
 from __future__ import annotations
@@ -139,6 +141,9 @@ def pawsx_change(base: Path, lang: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default="HEAD", help="the git ref whose rules are the baseline")
+    parser.add_argument(
+        "--name", default="entity_change_cost", help="bench/results/<name>.json to write"
+    )
     args = parser.parse_args()
     commit = subprocess.run(
         ["git", "rev-parse", args.base], capture_output=True, text=True, cwd=ROOT, check=True
@@ -162,7 +167,7 @@ def main() -> None:
                 results[f"pawsx_{lang}"] = pawsx_change(base, lang)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT)
-    write_json("entity_change_cost", results)
+    write_json(args.name, results)
 
 
 if __name__ == "__main__":

@@ -170,3 +170,26 @@ ALL_IDS = (
     | frozenset(ACRONYMS.values())
     | frozenset(ZH_PLACES.values())
 )
+#: Nationalities ("Do Americans need a visa for Japan?" / "Do Canadians …"): demonym ->
+#: the id of its country. Left out where the word is mostly something else or names a
+#: region or a people across countries ("Turkish" is kept, "Korean" is South Korea's).
+DEMONYMS = {
+    "american": "us", "americans": "us", "british": "uk", "brit": "uk", "brits": "uk",
+    "english": "england", "scottish": "scotland", "welsh": "wales", "irish": "ireland",
+    "canadian": "canada", "canadians": "canada", "mexican": "mexico", "mexicans": "mexico",
+    "chinese": "china", "japanese": "japan", "korean": "south korea", "koreans": "south korea",
+    "indian": "india", "indians": "india", "australian": "australia",
+    "australians": "australia", "german": "germany", "germans": "germany",
+    "french": "france", "italian": "italy", "italians": "italy", "spanish": "spain",
+    "portuguese": "portugal", "dutch": "netherlands", "swiss": "switzerland",
+    "swedish": "sweden", "norwegian": "norway", "danish": "denmark", "finnish": "finland",
+    "russian": "russia", "russians": "russia", "ukrainian": "ukraine",
+    "turkish": "turkey", "greek": "greece", "israeli": "israel", "israelis": "israel",
+    "brazilian": "brazil", "brazilians": "brazil", "argentinian": "argentina",
+    "filipino": "philippines", "filipinos": "philippines", "vietnamese": "vietnam",
+    "thai": "thailand", "indonesian": "indonesia", "malaysian": "malaysia",
+    "singaporean": "singapore", "pakistani": "pakistan", "nigerian": "nigeria",
+    "egyptian": "egypt", "south african": "south africa", "south africans": "south africa",
+    "new zealander": "new zealand", "new zealanders": "new zealand",
+    "european": "eu", "europeans": "eu",
+}  # fmt: skip

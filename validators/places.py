@@ -33,7 +33,10 @@ major cities in any case ("weather in london" / "… in paris"), Chinese names (
   send money to the US?" ≈ "… to the US from Canada?").
 
 A place that lies in another place named with it ("Paris, France", "Austin, Texas")
-stands for both, so the container adds nothing.
+stands for both, so the container adds nothing. Nationalities are values of their own,
+``citizen:<id>`` ("Do Americans need a visa for Japan?" / "Do Canadians …", 中国公民 /
+美国公民), with the both-sides rule: a nationality is not a place ("Chinese citizens
+going to Japan" goes to Japan only).
 """
 
 from __future__ import annotations
@@ -47,12 +50,20 @@ from validators.place_names import (
     ALL_IDS,
     CITY_IDS,
     CONTAINERS,
+    DEMONYMS,
     EN_NAMES,
     SYNONYMS,
     ZH_PLACES,
 )
 
-__all__ = ["CITY_IDS", "find_places", "known_place_value", "place_values", "places_agree"]
+__all__ = [
+    "CITY_IDS",
+    "citizen_values",
+    "find_places",
+    "known_place_value",
+    "place_values",
+    "places_agree",
+]
 
 _PLACE = re.compile(
     r"(?<![A-Za-z0-9])(?:"
@@ -73,6 +84,15 @@ _ZH_PLACE = re.compile(
     "(?:"
     + "|".join(sorted(ZH_PLACES, key=len, reverse=True))
     + ")(?!公民|人(?!民)|籍|护照|教|面|边|侧|岸)"
+)
+_ZH_CITIZEN = re.compile(
+    "(" + "|".join(sorted(ZH_PLACES, key=len, reverse=True)) + ")(?:公民|人(?!民)|籍|护照)"
+)
+_DEMONYM = re.compile(
+    r"(?<![A-Za-z])(?:"
+    + "|".join(re.escape(d).replace(r"\ ", r"\s+") for d in sorted(DEMONYMS, key=len, reverse=True))
+    + r")(?![A-Za-z])",
+    re.IGNORECASE,
 )
 # "outside the EU", "out of the US", "non-EU"; 美国以外, 欧盟之外, 中国境外
 _OUTSIDE_BEFORE = re.compile(
@@ -135,7 +155,16 @@ def place_values(text: str) -> set[str]:
         named.add(f"outside:{place}" if outside else place)
     implied = {c for place in named for c in CONTAINERS.get(place, ())}
     values = {f"place:{place}" for place in named - implied}
-    return values | _roles(text, found)
+    return values | _roles(text, found) | citizen_values(text)
+
+
+def citizen_values(text: str) -> set[str]:
+    """``citizen:<id>`` for each nationality ``text`` names: "Americans", "a Canadian
+    citizen", 中国公民, 美国人, 日本护照 (who asks, where the answer often differs: visas,
+    taxes, licences)."""
+    out = {f"citizen:{DEMONYMS[' '.join(m.group().lower().split())]}"
+           for m in _DEMONYM.finditer(text)}  # fmt: skip
+    return out | {f"citizen:{ZH_PLACES[m.group(1)]}" for m in _ZH_CITIZEN.finditer(text)}
 
 
 def places_agree(a: Set[str], b: Set[str]) -> bool:
@@ -143,10 +172,11 @@ def places_agree(a: Set[str], b: Set[str]) -> bool:
     goes from (or to) and no place there is the same (a swap: the place sets are equal,
     so only the roles tell "from A to B" from "from B to A"; "moved to Switzerland and
     later to Italy" against "… and later Italy" shares one and is no contrast)."""
-    pa = {v for v in a if v.startswith("place:")}
-    pb = {v for v in b if v.startswith("place:")}
-    if pa and pb and pa != pb:
-        return False
+    for kind in ("place:", "citizen:"):
+        pa = {v for v in a if v.startswith(kind)}
+        pb = {v for v in b if v.startswith(kind)}
+        if pa and pb and pa != pb:
+            return False
     for role in ("route:from:", "route:to:"):
         ra = {v for v in a if v.startswith(role)}
         rb = {v for v in b if v.startswith(role)}
@@ -160,4 +190,6 @@ def known_place_value(value: str) -> bool:
     if kind == "route":
         role, _, place = place.partition(":")
         return role in ("from", "to") and place in ALL_IDS
+    if kind == "citizen":
+        return place in ALL_IDS
     return kind == "place" and place.removeprefix("outside:") in ALL_IDS

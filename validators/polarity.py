@@ -376,6 +376,6 @@ def known_polarity_value(value: str) -> bool:
     name, _, pole = value.partition(":")
     if name.startswith("order_"):
         return known_order_value(value)
-    if name in ("place", "route"):
+    if name in ("place", "route", "citizen"):
         return known_place_value(value)
     return name in _PAIRS and pole in ("+", "-")

@@ -37,7 +37,9 @@ def test_every_kind_in_one_text() -> None:
     entities = extract_entities(RICH)
     assert tuple(entities) == ENTITY_KINDS
     assert entities["amount"] == {"USD:20"}
-    assert entities["polarity"] == {"negative", "direction:+"}
+    # "Japanese" is the language asked for and, as a demonym, a nationality too (both
+    # refuse only against another one)
+    assert entities["polarity"] == {"negative", "direction:+", "citizen:japan"}
     assert entities["number"] == {"3"}
 
 

@@ -122,7 +122,39 @@ def test_place_values_name_outside_and_route() -> None:
     assert place_values("从美国寄到英国") == {
         "place:us", "place:uk", "route:from:us", "route:to:uk"
     }  # fmt: skip
-    assert place_values("中国公民去日本需要签证吗") == {"place:japan", "route:to:japan"}
+    assert place_values("中国公民去日本需要签证吗") == {
+        "place:japan", "route:to:japan", "citizen:china"
+    }  # fmt: skip
     assert all(known_place_value(v) for v in values)
     assert not known_place_value("route:via:canada")
     assert not known_place_value("place:outside:atlantis")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("do americans need a visa for japan", "do canadians need a visa for japan", False),
+        ("中国公民去日本需要签证吗", "美国公民去日本需要签证吗", False),
+        ("is there a good chinese restaurant nearby", "is there a good italian restaurant nearby",
+         False),
+        ("do americans need a visa for japan", "do americans need a visa to visit japan", True),
+        ("can i get a card as a european", "do you give cards to europeans", True),
+        ("how do i say thank you in french", "how do i say thanks in french", True),
+        # one-sided: a nationality on one side only is no contrast
+        ("去日本需要签证吗", "中国公民去日本需要签证吗", True),
+    ],
+)  # fmt: skip
+def test_nationalities_refuse_only_on_both_sides(a: str, b: str, same: bool) -> None:
+    assert same_answer(a, b) is same
+
+
+def test_a_nationality_is_not_a_place() -> None:
+    from validators.places import citizen_values, known_place_value, place_values
+
+    assert citizen_values("美国人呢") == {"citizen:us"}
+    assert citizen_values("a south african passport, 美国护照") == {
+        "citizen:south africa", "citizen:us"
+    }  # fmt: skip
+    values = place_values("中国公民去日本")
+    assert values == {"place:japan", "route:to:japan", "citizen:china"}
+    assert all(known_place_value(v) for v in values)

@@ -31,6 +31,7 @@ from semantic import Embedder
 from tests.gateway import vllm_recordings as rec
 from tests.gateway.admin_support import ADMIN_TOKEN, admin
 from tests.gateway.conftest import Gateway, chat_body, gateway_settings, running_gateway, wait_until
+from tests.gateway.proxy.verifier_cases import CASES
 from tests.gateway.review.old_samples import old_sample
 from tests.gateway.scripted_upstream import Upstream, scripted_upstream
 
@@ -39,76 +40,6 @@ pytestmark = pytest.mark.slow
 CHAT = "/v1/chat/completions"
 #: Guards off: this file is about the verifier, not the scenario guards.
 OPEN: dict[str, Any] = {"guards": []}
-
-CASES = [
-    (
-        "direction_swap",
-        # (Celsius to Fahrenheit and back is refused earlier, by the ``unit`` order)
-        "How do I move money from my savings account to my checking account?",
-        "How do I move money from my checking account to my savings account?",
-        "miss:verifier_refused",
-    ),
-    (
-        "word_order_swap",
-        "Is a cat bigger than a dog?",
-        "Is a dog bigger than a cat?",
-        "miss:verifier_refused",
-    ),
-    (
-        # PAWS-X's swap: the verifier refused it before session 39; now the places'
-        # route (validators/places.py) does, before the verifier is asked
-        "route_swap",
-        "Are there cheap flights from New York to Florida?",
-        "Are there cheap flights from Florida to New York?",
-        "miss:entity_mismatch:polarity",
-    ),
-    (
-        "paraphrase",
-        "How do I reset my password?",
-        "How can I reset my password?",
-        "hit",
-    ),
-    (
-        "entity_change",
-        # cosine 0.845, above the retrieval threshold (0.84): the amount refuses it
-        "How long does a $100 transfer take?",
-        "How long does a $5000 transfer take?",
-        "miss:entity_mismatch:",
-    ),
-    # Pairs the verifier scores above 0.99 that serve a wrong answer: the entity kinds
-    # of validators/{names,units,instructions,antonyms}.py refuse them, and a
-    # paraphrase that names the same brand in another case is still served.
-    (
-        "proper_noun_swap",
-        "What is the return policy for Nike shoes?",
-        "What is the return policy for Adidas shoes?",
-        "miss:entity_mismatch:name",
-    ),
-    (
-        "proper_noun_paraphrase",
-        "What is the return policy for Nike shoes?",
-        "what is the return policy for nike shoes",
-        "hit",
-    ),
-    (
-        "unit_swap",
-        "How many days does a refund take?",
-        "How many hours does a refund take?",
-        "miss:entity_mismatch:unit",
-    ),
-    (
-        "answer_format",
-        "What is the capital of France?",
-        "What is the capital of France? Answer in all caps.",
-        "miss:entity_mismatch:instruction",
-    ),
-    (
-        "sentiment_antonym",
-        "Classify the sentiment: I love this phone.",
-        "Classify the sentiment: I hate this phone.",
-        "miss:entity_mismatch:polarity",
-    ),
-]
 
 
 @pytest.fixture(scope="module")

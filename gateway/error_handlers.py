@@ -39,6 +39,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> Response:
         headers = _ids(request, exc.headers)
+        if exc.raw is not None:  # the upstream's error body, as it sent it
+            return Response(exc.raw, exc.status, headers=headers, media_type=exc.media_type)
         return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)

@@ -25,6 +25,10 @@ from typing import Any
 class GatewayError(Exception):
     status = 500
     type = "server_error"
+    # An upstream's own error body, when it goes back to the client as the bytes it
+    # sent (``gateway/proxy/relay.py``): the client gets them, not ``body()`` re-encoded.
+    raw: bytes | None = None
+    media_type = "application/json"
 
     def __init__(
         self,

@@ -54,6 +54,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote
 
 DialectName = Literal["cachegate", "vllm", "sglang", "openai", "unknown"]
 DIALECT_SETTINGS = ("auto", "cachegate", "vllm", "sglang", "openai")
@@ -124,3 +125,15 @@ def forward_body(body: dict[str, Any], d: Dialect, salt: str | None) -> tuple[di
             out["stream_options"] = options | {"include_usage": True}
             added_usage = True
     return out, added_usage
+
+
+def header_namespace(namespace: str) -> str:
+    """The namespace as a header value: a sharing group an admin named in any script
+    (``group:团队``) cannot go in a header as it is (httpx refused it: every request of
+    the group failed), so what is not printable ASCII is percent-encoded, ``%`` too
+    (two groups never share one value). Tenant ids are slugs: their namespaces go
+    unchanged, and the KV the engine keyed by them stays reachable."""
+    return quote(namespace, safe=_NAMESPACE_SAFE)
+
+
+_NAMESPACE_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")

@@ -19,13 +19,21 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from functools import partial
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 
 from gateway.errors import ServiceUnavailableError, UpstreamError, UpstreamTimeoutError
-from gateway.proxy.dialects import GENERIC, UNKNOWN, Dialect, detect, dialect, forward_body
+from gateway.proxy.dialects import (
+    GENERIC,
+    UNKNOWN,
+    Dialect,
+    detect,
+    dialect,
+    forward_body,
+    header_namespace,
+)
 from gateway.proxy.http_client import upstream_client
+from gateway.proxy.media_type import json_media_type
 from gateway.proxy.relay import passed_headers, stream_events, upstream_error, whole_response
 from gateway.proxy.upstream import (
     Event,
@@ -323,7 +331,8 @@ class HttpUpstream:
     ) -> tuple[int, bytes, dict[str, str]]:
         """A request the gateway only relays (``/v1/embeddings``): the client's body as
         it came, nothing added (no salt: no KV is reused), and the answer's status,
-        bytes and allowlisted headers; an error status as for completions."""
+        bytes and allowlisted headers (and its JSON ``content-type``: media_type.py); an
+        error status as for completions."""
         headers = {"x-request-id": request_id}
         response = await self._open(path, body, headers, self._whole_timeout)
         try:
@@ -337,6 +346,7 @@ class HttpUpstream:
             await response.aclose()
         if not whole:
             raise too_large()
+        passed["content-type"] = json_media_type(response.headers)
         return response.status_code, raw, passed
 
     async def _open(
@@ -375,18 +385,6 @@ class HttpUpstream:
                 raise await upstream_error(response, headers.get("x-request-id", ""))
             return response
         raise AssertionError("unreachable")
-
-
-def header_namespace(namespace: str) -> str:
-    """The namespace as a header value: a sharing group an admin named in any script
-    (``group:团队``) cannot go in a header as it is (httpx refused it: every request of
-    the group failed), so what is not printable ASCII is percent-encoded, ``%`` too
-    (two groups never share one value). Tenant ids are slugs: their namespaces go
-    unchanged, and the KV the engine keyed by them stays reachable."""
-    return quote(namespace, safe=_NAMESPACE_SAFE)
-
-
-_NAMESPACE_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 
 
 def _refuses_salt(err: UpstreamRefusal, client_body: Mapping[str, Any]) -> bool:

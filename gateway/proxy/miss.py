@@ -121,7 +121,12 @@ class UpstreamAnswer:
         if "replica_index" in done.extra:  # which engine replica answered (engine_pool.py)
             headers["x-cachegate-replica"] = str(done.extra["replica_index"])
         if done.raw is not None:  # the upstream's bytes: nothing to re-encode, nothing to fail
-            return Response(done.raw, media_type="application/json", headers=safe_headers(headers))
+            return Response(
+                done.raw,
+                status_code=done.status,
+                media_type=done.media_type,
+                headers=safe_headers(headers),
+            )
         return JSONResponse(payload, headers=safe_headers(headers))
 
     async def stream(

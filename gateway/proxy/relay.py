@@ -56,6 +56,7 @@ import httpx
 
 from gateway.errors import GatewayError, UpstreamError
 from gateway.proxy.cache_counts import hide_cache_counts
+from gateway.proxy.media_type import json_media_type, success_status
 from gateway.proxy.upstream import (
     RELAYED_STATUSES,
     Delta,
@@ -162,32 +163,43 @@ async def upstream_error(response: httpx.Response, request_id: str) -> GatewayEr
             code="upstream_auth_failed",
         )
     payload: dict[str, Any] | None = None
+    parsed: Any = None
     try:
         if not whole:
             raise ValueError("cut short: not an error object")
-        err, message, payload = _error_object(parse_json(raw), status)
+        parsed = parse_json(raw)
+        err, message, payload = _error_object(parsed, status)
     except ValueError:
         err, message = {}, raw[:200].decode("utf-8", "replace")
+    # A body that goes back as it was parsed goes back as its bytes (charset and all).
+    verbatim = raw if payload is not None and payload is parsed else None
     param = err.get("param") if isinstance(err.get("param"), str) else None
     code = err.get("code") if isinstance(err.get("code"), str) else None
     if status in RELAYED_STATUSES:
         # A rate limit or an overloaded server is not a broken upstream: the client
         # must see it as such, with the back-off the upstream asked for.
-        return UpstreamStatusError(
+        return _verbatim(UpstreamStatusError(
             status, f"the upstream answered {status}: {message}", payload,
             param=param, code=code, headers=passed,
-        )  # fmt: skip
+        ), verbatim, response)  # fmt: skip
     if 400 <= status < 500:
         # The client's request is at fault (too long, bad parameter): say so as a 4xx.
-        return UpstreamRefusal(status, message, payload, param=param, code=code, headers=passed)
+        refusal = UpstreamRefusal(status, message, payload, param=param, code=code, headers=passed)
+        return _verbatim(refusal, verbatim, response)
     # A server error: its OpenAI-shaped body and allowlisted headers go back as they
     # came, and its status when it is one a client knows how to treat (500, 502, 504:
     # SDKs retry them); any other (501, 505, a CDN's 52x) is a 502.
-    return UpstreamStatusError(
+    return _verbatim(UpstreamStatusError(
         status if status in KEPT_5XX else 502,
         f"the upstream answered {status}: {message}",
         payload, param=param, code=code, headers=passed,
-    )  # fmt: skip
+    ), verbatim, response)  # fmt: skip
+
+
+def _verbatim(err: GatewayError, raw: bytes | None, response: httpx.Response) -> GatewayError:
+    err.raw = raw
+    err.media_type = json_media_type(response.headers)
+    return err
 
 
 def _error_object(parsed: Any, status: int) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
@@ -252,6 +264,8 @@ async def whole_response(
         usage_known=payload.get("usage") is not None,
         body=payload,
         raw=raw,
+        status=success_status(response.status_code),
+        media_type=json_media_type(response.headers),
         headers=passed,
         cached_hidden=hide_cached,
     )

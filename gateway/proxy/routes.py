@@ -42,6 +42,7 @@ from gateway.proxy.controls import (
 )
 from gateway.proxy.decision import SemanticDecision
 from gateway.proxy.disconnect import unless_disconnected
+from gateway.proxy.media_type import JSON
 from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
 from gateway.proxy.upstream import Done, KeepAlive, UpstreamRequest, usage_counts
 from gateway.reports.recorder import RequestRecord
@@ -125,8 +126,10 @@ async def embeddings(request: Request) -> Response:
         raise _bad_request(err) from None
     rid = request_id(request)
     status, raw, passed = await forward("/v1/embeddings", body, rid)
-    headers = safe_headers(dict(passed) | {"x-request-id": rid})
-    response = Response(raw, status_code=status, media_type="application/json", headers=headers)
+    said = dict(passed)
+    media = said.pop("content-type", JSON)  # the upstream's JSON type, charset kept
+    headers = safe_headers(said | {"x-request-id": rid})
+    response = Response(raw, status_code=status, media_type=media, headers=headers)
     return with_limit_headers(request, response)
 
 

@@ -129,6 +129,10 @@ class Done:
     # parsed (for the backfill) and as the bytes it sent (for the client).
     body: dict[str, Any] | None = None
     raw: bytes | None = None
+    # With ``raw``: the upstream's 2xx status and JSON Content-Type (charset kept),
+    # which the client gets as they came (``gateway/proxy/media_type.py``).
+    status: int = 200
+    media_type: str = "application/json"
     headers: Mapping[str, str] = field(default_factory=dict)  # as on Delta
     # The client is not told ``cached_tokens``: the upstream's prefix cache is not known
     # to be narrowed per tenant (``dialects.py``), so the count would tell a tenant what

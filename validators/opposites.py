@@ -6,6 +6,8 @@ both texts name opposite poles (``default="any"``).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Set
 from dataclasses import dataclass
 
 from validators.antonyms import ANTONYMS, ZH_ANTONYMS
@@ -61,6 +63,62 @@ _PREFIXED: tuple[tuple[str, str, str], ...] = (
     ("happy", r"happy", r"unhappy"),
     ("satisfied", r"satisfied", r"dissatisfied|unsatisfied"),
 )
+
+
+# "not happy" is "unhappy" (session 40): a "not" (isn't, aren't …) right before the "+"
+# word of a prefixed pair reads as that pair's "-" pole, and ``compare_polarity`` lets
+# a question whose only negation is such a "not" meet one that names the "-" word.
+# Left out: "not responsible for" (not liable) is not "irresponsible", and "not
+# limited to" lists, it does not negate.
+_NOT_READ_AS_MINUS = frozenset(
+    name for name, _, _ in _PREFIXED if name not in ("responsible", "limited")
+)
+_NOT_PLUS_WORDS = "|".join(plus for name, plus, _ in _PREFIXED if name in _NOT_READ_AS_MINUS)
+NOT_PREFIXED = re.compile(
+    rf"(?:{_A}(?:not|isnt|arent|wasnt|werent|aint)|n['’]t)\s+"
+    rf"(?:(?:very|really|fully|completely|entirely|totally|quite|yet|even|always)\s+)?"
+    rf"({_NOT_PLUS_WORDS}){_Z}",
+    re.IGNORECASE,
+)
+_PLUS_RES = tuple(
+    ("prefix_" + name, re.compile(plus, re.IGNORECASE))
+    for name, plus, _ in _PREFIXED
+    if name in _NOT_READ_AS_MINUS
+)
+
+
+NEGATED_BY_PREFIXED = "negation:prefixed"  # a text whose every negation is such a "not"
+
+
+def negated_pair(word: str) -> str:
+    """The prefixed pair whose "+" word ``word`` is (a group of :data:`NOT_PREFIXED`)."""
+    return next(name for name, plus in _PLUS_RES if plus.fullmatch(word))
+
+
+def blank_not_prefixed(work: str, text: str) -> tuple[str, str, set[str]]:
+    """``work`` (the text, hedges blanked) and ``text`` with each "not <+ word>" blanked,
+    and a ``not:<pair>`` value for each: a negation that the other text's "-" word
+    explains (:func:`negation_explained`). Blanked, so "happy" is not read as the "+"
+    pole; not read as the "-" pole either: against "can't see the funds being
+    available" (both negative, "+" one-sided) that refused what was served (BANKING77:
+    163 same-intent pairs in a trial)."""
+    values: set[str] = set()
+    for m in NOT_PREFIXED.finditer(work):
+        start, end = m.span()
+        values.add("not:" + negated_pair(m.group(1)))
+        work = work[:start] + " " * (end - start) + work[end:]
+        text = text[:start] + " " * (end - start) + text[end:]
+    return work, text, values
+
+
+def negation_explained(a: Set[str], b: Set[str]) -> bool:
+    """Whether the one negative text's every negation is a "not X" whose pair the other
+    text names by its "-" word: "I'm not happy with it" / "I'm unhappy with it"."""
+    neg, pos = (a, b) if "negative" in a else (b, a)
+    if NEGATED_BY_PREFIXED not in neg:
+        return False
+    names = [v.removeprefix("not:") for v in neg if v.startswith("not:")]
+    return all(f"{name}:-" in pos for name in names)
 
 
 PREFIX_PAIRS = (

@@ -45,8 +45,11 @@ from validators.contrasts import contrast_values, known_order_value, orders_agre
 from validators.opposites import (
     ANTONYM_PAIRS,
     CONTRAST_PAIRS,
+    NEGATED_BY_PREFIXED,
     PREFIX_PAIRS,
     ActionPair,
+    blank_not_prefixed,
+    negation_explained,
 )
 from validators.opposites import en_words as _en
 from validators.places import known_place_value, place_values, places_agree
@@ -322,6 +325,10 @@ def polarity_values(text: str) -> frozenset[str]:
     """The polarity values of an (already masked) text."""
     work = NOT_NEGATION.sub(lambda m: " " * len(m.group()), text)
     values = {"negative" if NEGATION.search(work) else "positive"}
+    work, text, negated = blank_not_prefixed(work, text)  # "not happy"
+    values |= negated
+    if negated and not NEGATION.search(work):
+        values.add(NEGATED_BY_PREFIXED)  # its every negation is such a "not"
     text = _ZH_TOPIC_FIRST.sub(r"\2\3\1", text)
     values |= contrast_values(text) | place_values(text)
     for name, minus, plus, only_if in _PAIR_RES:
@@ -344,7 +351,7 @@ def polarity_values(text: str) -> frozenset[str]:
 
 def compare_polarity(a: Set[str], b: Set[str]) -> bool:
     """True when two polarity value sets do not contradict each other."""
-    if ("negative" in a) != ("negative" in b):
+    if ("negative" in a) != ("negative" in b) and not negation_explained(a, b):
         return False
     if not orders_agree(a, b):
         return False  # both name two members of one set, in other orders
@@ -371,9 +378,11 @@ def compare_polarity(a: Set[str], b: Set[str]) -> bool:
 
 
 def known_polarity_value(value: str) -> bool:
-    if value in ("positive", "negative"):
+    if value in ("positive", "negative", NEGATED_BY_PREFIXED):
         return True
     name, _, pole = value.partition(":")
+    if name == "not":
+        return pole in _PAIRS
     if name.startswith("order_"):
         return known_order_value(value)
     if name in ("place", "route", "citizen"):

@@ -259,7 +259,8 @@ def test_a_prefixed_opposite_is_not_a_negation() -> None:
     # "unhappy" / "happy" (served before session 39) refuse on the pair; "not happy"
     # stays a negation: read as "unhappy" it moved every question whose one negation is
     # "not <word>" to the positives (BANKING77: 5,809 same-intent pairs newly refused,
-    # "How is my ATM deposit not available yet?"), so that one is left refused
+    # "How is my ATM deposit not available yet?"). Since session 40 it meets "unhappy"
+    # (tests/validators/test_polarity_not_prefixed.py), never "happy".
     assert mismatch("I'm unhappy with my order", "I'm happy with my order") == "polarity"
     assert mismatch("I'm dissatisfied with the repair", "I'm satisfied with it") == "polarity"
     assert mismatch("I'm not happy with my order", "I'm happy with my order") == "polarity"

@@ -18,6 +18,10 @@ miss, and each process enforces the byte bound over the files it knows about.
 A start-up in one process deletes every temp file, including one that another
 process is writing at that moment; that write is then simply dropped.
 
+Evictions delete their files outside the lock, by path: a put of a key whose old
+file is still being deleted waits for that unlink (in one process), so it never
+deletes the new record.
+
 Reads do not touch the file's mtime except when it is older than
 ``touch_interval_s``, so LRU order survives a restart roughly, at little cost.
 """
@@ -48,6 +52,7 @@ _TMP_SUFFIX = ".tmp"
 _FILE_RE = re.compile(r"((?:[0-9a-f]{2})+)\.kvb")
 _GONE = (FileNotFoundError, NotADirectoryError)  # evicted or discarded: a miss, not a failure
 _FULL = (errno.ENOSPC, errno.EDQUOT)  # the filesystem (or a quota) has no room left
+_EVICT_WAIT_S = 30.0  # a put waits at most this for its key's pending unlink
 
 
 class DiskBlockStore:
@@ -73,6 +78,7 @@ class DiskBlockStore:
         self._index: OrderedDict[bytes, int] = OrderedDict()  # key -> size, LRU first
         self._used = 0
         self._evicting: set[bytes] = set()  # out of the index, file not yet deleted
+        self._evicted = threading.Condition(self._lock)  # notified as _evicting shrinks
         self.hits = self.misses = self.puts = self.errors = 0
         self.bytes_read = self.bytes_written = 0
         self.num_evictions = self.num_rejected = 0
@@ -160,11 +166,14 @@ class DiskBlockStore:
         return victims
 
     def _unlink_victims(self, victims: list[bytes]) -> None:
-        for victim in victims:
-            _unlink(self._path(victim))
-        if victims:
-            with self._lock:
-                self._evicting.difference_update(victims)
+        try:
+            for victim in victims:
+                _unlink(self._path(victim))
+        finally:
+            if victims:
+                with self._lock:
+                    self._evicting.difference_update(victims)
+                    self._evicted.notify_all()
 
     def _fail(self, what: str, key: bytes, exc: OSError) -> TierUnavailableError:
         with self._lock:
@@ -236,6 +245,10 @@ class DiskBlockStore:
             with os.fdopen(fd, "wb") as f:
                 f.write(record)
             with self._lock:
+                # The old file of this key, being evicted, is unlinked by its path: a
+                # rename before that unlink put a new record where it deleted it (and the
+                # index kept a block that no file held).
+                self._evicted.wait_for(lambda: key not in self._evicting, _EVICT_WAIT_S)
                 self._forget(key)
                 victims = self._evict_to_fit(size)
             self._unlink_victims(victims)
@@ -244,7 +257,8 @@ class DiskBlockStore:
             _unlink(tmp)
             raise
         with self._lock:
-            self._remember(key, size, use=True)
+            if key not in self._evicting:  # else adopted by a reader, evicted since: going
+                self._remember(key, size, use=True)
             self.puts += 1
             self.bytes_written += size
 

@@ -319,3 +319,45 @@ def test_a_file_being_evicted_is_not_adopted_back(
     assert store.keys() == [key(1), key(2)]
     assert store.stats()["used_bytes"] == 2 * size
     assert store.get(key(0)) is None  # the control: gone for good
+
+
+def test_a_put_of_a_key_being_evicted_waits_for_its_unlink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An eviction unlinks the victim's file by its path outside the lock; a put of the
+    same key whose rename landed first had its new file deleted by that unlink, and the
+    index kept a block no file held (session 38's review). Now the put waits for it."""
+    import prefix.tiers.disk_store as disk_store
+
+    size = len(record(0))
+    store = DiskBlockStore(tmp_path, 2 * size, namespace=NS)
+    store.put(key(0), record(0))
+    store.put(key(1), record(1))
+    victim = str(store.directory / key(0).hex()[:2] / f"{key(0).hex()}.kvb")
+    evicting, release = threading.Event(), threading.Event()
+    real_unlink = disk_store._unlink
+
+    def slow_unlink(path: str | Path) -> None:
+        if str(path) == victim and not release.is_set():
+            evicting.set()
+            release.wait(10)
+        real_unlink(path)
+
+    monkeypatch.setattr(disk_store, "_unlink", slow_unlink)
+    evictor = threading.Thread(target=store.put, args=(key(2), record(2)))
+    evictor.start()
+    assert evicting.wait(5)
+    again = b"fresh" + record(0)[5:]  # the same key's new record, same size
+    writer = threading.Thread(target=store.put, args=(key(0), again))
+    writer.start()
+    writer.join(0.5)  # before the fix it landed here, ahead of the unlink
+    release.set()
+    evictor.join(10)
+    writer.join(10)
+    assert not evictor.is_alive() and not writer.is_alive()
+    assert store.get(key(0)) == again
+    # every block the index holds is a file, and the bytes it counts are theirs
+    files = {p.name: p.stat().st_size for p in store.directory.rglob("*.kvb")}
+    held = store.keys()
+    assert sorted(files) == sorted(f"{k.hex()}.kvb" for k in held)
+    assert store.stats()["used_bytes"] == sum(files.values()) <= 2 * size

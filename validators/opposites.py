@@ -87,6 +87,7 @@ _PLUS_RES = tuple(
 )
 
 
+_NOT_LEGAL_ZH = re.compile("不合法")  # 不合法吗 / 违法吗, as "not legal" / "illegal"
 NEGATED_BY_PREFIXED = "negation:prefixed"  # a text whose every negation is such a "not"
 
 
@@ -103,9 +104,10 @@ def blank_not_prefixed(work: str, text: str) -> tuple[str, str, set[str]]:
     available" (both negative, "+" one-sided) that refused what was served (BANKING77:
     163 same-intent pairs in a trial)."""
     values: set[str] = set()
-    for m in NOT_PREFIXED.finditer(work):
-        start, end = m.span()
-        values.add("not:" + negated_pair(m.group(1)))
+    found = [(m.span(), negated_pair(m.group(1))) for m in NOT_PREFIXED.finditer(work)]
+    found += [(m.span(), "prefix_legal_zh") for m in _NOT_LEGAL_ZH.finditer(work)]
+    for (start, end), name in found:
+        values.add("not:" + name)
         work = work[:start] + " " * (end - start) + work[end:]
         text = text[:start] + " " * (end - start) + text[end:]
     return work, text, values

@@ -35,6 +35,8 @@ def mismatch(a: str, b: str) -> str | None:
         ("Why is my transfer not complete?", "Why is my transfer incomplete?"),
         ("I haven't paid my bill", "My bill is unpaid"),
         ("Is it not safe to swim here?", "Is it unsafe to swim here?"),
+        ("这样做不合法吗", "这样做违法吗"),
+        ("在中国开这种店不合法吗", "在中国开这种店是非法的吗"),
     ],
 )
 def test_not_x_meets_its_prefixed_opposite(a: str, b: str) -> None:
@@ -49,6 +51,8 @@ def test_not_x_meets_its_prefixed_opposite(a: str, b: str) -> None:
         ("I'm not happy with my order", "I'm happy with my order"),
         ("Why is the app not available?", "Is the app available?"),
         ("I haven't paid my bill", "I paid my bill"),
+        ("这样做不合法吗", "这样做合法吗"),
+        ("这样做不合法吗, 我没有执照", "这样做违法吗"),
         # another negation beside the "not X": the texts still differ in it
         ("I'm not happy and I didn't get my order", "I'm unhappy with my order"),
         # the "-" word of another pair does not explain this "not"

@@ -334,7 +334,7 @@ class SemanticCache:
                 return StoreResult(False, key, reason="busy")
             entry, created = self.entries.upsert(new, now=now)
             if asked_at is not None and is_fenced(self.entries, query.tenant, asked_at):
-                self.entries.delete([entry.id])  # logged: other replicas drop it too
+                self._remove_from_index(self.entries.delete([entry.id]))  # logged: for all
                 return StoreResult(False, key, reason="invalidated")
             self.index.add(key, [entry.id], vector.reshape(1, -1))
         return StoreResult(True, key, entry_id=entry.id, created=created)

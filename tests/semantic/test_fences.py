@@ -68,6 +68,25 @@ def test_an_answer_asked_before_the_fence_is_not_kept(
     assert written and all(deletes_logged(cache.entries, i) == 1 for i in written)
 
 
+def test_an_answer_that_updates_an_indexed_entry_leaves_no_vector_behind(
+    cache: SemanticCache, clock: ManualClock
+) -> None:
+    """The upsert may update an entry already indexed (the same question stored after
+    the fence): its row was deleted and its vector stayed in the index (a review). The
+    entry goes whole, the newer answer with it: a miss, never an old answer kept."""
+    asked_at = clock()
+    clock.advance(30)
+    cache.fence("tenant-a")
+    clock.advance(FENCE_MARGIN.total_seconds() + 1)
+    assert cache.store(chat(STORED), reply("new"), asked_at=clock()).stored  # the control
+    assert len(cache.index) == 1
+    result = cache.store(chat(STORED), reply("old"), asked_at=asked_at)
+    assert result.reason == "invalidated"
+    assert cache.entries.count(tenant="tenant-a") == 0
+    assert len(cache.index) == 0
+    assert not cache.lookup(chat(PARAPHRASE)).hit
+
+
 def test_an_answer_asked_after_the_fence_is_kept(cache: SemanticCache, clock: ManualClock) -> None:
     cache.fence("tenant-a")
     clock.advance(FENCE_MARGIN.total_seconds() + 1)  # asked after the invalidation

@@ -103,6 +103,13 @@ class EngineConfig:
             )
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise EngineConfigError("max_num_seqs and max_num_batched_tokens must be >= 1")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            # As vLLM refuses it: with fewer tokens a step than running sequences, the
+            # oldest decodes took every step and the newest waited for them to finish.
+            raise EngineConfigError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
+                f"max_num_seqs ({self.max_num_seqs})"
+            )
         if self.max_num_seqs_per_tenant is not None and self.max_num_seqs_per_tenant < 1:
             raise EngineConfigError("max_num_seqs_per_tenant must be >= 1 (or None: no cap)")
         if self.num_threads is not None and self.num_threads < 1:

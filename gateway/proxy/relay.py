@@ -79,6 +79,7 @@ from gateway.proxy.upstream_read import (
     sse_data,
     too_large,
 )
+from protocol.http import header_int
 
 # Upstream response headers the client gets: what an OpenAI client reads to pace
 # itself (rate limits, back-off) or to report a problem (timing, version, the
@@ -197,8 +198,7 @@ async def upstream_error(response: httpx.Response, request_id: str) -> GatewayEr
 
 
 def _verbatim(err: GatewayError, raw: bytes | None, response: httpx.Response) -> GatewayError:
-    err.raw = raw
-    err.media_type = json_media_type(response.headers)
+    err.raw, err.media_type = raw, json_media_type(response.headers)
     return err
 
 
@@ -233,8 +233,8 @@ async def whole_response(
 ) -> Done:
     """A response that was not streamed: its body, kept whole for the client (with its
     cache-hit counts at zero when ``hide_cached``: ``gateway/proxy/cache_counts.py``)."""
-    length = response.headers.get("content-length", "")
-    if length.isdigit() and int(length) > max_body:
+    length = header_int(response.headers.get("content-length"))
+    if length is not None and length > max_body:
         raise too_large()  # said up front: nothing needs to be read
     raw, whole = await read_capped(response, max_body)
     if not whole:

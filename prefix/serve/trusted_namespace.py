@@ -25,6 +25,7 @@ from protocol.headers import (
     QUOTA_HEADER,
     TENANT_HEADER,
 )
+from protocol.http import header_int
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -60,7 +61,7 @@ def resolve_tenant(
     if tenant is not None and not _TENANT.fullmatch(tenant):
         tenant = None
     quota_text = headers.get(QUOTA_HEADER)
-    quota = int(quota_text) if quota_text and quota_text.isdigit() else None
+    quota = header_int(quota_text)  # ASCII digits only: "²".isdigit() was a 500
     if quota is not None and not 1 <= quota <= MAX_QUOTA:
         quota = None
     return tenant, quota

@@ -306,7 +306,13 @@ def test_a_request_in_its_prefill_no_longer_holds_its_tenants_share(
     """A long prompt is prefilled over several steps with no output meanwhile: once the
     scheduler admitted it, it is no longer waiting, so its tenant's share is free again
     (it counted until its first output, so a tenant of long prompts was refused early)."""
-    engine = make(tiny_llama, max_num_waiting=4, prefill_chunk_size=4, max_num_batched_tokens=4)
+    engine = make(
+        tiny_llama,
+        max_num_waiting=4,
+        prefill_chunk_size=4,
+        max_num_batched_tokens=4,
+        max_num_seqs=4,
+    )
     gate = StepGate(engine)
     params = SamplingParams(max_tokens=2, ignore_eos=True)
     long = engine.request(list(range(3, 19)), params, namespace="tenant-a", request_id="long")

@@ -209,7 +209,8 @@ def test_resolve_tenant_rules() -> None:
     assert resolve_tenant(ok, None) == (None, None)  # no key configured
     assert resolve_tenant(ok | {KEY_HEADER: KEY + "x"}, KEY) == (None, None)
     assert resolve_tenant(ok | {TENANT_HEADER: "Tenant A"}, KEY) == (None, 12)
-    for bad in ("0", "-3", "1e3", "x", str(2**31)):
+    # "²" and "٣" pass str.isdigit(); int("²") raised: a 500 (a review, session 40)
+    for bad in ("0", "-3", "1e3", "x", str(2**31), "²", "1²", "٣", "1" * 5000):
         assert resolve_tenant(ok | {QUOTA_HEADER: bad}, KEY) == ("0f" * 16, None)
 
 

@@ -223,8 +223,14 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
         body = json.loads(raw, parse_constant=reject_constant)
     except RecursionError:  # deeper than json's own limit: the same refusal as past ours
         raise _too_deep(MAX_JSON_DEPTH) from None
-    except ValueError as e:
-        raise ApiError(400, f"the request body is not valid JSON: {e}") from None
+    except json.JSONDecodeError as e:  # where, not what: the text may be the client's
+        said = f"{e.msg} at char {e.pos}"
+        raise ApiError(400, f"the request body is not valid JSON: {said}") from None
+    except UnicodeDecodeError as e:  # its str() quotes the byte found
+        raise ApiError(400, f"the request body is not UTF-8 (at byte {e.start})") from None
+    except ValueError as e:  # NaN / Infinity, or a number past int()'s digit limit
+        said = str(e) if str(e).endswith("is not valid JSON") else "a number has too many digits"
+        raise ApiError(400, f"the request body is not valid JSON: {said}") from None
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
     check_json_value(body)

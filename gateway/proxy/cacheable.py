@@ -68,12 +68,17 @@ def unreplayable_request(body: dict[str, Any]) -> str | None:
     modalities = body.get("modalities")
     if body.get("audio") or (isinstance(modalities, list) and "audio" in modalities):
         return "audio"
-    for message in body.get("messages") or []:
+    # Read whatever its shape: a completion's body is not validated as a chat's is, and
+    # `"messages": 5` or a part whose type is a list was a TypeError there (a 500).
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else []:
         content = message.get("content") if isinstance(message, dict) else None
         for part in content if isinstance(content, list) else []:
             kind = part.get("type") if isinstance(part, dict) else None
             # In any turn: an earlier one's media shapes the answer too. An assistant's
             # "refusal" part is text like "text" is.
+            if not isinstance(kind, str):
+                return "media"
             if kind not in _TEXT_PARTS:
-                return _MEDIA_PARTS.get(kind, "media") if isinstance(kind, str) else "media"
+                return _MEDIA_PARTS.get(kind, "media")
     return None

@@ -143,7 +143,10 @@ class Pipeline:
         """
         tr = LookupTrace() if trace else NO_TRACE
         policy = ctx.policy
-        skip = self._skip_reason(ctx, body, cc) or unreplayable_request(body)
+        try:
+            skip = self._skip_reason(ctx, body, cc) or unreplayable_request(body)
+        except Exception as exc:  # as below: a body no rule foresaw is forwarded uncached
+            return _unforeseen(exc, "reading whether it may be cached", tr)
         if skip is None and policy.semantic_scope == "user" and not user:
             skip = "no_user"  # a user-scoped tenant never shares an answer across users
         tr.step("eligible", skip is None, skip)

@@ -92,7 +92,12 @@ async def list_models(request: Request) -> Response:
     """The upstream's own model cards (cached and refreshed by the upstream client)."""
     await authenticate(request)
     data = await known_models(state(request))
-    return JSONResponse({"object": "list", "data": data})
+    return JSONResponse({"object": "list", "data": data}, headers=_ids(request))
+
+
+def _ids(request: Request) -> dict[str, str]:
+    """The request's id, which every answer carries (errors get it in error_handlers.py)."""
+    return {"x-request-id": request_id(request)}
 
 
 @router.get("/v1/models/{model:path}")
@@ -101,7 +106,7 @@ async def retrieve_model(request: Request, model: str) -> Response:
     await authenticate(request)
     for card in await known_models(state(request)):
         if card.get("id") == model:
-            return JSONResponse(card)
+            return JSONResponse(card, headers=_ids(request))
     # the id is the client's text: not quoted back
     raise NotFoundError("the requested model does not exist", param="model", code="model_not_found")
 

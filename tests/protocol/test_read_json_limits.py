@@ -171,3 +171,20 @@ def test_a_coding_on_a_second_content_encoding_line_is_a_415_too() -> None:
 
 def test_an_identity_content_encoding_is_read_as_usual() -> None:
     assert read(chat(), {"content-encoding": b"identity"})["model"] == "m"  # positive control
+
+
+def test_a_body_that_does_not_decode_says_where_not_what() -> None:
+    """A body that is not UTF-8 quoted the byte found (``'utf-8' codec can't decode byte
+    0xff``), and a number past int()'s digit limit a Python hint (``use
+    sys.set_int_max_str_digits()``): the client's bytes and the interpreter's words, not
+    what is wrong with the request (a review)."""
+    err = refused(b'{"model": "m", "messages": [{"role": "user", "content": "hi \xff\xfe"}]}')
+    assert err.message.startswith("the request body is not UTF-8 (at byte ")
+    assert "0xff" not in err.message and "codec" not in err.message
+    err = refused(chat(', "max_tokens": ' + "9" * 5000))
+    assert err.message == "the request body is not valid JSON: a number has too many digits"
+    assert "sys." not in err.message
+    # the controls: NaN is named, a syntax error says where
+    assert refused(chat(', "temperature": NaN')).message.endswith("NaN is not valid JSON")
+    where = refused(chat(', "x": [1,}')).message
+    assert where.startswith("the request body is not valid JSON: Expecting value at char ")

@@ -16,6 +16,7 @@ Real embedder and validators, a real SQLite file.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from semantic import Embedder, SemanticCache, SemanticQuery
 from tests.gateway import vllm_recordings as rec
 from tests.gateway.conftest import Gateway, assert_openai_error, gateway_settings, running_gateway
 from tests.gateway.proxy.pipeline_support import (
+    NO_CC,
     answer,
     backfill,
     body,
@@ -99,6 +101,25 @@ def test_a_question_of_only_escapes_is_empty_not_an_internal_error(
     ctx_null = body("What is the capital of France?")
     ctx_null["messages"][0]["content"] = [{"type": "text", "text": None}]
     assert lookup(pipe, ctx(), ctx_null).header == "miss:empty"
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [5, True, 1.5, "hi", [{"content": [{"type": [1]}]}], [{"content": [{"type": {}}]}]],
+    ids=["int", "bool", "float", "str", "type-list", "type-object"],
+)
+def test_a_completion_with_a_messages_field_of_any_shape_reaches_the_model(
+    cache: SemanticCache, messages: Any
+) -> None:
+    """A completion's body is not validated as a chat's: ``"messages": 5`` (or a part
+    whose type is a list) was a TypeError in the cacheability check, a 500 (a review)."""
+    pipe = Pipeline(cache, GatewayMetrics())
+    completion = {"model": "m", "prompt": "What is the capital of Spain?", "temperature": 0}
+    odd = completion | {"messages": messages}
+    decision = asyncio.run(pipe.lookup(ctx(), "completion", odd, NO_CC))
+    assert decision.status != "skipped" or decision.header == "skipped:media", decision.header
+    # the control: the same completion without the field is looked up as ever
+    assert asyncio.run(pipe.lookup(ctx(), "completion", completion, NO_CC)).header == "miss:empty"
 
 
 @pytest.mark.parametrize(

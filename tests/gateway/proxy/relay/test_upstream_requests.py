@@ -368,3 +368,15 @@ def test_embeddings_spread_over_the_replicas_and_fail_over() -> None:
                 await pool.aclose()
 
         asyncio.run(main())
+
+
+def test_model_cards_carry_the_request_id(gw: Gateway, tenant: tuple[str, str]) -> None:
+    """Every answer carries X-Request-Id (an SDK reports it with a problem); the model
+    list and card did not (a review)."""
+    with gw.http(tenant[1]) as http:
+        listed = http.get("/v1/models", headers={"x-request-id": "req-models-1"})
+        card = http.get(f"/v1/models/{MODEL}")
+        unknown = http.get("/v1/models/no-such-model")  # the control: errors always did
+    assert listed.status_code == 200 and listed.headers["x-request-id"] == "req-models-1"
+    assert card.status_code == 200 and card.headers["x-request-id"].startswith("req-")
+    assert unknown.status_code == 404 and unknown.headers["x-request-id"]

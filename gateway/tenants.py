@@ -25,6 +25,7 @@ elsewhere, say another replica's migration) or past ``AUTH_STATEMENT_TIMEOUT_MS`
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -99,7 +100,11 @@ class TenantContext:
         if self.policy.prefix_scope != "user":
             return self
         if user:
-            digest = hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+            # A user id means something inside its tenant only: with the tenant in the
+            # digest, "alice" of two tenants of one sharing group (whose namespace has no
+            # tenant in it) share no KV (a review: tenant B's alice reused A's alice's).
+            named = json.dumps([self.tenant_id, self.namespace_id, user])  # \u escapes
+            digest = hashlib.sha256(named.encode()).hexdigest()[:32]
             return replace(self, prefix_user=f"user:{digest}")
         return replace(self, prefix_user=f"{ANONYMOUS}{secrets.token_hex(16)}")
 

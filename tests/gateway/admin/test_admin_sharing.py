@@ -114,6 +114,21 @@ def test_prefix_scope_user_gives_each_end_user_their_own_prefix_kv(gw: Gateway) 
     assert reused_by(gw, shared, other, "bob") >= 2 * BLOCK
 
 
+def test_end_users_of_one_name_in_two_tenants_of_a_group_share_nothing(gw: Gateway) -> None:
+    """A sharing group's namespace has no tenant in it, and the end user's part was a
+    digest of the user id alone: "alice" of tenant B reused every block "alice" of
+    tenant A had sent (a review, session 40). User ids mean something in one tenant."""
+    policy = NO_SEMANTIC | {"prefix_namespace": "users-docs", "prefix_scope": "user"}
+    with admin(gw) as client:
+        a = new_tenant(client, "guser-a", policy)
+        b = new_tenant(client, "guser-b", policy)
+    text = prompt(350)
+    assert reused_by(gw, a, text, "alice") == 0
+    assert reused_by(gw, a, text, "alice") >= 2 * BLOCK  # the control: her own, in A
+    assert reused_by(gw, b, text, "alice") == 0  # B's alice is someone else
+    assert reused_by(gw, b, text, "alice") >= 2 * BLOCK  # and has her own from now on
+
+
 def test_sharing_group_names_are_validated(gw: Gateway) -> None:
     with admin(gw) as client:
         client.post("/tenants", json={"id": "share-bad"})

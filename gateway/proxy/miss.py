@@ -157,6 +157,11 @@ class UpstreamAnswer:
                     said = event.extra.get("usage")
                     if assembly.usage is None and isinstance(said, dict):
                         assembly.usage = said  # the gateway's own include_usage chunk
+                    if not event.ended:  # cut after its finish: as the upstream ended it
+                        self.backfill = "skipped:cut_short"
+                        self.gw.metrics.backfills.labels(self.ctx.tenant_id, "skipped").inc()
+                        self._count_only(event, assembly.body(_usage(event)))
+                        return
                     # The client's stream ends first: a slow store (a database
                     # that hangs until its timeout) must not hold back its [DONE].
                     yield "data: [DONE]\n\n"
@@ -219,6 +224,9 @@ class UpstreamAnswer:
             # would refuse it or keep something else, and a replay must be faithful.
             self.backfill = "skipped:not_storable"
             gw.metrics.backfills.labels(tenant, "skipped").inc()
+        self._count_only(done, payload)
+
+    def _count_only(self, done: Done, payload: dict[str, Any]) -> None:
         try:
             self._count(done, payload)
         except Exception:  # counting never fails an answer the client has (or is owed)

@@ -339,9 +339,8 @@ async def stream_events(
             # A stream cut short (or one with no chunk at all) is not an answer: it
             # must never be backfilled.
             raise UpstreamError("the upstream stream ended without a finish reason")
-        # Whole ([DONE]) but no chunk said why it stopped: the client gets it as the
-        # upstream sent it, and the answer, finished for no known reason, is not stored
-        # (semantic/cacheability.py stores "stop" only).
+        # Whole ([DONE]) but no chunk said why it stopped: the client gets it as sent, and
+        # the answer, finished for no known reason, is not stored (cacheability.py).
         finish_reason = "unknown"
     # The usage itself goes along too: taken out of the client's stream when the gateway
     # asked for it, its details (completion_tokens_details, ...) are still the answer's.
@@ -355,6 +354,7 @@ async def stream_events(
         usage_known=usage is not None,
         extra=said,
         cached_hidden=hide_cached,
+        ended=ended,
     )
 
 

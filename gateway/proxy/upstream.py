@@ -133,6 +133,10 @@ class Done:
     # which the client gets as they came (``gateway/proxy/media_type.py``).
     status: int = 200
     media_type: str = "application/json"
+    # A stream: whether the upstream ended it with ``data: [DONE]``. One that stopped
+    # after its finish reason but before [DONE] (its usage chunk, another choice may be
+    # missing) ends the same way for the client, without a [DONE], and is not stored.
+    ended: bool = True
     headers: Mapping[str, str] = field(default_factory=dict)  # as on Delta
     # The client is not told ``cached_tokens``: the upstream's prefix cache is not known
     # to be narrowed per tenant (``dialects.py``), so the count would tell a tenant what

@@ -72,6 +72,9 @@ def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
     return "data: " + json.dumps(body | {"choices": [choice]}) + "\n\n"
 
 
+DONE = "data: [DONE]\n\n"  # how every OpenAI-compatible server ends a stream
+
+
 def sse(*events: str) -> Response:
     return Response("".join(events), media_type="text/event-stream")
 

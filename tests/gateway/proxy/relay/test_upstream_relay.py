@@ -23,6 +23,7 @@ from gateway.proxy.upstream import UpstreamStatusError
 from tests.gateway.conftest import Gateway, sse_payloads
 from tests.gateway.proxy.relay.support import (
     CHAT,
+    DONE,
     MODEL,
     OVERLOADED,
     RATE_LIMITED,
@@ -349,7 +350,7 @@ def test_a_chunk_with_a_null_error_is_no_error(
 
     async def stream(body: dict[str, Any], request: Request) -> Response:
         role = null_error({"role": "assistant", "content": ""})
-        return sse(role, null_error({"content": "Fine."}), null_error({}, "stop"))
+        return sse(role, null_error({"content": "Fine."}), null_error({}, "stop"), DONE)
 
     up.handler = stream
     with gw.http(tenant[1]) as http:

@@ -24,6 +24,7 @@ from gateway.settings import Settings
 from tests.gateway.conftest import Gateway, sse_payloads
 from tests.gateway.proxy.relay.support import (
     CHAT,
+    DONE,
     MODEL,
     Scripted,
     answer,
@@ -47,7 +48,7 @@ def test_null_stream_flags_mean_their_default(
     async def handler(body: dict[str, Any], request: Request) -> Response:
         received.append(body)
         if body.get("stream"):
-            return sse(chunk({"role": "assistant", "content": "Ok."}), chunk({}, "stop"))
+            return sse(chunk({"role": "assistant", "content": "Ok."}), chunk({}, "stop"), DONE)
         return JSONResponse(answer("Ok."))
 
     up.handler = handler

@@ -251,11 +251,18 @@ class StatsRecorder:
         """Insert ``batch``; the number of rows written."""
         with self.db.begin() as conn:
             # in the insert's own transaction, as misfire samples are: a delete
-            # committed before it is seen, and its tenant's buffered rows go with it
+            # committed before it is seen, and its tenant's buffered rows go with it.
+            # The rows locked (FOR SHARE on PostgreSQL) as the sampler's are: a delete
+            # that began meanwhile waits for this insert, then deletes its rows too
+            # (unlocked, rows committed after its sweep outlived it: a review).
             checked = {r.tenant_id for r in batch if r.namespace_id is not None}
             minted: dict[str, str] = {}
             if checked:
-                found = select(Tenant.id, Tenant.namespace_id).where(Tenant.id.in_(checked))
+                found = (
+                    select(Tenant.id, Tenant.namespace_id)
+                    .where(Tenant.id.in_(checked))
+                    .with_for_update(read=True)
+                )
                 minted = {tid: ns or "" for tid, ns in conn.execute(found)}
             rows = [
                 r.row()

@@ -49,7 +49,7 @@ from gateway.proxy.upstream_read import (
     read_capped,
     too_large,
 )
-from gateway.proxy.whole_stream import is_whole_json, whole_as_stream
+from gateway.proxy.whole_stream import asks_for_usage, is_whole_json, whole_as_stream
 from protocol.headers import (
     KEY_HEADER,
     KV_REUSE_HEADER,
@@ -297,10 +297,11 @@ class HttpUpstream:
         hide = self._hides_cached(d)  # as the request went out (generic once refused)
         if hide:  # the upstream's own prompt-processing time: a sharper cache timer
             passed.pop("openai-processing-ms", None)
+        asked = asks_for_usage(body, added_usage)  # a usage chunk, of the client's own
         try:
             if body.get("stream") is True:
                 events = (
-                    whole_as_stream(response, req.kind, passed, self.max_body_bytes, hide)
+                    whole_as_stream(response, req.kind, passed, self.max_body_bytes, hide, asked)
                     if is_whole_json(response)
                     else stream_events(
                         response, req.kind, added_usage, passed, self.max_event_bytes, hide

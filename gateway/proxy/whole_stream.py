@@ -14,6 +14,7 @@ gateway (as for the built-in engine), then its finish reason and usage.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import httpx
 
@@ -27,22 +28,70 @@ def is_whole_json(response: httpx.Response) -> bool:
     return media == "application/json"
 
 
+def asks_for_usage(body: Mapping[str, Any], added_usage: bool) -> bool:
+    """Whether the client asked for the stream's usage chunk itself (``body`` as sent
+    upstream; ``added_usage``: the gateway asked for it, for itself)."""
+    options = body.get("stream_options")
+    return not added_usage and isinstance(options, dict) and options.get("include_usage") is True
+
+
 async def whole_as_stream(
     response: httpx.Response,
     kind: str,
     passed: Mapping[str, str],
     max_body: int,
     hide_cached: bool,
+    usage_chunk: bool = False,
 ) -> AsyncIterator[Event]:
+    """The body as the stream the upstream would have sent: one chunk a choice (its
+    whole message as the delta, its logprobs and finish reason) with the body's own
+    ``id``, ``created``, ``model`` and ``system_fingerprint``, then the usage chunk when
+    the client asked for one (``usage_chunk``). Forwarded and put back together as any
+    upstream chunk is (``gateway/proxy/passthrough.py``): tool calls, every choice,
+    ``reasoning_content`` and a refusal reach the client, and what the cacheability
+    rules must see to refuse the answer is there (a review, session 40: only choice
+    0's text went out, and was stored)."""
     done = await whole_response(response, kind, passed, max_body, hide_cached)
     body = done.body or {}
-    first = next((c for c in body.get("choices", []) if isinstance(c, dict)), {})
-    yield Delta(choice_text(first, kind, "message"), headers=passed)
+    head = {k: body[k] for k in _HEAD if k in body}
+    head["object"] = "chat.completion.chunk" if kind == "chat" else "text_completion"
+    headers: Mapping[str, str] = passed
+    for choice in body.get("choices", []):
+        if not isinstance(choice, dict):
+            continue
+        part = _choice_chunk(choice, kind)
+        text = choice_text(part, kind) if part.get("index", 0) == 0 else ""
+        yield Delta(text, raw=head | {"choices": [part]}, headers=headers)
+        headers = {}
+    usage = body.get("usage")
+    if usage_chunk and isinstance(usage, dict):
+        yield Delta("", raw=head | {"choices": [], "usage": usage}, headers=headers)
     yield Done(
         finish_reason=done.finish_reason,
         prompt_tokens=done.prompt_tokens,
         completion_tokens=done.completion_tokens,
         cached_tokens=done.cached_tokens,
         usage_known=done.usage_known,
+        extra={"usage": usage} if isinstance(usage, dict) else {},
         cached_hidden=done.cached_hidden,
     )
+
+
+_HEAD = ("id", "created", "model", "system_fingerprint", "service_tier")
+
+
+def _choice_chunk(choice: dict[str, Any], kind: str) -> dict[str, Any]:
+    """One choice of a whole answer as a stream's choice: ``message`` becomes ``delta``
+    (each tool call with the ``index`` a streamed one carries)."""
+    out = {k: v for k, v in choice.items() if k != "message"}
+    if kind == "chat":
+        message = choice.get("message")
+        delta = dict(message) if isinstance(message, dict) else {}
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            delta["tool_calls"] = [
+                {"index": i} | c if isinstance(c, dict) and "index" not in c else c
+                for i, c in enumerate(calls)
+            ]
+        out["delta"] = delta
+    return out

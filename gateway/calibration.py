@@ -171,6 +171,11 @@ def _clamped(cut: float) -> float:
     return 1.0 if math.isnan(cut) else min(1.0, max(0.0, cut))
 
 
+#: The targets of the shipped curve's table (validators/verifier_model/MODEL_CARD.md):
+#: a tenant's cut is at least the one its labels give each looser one of them.
+TARGET_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
+
+
 def tenant_cut(
     labels: Sequence[tuple[float, bool] | tuple[float, bool, float]],
     target: float,
@@ -178,10 +183,15 @@ def tenant_cut(
     min_labels: int = MIN_LABELS,
     *,
     refine: bool = True,
+    looser: Sequence[tuple[float, float]] = (),
 ) -> CutInForce:
     """The cut in force for ``labels`` (verifier score, is a misfire[, weight]) and
     ``target``; ``refine=False`` keeps ``shipped_cut`` whatever the labels say.
-    Never below ``shipped_cut``, always within [0, 1]."""
+    Never below ``shipped_cut``, always within [0, 1]; never below the cut the labels
+    give a looser target of ``looser`` ((target, its shipped cut) pairs): too many
+    misfires for 2% are too many for 1%, but the bands are laid from each target's
+    shipped cut, so at 1% a range 2% had disproved could fall across two bands and be
+    served again (a review, session 40: a stricter target gave a lower cut)."""
     ordered = weighted(usable(labels))
     sums = _Suffix(ordered)
     shipped_cut = _clamped(shipped_cut)
@@ -190,6 +200,9 @@ def tenant_cut(
     refining = refine and len(ordered) >= min_labels
     if refining:
         cut = _lowest_cut_not_disproved(ordered, target, shipped_cut)
+        for wider, wider_shipped in looser:
+            if wider > target:
+                cut = max(cut, _lowest_cut_not_disproved(ordered, wider, _clamped(wider_shipped)))
         if cut > shipped_cut:
             source = "raised"
     served = _first_above(ordered, cut)

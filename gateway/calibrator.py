@@ -36,7 +36,7 @@ from dataclasses import replace
 from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
 
-from gateway.calibration import CutInForce, tenant_cut
+from gateway.calibration import TARGET_GRID, CutInForce, tenant_cut
 from gateway.calibration_labels import load_labels
 from gateway.db_rest import backoff
 
@@ -133,7 +133,7 @@ class Calibrator:
             with self._lock:
                 self._away, self._failures = False, 0
             log.warning("tenant calibration readable again: cuts from the database")
-        cut = tenant_cut(labels, target, shipped, refine=usable)
+        cut = tenant_cut(labels, target, shipped, refine=usable, looser=self._looser(target))
         with self._lock:
             kept = self._cuts.get((tenant_id, target))
             # Not over a cut of a later read (reads can finish out of order), nor past a
@@ -143,6 +143,16 @@ class Calibrator:
             if self._generation_of(tenant_id) == seen and not newer:
                 self._cuts[(tenant_id, target)] = (started, cut, True)
         return cut
+
+    def _looser(self, target: float) -> list[tuple[float, float]]:
+        """(target, shipped cut) of each target of the curve's grid looser than this one."""
+        out = []
+        for wider in (t for t in TARGET_GRID if t > target):
+            try:
+                out.append((wider, float(self.shipped(wider))))
+            except Exception:  # a damaged curve: refresh() already said so
+                continue
+        return out
 
     def _generation_of(self, tenant_id: str) -> tuple[int, int]:
         """(every tenant's, this tenant's) invalidations so far; call with the lock held."""

@@ -97,9 +97,14 @@ class CutInForce:
     low: float | None
     high: float | None
     is_kept: bool = False
+    # The cut the disproved ranges alone set (below it: a range the labels ruled out);
+    # what gateway/calibrator.py keeps so that a backlog of labels cannot re-serve them.
+    band_cut: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["band_cut"]
+        return out
 
 
 class Label(NamedTuple):
@@ -184,6 +189,7 @@ def tenant_cut(
     *,
     refine: bool = True,
     looser: Sequence[tuple[float, float]] = (),
+    kept: float = 0.0,
 ) -> CutInForce:
     """The cut in force for ``labels`` (verifier score, is a misfire[, weight]) and
     ``target``; ``refine=False`` keeps ``shipped_cut`` whatever the labels say.
@@ -191,18 +197,22 @@ def tenant_cut(
     give a looser target of ``looser`` ((target, its shipped cut) pairs): too many
     misfires for 2% are too many for 1%, but the bands are laid from each target's
     shipped cut, so at 1% a range 2% had disproved could fall across two bands and be
-    served again (a review, session 40: a stricter target gave a lower cut)."""
+    served again (a review, session 40: a stricter target gave a lower cut). ``kept``:
+    a band cut these labels' ranges gave before (:attr:`CutInForce.band_cut`), below
+    which nothing is served however the bands fall now."""
     ordered = weighted(usable(labels))
     sums = _Suffix(ordered)
     shipped_cut = _clamped(shipped_cut)
     cut = shipped_cut
     source: Literal["shipped", "tenant", "raised"] = "shipped"
     refining = refine and len(ordered) >= min_labels
+    band_cut = shipped_cut
     if refining:
-        cut = _lowest_cut_not_disproved(ordered, target, shipped_cut)
+        cut, band_cut = _lowest_cut_not_disproved(ordered, target, shipped_cut, _clamped(kept))
         for wider, wider_shipped in looser:
             if wider > target:
-                cut = max(cut, _lowest_cut_not_disproved(ordered, wider, _clamped(wider_shipped)))
+                more = _lowest_cut_not_disproved(ordered, wider, _clamped(wider_shipped))
+                cut, band_cut = max(cut, more[0]), max(band_cut, more[1])
         if cut > shipped_cut:
             source = "raised"
     served = _first_above(ordered, cut)
@@ -224,6 +234,7 @@ def tenant_cut(
         estimate=interval[0] if interval else None,
         low=interval[1] if interval else None,
         high=interval[2] if interval else None,
+        band_cut=band_cut,
     )
 
 
@@ -312,7 +323,9 @@ def _tie_groups(ordered: Sequence[Label], start: int) -> list[tuple[int, int]]:
     return out
 
 
-def _lowest_cut_not_disproved(ordered: Sequence[Label], target: float, shipped_cut: float) -> float:
+def _lowest_cut_not_disproved(
+    ordered: Sequence[Label], target: float, shipped_cut: float, kept: float = 0.0
+) -> tuple[float, float]:
     """``shipped_cut`` unless the labels disprove a range it serves, else the lowest
     labelled score above every disproved range, as a cut; higher still while what that
     cut serves, pooled, is disproved (at worst the highest score: nothing labelled is
@@ -324,7 +337,8 @@ def _lowest_cut_not_disproved(ordered: Sequence[Label], target: float, shipped_c
     above the cut re-formed its own lowest band from the short piece above it and the
     band above, which diluted a disproved band: it served all 3 misfires of a band of
     30 at a 1% target, estimate 3.4% [1.15%, 9.45%], as "raised". Pooled, clean labels
-    above an old bad range outvote it, which is why ranges are tested alone."""
+    above an old bad range outvote it, which is why ranges are tested alone. Returns
+    (the cut, the cut the disproved ranges and ``kept`` alone set)."""
     total = len(ordered)
     start = _first_above(ordered, shipped_cut)
     ranges = sorted(set(_bands(ordered, start)) | set(_tie_groups(ordered, start)))
@@ -332,10 +346,10 @@ def _lowest_cut_not_disproved(ordered: Sequence[Label], target: float, shipped_c
     for rank, (lo, hi) in enumerate(ranges, 1):
         if hi > floor and _disproved(ordered[lo:hi], target, _band_alpha(rank)):
             floor = hi
-    cut = shipped_cut if floor == start else ordered[floor - 1].score
-    i = floor
+    band_cut = max(shipped_cut if floor == start else ordered[floor - 1].score, kept)
+    cut, i = band_cut, max(floor, _first_above(ordered, band_cut))
     while i < total and _disproved(ordered[i:], target):
         cut = ordered[i].score  # serve only what scored above this sample
         while i < total and ordered[i].score == cut:
             i += 1
-    return cut
+    return cut, band_cut

@@ -79,6 +79,11 @@ class Calibrator:
         self._lock = threading.Lock()
         # (tenant, target) -> (stamp, cut, whether a read computed it at that stamp)
         self._cuts: dict[tuple[str, float], tuple[float, CutInForce, bool]] = {}
+        # (tenant, target) -> the highest band cut its labels set since its last change:
+        # labels that arrive below a range they ruled out (a review backlog) shift the
+        # bands, and the range was served again (a review, session 40). Per process: a
+        # restart reads the labels afresh.
+        self._band_cuts: dict[tuple[str, float], float] = {}
         # While the database is away: no read before _next_try, and then one probe at a
         # time (a probe can hang far longer than ``retry`` on a dropped connection).
         self._away = False
@@ -117,6 +122,7 @@ class Calibrator:
             return self._without_labels(tenant_id, target, shipped)
         with self._lock:
             seen, started = self._generation_of(tenant_id), self._clock()
+            ruled_out = self._band_cuts.get((tenant_id, target), 0.0)
         try:
             db, models = self.db, self.verifier_models
             labels = [] if db is None else load_labels(db, tenant_id, models)
@@ -133,7 +139,8 @@ class Calibrator:
             with self._lock:
                 self._away, self._failures = False, 0
             log.warning("tenant calibration readable again: cuts from the database")
-        cut = tenant_cut(labels, target, shipped, refine=usable, looser=self._looser(target))
+        looser = self._looser(target)
+        cut = tenant_cut(labels, target, shipped, refine=usable, looser=looser, kept=ruled_out)
         with self._lock:
             kept = self._cuts.get((tenant_id, target))
             # Not over a cut of a later read (reads can finish out of order), nor past a
@@ -142,6 +149,8 @@ class Calibrator:
             newer = kept is not None and kept[2] and kept[0] > started
             if self._generation_of(tenant_id) == seen and not newer:
                 self._cuts[(tenant_id, target)] = (started, cut, True)
+                if cut.band_cut > shipped:  # a range its labels ruled out
+                    self._band_cuts[(tenant_id, target)] = max(ruled_out, cut.band_cut)
         return cut
 
     def _looser(self, target: float) -> list[tuple[float, float]]:
@@ -232,6 +241,8 @@ class Calibrator:
         with self._lock:
             for key in [k for k in self._cuts if not tenant_ids or k[0] in tenant_ids]:
                 del self._cuts[key]
+            for key in [k for k in self._band_cuts if not tenant_ids or k[0] in tenant_ids]:
+                del self._band_cuts[key]
             if not tenant_ids:
                 self._generation_all += 1
                 self._generation.clear()  # every earlier read is stale by the line above

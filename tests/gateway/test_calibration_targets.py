@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
+from sqlalchemy.orm import Session
 
 from gateway.calibration import TARGET_GRID, tenant_cut
+from gateway.calibrator import Calibrator
+from gateway.tenants import utc_now
+from tests.gateway.test_calibration import migrated, sample
 from validators.verifier import MODEL_DIR
 from validators.verifier_calibration import cut_for
 
@@ -59,9 +64,9 @@ def test_the_cut_never_falls_as_the_target_tightens() -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="known, session 40: clean labels arriving below a disproved range (samples "
-    "taken before the raise, labelled after it) shift the bands, and the range can be "
-    "served again; the fix needs bands that labels below do not move (README, "
-    "'Per-tenant error bound')",
+    "taken before the raise, labelled after it) shift the bands, and from labels alone "
+    "the range can be served again (the Calibrator keeps the band cut per process: the "
+    "test below); the fix needs bands that labels below do not move (README)",
 )
 def test_labels_of_a_review_backlog_below_a_disproved_range_keep_it_cut_off() -> None:
     strict = shipped(0.01)
@@ -73,3 +78,31 @@ def test_labels_of_a_review_backlog_below_a_disproved_range_keep_it_cut_off() ->
     backlog = [(s, False) for s in span(strict, strict + 1e-5, 15)]  # labelled on day 2
     again = tenant_cut(day_1 + backlog, 0.01, strict, looser=looser(0.01))
     assert again.cut >= raised.cut and again.misfires == 0
+
+
+def test_a_calibrator_keeps_a_ruled_out_range_cut_off_through_a_review_backlog(
+    tmp_path: Path,
+) -> None:
+    """The case above through the gateway's Calibrator: it keeps the band cut its
+    labels set (per process, until the tenant changes), so the backlog labelled on day
+    2 does not re-serve the range; a change of the tenant (its policy) starts afresh."""
+    db = migrated(tmp_path)
+    now = utc_now()
+    strict = shipped(0.01)
+    bad = span(strict + 1e-5, strict + 0.004, 30)
+    with Session(db) as s, s.begin():
+        for i, score in enumerate(bad):
+            s.add(sample("t", score, "misfire" if i in (10, 16, 20) else "correct", now, "m"))
+        for score in span(strict + 0.0041, 0.9999, 200):
+            s.add(sample("t", score, "correct", now, "m"))
+    cal = Calibrator(db, shipped, verifier_models=["m"])
+    raised = cal.refresh("t", 0.01)
+    assert raised.source == "raised" and raised.misfires == 0  # the control
+    with Session(db) as s, s.begin():  # day 2: older samples, labelled now
+        for score in span(strict, strict + 1e-5, 15):
+            s.add(sample("t", score, "correct", now, "m"))
+    again = cal.refresh("t", 0.01)
+    assert again.cut >= raised.cut and again.misfires == 0
+    assert "band_cut" not in again.to_dict()  # the report's shape is as it was
+    cal.invalidate("t")  # a policy change: its labels are read afresh
+    assert cal.refresh("t", 0.01).cut < raised.cut  # what the xfail above says

@@ -3,9 +3,9 @@
 
 **Sampling rule** (``sample_probability``): a hit is sampled with the tenant's
 ``policy.sample_rate``; hits that scored just above the threshold the lookup ran
-with (the policy's; with the pair verifier on, the retrieval threshold in force,
-which is also the threshold stored with the sample)
-(``score < threshold + BOOST_BAND``, 0.03) are where misfires live, so they are
+with (the policy's; with the pair verifier on, the retrieval threshold in force, also
+the one stored with the sample; ``score < threshold + BOOST_BAND``, 0.03) are where
+misfires live, so they are
 sampled at ``min(1, sample_rate × BOOST_FACTOR)`` (×3). A rate of 0 samples
 nothing. The probability actually used is stored with the sample (in
 ``entity_comparison["sampling"]``), so a later analysis can weight samples by
@@ -15,20 +15,20 @@ A sampled hit is written to ``misfire_samples`` (tenant, question, matched
 question, served answer, score, threshold, the entity comparison of the two
 questions under ``entity_comparison["questions"]``, entry id, partition key,
 time, and the pair verifier's score when it ran, with the identity of the score scale
-of the model that read the pair, English or Chinese: gateway/calibration.py refines
-the tenant's verifier cut from the labelled ones the models in force scored) by a
-background task: the
-hit's response never waits for it.
+of the model that read the pair, English or Chinese, none for an exact repeat, which
+no model read: gateway/calibration.py refines the tenant's verifier cut from the
+labelled ones the models in force scored) by a background task: the hit's response
+never waits for it.
 
 **Shadow verification** (``CACHEGATE_SHADOW_VERIFICATION``): after writing the
 sample, the same task asks the upstream for a fresh answer to the same body
 (straight to ``Upstream.stream``: no semantic lookup, never backfilled) and
 compares it with the served answer: cosine similarity of the two answers'
 embeddings (the semantic cache's embedder) and the entity validators on the
-answers (``entity_comparison["answers"]``). Verdict ``agree`` when the
-similarity is at least ``min_similarity`` (default 0.80, a MiniLM cosine, put on e5's
-scale where e5 compares: :mod:`gateway.review.shadow`) and the answers' entities
-match, else ``disagree``; stored beside the human label, with the floor applied
+answers (``entity_comparison["answers"]``). Verdict ``agree`` when the similarity is
+at least ``min_similarity`` (default 0.80, a MiniLM cosine, put on e5's scale where e5
+compares: :mod:`gateway.review.shadow`) and the answers' entities match, else
+``disagree``; stored beside the human label, with the floor applied
 (``entity_comparison["shadow_floor"]``). At most
 ``max_concurrent`` shadow requests run at once; failures are logged and leave
 the verdict empty.
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -51,6 +50,11 @@ from sqlalchemy.orm import sessionmaker
 from gateway.models import MisfireSample, Tenant
 from gateway.proxy.decision import SemanticDecision
 from gateway.proxy.upstream import Delta, Upstream, UpstreamRequest
+from gateway.review.sampling_rule import (
+    boost_band,
+    sample_probability,
+    stored_score,
+)
 from gateway.review.shadow import (
     DEFAULT_MIN_SIMILARITY,
     ShadowResult,
@@ -61,51 +65,16 @@ from gateway.tenants import DB_UNAVAILABLE, TenantContext, utc_now
 from protocol.openai import new_id
 from protocol.responses import Kind, answer_text
 from semantic.embedder_base import TextEmbedder
-from semantic.embedder_routed import band_on_routed_scale
+from semantic.question import normalize_question
 
 log = logging.getLogger("cachegate.gateway.review")
 
 #: (question, matched question, scope) -> the score scale id of the model that reads it
 ScaleOf = Callable[[str, str, str], str | None]
 
-BOOST_BAND = 0.03
-BOOST_FACTOR = 3.0
 #: Waits before writing a sample again while the database is away (hits are served
 #: from memory then): about a minute of outage, then the sample is counted an error.
 WRITE_RETRY_SECONDS = (5.0, 15.0, 40.0)
-
-
-def boost_band(embedder: TextEmbedder | None, question: str) -> float:
-    """:data:`BOOST_BAND` (a MiniLM width) on the scale of ``question``'s score: narrower
-    by auto's squeeze for a question of its MiniLM route (also behind tracing's proxy)."""
-    routes_first = getattr(embedder, "routes_first", None)
-    if routes_first is None:
-        return BOOST_BAND
-    return band_on_routed_scale(BOOST_BAND, routes_first(question))
-
-
-def stored_score(score: float | None) -> float | None:
-    """A verifier score as stored with a sample: None unless it is finite and in [0, 1].
-    A NaN once stored hung the calibrator (gateway/calibration.py); one above 1 made a
-    tenant's cut unusable; such a sample is still reviewable, it just moves no cut."""
-    if score is None or not math.isfinite(score) or not 0.0 <= score <= 1.0:
-        return None
-    return float(score)
-
-
-def sample_probability(
-    rate: float,
-    score: float,
-    threshold: float,
-    band: float = BOOST_BAND,
-    boost: float = BOOST_FACTOR,
-) -> float:
-    """The probability of sampling a hit (see the module docstring)."""
-    if rate <= 0.0:
-        return 0.0
-    if score < threshold + band:
-        return min(1.0, rate * boost)
-    return min(1.0, rate)
 
 
 @dataclass(frozen=True)
@@ -323,7 +292,9 @@ class MisfireSampler:
         """Which score scale gave the hit's verifier score (off the request path: it may
         read the pair's languages); None without a score or when it cannot be told (the
         sample then refines no cut)."""
-        if hit.verifier_score is None or self.scale_of is None:
+        # an exact repeat is served at 1.0, read by no model: 3 stale ones had cut all
+        repeat = normalize_question(hit.question) == normalize_question(hit.matched_question)
+        if hit.verifier_score is None or self.scale_of is None or repeat:
             return None
         scope = f"review:{hit.tenant_id}"  # remembered language reads stay per tenant
         try:

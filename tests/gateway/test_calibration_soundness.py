@@ -23,7 +23,7 @@ from gateway.calibration import (
 )
 from gateway.calibration_labels import load_labels
 from gateway.reports.stats import weighted_wilson
-from gateway.review.sampling import stored_score
+from gateway.review.sampling_rule import stored_score
 from gateway.tenants import utc_now
 from migrations.runner import upgrade_database
 from tests.gateway.conftest import PG_SERVER_URL

@@ -126,6 +126,30 @@ def test_a_chinese_retrain_keeps_english_labels_refining_the_cut(
     db.dispose()
 
 
+def test_an_exact_repeat_is_stored_with_no_scale(tmp_path: Path, verifier: GatewayVerifier) -> None:
+    """An exact repeat is served at 1.0 without the verifier (semantic/candidates.py):
+    its label, a stale answer say, says nothing of the verifier's scale. Stored with the
+    English scale, 3 such misfires raised a tenant's cut to 1.0, serving nothing (a
+    review, session 40); now it moves no cut, and is still reviewed."""
+    db = migrated(tmp_path)
+    store = TenantStore(db)
+    TenantAdmin(store, None, None).add_tenant("tests", "acme", None)
+    sampler = MisfireSampler(db, upstream=None, embedder=None, scale_of=verifier.scale_id_of)  # type: ignore[arg-type]
+    served = hit("acme", store.namespace_id("acme"))
+    repeat = replace(
+        served, question=EN_PAIR[0], matched_question=EN_PAIR[0].lower(), verifier_score=1.0
+    )
+    scored = replace(served, question=EN_PAIR[0], matched_question=EN_PAIR[1], verifier_score=1.0)
+    for h in (repeat, scored):
+        asyncio.run(sampler._process(h))
+    with Session(db) as s:
+        found = select(MisfireSample.matched_question, MisfireSample.verifier_model)
+        rows = {q: model for q, model in s.execute(found)}
+    assert rows[EN_PAIR[0].lower()] is None
+    assert rows[EN_PAIR[1]] == verifier.en_scale_id  # the control: a pair the model read
+    db.dispose()
+
+
 def test_the_sampler_stores_the_scale_of_the_language_that_scored(
     tmp_path: Path, verifier: GatewayVerifier
 ) -> None:

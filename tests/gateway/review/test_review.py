@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from gateway.app import Components
 from gateway.models import AuditEvent, MisfireSample, RequestStat
 from gateway.policy import TenantPolicy
-from gateway.review.sampling import BOOST_BAND, sample_probability
+from gateway.review.sampling_rule import BOOST_BAND, sample_probability
 from gateway.review.shadow import compare_answers
 from gateway.tenants import utc_now
 from prefix.model.loader import LoadedModel

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gateway.review.sampling import BOOST_BAND, boost_band
+from gateway.review.sampling_rule import BOOST_BAND, boost_band
 from gateway.review.shadow import compare_answers, floor_for
 from gateway.tracing import _Traced
 from semantic import Embedder

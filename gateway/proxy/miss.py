@@ -179,7 +179,7 @@ class UpstreamAnswer:
             if isinstance(err, UpstreamStreamError):
                 # The upstream's own error event, unchanged: the client already has bytes,
                 # so the status cannot change; the event says what went wrong.
-                yield f"data: {err.event}\n\n"
+                yield f"{err.fields}data: {err.event}\n\n"
                 yield "data: [DONE]\n\n"
                 return
             for chunk in writer.error(err.body()):

@@ -312,7 +312,7 @@ async def stream_events(
         if chunk.get("error"):
             if sent:
                 event = verbatim or json.dumps(chunk, separators=(",", ":"))
-                raise UpstreamStreamError("the upstream failed mid-stream", event)
+                raise UpstreamStreamError("the upstream failed mid-stream", event, fields)
             raise stream_error(chunk["error"], passed)
         choices = chunk.get("choices")
         if added_usage and "usage" in chunk:

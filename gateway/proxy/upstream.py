@@ -72,11 +72,12 @@ class UpstreamStatusError(_UpstreamBody, UpstreamError):
 
 class UpstreamStreamError(UpstreamError):
     """An error event after the client already had bytes: ``event`` is its ``data:``
-    payload as the upstream wrote it, forwarded unchanged to end the stream."""
+    payload as the upstream wrote it, forwarded unchanged to end the stream, after its
+    SSE ``event:`` / ``id:`` lines (``fields``, as on :class:`Delta`)."""
 
-    def __init__(self, message: str, event: str) -> None:
+    def __init__(self, message: str, event: str, fields: str = "") -> None:
         super().__init__(message)
-        self.event = event
+        self.event, self.fields = event, fields
 
 
 @dataclass(frozen=True)

@@ -77,3 +77,21 @@ def test_unknown_fields_and_unprintable_values_are_not_passed(
     assert r.status_code == 200, r.text
     assert "foo" not in r.text and "id:" not in r.text and "xxx" not in r.text
     assert "event: ok\ndata: " in r.text  # the control: a well-formed field is passed
+
+
+def test_an_error_event_mid_stream_keeps_its_fields(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    """An error event after the first chunk went out as its data line alone: an
+    EventSource client listening for ``error`` events never got it (a review)."""
+    error = {"error": {"message": "boom", "type": "server_error", "param": None, "code": None}}
+    body = (
+        b"data: " + chunk({"role": "assistant", "content": "Half"}) + b"\n\n"
+        + b"event: error\nid: 9\ndata: " + json.dumps(error).encode() + b"\n\n"
+    )  # fmt: skip
+    streams(up, body)
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("Does a failed stream keep its event name?", stream=True))
+    assert r.status_code == 200, r.text
+    assert "event: error\nid: 9\ndata: " + json.dumps(error) + "\n\n" in r.text
+    assert r.text.endswith("data: [DONE]\n\n")

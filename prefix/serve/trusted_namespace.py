@@ -68,6 +68,8 @@ def resolve_tenant(
 
 
 def _has_key(headers: Mapping[str, str], trusted_key: str) -> bool:
+    if not trusted_key:  # an empty key is none: "" against an empty header matched
+        return False
     key = headers.get(KEY_HEADER)
     # Starlette decodes header bytes as latin-1: encoding back gives the raw bytes.
     given = (key or "").encode("latin-1", "replace")

@@ -218,6 +218,9 @@ def test_resolve_namespace_rules() -> None:
     ns = {NAMESPACE_HEADER: "t1"}
     assert resolve_namespace(ns | {KEY_HEADER: KEY}, KEY) == "t1"
     assert resolve_namespace(ns | {KEY_HEADER: KEY}, None) == "default"  # no key configured
+    # an empty key configured is none: an empty header matched it (a review, session 40)
+    assert resolve_namespace(ns | {KEY_HEADER: ""}, "") == "default"
+    assert resolve_tenant({KEY_HEADER: "", TENANT_HEADER: "0f" * 16}, "") == (None, None)
     assert resolve_namespace(ns | {KEY_HEADER: KEY + "x"}, KEY) == "default"
     assert resolve_namespace(ns | {KEY_HEADER: "ünï\x00"}, KEY) == "default"  # never raises
     assert resolve_namespace(ns, KEY) == "default"

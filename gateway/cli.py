@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -322,7 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    from gateway.logging_setup import configure_cli_logging
+
+    configure_cli_logging()  # one handler, which serve's configure_logging replaces
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

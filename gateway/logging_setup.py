@@ -95,6 +95,22 @@ def formatter(log_format: str) -> logging.Formatter:
     return JsonFormatter() if log_format == "json" else TextFormatter(TEXT_FORMAT)
 
 
+def configure_cli_logging(stream: TextIO | None = None) -> None:
+    """Before a command reads its settings: WARNING and up as ``level logger message``,
+    by a handler :func:`configure_logging` replaces. ``logging.basicConfig``'s handler
+    was kept beside it: every line of ``serve`` came out twice, the first copy without
+    the redaction (a database error's row values) and, under json, as plain text (a
+    review, session 40)."""
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "_cachegate", False)]:
+        root.removeHandler(old)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(TextFormatter("%(levelname)s %(name)s %(message)s"))
+    handler._cachegate = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+
+
 def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
     """One handler on the root logger with the configured formatter; the ``cachegate``
     loggers at INFO. Replaces a handler an earlier call installed (idempotent)."""

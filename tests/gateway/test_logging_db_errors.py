@@ -69,3 +69,33 @@ def test_a_logged_database_error_names_no_row_value(
 def test_redaction_leaves_other_tracebacks_alone() -> None:
     tb = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: DETAILS: x'
     assert redact_exception_text(tb) == tb
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_serve_logs_each_line_once_and_redacted(
+    failed_writes: list[DBAPIError], log_format: str
+) -> None:
+    """``cachegate`` set logging up twice: ``logging.basicConfig`` at the start of
+    ``main`` and ``configure_logging`` once the settings were read; the first handler
+    stayed, so every line came out twice, that copy unredacted and, under json, as plain
+    text (a review). Both steps as ``main`` and ``serve`` take them, on one stream."""
+    from gateway.logging_setup import configure_cli_logging
+
+    buf = io.StringIO()
+    before = list(logging.getLogger().handlers)
+    configure_cli_logging(stream=buf)
+    configure_logging(Settings(log_format=log_format), stream=buf)
+    try:
+        try:
+            raise failed_writes[0]
+        except DBAPIError:
+            logging.getLogger("cachegate.test").exception("backfill failed")
+    finally:
+        configure_logging(Settings(), stream=io.StringIO())
+    out = buf.getvalue()
+    assert out.count("backfill failed") == 1, out
+    assert "91234" not in out
+    if log_format == "json":
+        assert all(line.startswith("{") for line in out.splitlines() if line), out
+    added = [h for h in logging.getLogger().handlers if h not in before]
+    assert len(added) == 1  # the cachegate handler alone, whatever ran before

@@ -10,6 +10,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -231,6 +232,26 @@ class Settings(BaseSettings):
                 raise ValueError(
                     f"CACHEGATE_{name.upper()} must be printable ASCII without spaces "
                     "(it is sent in an HTTP header)"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _upstream_urls_are_http(self) -> Settings:
+        # "127.0.0.1:9" (no scheme) was accepted: every request then failed as an upstream
+        # that dropped it, a 502 that pointed at the upstream, not at this setting (a
+        # review). Which one is named by its place, not quoted: it may hold a password.
+        urls = self.upstream_urls()
+        for i, url in enumerate(urls, 1):
+            try:
+                parts = urlsplit(url)
+                ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+                ok = ok and (parts.port is None or parts.port > 0)
+            except ValueError:  # a port that is no number, a bracket left open
+                ok = False
+            if not ok:
+                raise ValueError(
+                    f"CACHEGATE_UPSTREAM_URL: URL {i} of {len(urls)} is not an http:// or "
+                    "https:// URL with a host (and a port, if one, from 1 to 65535)"
                 )
         return self
 

@@ -182,11 +182,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from gateway.app import create_app
     from gateway.logging_setup import configure_logging, uvicorn_log_config
     from gateway.settings import get_settings
+    from gateway.startup_checks import check_database
     from prefix.serve.threads import reserve_for_engine_thread
 
     s = serve_settings(args, get_settings())
     host, port = s.host, s.port
     configure_logging(s)  # text or JSON lines (gateway/logging_setup.py)
+    check_database(s.resolved_database_url())  # one line, not uvicorn's traceback
     print(f"cachegate gateway on http://{host}:{port} (loading model and embedder ...)", flush=True)
     # torch's intra-op pool only in the in-process engine's thread (prefix/serve/threads.py);
     # the embedder and verifier set their own counts (1 by default)

@@ -104,6 +104,8 @@ def configure_cli_logging(stream: TextIO | None = None) -> None:
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, "_cachegate", False)]:
         root.removeHandler(old)
+    if root.handlers:  # as basicConfig: a host that set logging up (a test run) keeps it
+        return
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(TextFormatter("%(levelname)s %(name)s %(message)s"))
     handler._cachegate = True  # type: ignore[attr-defined]

@@ -82,20 +82,27 @@ def test_serve_logs_each_line_once_and_redacted(
     from gateway.logging_setup import configure_cli_logging
 
     buf = io.StringIO()
-    before = list(logging.getLogger().handlers)
-    configure_cli_logging(stream=buf)
-    configure_logging(Settings(log_format=log_format), stream=buf)
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    for h in before:  # as a process starts: no handler yet (pytest's put back below)
+        root.removeHandler(h)
     try:
+        configure_cli_logging(stream=buf)
+        configure_logging(Settings(log_format=log_format), stream=buf)
+        assert len(root.handlers) == 1  # the cachegate handler alone
         try:
             raise failed_writes[0]
         except DBAPIError:
             logging.getLogger("cachegate.test").exception("backfill failed")
     finally:
         configure_logging(Settings(), stream=io.StringIO())
+        for h in [h for h in root.handlers if getattr(h, "_cachegate", False)]:
+            root.removeHandler(h)
+        for h in before:
+            root.addHandler(h)
+        root.setLevel(level)
     out = buf.getvalue()
     assert out.count("backfill failed") == 1, out
     assert "91234" not in out
     if log_format == "json":
         assert all(line.startswith("{") for line in out.splitlines() if line), out
-    added = [h for h in logging.getLogger().handlers if h not in before]
-    assert len(added) == 1  # the cachegate handler alone, whatever ran before

@@ -285,29 +285,38 @@ def test_a_stalled_rename_holds_neither_metrics_nor_readers(
     assert store.get(key(2)) == record(2)  # the control: the stalled write lands
 
 
+def held_unlink(
+    monkeypatch: pytest.MonkeyPatch, store: DiskBlockStore, victim_key: bytes
+) -> tuple[threading.Event, threading.Event]:
+    """(evicting, release): the unlink of ``victim_key``'s file waits for ``release``
+    (until then ``evicting`` is set); every other unlink, and that one after, runs."""
+    import prefix.tiers.disk_store as disk_store
+
+    victim = str(store.directory / victim_key.hex()[:2] / f"{victim_key.hex()}.kvb")
+    evicting, release = threading.Event(), threading.Event()
+    real_unlink = disk_store._unlink
+
+    def slow_unlink(path: str | Path) -> None:
+        if str(path) == victim and not release.is_set():
+            evicting.set()
+            release.wait(10)
+        real_unlink(path)
+
+    monkeypatch.setattr(disk_store, "_unlink", slow_unlink)
+    return evicting, release
+
+
 def test_a_file_being_evicted_is_not_adopted_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Evictions delete their files outside the lock; a reader that opens such a file in
     between must not put it back in the index (it was adopted, then deleted: a block
     counted that no longer existed, once in a full run's concurrent test)."""
-    import prefix.tiers.disk_store as disk_store
-
     size = len(record(0))
     store = DiskBlockStore(tmp_path, 2 * size, namespace=NS)
     store.put(key(0), record(0))
     store.put(key(1), record(1))
-    victim = str(store.directory / key(0).hex()[:2] / f"{key(0).hex()}.kvb")
-    evicting, release = threading.Event(), threading.Event()
-    real_unlink = disk_store._unlink
-
-    def slow_unlink(path: str | Path) -> None:
-        if str(path) == victim:
-            evicting.set()
-            release.wait(10)
-        real_unlink(path)
-
-    monkeypatch.setattr(disk_store, "_unlink", slow_unlink)
+    evicting, release = held_unlink(monkeypatch, store, key(0))
     writer = threading.Thread(target=store.put, args=(key(2), record(2)))
     writer.start()
     try:
@@ -327,23 +336,11 @@ def test_a_put_of_a_key_being_evicted_waits_for_its_unlink(
     """An eviction unlinks the victim's file by its path outside the lock; a put of the
     same key whose rename landed first had its new file deleted by that unlink, and the
     index kept a block no file held (session 38's review). Now the put waits for it."""
-    import prefix.tiers.disk_store as disk_store
-
     size = len(record(0))
     store = DiskBlockStore(tmp_path, 2 * size, namespace=NS)
     store.put(key(0), record(0))
     store.put(key(1), record(1))
-    victim = str(store.directory / key(0).hex()[:2] / f"{key(0).hex()}.kvb")
-    evicting, release = threading.Event(), threading.Event()
-    real_unlink = disk_store._unlink
-
-    def slow_unlink(path: str | Path) -> None:
-        if str(path) == victim and not release.is_set():
-            evicting.set()
-            release.wait(10)
-        real_unlink(path)
-
-    monkeypatch.setattr(disk_store, "_unlink", slow_unlink)
+    evicting, release = held_unlink(monkeypatch, store, key(0))
     evictor = threading.Thread(target=store.put, args=(key(2), record(2)))
     evictor.start()
     assert evicting.wait(5)

@@ -103,6 +103,15 @@ def refuse_unsupported(req: ChatCompletionRequest | CompletionRequest) -> None:
             param=name,
             code="unsupported_parameter",
         )
+    # As vLLM and OpenAI: options for a stream that will not be streamed are a client
+    # error, not something to drop silently (the client would wait for a usage chunk).
+    # `{}` passes, as in vLLM (an empty dict is falsy there).
+    if not req.stream and req.stream_options is not None and req.stream_options.model_fields_set:
+        raise ApiError(
+            400,
+            "'stream_options' is only allowed when 'stream' is true",
+            param="stream_options",
+        )
     if isinstance(req, ChatCompletionRequest):
         for i, message in enumerate(req.messages):
             if message.role not in KNOWN_ROLES:  # its name is the client's: not quoted

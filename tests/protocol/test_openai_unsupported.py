@@ -69,3 +69,20 @@ def test_chat_logprobs_false_is_the_default() -> None:
     chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     assert parse_request(chat | {"logprobs": False}, chat=True).unsupported_field() is None
     assert parse_request(chat | {"logprobs": True}, chat=True).unsupported_field() == "logprobs"
+
+
+@pytest.mark.parametrize("chat", [True, False])
+def test_stream_options_without_stream_is_a_400_as_in_vllm(chat: bool) -> None:
+    base = {"model": "m", "messages": [{"role": "user", "content": "hi"}]} if chat else PROMPT
+    for off in ({}, {"stream": False}, {"stream": None}):
+        body = base | off | {"stream_options": {"include_usage": True}}
+        with pytest.raises(ApiError) as caught:
+            refuse_unsupported(parse_request(body, chat=chat))
+        assert (caught.value.status, caught.value.param) == (400, "stream_options")
+    # Controls: with stream, null options and vLLM's falsy `{}` pass.
+    for ok in (
+        {"stream": True, "stream_options": {"include_usage": True}},
+        {"stream_options": None},
+        {"stream_options": {}},
+    ):
+        refuse_unsupported(parse_request(base | ok, chat=chat))

@@ -77,6 +77,9 @@ class DiskBlockStore:
         self._lock = threading.Lock()
         self._index: OrderedDict[bytes, int] = OrderedDict()  # key -> size, LRU first
         self._used = 0
+        # Bytes of puts between their eviction and their rename: counted against the
+        # capacity, so two puts at once cannot each make room for only their own record.
+        self._reserved = 0
         self._evicting: set[bytes] = set()  # out of the index, file not yet deleted
         self._evicted = threading.Condition(self._lock)  # notified as _evicting shrinks
         self.hits = self.misses = self.puts = self.errors = 0
@@ -152,12 +155,15 @@ class DiskBlockStore:
             self._used -= size
         return size is not None
 
-    def _evict_to_fit(self, incoming: int) -> list[bytes]:
+    def _evict_to_fit(self, incoming: int, *, landed: bool = False) -> list[bytes]:
         """Drop LRU entries (lock held) until ``incoming`` more bytes fit; their keys, for
         the caller to delete the files of (:meth:`_unlink_victims`) once the lock is
-        released. Until then they are ``_evicting``: a reader does not adopt them back."""
+        released. Until then they are ``_evicting``: a reader does not adopt them back.
+        ``landed``: only the files written count (a put that has just landed must not be
+        evicted for one still writing)."""
         victims: list[bytes] = []
-        while self._index and self._used + incoming > self.capacity_bytes:
+        pending = 0 if landed else self._reserved
+        while self._index and self._used + pending + incoming > self.capacity_bytes:
             victim, size = self._index.popitem(last=False)
             self._used -= size
             victims.append(victim)
@@ -251,16 +257,27 @@ class DiskBlockStore:
                 self._evicted.wait_for(lambda: key not in self._evicting, _EVICT_WAIT_S)
                 self._forget(key)
                 victims = self._evict_to_fit(size)
-            self._unlink_victims(victims)
-            os.replace(tmp, path)
+                self._reserved += size
+            try:
+                self._unlink_victims(victims)
+                os.replace(tmp, path)
+            except BaseException:
+                with self._lock:
+                    self._reserved -= size
+                raise
         except BaseException:
             _unlink(tmp)
             raise
         with self._lock:
+            self._reserved -= size
             if key not in self._evicting:  # else adopted by a reader, evicted since: going
                 self._remember(key, size, use=True)
             self.puts += 1
             self.bytes_written += size
+            # Puts that reserved together while the index had too little left to evict
+            # land over the bound: the oldest goes now, not at some later put.
+            victims = self._evict_to_fit(0, landed=True)
+        self._unlink_victims(victims)
 
     def _shrink_for(self, size: int) -> bool:
         """The filesystem is full (of our own files, or others'): lower the capacity to

@@ -353,12 +353,36 @@ def test_a_put_of_a_key_being_evicted_waits_for_its_unlink(
     writer.join(10)
     assert not evictor.is_alive() and not writer.is_alive()
     assert store.get(key(0)) == again
-    # every block the index holds is a file, and the bytes it counts are theirs (the
-    # bound may be passed by one record here: two puts running at once each evict for
-    # their own record before either is counted; the next put evicts back under it)
+    # every block the index holds is a file, the bytes it counts are theirs, within
+    # the bound (the two puts ran at once: test_two_puts_at_once_keep_the_byte_bound)
     files = {p.name: p.stat().st_size for p in store.directory.rglob("*.kvb")}
     held = store.keys()
     assert sorted(files) == sorted(f"{k.hex()}.kvb" for k in held)
-    assert store.stats()["used_bytes"] == sum(files.values())
-    store.put(key(3), record(3))
-    assert store.stats()["used_bytes"] <= 2 * size
+    assert store.stats()["used_bytes"] == sum(files.values()) <= 2 * size
+
+
+def test_two_puts_at_once_keep_the_byte_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A put reserves its record's bytes from its eviction to its rename: a second put
+    meanwhile makes room for both (before, each evicted for its own record only, and the
+    store held one record past its capacity until some later put)."""
+    size = len(record(0))
+    store = DiskBlockStore(tmp_path, 3 * size, namespace=NS)
+    for i in range(3):
+        store.put(key(i), record(i))
+    evicting, release = held_unlink(monkeypatch, store, key(0))
+    first = threading.Thread(target=store.put, args=(key(3), record(3)))
+    first.start()
+    try:
+        assert evicting.wait(5)  # the first put evicted key 0 and has not landed yet
+        store.put(key(4), record(4))  # evicts key 1: key 3's bytes are spoken for
+    finally:
+        release.set()
+        first.join(10)
+    assert not first.is_alive()
+    files = {p.name: p.stat().st_size for p in store.directory.rglob("*.kvb")}
+    held = store.keys()
+    assert sorted(files) == sorted(f"{k.hex()}.kvb" for k in held)
+    assert store.stats()["used_bytes"] == sum(files.values()) <= 3 * size
+    assert sorted(held) == sorted([key(2), key(3), key(4)])

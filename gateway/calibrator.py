@@ -38,6 +38,7 @@ from sqlalchemy import exc as sa_exc
 
 from gateway.calibration import TARGET_GRID, CutInForce, tenant_cut
 from gateway.calibration_labels import load_labels
+from gateway.calibration_ruled_out import load_ruled_out, save_ruled_out
 from gateway.db_rest import backoff
 
 log = logging.getLogger("cachegate.gateway.calibration")
@@ -79,10 +80,11 @@ class Calibrator:
         self._lock = threading.Lock()
         # (tenant, target) -> (stamp, cut, whether a read computed it at that stamp)
         self._cuts: dict[tuple[str, float], tuple[float, CutInForce, bool]] = {}
-        # (tenant, target) -> the highest band cut its labels set since its last change:
-        # labels that arrive below a range they ruled out (a review backlog) shift the
-        # bands, and the range was served again (a review, session 40). Per process: a
-        # restart reads the labels afresh.
+        # (tenant, target) -> the highest band cut its labels set: labels that arrive
+        # below a range they ruled out (a review backlog) shift the bands, and the range
+        # was served again (a review, session 40). Also kept in the database
+        # (gateway/calibration_ruled_out.py), read with the labels, for other replicas
+        # and restarts; this copy holds it should that write fail.
         self._band_cuts: dict[tuple[str, float], float] = {}
         # While the database is away: no read before _next_try, and then one probe at a
         # time (a probe can hang far longer than ``retry`` on a dropped connection).
@@ -126,6 +128,7 @@ class Calibrator:
         try:
             db, models = self.db, self.verifier_models
             labels = [] if db is None else load_labels(db, tenant_id, models)
+            stored = 0.0 if db is None else load_ruled_out(db, tenant_id, target, models)
         except OUTAGE_ERRORS as exc:
             self._database_away(exc)
             return self._without_labels(tenant_id, target, shipped)
@@ -140,6 +143,7 @@ class Calibrator:
                 self._away, self._failures = False, 0
             log.warning("tenant calibration readable again: cuts from the database")
         looser = self._looser(target)
+        ruled_out = max(ruled_out, stored)
         cut = tenant_cut(labels, target, shipped, refine=usable, looser=looser, kept=ruled_out)
         with self._lock:
             kept = self._cuts.get((tenant_id, target))
@@ -147,11 +151,24 @@ class Calibrator:
             # tenant change; stamped when its read began, so its labels are never older
             # than ``ttl`` when used.
             newer = kept is not None and kept[2] and kept[0] > started
-            if self._generation_of(tenant_id) == seen and not newer:
+            unchanged = self._generation_of(tenant_id) == seen
+            if unchanged and not newer:
                 self._cuts[(tenant_id, target)] = (started, cut, True)
                 if cut.band_cut > shipped:  # a range its labels ruled out
                     self._band_cuts[(tenant_id, target)] = max(ruled_out, cut.band_cut)
+        # not for a tenant changed meanwhile (deleted: its floors were deleted with it)
+        if unchanged and self.db is not None and cut.band_cut > max(shipped, stored):
+            self._save_ruled_out(tenant_id, target, cut.band_cut)
         return cut
+
+    def _save_ruled_out(self, tenant_id: str, target: float, band_cut: float) -> None:
+        """Keep the floor in the database; a failure is logged (this process keeps it
+        in memory, and the next refresh tries again)."""
+        assert self.db is not None
+        try:
+            save_ruled_out(self.db, tenant_id, target, self.verifier_models, band_cut)
+        except Exception as exc:
+            log.warning("verifier ruled-out cut not saved (%s): kept in memory", type(exc).__name__)
 
     def _looser(self, target: float) -> list[tuple[float, float]]:
         """(target, shipped cut) of each target of the curve's grid looser than this one."""

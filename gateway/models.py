@@ -1,5 +1,6 @@
 """The gateway's tables: tenants, hashed API keys, versioned policies, server secrets,
-and the operations tables: audit log, misfire samples, request stats, engine snapshots.
+and the operations tables: audit log, misfire samples, the verifier ranges they ruled
+out, request stats, engine snapshots.
 
 Declared on the gateway's own ``Base``; the one Alembic history in
 ``migrations/`` creates them (``0002_gateway_tenants``,
@@ -147,6 +148,22 @@ class MisfireSample(Base):
     shadow_similarity: Mapped[float | None] = mapped_column(Float, nullable=True)
     shadow_answer: Mapped[str | None] = mapped_column(Text, nullable=True)
     shadow_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class VerifierRuledOut(Base):
+    """The verifier cut below which a tenant's labels ruled every range out, per target
+    and score scale (gateway/calibration_ruled_out.py; migration 0013). Kept so that
+    labels arriving later below such a range (a review backlog) cannot re-serve it,
+    across restarts and replicas; deleted with the tenant, and when a label changes."""
+
+    __tablename__ = "verifier_ruled_out"
+
+    tenant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    target: Mapped[float] = mapped_column(Float, primary_key=True)
+    # the score scales in force, sorted and joined by "," ("*": every scale)
+    scales: Mapped[str] = mapped_column(String(255), primary_key=True)
+    band_cut: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class RequestStat(Base):

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from gateway.admin import audit
 from gateway.admin.schemas import KeyIssued, KeyOut, TenantCreate, TenantOut, named
+from gateway.calibration_ruled_out import forget_ruled_out
 from gateway.errors import GatewayError, NotFoundError, ServiceUnavailableError
 from gateway.models import ApiKey, MisfireSample, PolicyVersion, RequestStat, Tenant
 from gateway.policy import TenantPolicy
@@ -244,6 +245,7 @@ class TenantAdmin:
                 ).all()
             )
             s.execute(delete(MisfireSample).where(MisfireSample.tenant_id == tenant_id))
+            forget_ruled_out(s, tenant_id)
             s.execute(delete(RequestStat).where(RequestStat.tenant_id == tenant_id))
             s.execute(delete(Tenant).where(Tenant.id == tenant_id))
             details = {"semantic_entries": entries, "keys": keys, "policy_versions": versions}

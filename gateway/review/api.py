@@ -22,6 +22,7 @@ from sqlalchemy.orm import sessionmaker
 from gateway.admin.audit import add_event
 from gateway.admin.auth import require_admin
 from gateway.admin.body_check import AdminRoute
+from gateway.calibration_ruled_out import forget_ruled_out
 from gateway.errors import BadRequestError, NotFoundError
 from gateway.metrics import GatewayMetrics
 from gateway.models import MisfireSample
@@ -183,12 +184,21 @@ def label_sample(
         if row is None:
             raise NotFoundError(f"no misfire sample with id {sample_id}", code="sample_not_found")
         previous = row.label
+        if previous is not None and previous != label:  # the evidence changed: read afresh
+            forget_ruled_out(s, row.tenant_id)
         row.label, row.note = label, note
         row.labeled_at, row.labeled_by = utc_now(), actor[:255]
         details: dict[str, Any] = {"label": label, "previous": previous, "score": row.score}
         add_event(s, actor, REVIEW_LABEL, row.tenant_id, f"sample:{sample_id}", details)
         s.flush()
         return SampleOut.of(row, in_force)
+
+
+def _calibrator(request: Request) -> Any:
+    """The verifier's calibrator; None with the verifier off."""
+    gateway = getattr(request.app.state, "gateway", None)
+    verification = getattr(getattr(gateway, "pipeline", None), "verification", None)
+    return getattr(verification, "calibrator", None)
 
 
 def _in_force(request: Request) -> tuple[str, ...] | None:
@@ -250,6 +260,11 @@ def review_router(admin: Any = require_admin) -> APIRouter:
         # Counted once committed, so a refused label never moves the misfire-rate alert.
         metrics: GatewayMetrics = request.app.state.gateway.metrics
         metrics.misfire_labels.labels(out.tenant_id, body.label).inc()
+        # This replica reads the tenant's labels again at its next lookup (a relabel
+        # may have deleted its ruled-out floors); others within their cut's ttl.
+        calibrator = _calibrator(request)
+        if calibrator is not None:
+            calibrator.invalidate(out.tenant_id)
         return out
 
     return router

@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
-import pytest
-from sqlalchemy.orm import Session
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
 
 from gateway.calibration import TARGET_GRID, tenant_cut
+from gateway.calibration_ruled_out import forget_ruled_out, load_ruled_out, save_ruled_out
 from gateway.calibrator import Calibrator
+from gateway.models import MisfireSample
+from gateway.review.api import label_sample
 from gateway.tenants import utc_now
 from tests.gateway.test_calibration import migrated, sample
 from validators.verifier import MODEL_DIR
@@ -61,48 +65,103 @@ def test_the_cut_never_falls_as_the_target_tightens() -> None:
         assert cuts == sorted(cuts, reverse=True), cuts
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, session 40: clean labels arriving below a disproved range (samples "
-    "taken before the raise, labelled after it) shift the bands, and from labels alone "
-    "the range can be served again (the Calibrator keeps the band cut per process: the "
-    "test below); the fix needs bands that labels below do not move (README)",
-)
-def test_labels_of_a_review_backlog_below_a_disproved_range_keep_it_cut_off() -> None:
+def backlog_case() -> tuple[list[tuple[float, bool]], list[tuple[float, bool]]]:
+    """(day 1's labels: a range with 3 misfires above the 1% cut, clean labels above it;
+    day 2's: clean labels of older samples, just below that range)."""
     strict = shipped(0.01)
     bad = span(strict + 1e-5, strict + 0.004, 30)
     day_1 = [(s, i in (10, 16, 20)) for i, s in enumerate(bad)]
     day_1 += [(s, False) for s in span(strict + 0.0041, 0.9999, 200)]
+    return day_1, [(s, False) for s in span(strict, strict + 1e-5, 15)]
+
+
+def test_labels_of_a_review_backlog_below_a_disproved_range_keep_it_cut_off() -> None:
+    """From labels alone the backlog shifts the bands and the range is served again;
+    with the floor the first labels set (``kept``: what the Calibrator keeps, in memory
+    and in the database) it stays cut off."""
+    strict = shipped(0.01)
+    day_1, backlog = backlog_case()
     raised = tenant_cut(day_1, 0.01, strict, looser=looser(0.01))
     assert raised.source == "raised" and raised.misfires == 0  # the control
-    backlog = [(s, False) for s in span(strict, strict + 1e-5, 15)]  # labelled on day 2
-    again = tenant_cut(day_1 + backlog, 0.01, strict, looser=looser(0.01))
+    alone = tenant_cut(day_1 + backlog, 0.01, strict, looser=looser(0.01))
+    assert alone.cut < raised.cut and alone.misfires > 0  # why the floor is kept
+    again = tenant_cut(day_1 + backlog, 0.01, strict, looser=looser(0.01), kept=raised.band_cut)
     assert again.cut >= raised.cut and again.misfires == 0
+
+
+def seed_day_1(db: Any) -> None:
+    now = utc_now()
+    day_1, _ = backlog_case()
+    with Session(db) as s, s.begin():
+        for score, misfire in day_1:
+            s.add(sample("t", score, "misfire" if misfire else "correct", now, "m"))
+
+
+def add_backlog(db: Any) -> None:
+    now = utc_now()
+    _, backlog = backlog_case()
+    with Session(db) as s, s.begin():  # day 2: older samples, labelled now
+        for score, _ in backlog:
+            s.add(sample("t", score, "correct", now, "m"))
 
 
 def test_a_calibrator_keeps_a_ruled_out_range_cut_off_through_a_review_backlog(
     tmp_path: Path,
 ) -> None:
-    """The case above through the gateway's Calibrator: it keeps the band cut its
-    labels set (per process, until the tenant changes), so the backlog labelled on day
-    2 does not re-serve the range; a change of the tenant (its policy) starts afresh."""
+    """The case above through the gateway's Calibrator, which keeps the floor in memory
+    and in the database: the backlog labelled on day 2 does not re-serve the range, not
+    after a policy change (the cut is read afresh), not on a replica started since."""
     db = migrated(tmp_path)
-    now = utc_now()
-    strict = shipped(0.01)
-    bad = span(strict + 1e-5, strict + 0.004, 30)
-    with Session(db) as s, s.begin():
-        for i, score in enumerate(bad):
-            s.add(sample("t", score, "misfire" if i in (10, 16, 20) else "correct", now, "m"))
-        for score in span(strict + 0.0041, 0.9999, 200):
-            s.add(sample("t", score, "correct", now, "m"))
+    seed_day_1(db)
     cal = Calibrator(db, shipped, verifier_models=["m"])
     raised = cal.refresh("t", 0.01)
     assert raised.source == "raised" and raised.misfires == 0  # the control
-    with Session(db) as s, s.begin():  # day 2: older samples, labelled now
-        for score in span(strict, strict + 1e-5, 15):
-            s.add(sample("t", score, "correct", now, "m"))
+    add_backlog(db)
     again = cal.refresh("t", 0.01)
     assert again.cut >= raised.cut and again.misfires == 0
     assert "band_cut" not in again.to_dict()  # the report's shape is as it was
-    cal.invalidate("t")  # a policy change: its labels are read afresh
-    assert cal.refresh("t", 0.01).cut < raised.cut  # what the xfail above says
+    cal.invalidate("t")  # a policy change: its labels are read afresh, the floor too
+    assert cal.refresh("t", 0.01).cut >= raised.cut
+    restarted = Calibrator(db, shipped, verifier_models=["m"])  # before: served again
+    assert restarted.refresh("t", 0.01).cut >= raised.cut
+    # the floor is per score scale: another verifier's labels read none of it
+    assert load_ruled_out(db, "t", 0.01, ["m"]) == raised.band_cut
+    assert load_ruled_out(db, "t", 0.01, ["other"]) == 0.0
+    assert load_ruled_out(db, "t", 0.02, ["m"]) == 0.0
+
+
+def test_a_relabel_deletes_the_floor_and_the_labels_decide_afresh(tmp_path: Path) -> None:
+    """The floor holds while the labels stay; a sample relabelled (a reviewer's mistake
+    undone) deletes it, and the cut is what the labels now give."""
+    db = migrated(tmp_path)
+    seed_day_1(db)
+    cal = Calibrator(db, shipped, verifier_models=["m"])
+    raised = cal.refresh("t", 0.01)
+    assert raised.source == "raised" and load_ruled_out(db, "t", 0.01, ["m"]) > 0.0
+    sessions = sessionmaker(db)
+    with Session(db) as s:
+        ids = s.scalars(select(MisfireSample.id).where(MisfireSample.label == "misfire")).all()
+    assert len(ids) == 3
+    label_sample(sessions, ids[0], "misfire", None, "admin")  # the same label: kept
+    assert load_ruled_out(db, "t", 0.01, ["m"]) > 0.0
+    for sample_id in ids:
+        label_sample(sessions, sample_id, "correct", None, "admin")
+    assert load_ruled_out(db, "t", 0.01, ["m"]) == 0.0
+    cal.invalidate("t")  # what the label route does on its replica
+    assert cal.refresh("t", 0.01).cut < raised.cut  # no misfire left: nothing ruled out
+
+
+def test_a_deleted_tenant_takes_its_floors_with_it(tmp_path: Path) -> None:
+    """forget_ruled_out (tenant deletion, a relabel) deletes every target and scale of
+    the tenant, and no other tenant's."""
+    db = migrated(tmp_path)
+    for tenant in ("t", "u"):
+        save_ruled_out(db, tenant, 0.01, ["m"], 0.99)
+        save_ruled_out(db, tenant, 0.02, None, 0.98)
+    save_ruled_out(db, "t", 0.01, ["m"], 0.95)  # lower: the higher floor stays
+    assert load_ruled_out(db, "t", 0.01, ["m"]) == 0.99
+    with Session(db) as s, s.begin():
+        forget_ruled_out(s, "t")
+    assert load_ruled_out(db, "t", 0.01, ["m"]) == load_ruled_out(db, "t", 0.02, None) == 0.0
+    assert load_ruled_out(db, "u", 0.01, ["m"]) == 0.99  # the control
+    assert load_ruled_out(db, "u", 0.02, None) == 0.98

@@ -1,0 +1,49 @@
+"""The ruled-out floors (gateway/calibration_ruled_out.py) on real PostgreSQL, where
+replicas write at once: concurrent saves of one key keep the highest floor (an insert
+race is retried as an update), and deleting the tenant through the admin service
+deletes its floors, not another tenant's."""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import create_engine
+
+from gateway.admin.service import TenantAdmin
+from gateway.calibration_ruled_out import load_ruled_out, save_ruled_out
+from gateway.tenants import TenantStore
+from migrations.runner import upgrade_database
+from tests.gateway.conftest import PG_SERVER_URL
+
+
+def test_floors_on_postgres_keep_the_highest_and_go_with_the_tenant(pg_schema: str) -> None:
+    url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
+    upgrade_database(url)
+    db = create_engine(url, pool_size=10)
+    store = TenantStore(db)
+    admin = TenantAdmin(store, None, None)
+    for tenant in ("acme", "other"):
+        admin.add_tenant("tests", tenant, None)
+    floors = [0.9 + i / 1000 for i in range(16)]
+    start = threading.Barrier(len(floors))
+    failures: list[BaseException] = []
+
+    def save(floor: float) -> None:
+        start.wait(5)
+        try:
+            save_ruled_out(db, "acme", 0.01, ["en-1", "zh-1"], floor)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=save, args=(f,)) for f in floors]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not failures
+    assert load_ruled_out(db, "acme", 0.01, ["zh-1", "en-1"]) == max(floors)
+    save_ruled_out(db, "other", 0.01, ["en-1", "zh-1"], 0.95)
+    admin.delete("tests", "acme")
+    assert load_ruled_out(db, "acme", 0.01, ["en-1", "zh-1"]) == 0.0
+    assert load_ruled_out(db, "other", 0.01, ["en-1", "zh-1"]) == 0.95  # the control
+    db.dispose()

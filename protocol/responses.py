@@ -84,8 +84,11 @@ def answer_text(kind: Kind, stored: dict[str, Any]) -> tuple[str, str]:
 
 
 #: Message fields besides ``content`` that a stored answer replays as stream deltas
-#: (reasoning models).
-REPLAYED_FIELDS = ("reasoning_content",)
+#: (reasoning models: vLLM's ``reasoning``, formerly ``reasoning_content``).
+REPLAYED_FIELDS = ("reasoning_content", "reasoning")
+#: Message list fields a stream replay sends whole, in one delta after the text (as
+#: OpenAI streams a search model's ``annotations``).
+REPLAYED_LISTS = ("annotations",)
 
 
 def answer_extras(kind: Kind, stored: dict[str, Any]) -> dict[str, str]:
@@ -94,6 +97,16 @@ def answer_extras(kind: Kind, stored: dict[str, Any]) -> dict[str, str]:
         return {}
     message = _message(_first_choice(stored))
     return {k: message[k] for k in REPLAYED_FIELDS if isinstance(message.get(k), str)}
+
+
+def answer_lists(kind: Kind, stored: dict[str, Any]) -> dict[str, list[Any]]:
+    """The non-empty list fields of a stored chat message a stream replays whole."""
+    if kind != "chat":
+        return {}
+    message = _message(_first_choice(stored))
+    return {
+        k: message[k] for k in REPLAYED_LISTS if isinstance(message.get(k), list) and message[k]
+    }
 
 
 #: Fields that describe the request which produced a stored answer rather than the answer
@@ -252,7 +265,8 @@ class ChunkWriter:
             )
         )
 
-    def delta(self, text: str, field: str = "content") -> str:
+    def delta(self, text: Any, field: str = "content") -> str:
+        """One delta: ``text`` of ``field`` (chat: any JSON value, an annotations list)."""
         if self.kind == "chat":
             choice = {"index": 0, "delta": {field: text}, "logprobs": None, "finish_reason": None}
         else:

@@ -58,9 +58,11 @@ def uncacheable_reason(response: Any, endpoint: str = "chat") -> str | None:
 
 
 def _unreplayable(choice: Mapping[str, Any], message: Any) -> str | None:
-    """What a replay of this choice would lose: tool calls, logprobs or audio."""
+    """What a replay of this choice would lose: tool calls, logprobs, token ids or audio."""
     if choice.get("logprobs"):
         return "logprobs"
+    if choice.get("token_ids"):  # vLLM's return_token_ids: the answer's own ids
+        return "token_ids"
     if isinstance(message, Mapping):
         if message.get("tool_calls") or message.get("function_call"):
             return "tool_calls"

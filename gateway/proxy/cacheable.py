@@ -54,9 +54,20 @@ def unreplayable_request(body: dict[str, Any]) -> str | None:
     if body.get("tools") or body.get("functions"):
         return "tools"
     logprobs = body.get("logprobs")
-    # `is not`: a completion's `logprobs: 0` (== False) asks for them all the same
+    # `is not`: a completion's `logprobs: 0` (== False) asks for them all the same;
+    # vLLM's `prompt_logprobs` (0 too) asks for the prompt's, which are its own
     if (logprobs is not None and logprobs is not False) or body.get("top_logprobs"):
         return "logprobs"
+    prompt_logprobs = body.get("prompt_logprobs")
+    if prompt_logprobs is not None and prompt_logprobs is not False:
+        return "logprobs"
+    # vLLM's token ids of the prompt and the answer: another question's are not these
+    if body.get("return_token_ids") or body.get("return_tokens_as_token_ids"):
+        return "token_ids"
+    # vLLM's running usage on every chunk: a replay has no per-chunk token counts
+    options = body.get("stream_options")
+    if body.get("stream") and isinstance(options, dict) and options.get("continuous_usage_stats"):
+        return "continuous_usage"
     if (body.get("n") or 1) != 1:
         return "n"
     if is_batch_prompt(body.get("prompt")):  # several answers, one per prompt

@@ -23,7 +23,8 @@ from typing import Any
 
 from protocol.responses import Kind
 
-_TEXT_FIELDS = ("content", "reasoning_content", "refusal")
+# `reasoning`: vLLM's name since late 2025 (it was `reasoning_content`, still others')
+_TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
 # What the body carries when a chunk could not be read whole: an answer that is an
 # error to the semantic layer (``uncacheable_reason``), so it is never stored.
 UNREADABLE = {
@@ -41,6 +42,7 @@ class _Choice:
     function_call: Any = None
     logprobs: list[Any] = field(default_factory=list)
     audio: Any = None
+    annotations: list[Any] = field(default_factory=list)  # url citations, in deltas of their own
     finish_reason: str | None = None
 
 
@@ -98,6 +100,11 @@ class StreamAssembly:
             c.tool_calls.append(tool_calls)
         c.function_call = delta.get("function_call") or c.function_call
         c.audio = delta.get("audio") or c.audio
+        annotations = delta.get("annotations")
+        if isinstance(annotations, list):
+            c.annotations.extend(annotations)
+        elif annotations is not None:
+            self.unreadable = True
 
     def _add_text(self, c: _Choice, name: str, value: Any) -> None:
         if isinstance(value, str):
@@ -136,6 +143,8 @@ class StreamAssembly:
             message["function_call"] = c.function_call
         if c.audio:
             message["audio"] = c.audio
+        if c.annotations:
+            message["annotations"] = c.annotations
         return out | {"message": message}
 
 

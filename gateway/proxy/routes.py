@@ -57,6 +57,7 @@ from protocol.responses import (
     ChunkWriter,
     Kind,
     answer_extras,
+    answer_lists,
     answer_shape,
     answer_text,
     replay_pieces,
@@ -280,6 +281,7 @@ def _semantic_hit(
     include_usage = stream and isinstance(opts, dict) and opts.get("include_usage") is True
     text, finish_reason = answer_text(kind, result.answer)
     extras = answer_extras(kind, result.answer)
+    lists = answer_lists(kind, result.answer)
     # the stored answer's usage as its upstream wrote it: counts read as the metrics read
     # them (a mangled field counts 0 rather than failing every hit on it), every prompt
     # token reported cached, the upstream's other usage details kept
@@ -339,6 +341,8 @@ def _semantic_hit(
                 yield writer.delta(piece, field=name)
         for piece in replay_pieces(text):
             yield writer.delta(piece)
+        for name, items in lists.items():  # url citations: one delta, whole
+            yield writer.delta(items, field=name)
         for event in writer.finish(finish_reason, use):
             yield event
 

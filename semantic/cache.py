@@ -39,7 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 from semantic.candidates import choose, decided_result, hit_result, trace_candidates
 from semantic.embedder_base import TextEmbedder
 from semantic.errors import InvalidRequestError, WouldBlockError
-from semantic.fences import is_fenced, raise_fence
+from semantic.fences import drop_if_overtaken, raise_fence
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
 from semantic.hits import record_hit, writes_hit_at_once
@@ -333,8 +333,11 @@ class SemanticCache:
             if not taken:
                 return StoreResult(False, key, reason="busy")
             entry, created = self.entries.upsert(new, now=now)
-            if asked_at is not None and is_fenced(self.entries, query.tenant, asked_at):
-                self._remove_from_index(self.entries.delete([entry.id]))  # logged: for all
+            fenced = None
+            if asked_at is not None:
+                fenced = drop_if_overtaken(self.entries, query.tenant, asked_at, entry.id)
+            if fenced is not None:  # deleted (an update's old vector too), logged: for all
+                self._remove_from_index(fenced)
                 return StoreResult(False, key, reason="invalidated")
             self.index.add(key, [entry.id], vector.reshape(1, -1))
         return StoreResult(True, key, entry_id=entry.id, created=created)

@@ -20,6 +20,7 @@ after an invalidation, never one from before it kept.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
@@ -54,3 +55,20 @@ def is_fenced(store: EntryStore, tenant: str, asked_at: datetime) -> bool:
     with unavailable_on_db_errors(store.url), Session(store.engine) as session:
         fenced_at = session.scalar(statement)
     return fenced_at is not None and fenced_at >= asked_at - FENCE_MARGIN
+
+
+def drop_if_overtaken(
+    store: EntryStore, tenant: str, asked_at: datetime, entry_id: int
+) -> list[tuple[int, str]] | None:
+    """After a store of an answer to a question asked at ``asked_at``: when the fence
+    says an invalidation overtook it, delete the entry and return what was deleted
+    (for the caller's index); else None. A fence that cannot be read deletes the entry
+    too (best effort: the database may be away) before the error goes on, for no sweep
+    would find an answer an invalidation meant to remove (a review, session 41)."""
+    try:
+        fenced = is_fenced(store, tenant, asked_at)
+    except Exception:
+        with contextlib.suppress(Exception):
+            store.delete([entry_id])
+        raise
+    return store.delete([entry_id]) if fenced else None

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,6 +23,7 @@ from semantic.cache import SemanticCache
 from semantic.embedder_base import CoveringEmbedder, TextEmbedder
 from semantic.embedders import MIN_COVERAGE
 from semantic.errors import InvalidQuestionError
+from semantic.fences import is_fenced
 from semantic.reembed import REEMBED_BATCH
 from semantic.store import NewEntry, StoredEntry
 from semantic.store_move import move_entries
@@ -75,6 +77,7 @@ def carry_partition(
         if is_closing():
             raise Stopped(gone=False)
         chunk = ids[start : start + REEMBED_BATCH]
+        read_at = cache.now()  # the batch's answers are as of this read (fences)
         found = cache.entries.get_many(chunk)
         counts["gone"] += len(chunk) - len(found)
         now = cache.now()
@@ -98,6 +101,14 @@ def carry_partition(
                 cache.index.remove(partition_key, new_ids)
                 cache.entries.delete(new_ids)
                 raise Stopped(gone=True)
+            if moved.written and _overtaken(cache, moved.written[0].tenant, read_at):
+                # An invalidation ran while this batch moved: its delete could not see
+                # the rows written here (uncommitted) and skipped the old ones (deleted
+                # by the move), so the answers it meant to remove would come back.
+                new_ids = [e.id for e in moved.written]
+                cache.index.remove(partition_key, new_ids)
+                cache.entries.delete(new_ids)  # logged: every replica drops them
+                moved = replace(moved, written=[], gone=moved.gone | frozenset(new_ids))
         # a row deleted by someone else meanwhile counts as gone, whatever it was
         counts["expired"] += len(expired - moved.gone)
         counts["unsupported"] += len(unreadable - moved.gone)
@@ -119,6 +130,17 @@ def carry_partition(
         done.gone,
     )
     return done
+
+
+def _overtaken(cache: SemanticCache, tenant: str, read_at: datetime) -> bool:
+    """Whether ``tenant``'s cache was invalidated since ``read_at``; not knowing (the
+    fence unreadable) counts as yes: the batch's answers are lost to the cache, never
+    one kept that an invalidation meant to remove."""
+    try:
+        return is_fenced(cache.entries, tenant, read_at)
+    except Exception:
+        log.warning("invalidation fence unreadable: a carried batch is dropped")
+        return True
 
 
 def _embed(

@@ -16,6 +16,7 @@ from sqlalchemy import text
 
 from semantic.cache import SemanticCache
 from semantic.embedder import Embedder
+from semantic.errors import StoreUnavailableError
 from semantic.fences import FENCE_MARGIN, is_fenced, raise_fence
 from semantic.store import EntryStore
 from tests.semantic.helpers import PARAPHRASE, STORED, ManualClock, chat, reply
@@ -125,3 +126,26 @@ def test_a_later_fence_moves_it_forward(backend_store: EntryStore, clock: Manual
     raise_fence(backend_store, "tenant-a", later)
     assert is_fenced(backend_store, "tenant-a", later)
     assert not is_fenced(backend_store, "tenant-b", first)
+
+
+def test_a_fence_that_cannot_be_read_keeps_no_answer(
+    cache: SemanticCache, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fence is read after the entry commits; when that read fails the entry went
+    on being served everywhere, though an invalidation might have overtaken it (a
+    review, session 41). It is deleted now, and the error goes on as before."""
+    import semantic.fences as fences
+
+    asked_at = clock()
+    assert cache.store(chat(STORED), reply(), asked_at=asked_at).stored  # the control
+
+    def unreadable(*args: object) -> bool:
+        raise StoreUnavailableError("test: the fence read failed")
+
+    monkeypatch.setattr(fences, "is_fenced", unreadable)
+    with pytest.raises(StoreUnavailableError):
+        cache.store(chat(PARAPHRASE), reply("later"), asked_at=clock())
+    assert cache.entries.count(tenant="tenant-a") == 1  # the first answer alone
+    hit = cache.lookup(chat(PARAPHRASE))
+    assert hit.hit and hit.entry_id is not None
+    assert cache.entries.get_many([hit.entry_id])[hit.entry_id].question == STORED

@@ -346,3 +346,45 @@ def test_close_stops_between_batches_and_leaves_the_rest(
     assert new.entries.count(embedder_id=other_embedder.embedder_id) == 64
     assert new.entries.count(embedder_id=embedder.embedder_id) == 36
     assert _carry(migrator, new, questions[0]) is None  # closed: nothing more
+
+
+def test_an_invalidation_racing_a_batch_move_keeps_nothing_it_meant_to_remove(
+    sqlite_url: str,
+    clock: ManualClock,
+    embedder: Embedder,
+    other_embedder: Embedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An invalidation on another replica whose delete ran while a batch's move was
+    uncommitted saw none of its new rows, and skipped the old ones the move deleted:
+    the answers it meant to remove came back under the new embedder (a review, session
+    41). The move now reads the fence after its commit and deletes what it wrote."""
+    import semantic.migrate_partition as migrate_partition
+
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    for i, question in enumerate(QUESTIONS):
+        assert old.store(chat(question), reply(f"answer {i}")).stored
+        assert old.store(chat(question, tenant="tenant-b"), reply(f"b {i}")).stored
+    new = SemanticCache(other_embedder, EntryStore(sqlite_url), clock=clock)
+    migrator = PartitionMigrator.for_store(new)
+    real_move = migrate_partition.move_entries
+
+    def invalidated_meanwhile(entries: EntryStore, *args: object, **kw: object) -> object:
+        if any(e.tenant == "tenant-a" for e, _ in args[0]):  # type: ignore[attr-defined]
+            new.fence("tenant-a")  # its delete then found nothing it could see
+        return real_move(entries, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(migrate_partition, "move_entries", invalidated_meanwhile)
+    scheduled = _carry(migrator, new, QUESTIONS[0])
+    assert scheduled is not None
+    [done] = scheduled.result(timeout=60)
+    assert (done.written, done.gone) == (0, 3)
+    assert new.entries.count(tenant="tenant-a") == 0
+    assert not new.lookup(chat(QUESTIONS[0])).hit
+    # the control: tenant-b, not invalidated, moves whole and hits its own answer
+    later = _carry(migrator, new, QUESTIONS[0], tenant="tenant-b")
+    assert later is not None and later.result(timeout=60)[0].written == 3
+    hit = new.lookup(chat(QUESTIONS[0], tenant="tenant-b"))
+    assert hit.hit and hit.answer is not None
+    assert hit.answer["choices"][0]["message"]["content"] == "b 0"
+    migrator.close()

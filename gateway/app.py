@@ -53,6 +53,7 @@ from semantic import EntryStore, PartitionedIndex, SemanticCache
 from semantic.embedder_base import CoveringEmbedder
 from semantic.embedders import build_embedder
 from semantic.store_db import postgres_connect_args
+from semantic.store_rows import StoreRows
 from validators import Validator
 
 if TYPE_CHECKING:  # torch comes in only when the engine runs in this process
@@ -174,6 +175,10 @@ def create_app(settings: Settings | None = None, components: Components | None =
         else:
             await asyncio.to_thread(feed.mark)
         feed.cache = cache
+        # The layer off here, the rows shared: admin invalidations and tenant deletes
+        # still fence and delete them (semantic/store_rows.py).
+        rows = None if cache is not None else StoreRows(EntryStore(url, memo_size=0))
+        app.state.semantic_rows = rows
         # Only the named tenants' keys (all of them after a rebuild: none named), so the
         # other keys keep working from memory if the database goes away meanwhile.
         feed.on_tenant_change(lambda changed: tenants.auth_cache.invalidate(changed))
@@ -265,6 +270,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
             if cache is not None:
                 await asyncio.to_thread(cache.close)  # the last batched hit counts first
                 cache.entries.close()
+            if rows is not None:
+                rows.close()
             db.dispose()
 
     app = FastAPI(title="cachegate", version="0.1.0", lifespan=lifespan)

@@ -36,6 +36,7 @@ from gateway.tenants import DB_UNAVAILABLE, TenantStore
 from semantic import SemanticCache
 from semantic.errors import EntryNotFoundError, StoreUnavailableError
 from semantic.models import SemanticEntry
+from semantic.store_rows import SemanticRows
 
 Scope = Literal["all", "partition", "entry"]
 
@@ -85,9 +86,14 @@ class CacheAdmin:
         cache: SemanticCache | None,
         metrics: GatewayMetrics,
         limiter: RateLimiter | None,
+        *,
+        rows: SemanticRows | None = None,
     ) -> None:
+        """``rows``: where the semantic layer is off on this replica, its rows all the
+        same (semantic/store_rows.py): invalidations fence and delete them."""
         self.store = store
         self.cache = cache
+        self.rows: SemanticRows | None = cache if cache is not None else rows
         self.metrics = metrics
         self.limiter = limiter
         self.audit = audit.AuditLog(store.sessions)
@@ -115,7 +121,7 @@ class CacheAdmin:
         return result
 
     def invalidate_entry(self, actor: str, tenant_id: str, entry_id: int) -> InvalidateResult:
-        def remove(cache: SemanticCache) -> int:
+        def remove(cache: SemanticRows) -> int:
             try:
                 entry = cache.get_entry(entry_id)
             except EntryNotFoundError:
@@ -136,16 +142,16 @@ class CacheAdmin:
         tenant_id: str,
         scope: Scope,
         target: str | None,
-        remove: Callable[[SemanticCache], int],
+        remove: Callable[[SemanticRows], int],
     ) -> InvalidateResult:
         require_tenant(self.store, tenant_id)
         removed = 0
-        if self.cache is not None:
+        if self.rows is not None:
             with store_errors():
                 # First the fence, committed: a request already waiting for the model
                 # must not store its answer after the delete (semantic/fences.py).
-                self.cache.fence(tenant_id)
-                removed = remove(self.cache)
+                self.rows.fence(tenant_id)
+                removed = remove(self.rows)
         details = {"scope": scope, "removed": removed}
         self.audit.record(actor, audit.CACHE_INVALIDATE, tenant_id, target, details)
         return InvalidateResult(

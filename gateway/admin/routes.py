@@ -45,6 +45,7 @@ from gateway.policy import TenantPolicy
 from gateway.proxy.access import state
 from gateway.proxy.ratelimit import RateLimiter
 from gateway.tenants import TenantContext
+from semantic.store_rows import SemanticRows
 
 # Largest ids the columns hold (INTEGER on PostgreSQL for keys and audit events, BIGINT
 # for semantic entries); a larger value is refused with a 400 before the database sees it.
@@ -97,9 +98,15 @@ def limiter(request: Request) -> RateLimiter | None:
     return found
 
 
+def rows(request: Request) -> SemanticRows | None:
+    """The semantic rows where this replica's semantic layer is off (gateway/app.py)."""
+    found: SemanticRows | None = getattr(request.app.state, "semantic_rows", None)
+    return found
+
+
 def tenants(request: Request) -> TenantAdmin:
     gw = state(request)
-    return TenantAdmin(gw.tenants, gw.pipeline.cache, limiter(request))
+    return TenantAdmin(gw.tenants, gw.pipeline.cache, limiter(request), rows=rows(request))
 
 
 def policies(request: Request) -> PolicyAdmin:
@@ -108,7 +115,9 @@ def policies(request: Request) -> PolicyAdmin:
 
 def caches(request: Request) -> CacheAdmin:
     gw = state(request)
-    return CacheAdmin(gw.tenants, gw.pipeline.cache, gw.metrics, limiter(request))
+    return CacheAdmin(
+        gw.tenants, gw.pipeline.cache, gw.metrics, limiter(request), rows=rows(request)
+    )
 
 
 # ---- tenants ---------------------------------------------------------------------------

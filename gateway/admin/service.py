@@ -33,6 +33,7 @@ from gateway.sync.log import log_tenant_change
 from gateway.tenants import TenantStore, hash_key, utc_now
 from semantic import SemanticCache
 from semantic.errors import StoreUnavailableError
+from semantic.store_rows import SemanticRows
 
 KEY_PREFIX = "cg-"
 #: Who the audit log names for the development tenant and key made at start-up.
@@ -146,11 +147,19 @@ def policy_row(tenant_id: str, version: int, policy: TenantPolicy, actor: str) -
 
 class TenantAdmin:
     def __init__(
-        self, store: TenantStore, cache: SemanticCache | None, limiter: RateLimiter | None
+        self,
+        store: TenantStore,
+        cache: SemanticCache | None,
+        limiter: RateLimiter | None,
+        *,
+        rows: SemanticRows | None = None,
     ) -> None:
+        """``rows``: where the semantic layer is off on this replica, its rows all the
+        same (semantic/store_rows.py): a tenant delete deletes them."""
         self.store = store
         self.sessions = store.sessions
         self.cache = cache
+        self.rows: SemanticRows | None = cache if cache is not None else rows
         self.limiter = limiter
 
     # ---- tenants -----------------------------------------------------------------------
@@ -269,10 +278,10 @@ class TenantAdmin:
         return not self.store.namespace_id(tenant_id)
 
     def _drop_entries(self, tenant_id: str) -> int:
-        if self.cache is None:
+        if self.rows is None:
             return 0
         try:
-            return self.cache.invalidate(tenant=tenant_id)
+            return self.rows.invalidate(tenant=tenant_id)
         except StoreUnavailableError as exc:
             # The cause names the database URL: logs only, never the error body.
             raise ServiceUnavailableError("the semantic store is unavailable") from exc

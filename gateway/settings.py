@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
+from dotenv import dotenv_values
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -281,16 +282,21 @@ def get_settings() -> Settings:
 
 
 #: Names under the prefix that are no setting: read by the tests and benchmarks only.
-NOT_SETTINGS = frozenset({"CACHEGATE_DATA", "CACHEGATE_TEST_VLLM_URL"})
+NOT_SETTINGS = frozenset({"CACHEGATE_DATA", "CACHEGATE_TEST_VLLM_URL", "CACHEGATE_TEST_SERVICES"})
 
 
-def unknown_setting_names() -> list[str]:
-    """``CACHEGATE_*`` variables in the environment that name no setting: the settings
+def unknown_setting_names(env_file: str | Path | None = ".env") -> list[tuple[str, str]]:
+    """``CACHEGATE_*`` names in the environment or in ``env_file`` (the ``.env`` the
+    settings read) that name no setting, each with where it was found: the settings
     ignore them, so a misspelt one (``CACHEGATE_READ_TIMEOUT`` for
     ``CACHEGATE_UPSTREAM_READ_TIMEOUT``) would change nothing, silently."""
     known = {f"CACHEGATE_{name.upper()}" for name in Settings.model_fields} | NOT_SETTINGS
+    found = {name: "in the environment" for name in os.environ}
+    if env_file is not None and Path(env_file).is_file():
+        for name in dotenv_values(env_file):
+            found.setdefault(name, f"in {env_file}")
     return sorted(
-        name
-        for name in os.environ
+        (name, where)
+        for name, where in found.items()
         if name.upper().startswith("CACHEGATE_") and name.upper() not in known
     )

@@ -258,4 +258,60 @@ def test_a_misspelt_setting_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("CACHEGATE_DATA", "/tmp")  # the benchmarks' own: not a setting
     warnings = [c.message for c in by_status(check_config(settings(tmp_path)), "WARN")]
     named = [m for m in warnings if "names no setting" in m]
-    assert named == ["CACHEGATE_READ_TIMEOUT is set but names no setting: it changes nothing"]
+    assert named == [
+        "CACHEGATE_READ_TIMEOUT is set in the environment but names no setting: it changes nothing"
+    ]
+
+
+def test_a_misspelt_setting_in_dotenv_is_named_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The settings read ``.env`` as well; a misspelt name there was not named (a review,
+    session 41)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(
+        "CACHEGATE_READ_TIMEOUT=5\nCACHEGATE_UPSTREAM_READ_TIMEOUT=5\nOTHER_TOOL_SETTING=1\n"
+    )
+    warnings = [c.message for c in by_status(check_config(settings(tmp_path)), "WARN")]
+    named = [m for m in warnings if "names no setting" in m]
+    assert named == [
+        "CACHEGATE_READ_TIMEOUT is set in .env but names no setting: it changes nothing"
+    ]
+
+
+def test_engine_settings_serve_would_refuse_fail_here(tmp_path: Path) -> None:
+    """dtype and device are checked as the engine checks them (doctor said OK to
+    settings ``serve`` then refused; a review, session 41); the control passes."""
+    for bad in ({"dtype": "fp8"}, {"device": "tpu"}, {"block_size": 48}):
+        failed = by_status(check_config(settings(tmp_path / str(bad), **bad)), "FAIL")
+        assert len(failed) == 1 and "the engine settings are refused" in failed[0].message
+    assert not by_status(check_config(settings(tmp_path / "ok", dtype="bfloat16")), "FAIL")
+
+
+def test_a_check_across_settings_is_named_by_its_message(tmp_path: Path) -> None:
+    """A model-level check has no field: doctor printed ``CACHEGATE_:`` and "correct or
+    unset CACHEGATE_" (a review, session 41)."""
+    run = doctor(tmp_path, CACHEGATE_UPSTREAM_URL="127.0.0.1:9")
+    assert run.returncode == 1
+    assert "CACHEGATE_:" not in run.stdout and "unset CACHEGATE_\n" not in run.stdout
+    assert "CACHEGATE_UPSTREAM_URL" in run.stdout and "127.0.0.1:9" not in run.stdout
+
+
+def test_tracing_without_its_sdk_fails_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CACHEGATE_OTLP_ENDPOINT without the [otel] extra: the gateway failed at start
+    with a ModuleNotFoundError while doctor said OK (a review, session 41)."""
+    import gateway.doctor as doctor_module
+
+    s = settings(tmp_path, otlp_endpoint="http://127.0.0.1:4318")
+    assert not by_status(check_config(s), "FAIL")  # the control: the SDK is installed
+    real = doctor_module.importlib.util.find_spec
+    monkeypatch.setattr(
+        doctor_module.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.startswith("opentelemetry") else real(name, *a),
+    )
+    [failed] = by_status(check_config(s), "FAIL")
+    assert "OpenTelemetry SDK is not installed" in failed.message
+    assert not by_status(check_config(settings(tmp_path / "off")), "FAIL")  # no endpoint

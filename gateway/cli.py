@@ -252,8 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     eng = sub.add_parser("engine", help="the engine's own OpenAI-compatible model server")
     # Every option defaults to its CACHEGATE_* setting (gateway/settings.py); the shared
     # secret that lets a caller pick a namespace comes only from CACHEGATE_ENGINE_KEY.
-    eng.add_argument("--host", default=None, help="default 127.0.0.1")
-    eng.add_argument("--port", type=int, default=None, help="default 8001")
+    eng.add_argument("--host", default=None, help="default CACHEGATE_HOST (127.0.0.1)")
+    eng.add_argument("--port", type=int, default=None, help="default CACHEGATE_ENGINE_PORT (8001)")
     eng.add_argument("--model", default=None, help="model path (default: bundled SmolLM2)")
     eng.add_argument("--device", default=None, help="cpu or cuda[:N] (default: CUDA if present)")
     eng.add_argument("--dtype", default=None, choices=["auto", "float32", "float16", "bfloat16"])

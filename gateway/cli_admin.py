@@ -221,6 +221,8 @@ def _cache_explain(c: AdminClient, a: argparse.Namespace) -> tuple[Any, str]:
     body: dict[str, Any] = {"question": a.question, "endpoint": a.endpoint, "top_k": a.top_k}
     if a.model:
         body["model"] = a.model
+    if a.user:
+        body["user"] = a.user
     out = c.explain(a.tenant, body)
     return out, _explain_text(out)
 
@@ -297,3 +299,6 @@ def add_admin_commands(sub: Any) -> None:
     p.add_argument("--model", default=None, help="default: the first model served")
     p.add_argument("--endpoint", default="chat", choices=["chat", "completion"])
     p.add_argument("--top-k", type=int, default=5, help="nearest entries to show (5)")
+    p.add_argument(
+        "--user", default=None, help="the end user (a tenant whose semantic_scope is user)"
+    )

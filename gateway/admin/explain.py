@@ -123,8 +123,12 @@ class Explainer:
         ctx = TenantContext(tenant_id, tenant.name, policy, version, tenant.namespace_id or "")
         try:
             with store_errors():
+                # the user the operator names, else the body's: under semantic_scope
+                # "user" a lookup without one is skipped (no_user), explained or not
+                said = body.get("user")
+                user = req.user or (said if isinstance(said, str) and said else None)
                 decision = await self.pipeline.lookup(
-                    ctx, req.endpoint, body, cc, trace=True, show=req.top_k
+                    ctx, req.endpoint, body, cc, trace=True, show=req.top_k, user=user
                 )
         except InvalidTextError as exc:  # the question cannot be validated at all
             raise BadRequestError(f"question: {exc}", param="question") from None

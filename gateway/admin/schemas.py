@@ -168,6 +168,13 @@ class ExplainRequest(_In):
     question: str | None = Field(None, min_length=1, max_length=20_000)
     model: str | None = Field(None, min_length=1, max_length=255)
     top_k: int = Field(5, ge=1, le=50, description="Nearest entries to show")
+    user: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="The end user the lookup is for (a tenant whose semantic_scope is "
+        "user); default: the body's `user`",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> ExplainRequest:

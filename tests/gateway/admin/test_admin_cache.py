@@ -7,6 +7,7 @@ Entries are seeded through the real cache, as a backfill would store them."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -333,3 +334,18 @@ def test_cache_routes_with_the_semantic_layer_off(
         assert stats["prefix"]["query_tokens"] == r.json()["usage"]["prompt_tokens"]
         deleted = client.delete("/tenants/plain").json()
         assert deleted["semantic_entries_removed"] == 0 and deleted["keys_removed"] == 1
+
+
+def test_explain_for_a_user_scoped_tenant_names_the_user(gw: Gateway, client: httpx.Client) -> None:
+    """Under semantic_scope "user" explain always answered skipped (no_user), whatever
+    the body said (a review, session 41): it now takes ``user`` (or the body's)."""
+    new_tenant(client, "why-user", {"semantic_scope": "user"})
+    alice = json.dumps([gw.namespace("why-user"), "user", "alice"])  # as the route keys it
+    seed(gw, "why-user", chat(gw.model, CAPITAL), namespace=alice)
+    body = chat(gw.model, CAPITAL_PARAPHRASE)
+    alone = explain(client, "why-user", body=body)
+    assert (alone["decision"], alone["reason"]) == ("skipped", "no_user")
+    assert explain(client, "why-user", body=body, user="alice")["would_hit"] is True
+    assert explain(client, "why-user", body=body | {"user": "alice"})["would_hit"] is True
+    other = explain(client, "why-user", body=body, user="bob")  # another user: own partition
+    assert other["would_hit"] is False and other["reason"] == "empty"

@@ -49,16 +49,18 @@ DB_THREADS = 16
 _POOL = ThreadPoolExecutor(max_workers=DB_THREADS, thread_name_prefix="cachegate-db")
 
 
-def _in_pool(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+def _in_pool(pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     context = contextvars.copy_context()  # as to_thread: trace spans go along
-    return asyncio.get_running_loop().run_in_executor(_POOL, partial(context.run, fn, *args))
+    return asyncio.get_running_loop().run_in_executor(pool, partial(context.run, fn, *args))
 
 
-async def within(seconds: float, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` on a database thread, waited for at most ``seconds`` (the time
-    waiting for a free thread included)."""
+async def within(
+    seconds: float, fn: Callable[..., T], *args: Any, pool: ThreadPoolExecutor = _POOL
+) -> T:
+    """``fn(*args)`` on a database thread (of ``pool``), waited for at most ``seconds``
+    (the time waiting for a free thread included)."""
     try:
-        return await asyncio.wait_for(_in_pool(fn, *args), seconds)
+        return await asyncio.wait_for(_in_pool(pool, fn, *args), seconds)
     except TimeoutError:
         raise DbDeadlineError(f"the database did not answer within {seconds:g} s") from None
 
@@ -78,7 +80,7 @@ class Probe:
         now = asyncio.get_running_loop().time()
         future = self._pending
         if future is None or future.done():
-            self._pending = future = _in_pool(fn, *args)
+            self._pending = future = _in_pool(_POOL, fn, *args)
             self._started = now
             # Read whatever it ends with, so a ping given up on logs no "never retrieved".
             future.add_done_callback(lambda f: f.cancelled() or f.exception())

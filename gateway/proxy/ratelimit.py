@@ -186,6 +186,12 @@ class RateLimiter:
             headers=headers | {"Retry-After": str(retry_after)},
         )
 
+    def would_bypass(self) -> bool:
+        """Whether the shared store's breaker lets a check through now without asking
+        it (:meth:`_FailOpen.would_bypass`); never for the local store."""
+        bypass = getattr(self.store, "would_bypass", None)
+        return bool(bypass()) if bypass is not None else False
+
     def store_hung(self, exc: Exception) -> None:
         """The shared store did not answer within the request's deadline: as a failure
         (the breaker opens; limits are not enforced meanwhile)."""

@@ -126,6 +126,18 @@ class _FailOpen:
         with self._lock:
             return self._open_until is not None
 
+    def would_bypass(self) -> bool:
+        """Whether a call now would be let through without asking the store (the
+        breaker open, its probe not due or out), counted as such: the request path asks
+        this before it takes a thread, so a store that hangs, or a busy pool, costs the
+        calls behind the probe nothing."""
+        with self._lock:
+            until = self._open_until
+            if until is None or not (self._probing or self._now() < until):
+                return False
+            self.bypassed += 1
+            return True
+
     def _guarded(self, call: Callable[[], Taken]) -> Taken:
         """``call()`` unless the breaker is open (then allowed at once); a failure opens it."""
         with self._lock:

@@ -27,7 +27,7 @@ that trace, so what it reports is what serving does.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -333,9 +333,7 @@ class SemanticCache:
             if not taken:
                 return StoreResult(False, key, reason="busy")
             entry, created = self.entries.upsert(new, now=now)
-            fenced = None
-            if asked_at is not None:
-                fenced = drop_if_overtaken(self.entries, query.tenant, asked_at, entry.id)
+            fenced = drop_if_overtaken(self.entries, query.tenant, asked_at, entry.id)
             if fenced is not None:  # deleted (an update's old vector too), logged: for all
                 self._remove_from_index(fenced)
                 return StoreResult(False, key, reason="invalidated")
@@ -346,20 +344,19 @@ class SemanticCache:
     def invalidate(
         self,
         *,
-        entry_id: int | None = None,
+        entry_id: int | Sequence[int] | None = None,
         partition_key: str | None = None,
         tenant: str | None = None,
     ) -> int:
-        """Remove one entry, a whole partition, or a tenant's entries (partition and
-        tenant together narrow each other). Returns how many entries were removed
-        from the database; unknown ids remove nothing."""
+        """Remove entries by id (one or several, in one transaction), a partition or a
+        tenant's entries (both narrow each other); how many rows went (unknown ids: 0)."""
         if entry_id is not None and (partition_key is not None or tenant is not None):
             raise ValueError("invalidate by entry_id alone, or by partition_key and/or tenant")
         if entry_id is None and partition_key is None and tenant is None:
             raise ValueError("invalidate needs entry_id, partition_key or tenant")
         with self._write_lock:
             if entry_id is not None:
-                removed = self.entries.delete([entry_id])
+                removed = self.entries.delete([entry_id] if isinstance(entry_id, int) else entry_id)
             else:
                 removed = self.entries.delete_where(partition_key=partition_key, tenant=tenant)
             self._remove_from_index(removed)

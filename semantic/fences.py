@@ -58,13 +58,16 @@ def is_fenced(store: EntryStore, tenant: str, asked_at: datetime) -> bool:
 
 
 def drop_if_overtaken(
-    store: EntryStore, tenant: str, asked_at: datetime, entry_id: int
+    store: EntryStore, tenant: str, asked_at: datetime | None, entry_id: int
 ) -> list[tuple[int, str]] | None:
     """After a store of an answer to a question asked at ``asked_at``: when the fence
     says an invalidation overtook it, delete the entry and return what was deleted
     (for the caller's index); else None. A fence that cannot be read deletes the entry
     too (best effort: the database may be away) before the error goes on, for no sweep
-    would find an answer an invalidation meant to remove (a review, session 41)."""
+    would find an answer an invalidation meant to remove (a review, session 41).
+    Without ``asked_at`` (a seed, a migration: no request) nothing is checked."""
+    if asked_at is None:
+        return None
     try:
         fenced = is_fenced(store, tenant, asked_at)
     except Exception:

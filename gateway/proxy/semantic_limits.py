@@ -28,6 +28,12 @@ from semantic import SemanticCache
 
 ENTRY_LIMIT = "entry_limit"
 PARTITION_LIMIT = "partition_limit"
+#: The most entries (and partitions) one backfill evicts, under the cache's write lock:
+#: a bound lowered far below what a tenant holds is reached over several backfills,
+#: each skipping its own answer until there is room (deleting 100,000 entries one
+#: transaction each held every tenant's stores for ~14 min on PostgreSQL; a review).
+MAX_EVICTIONS = 500
+MAX_PARTITION_EVICTIONS = 50
 
 
 def make_room(
@@ -51,15 +57,22 @@ def make_room(
         if not evict:
             return PARTITION_LIMIT
         surplus = len(sizes) - policy.max_semantic_partitions + 1
-        for key in sorted(sizes, key=lambda k: sizes[k][1])[:surplus]:
+        for key in sorted(sizes, key=lambda k: sizes[k][1])[
+            : min(surplus, MAX_PARTITION_EVICTIONS)
+        ]:
             cache.invalidate(partition_key=key, tenant=tenant)
             del sizes[key]
+        if surplus > MAX_PARTITION_EVICTIONS:
+            return PARTITION_LIMIT  # more room at the next backfills
     entries = sum(n for n, _ in sizes.values())
     if entries >= policy.max_semantic_entries:
         if not evict:
             return ENTRY_LIMIT
-        for entry_id in cache.entries.oldest_ids(tenant, entries - policy.max_semantic_entries + 1):
-            cache.invalidate(entry_id=entry_id)
+        surplus = entries - policy.max_semantic_entries + 1
+        oldest = cache.entries.oldest_ids(tenant, min(surplus, MAX_EVICTIONS))
+        cache.invalidate(entry_id=oldest)  # one transaction
+        if surplus > MAX_EVICTIONS:
+            return ENTRY_LIMIT
     return None
 
 

@@ -160,3 +160,31 @@ def test_storing_a_question_held_already_is_an_update_that_needs_no_room(
     assert questions(cache, "a") == sorted(QS[:2])  # nothing was evicted for it
     new = chat(QS[2], tenant="a")  # positive control: a new question still meets the bound
     assert make_room(cache, "a", cache.partition_key(new), skip, new.question) == ENTRY_LIMIT
+
+
+def test_a_bound_lowered_far_is_reached_a_batch_at_a_time(
+    cache: SemanticCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each backfill evicts at most MAX_EVICTIONS entries, in one transaction, and skips
+    its own answer while the tenant is still over the bound: deleting the surplus one
+    entry a transaction held the write lock for minutes (a review, session 41)."""
+    import gateway.proxy.semantic_limits as limits
+
+    monkeypatch.setattr(limits, "MAX_EVICTIONS", 2)
+    many = [f"How do I change setting number {i}?" for i in range(7)]
+    for q in many:
+        assert put(cache, q, "a", TenantPolicy()) is None
+    deletes: list[int] = []
+    real_delete = cache.entries.delete
+
+    def counted(ids: Any, **kw: Any) -> Any:
+        deletes.append(len(list(ids := list(ids))))
+        return real_delete(ids, **kw)
+
+    monkeypatch.setattr(cache.entries, "delete", counted)
+    lowered = TenantPolicy(max_semantic_entries=2)
+    said = [put(cache, f"What is fee number {i}?", "a", lowered) for i in range(3)]
+    assert said == [ENTRY_LIMIT, ENTRY_LIMIT, None]  # 7 → 5 → 3 → 1, then stored
+    assert deletes == [2, 2, 2]  # one transaction a backfill
+    assert len(questions(cache, "a")) == 2 and len(cache.index) == 2
+    assert "What is fee number 2?" in questions(cache, "a")

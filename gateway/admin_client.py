@@ -15,6 +15,7 @@ from urllib.parse import quote
 import httpx
 
 from gateway.settings import Settings
+from gateway.url_redaction import shown
 
 # Hosts a server binds to that a client cannot connect to as such.
 _WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]", ""}
@@ -97,14 +98,14 @@ class AdminClient:
         try:
             r = self._client.request(method, path, json=json, params=params, headers=headers)
         except httpx.HTTPError as exc:
-            raise AdminError(f"cannot reach the gateway at {self.url}: {exc}") from exc
+            raise AdminError(f"cannot reach the gateway at {shown(self.url)}: {exc}") from exc
         if r.status_code >= 400:
             raise AdminError(f"{r.status_code}: {_error_message(r)}", r.status_code)
         try:
             return r.json()
         except ValueError as exc:
             raise AdminError(
-                f"the gateway at {self.url} answered {r.status_code} without JSON"
+                f"the gateway at {shown(self.url)} answered {r.status_code} without JSON"
             ) from exc
 
     # ---- tenants ------------------------------------------------------------------

@@ -126,6 +126,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from gateway.admin_client import default_admin_url
     from gateway.reports.text import format_summary
     from gateway.settings import get_settings
+    from gateway.url_redaction import shown
 
     s = get_settings()
     url = (args.url or default_admin_url(s)).rstrip("/")
@@ -144,7 +145,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             timeout=120,
         )
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        print(f"error: cannot reach the gateway at {url}: {exc}", file=sys.stderr)
+        print(f"error: cannot reach the gateway at {shown(url)}: {exc}", file=sys.stderr)
         return 1
     if r.status_code != 200:
         print(f"error: the gateway answered {r.status_code}: {r.text[:500]}", file=sys.stderr)

@@ -42,7 +42,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
             command.downgrade(config, args.downgrade)
         elif not args.show:
             upgrade_database(url, args.revision)
-        engine = create_engine(url)
+        engine = create_engine(url, hide_parameters=True)
         try:
             with engine.connect() as conn:
                 current = MigrationContext.configure(conn).get_current_revision()

@@ -17,6 +17,7 @@ from typing import Literal
 import httpx
 
 from gateway.settings import Settings
+from gateway.url_redaction import shown
 
 Status = Literal["OK", "WARN", "FAIL"]
 TIMEOUT_S = 3.0
@@ -89,7 +90,7 @@ def check_database(s: Settings) -> list[Check]:
     else:
         return [Check(area, "FAIL", f"unsupported database {safe}", f"use {example}")]
 
-    engine = create_engine(url, connect_args=connect_args)
+    engine = create_engine(url, connect_args=connect_args, hide_parameters=True)
     try:
         with engine.connect() as conn:
             conn.execute(text("select 1"))
@@ -180,15 +181,20 @@ def _ping(area: str, url: str, variables: list[str]) -> Check:
 
 
 def _upstream(s: Settings, url: str) -> Check:
+    return _upstream_as(s, url, shown(url))
+
+
+def _upstream_as(s: Settings, address: str, url: str) -> Check:
+    """The check of the upstream at ``address``, named ``url`` (its password hidden)."""
     area = "upstream"
     headers = {}
     if s.upstream_api_key:
         headers["Authorization"] = f"Bearer {s.upstream_api_key.get_secret_value()}"
     timeout = httpx.Timeout(TIMEOUT_S * 2, connect=min(s.upstream_connect_timeout, TIMEOUT_S))
     try:
-        r = httpx.get(f"{url.rstrip('/')}/v1/models", headers=headers, timeout=timeout)
+        r = httpx.get(f"{address.rstrip('/')}/v1/models", headers=headers, timeout=timeout)
         if r.status_code == 404:  # not OpenAI-shaped at that path: is anything alive?
-            health = httpx.get(f"{url.rstrip('/')}/health", timeout=timeout)
+            health = httpx.get(f"{address.rstrip('/')}/health", timeout=timeout)
             if health.status_code == 200:
                 return Check(area, "WARN", f"{url} has /health but no /v1/models", _URL_FIX)
     except httpx.HTTPError as exc:

@@ -25,7 +25,9 @@ def require_metrics_token(request: Request, token: SecretStr | None) -> None:
         return
     scheme, _, given = (request.headers.get("authorization") or "").partition(" ")
     expected = token.get_secret_value().encode("utf-8")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
+    # An empty token set (CACHEGATE_METRICS_TOKEN=) closes /metrics, as an empty admin
+    # token closes the admin API: a bare "Bearer" matched it (a review, session 41).
+    if not expected or scheme.lower() != "bearer" or not hmac.compare_digest(
         given.strip().encode("utf-8"), expected
     ):
         raise AuthenticationError(

@@ -31,7 +31,7 @@ def check_database(url: str, timeout: int = 5) -> None:
     shown = parsed.render_as_string(hide_password=True)
     postgres = parsed.get_backend_name() == "postgresql"
     args = postgres_connect_args(url, connect_timeout=timeout) if postgres else {}
-    engine = create_engine(url, connect_args=args)
+    engine = create_engine(url, connect_args=args, hide_parameters=True)
     try:
         with engine.connect():
             pass

@@ -86,7 +86,9 @@ def run_migrations_online() -> None:
         _configure(connection)
         _migrate(connection)
         return
-    engine = create_engine(database_url(), poolclass=pool.NullPool)
+    # hide_parameters: a failed statement's bound values (stored questions, answers) never
+    # in its error's text, which reaches the start-up log (a review, session 41)
+    engine = create_engine(database_url(), poolclass=pool.NullPool, hide_parameters=True)
     try:
         with engine.connect() as connection:
             _configure(connection)

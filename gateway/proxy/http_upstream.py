@@ -50,6 +50,7 @@ from gateway.proxy.upstream_read import (
     too_large,
 )
 from gateway.proxy.whole_stream import asks_for_usage, is_whole_json, whole_as_stream
+from gateway.url_redaction import shown
 from protocol.headers import (
     KEY_HEADER,
     KV_REUSE_HEADER,
@@ -216,7 +217,7 @@ class HttpUpstream:
                         break
                     parts.append(piece)
         except httpx.HTTPError as exc:
-            log.warning("the upstream at %s did not list its models: %r", self.base_url, exc)
+            log.warning("the upstream at %s did not list its models: %s", shown(self.base_url), exc)
             return
         self._learn(r.status_code, b"".join(parts))
 

@@ -3,14 +3,18 @@ labels are digests of the tenant ids unless an operator asks for the ids."""
 
 from __future__ import annotations
 
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from gateway.app import Components
+from gateway.errors import AuthenticationError
 from gateway.metrics import GatewayMetrics, tenant_label
+from gateway.metrics_auth import require_metrics_token
 from prefix.model.loader import LoadedModel
 from tests.gateway.admin_support import ADMIN_TOKEN, admin
 from tests.gateway.conftest import (
@@ -96,3 +100,18 @@ def test_digest_is_stable_and_id_mode_shows_ids() -> None:
         )
         == 1.0
     )
+
+
+def request_with(authorization: str | None) -> object:
+    headers = {} if authorization is None else {"authorization": authorization}
+    return types.SimpleNamespace(headers=headers)
+
+
+def test_an_empty_metrics_token_closes_metrics() -> None:
+    """CACHEGATE_METRICS_TOKEN= (empty) matched a bare "Bearer": /metrics was open (a
+    review, session 41); it is closed now, as an empty admin token closes the admin API."""
+    for sent in ("Bearer", "Bearer ", None, "Bearer x"):
+        with pytest.raises(AuthenticationError):
+            require_metrics_token(request_with(sent), SecretStr(""))  # type: ignore[arg-type]
+    require_metrics_token(request_with("Bearer tok"), SecretStr("tok"))  # type: ignore[arg-type]
+    require_metrics_token(request_with(None), None)  # type: ignore[arg-type]  # unset: open

@@ -154,7 +154,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         report = r.json()
         print(json.dumps(report, indent=2) if args.json else format_summary(report))
     except (ValueError, KeyError, TypeError, AttributeError):
-        print(f"error: the answer from {url} is not a cachegate report", file=sys.stderr)
+        print(f"error: the answer from {shown(url)} is not a cachegate report", file=sys.stderr)
         return 1
     return 0
 

@@ -93,18 +93,38 @@ def load(
         ]
         # the last by name: at ten columns SQLAlchemy types the row as possibly longer
         stats = [Stat(*row[:9], embedder_id=row.embedder_id) for row in s.execute(rq)]
+        # the newest (the "latest" card and the evictions are read from the end)
         snaps = list(
             s.scalars(
                 select(EngineSnapshot)
                 .where(EngineSnapshot.at >= p.since)
-                .order_by(EngineSnapshot.at)
-                .limit(p.max_rows)
+                .order_by(EngineSnapshot.at.desc())
+                .limit(p.max_rows + 1)
             )
         )
         s.expunge_all()
-    truncated = len(stats) > p.max_rows
+    truncated = len(stats) > p.max_rows or len(snaps) > p.max_rows
+    snaps = sorted(snaps[: p.max_rows], key=lambda r: r.at)
     stats = sorted(stats[: p.max_rows], key=lambda r: r.at)
     return samples, stats, snaps, truncated
+
+
+def _ranked(ids: set[str], samples: list[Sample], stats: list[Stat]) -> list[str]:
+    """Tenant ids, most labelled misfires first, then most labels, then most requests
+    (then by id): the sections shown are those an operator must see. Alphabetical, the
+    tenants with every misfire could fall past the 50th and vanish (a review)."""
+    misfires: dict[str, int] = {}
+    labels: dict[str, int] = {}
+    requests: dict[str, int] = {}
+    for x in samples:
+        if x.label is not None:
+            labels[x.tenant_id] = labels.get(x.tenant_id, 0) + 1
+            misfires[x.tenant_id] = misfires.get(x.tenant_id, 0) + (x.label == "misfire")
+    for r in stats:
+        requests[r.tenant_id] = requests.get(r.tenant_id, 0) + 1
+    return sorted(
+        ids, key=lambda t: (-misfires.get(t, 0), -labels.get(t, 0), -requests.get(t, 0), t)
+    )
 
 
 def build_report(
@@ -115,8 +135,10 @@ def build_report(
     summary = section(samples, stats, p)
     summary["antipatterns"] = [f | {"tenant": t} for t, fs in findings.items() for f in fs]
     tenants: dict[str, Any] = {}
+    ids: list[str] = []
     if p.tenant is None:
-        ids = sorted({s.tenant_id for s in samples} | {r.tenant_id for r in stats} | set(findings))
+        ids = _ranked({s.tenant_id for s in samples} | {r.tenant_id for r in stats} | set(findings),
+                      samples, stats)  # fmt: skip
         for tid in ids[:MAX_TENANT_SECTIONS]:
             part = section(
                 [s for s in samples if s.tenant_id == tid],
@@ -130,6 +152,9 @@ def build_report(
         "generated_at": p.now.isoformat(),
         "scope": {"tenant": p.tenant, "since": p.since.isoformat(), "hours": p.hours},
         "truncated": truncated,
+        # per-tenant sections: the first MAX_TENANT_SECTIONS by misfires, labels, requests
+        "tenants_shown": len(tenants),
+        "tenants_total": len(ids),
         "params": {
             "target_misfire_rate": p.target,
             "criterion": p.criterion,

@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 
 from gateway.reports.plots import MISSING_NOTE
-from gateway.reports.text import fmt_bytes, fmt_flops, fmt_ms, fmt_pct
+from gateway.reports.text import fmt_bytes, fmt_flops, fmt_ms, fmt_pct, tenants_left_out
 from gateway.reports.verifier_section import verifier_html
 
 CSP = (
@@ -198,10 +198,18 @@ def _findings(findings: list[dict[str, Any]]) -> str:
     return "".join(parts)
 
 
+def _to_set(rec: dict[str, Any]) -> str:
+    """The policy field and value to set, as the summary card says it: the raw score was
+    shown, which under ``auto`` is on e5's scale, not the value of the field (a review)."""
+    if rec["threshold"] is None:
+        return "–"
+    setting, knob = rec.get("setting"), rec.get("knob", "threshold")
+    return f"{rec['threshold']:.4f}" if setting is None else f"{knob} {setting:.4f}"
+
+
 def _tenants(report: dict[str, Any]) -> str:
     rows = []
     for tid, s in report["tenants"].items():
-        rec = s["recommended_threshold"]["threshold"]
         rows.append(
             [
                 tid,
@@ -210,7 +218,7 @@ def _tenants(report: dict[str, Any]) -> str:
                 f"{s['misfires']['misfires']}/{s['misfires']['labelled']}",
                 fmt_pct(s["misfires"]["rate"]),
                 _ci(s["misfires"]).replace("95% Wilson CI ", ""),
-                "–" if rec is None else f"{rec:.4f}",
+                _to_set(s["recommended_threshold"]),
                 fmt_pct(s["prefix"]["token_hit_rate"]),
                 fmt_pct(s["prefix"]["request_hit_rate"]),
                 fmt_ms(s["ttft_ms"]["cache_on"]["p50"]),
@@ -227,14 +235,16 @@ def _tenants(report: dict[str, Any]) -> str:
         "misfires",
         "misfire rate",
         "95% Wilson",
-        "rec. threshold",
+        "recommended setting",
         "prefix tok",
         "prefix req",
         "TTFT p50 on",
         "TTFT p50 off",
         "findings",
     ]
-    return "<h2>Per tenant</h2>" + _table(headers, rows)
+    left_out = " ".join(tenants_left_out(report)).strip()
+    note = f"<p>{escape(left_out)}</p>" if left_out else ""
+    return "<h2>Per tenant</h2>" + note + _table(headers, rows)
 
 
 def render(report: dict[str, Any], figures: dict[str, bytes]) -> str:

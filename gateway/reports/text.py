@@ -140,9 +140,24 @@ def format_summary(report: dict[str, Any]) -> str:
         f"{fmt_bytes(latest.get('used_bytes'))} of {fmt_bytes(latest.get('total_bytes'))} "
         f"({eng['snapshots']} snapshots)",
     ]
+    if report.get("truncated"):
+        lines.append("rows truncated: the counts cover the newest rows of the window only")
     verifier = verifier_lines(report.get("verifier"))
     if verifier:
         lines += ["", *verifier]
     for tid, s in report.get("tenants", {}).items():
         lines += ["", *[ln for ln in _section(f"tenant {tid}", s) if "anti-pattern" not in ln]]
+    lines += tenants_left_out(report)
     return "\n".join(lines)
+
+
+def tenants_left_out(report: dict[str, Any]) -> list[str]:
+    """A line saying how many tenants have no section, when some have none."""
+    shown, total = report.get("tenants_shown", 0), report.get("tenants_total", 0)
+    if total <= shown:
+        return []
+    return [
+        "",
+        f"{shown} of {total} tenants shown (most misfires, then labels, then requests); "
+        "ask for one with --tenant",
+    ]

@@ -1,0 +1,85 @@
+"""Which tenants get a section in the misfire report, and what their row says (a review,
+session 41): the sections go to the tenants with the most misfires, then labels, then
+requests (alphabetical, the five tenants with every misfire fell past the 50th and
+vanished), the page and the text say how many were left out, and the page's
+per-tenant recommendation is the value to set (under ``auto`` it showed the score on
+e5's scale). Also: truncated rows are said in the text, and the newest engine snapshots
+are the ones kept. Real SQLite, the report built as the admin API builds it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import create_engine, insert
+
+from gateway.models import EngineSnapshot, MisfireSample, RequestStat
+from gateway.reports.build import MAX_TENANT_SECTIONS, ReportParams, build_report
+from gateway.reports.html import _to_set, render
+from gateway.reports.text import format_summary
+from migrations.runner import upgrade_database
+
+NOW = datetime.now(UTC)
+
+
+def database(tmp_path: Path) -> object:
+    url = f"sqlite:///{tmp_path / 'report.db'}"
+    upgrade_database(url)
+    return create_engine(url)
+
+
+def sample(tenant: str, label: str) -> dict[str, object]:
+    return {
+        "tenant_id": tenant, "created_at": NOW - timedelta(minutes=5), "request_id": "r",
+        "entry_id": 1, "partition_key": "p", "question": "q", "matched_question": "m",
+        "served_answer": "a", "score": 0.93, "threshold": 0.89, "label": label,
+    }  # fmt: skip
+
+
+def test_the_tenants_with_misfires_get_their_sections(tmp_path: Path) -> None:
+    db = database(tmp_path)
+    total = MAX_TENANT_SECTIONS + 5
+    with db.begin() as c:  # type: ignore[attr-defined]
+        for i in range(total):  # the last five, alphabetically, hold every misfire
+            label = "misfire" if i >= MAX_TENANT_SECTIONS else "correct"
+            c.execute(insert(MisfireSample).values(**sample(f"t{i:02d}", label)))
+    report = build_report(db, ReportParams(now=NOW))  # type: ignore[arg-type]
+    shown = list(report["tenants"])
+    assert len(shown) == MAX_TENANT_SECTIONS
+    assert set(shown[:5]) == {f"t{i:02d}" for i in range(MAX_TENANT_SECTIONS, total)}
+    assert "t00" in shown and f"t{MAX_TENANT_SECTIONS - 1:02d}" not in shown  # the control
+    assert (report["tenants_shown"], report["tenants_total"]) == (MAX_TENANT_SECTIONS, total)
+    note = f"{MAX_TENANT_SECTIONS} of {total} tenants shown"
+    assert note in format_summary(report) and note in render(report, {})
+
+
+def test_the_pages_recommendation_is_the_value_to_set() -> None:
+    routed = {"threshold": 0.96, "setting": 0.872, "knob": "retrieval_threshold"}
+    assert _to_set(routed) == "retrieval_threshold 0.8720"
+    assert _to_set({"threshold": 0.93, "setting": 0.93, "knob": "threshold"}) == "threshold 0.9300"
+    assert _to_set({"threshold": None, "setting": None}) == "–"
+
+
+def test_truncation_is_said_and_the_newest_snapshots_kept(tmp_path: Path) -> None:
+    db = database(tmp_path)
+    with db.begin() as c:  # type: ignore[attr-defined]
+        for h in range(10):
+            c.execute(
+                insert(EngineSnapshot).values(
+                    at=NOW - timedelta(hours=h), blocks_total=100, blocks_used=10,
+                    blocks_cached=5, bytes_per_block=1024, evictions=100 - h,
+                    query_blocks=10, hit_blocks=5,
+                )
+            )  # fmt: skip
+            c.execute(
+                insert(RequestStat).values(
+                    at=NOW - timedelta(hours=h), tenant_id="a", cache="miss", semantic="miss",
+                    prompt_tokens=10, cached_tokens=0, completion_tokens=5, latency_ms=4.0,
+                    stream=False,
+                )
+            )  # fmt: skip
+    report = build_report(db, ReportParams(now=NOW, max_rows=5))  # type: ignore[arg-type]
+    assert report["truncated"]
+    assert "rows truncated" in format_summary(report)
+    assert report["engine"]["snapshots"] == 5
+    assert report["engine"]["evictions"] == 4  # the newest five: 96 → 100

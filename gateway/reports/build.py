@@ -7,10 +7,11 @@ the report's ``definitions``):
 - **semantic hit rate** = semantic-hit requests / all recorded requests;
   ``eligible_hit_rate`` = semantic hits / requests where a lookup ran
   (``x-cachegate-semantic`` is ``hit`` or ``miss:*``, not ``skipped:*``).
-- **misfire rate** = labelled misfires / labelled samples, with a 95% Wilson
-  interval (:mod:`gateway.reports.stats`). Unweighted: near-threshold hits are
-  sampled ×3 (:mod:`gateway.review.sampling`), which makes this a pessimistic estimate;
-  ``weighted`` beside it weighs each sample by 1 / its sampling probability.
+- **misfire rate** = labelled misfires / labelled samples (``rate``, the share among
+  the samples), with a 95% Wilson interval (:mod:`gateway.reports.stats`), and
+  ``weighted``: each sample weighed by 1 / its sampling probability (near-threshold
+  hits are sampled ×3, :mod:`gateway.review.sampling`), the estimate of the share of
+  served hits, which the page and the text lead with (``text.headline``).
 - **prefix token hit rate** = Σ cached_tokens / Σ prompt_tokens, and **prefix
   request hit rate** = requests with cached_tokens > 0 / requests, both over the
   requests the engine served (cache label prefix-hit, miss or bypass; semantic
@@ -179,7 +180,8 @@ DEFINITIONS = {
     "misfire_rate": "labelled misfires / labelled samples (unweighted), 95% Wilson interval",
     "misfire_rate_weighted": "sum of w over labelled misfires / sum of w over labelled samples, "
     "w = 1 / the sampling probability (near-threshold hits are sampled 3x); 95% Wilson "
-    "interval at Kish's effective size (sum w)^2 / sum w^2; none when a sample lacks it",
+    "interval at Kish's effective size (sum w)^2 / sum w^2; none when a sample lacks it; "
+    "the estimate of the share of served hits, which the page and the text lead with",
     "recommended_threshold": "lowest labelled score t whose samples with score >= t have "
     "criterion (Wilson upper bound or point rate) <= target; setting: the threshold knob "
     "value that applies t (t itself, or under CACHEGATE_EMBEDDER=auto or e5, whose knobs "

@@ -11,7 +11,14 @@ from html import escape
 from typing import Any
 
 from gateway.reports.plots import MISSING_NOTE
-from gateway.reports.text import fmt_bytes, fmt_flops, fmt_ms, fmt_pct, tenants_left_out
+from gateway.reports.text import (
+    fmt_bytes,
+    fmt_flops,
+    fmt_ms,
+    fmt_pct,
+    headline,
+    tenants_left_out,
+)
 from gateway.reports.verifier_section import verifier_html
 
 CSP = (
@@ -90,14 +97,14 @@ def _cards(report: dict[str, Any]) -> str:
         ),
         _card(
             "Misfire rate",
-            fmt_pct(m["rate"]),
-            f"{m['misfires']} of {m['labelled']} labelled; {_ci(m)}; {m['pending']} pending"
-            + (
-                ""
+            fmt_pct(headline(m)["rate"]),
+            (
+                "unweighted; "
                 if m.get("weighted") is None
-                else f"; weighted by sampling {fmt_pct(m['weighted']['rate'])} "
-                f"({_ci(m['weighted'])})"
-            ),
+                else f"weighted by sampling {fmt_pct(m['weighted']['rate'])} "
+                f"({_ci(m['weighted'])}); among the samples {fmt_pct(m['rate'])}; "
+            )
+            + f"{m['misfires']} of {m['labelled']} labelled; {_ci(m)}; {m['pending']} pending",
         ),
         _card("Recommended threshold", rec_value, rec_note),
         _card(
@@ -216,8 +223,8 @@ def _tenants(report: dict[str, Any]) -> str:
                 str(s["traffic"]["requests"]),
                 fmt_pct(s["traffic"]["semantic_hit_rate"]),
                 f"{s['misfires']['misfires']}/{s['misfires']['labelled']}",
-                fmt_pct(s["misfires"]["rate"]),
-                _ci(s["misfires"]).replace("95% Wilson CI ", ""),
+                fmt_pct(headline(s["misfires"])["rate"]),
+                _ci(headline(s["misfires"])).replace("95% Wilson CI ", ""),
                 _to_set(s["recommended_threshold"]),
                 fmt_pct(s["prefix"]["token_hit_rate"]),
                 fmt_pct(s["prefix"]["request_hit_rate"]),

@@ -40,6 +40,16 @@ def _weighted(m: dict[str, Any]) -> str:
     return f"{fmt_pct(w['rate'])}, 95% Wilson {_ci(w)}, effective n {w['n_effective']:.0f}"
 
 
+def headline(m: dict[str, Any]) -> dict[str, Any]:
+    """The misfire estimate to lead with: weighted by sampling (1 / the probability
+    each sample was taken with: the estimate of the share of served hits) where every
+    label has its probability, else the plain share of labels. The plain share leans to
+    whatever is over-sampled: near-threshold hits, taken 3 times as often, pull it up
+    when misfires sit there and down when they do not (stale answers at 1.0); it is no
+    bound either way (a review, session 41)."""
+    return m["weighted"] if m.get("weighted") is not None else m
+
+
 def _ci(m: dict[str, Any]) -> str:
     if m.get("wilson_low") is None:
         return "n/a"
@@ -62,7 +72,9 @@ def _section(name: str, s: dict[str, Any]) -> list[str]:
         f"requests              {t['requests']}  ({by_cache or 'none'})",
         f"semantic hit rate     {fmt_pct(t['semantic_hit_rate'])} of requests, "
         f"{fmt_pct(t['eligible_hit_rate'])} of lookups",
-        f"misfire rate          {fmt_pct(m['rate'])}  {m['misfires']}/{m['labelled']} labelled, "
+        f"misfire rate          {fmt_pct(headline(m)['rate'])}  95% Wilson {_ci(headline(m))}"
+        + (" (weighted by sampling)" if m.get("weighted") is not None else " (unweighted)"),
+        f"  among the samples   {fmt_pct(m['rate'])}  {m['misfires']}/{m['labelled']} labelled, "
         f"95% Wilson {_ci(m)}, {m['pending']} pending",
         f"  weighted by sampling {_weighted(m)}",
         f"recommended threshold {rec_text}  (target {fmt_pct(rec['target'])}, {rec['criterion']})",

@@ -65,3 +65,22 @@ def test_the_report_weighs_each_label_by_its_sampling_probability(tmp_path: Path
     tenant = build_report(db, ReportParams(tenant="t"))
     assert f"weighted by sampling {100 * rate:.1f}%" in render(tenant, {})
     db.dispose()
+
+
+def test_the_headline_is_the_weighted_estimate_when_every_label_has_its_probability() -> None:
+    """Stale answers at 1.0 (sampled at the base rate) among over-sampled near-threshold
+    hits: the plain share of labels said 25%, the estimate of served hits is 50%; the
+    report led with the plain one and called it pessimistic (a review, session 41)."""
+    from gateway.reports.sections import ReportParams, Sample, misfire_section
+    from gateway.reports.text import headline
+
+    near = [Sample("t", 0.9, "correct", None, 0.15) for _ in range(30)]
+    stale = [Sample("t", 1.0, "misfire", None, 0.05) for _ in range(10)]
+    m = misfire_section(near + stale, ReportParams())["misfires"]
+    assert m["rate"] == pytest.approx(0.25)
+    assert headline(m)["rate"] == pytest.approx(0.5)
+    unweighted = misfire_section(
+        [Sample("t", 0.9, "correct", None, None), Sample("t", 1.0, "misfire", None, 0.05)],
+        ReportParams(),
+    )["misfires"]
+    assert headline(unweighted) is unweighted  # a label without its probability: plain

@@ -1,6 +1,7 @@
 """Starts and stops the operations side of the gateway with the app's lifespan:
 the request statistics writer, the engine snapshotter (in-process engine only),
-the misfire sampler (with shadow verification when the settings ask) and, with the
+the misfire sampler (with shadow verification when the settings ask), the retention
+purge (gateway/reports/retention.py) and, with the
 verifier on, a one-off re-tag of old samples by language (gateway/review/retag.py)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 
 from gateway.reports.recorder import EngineSnapshotter, StatsRecorder, pool_snapshot
+from gateway.reports.retention import RetentionTask
 from gateway.review.retag import retag_in_background
 from gateway.review.sampling import MisfireSampler
 from gateway.settings import Settings
@@ -23,6 +25,7 @@ class Operations:
     stats: StatsRecorder
     review: MisfireSampler
     snapshots: EngineSnapshotter | None
+    retention: RetentionTask | None = None
     #: re-tagging the samples of before session 35 by language (gateway/review/retag.py)
     retag: asyncio.Task[None] | None = None
     _stop_retag: threading.Event = field(default_factory=threading.Event)
@@ -32,6 +35,8 @@ class Operations:
             self._stop_retag.set()  # between two batches
             await asyncio.gather(self.retag, return_exceptions=True)
         await self.review.aclose()
+        if self.retention is not None:
+            await self.retention.stop()
         if self.snapshots is not None:
             await self.snapshots.stop()
         await self.stats.stop()
@@ -61,7 +66,9 @@ def start_operations(settings: Settings, gw: GatewayState, db: Engine) -> Operat
         snapshots.start()
     stats.start()
     gw.stats, gw.review = stats, review
-    ops = Operations(stats, review, snapshots)
+    retention = RetentionTask(db, settings.stats_retention_days, settings.sample_retention_days)
+    retention.start()
+    ops = Operations(stats, review, snapshots, retention)
     if verification is not None:
         verifier = verification.verifier
         ops.retag = asyncio.get_running_loop().create_task(

@@ -210,6 +210,10 @@ class Settings(BaseSettings):
     shadow_min_similarity: float = Field(0.80, ge=0.0, le=1.0)
     stats_flush_seconds: float = Field(2.0, gt=0)
     engine_snapshot_seconds: float = Field(30.0, ge=0)  # 0: no engine snapshots
+    # Days request stats and engine snapshots are kept; sampled hits' texts (labelled
+    # ones keep their score and label). 0: for ever (gateway/reports/retention.py).
+    stats_retention_days: int = Field(90, ge=0)
+    sample_retention_days: int = Field(90, ge=0)
     price_per_million_prompt_tokens: float = Field(0.50, ge=0)
     price_per_million_completion_tokens: float = Field(1.50, ge=0)
 

@@ -17,6 +17,7 @@ Hierarchy::
     └── TierError                              an L3 block store failed (never reaches a client)
         ├── TierUnavailableError               the store is down or slower than its timeout
         └── CorruptBlockError                  a stored block failed its checks (a miss)
+            └── ForeignRecordError             another format version's record (a miss, kept)
 
 ``InvalidSamplingParamsError`` (max_tokens <= 0, temperature or top_p out of range) is
 raised while building ``SamplingParams``, before a request reaches the engine: it lives
@@ -36,6 +37,7 @@ __all__ = [
     "EmptyPromptError",
     "EngineConfigError",
     "EngineDeadError",
+    "ForeignRecordError",
     "InvalidSamplingParamsError",
     "KVBudgetExceededError",
     "KernelUnavailableError",
@@ -99,6 +101,11 @@ class TierUnavailableError(TierError):
 
 class CorruptBlockError(TierError):
     """A stored block is truncated, altered, or from another model/layout/key."""
+
+
+class ForeignRecordError(CorruptBlockError):
+    """A record in another format version (an engine of another release sharing the
+    store): a miss, but not damage, so it is left in place."""
 
 
 class KernelUnavailableError(PrefixError):

@@ -103,6 +103,11 @@ class _EngineCollector(Collector):
                 "seconds",
             ),
             ("prefix_tier_corrupt_blocks", "Stored blocks that failed their checks", "corrupt"),
+            (
+                "prefix_tier_foreign_blocks",
+                "Stored blocks of another record format version (misses, left in place)",
+                "foreign",
+            ),
             ("prefix_tier_errors", "Tier reads that failed or timed out (misses)", "errors"),
             (
                 "prefix_tier_dropped_writes",

@@ -171,8 +171,10 @@ class TierChain:
 
     # ---- maintenance -------------------------------------------------------------
     def flush(self, timeout: float = 30.0) -> bool:
-        """Wait for every queued L3 write (tests, shutdown)."""
-        return all([tier.flush(timeout) for tier in self.l3])
+        """Wait for every queued L3 write (tests, shutdown), ``timeout`` for them all
+        (each tier waited the whole of it in turn: N tiers, N times the timeout)."""
+        deadline = time.monotonic() + timeout
+        return all([tier.flush(max(0.0, deadline - time.monotonic())) for tier in self.l3])
 
     def close(self) -> None:
         for tier in self.l3:

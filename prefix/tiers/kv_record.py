@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from prefix.errors import CorruptBlockError
+from prefix.errors import CorruptBlockError, ForeignRecordError
 
 __all__ = [
     "DTYPE_SIZES",
@@ -152,8 +152,8 @@ def decode_block(
     magic, version, k_len, f_len, t_len, ndim, p_len = _HEADER.unpack_from(view)
     if magic != MAGIC:
         raise CorruptBlockError(f"bad magic {magic!r}, expected {MAGIC!r}")
-    if version != FORMAT_VERSION:
-        raise CorruptBlockError(f"unsupported record version {version} (know {FORMAT_VERSION})")
+    if version != FORMAT_VERSION:  # another release's engine shares the store: not damage
+        raise ForeignRecordError(f"record version {version} (this engine reads {FORMAT_VERSION})")
     body_end = _HEADER.size + k_len + f_len + t_len + _DIM.size * ndim + p_len
     if body_end + CHECKSUM_SIZE != size:
         raise CorruptBlockError(

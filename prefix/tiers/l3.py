@@ -32,7 +32,7 @@ from concurrent.futures import Future
 
 import torch
 
-from prefix.errors import CorruptBlockError, TierError
+from prefix.errors import CorruptBlockError, ForeignRecordError, TierError
 from prefix.tiers.kv_record import BlockLayout, BlockStore, decode_block, encode_block
 
 log = logging.getLogger("cachegate.prefix")
@@ -40,6 +40,7 @@ log = logging.getLogger("cachegate.prefix")
 __all__ = ["L3Tier"]
 
 READ_BATCH = 16  # keys fetched per round trip; the chain usually stops well before
+LOG_EVERY_S = 10.0  # at most one read or write failure warning in this many seconds
 
 Records = list[bytes | None]
 
@@ -104,7 +105,11 @@ class L3Tier:
         self._queue: queue.Queue[tuple[bytes, torch.Tensor] | None] = queue.Queue(write_queue)
         self._closed = threading.Event()
         self._stats_lock = threading.Lock()
-        self.hits = self.misses = self.corrupt = self.errors = 0
+        self.hits = self.misses = self.corrupt = self.errors = self.foreign = 0
+        # A store that is down fails every read and write; its breaker makes them fast,
+        # and one warning every LOG_EVERY_S says so (one a block flooded the log).
+        self._last_warning = float("-inf")
+        self._quiet = 0
         self.writes = self.dropped_writes = self.write_errors = 0
         self.bytes_in = self.bytes_out = 0  # into the store / back into the KV cache
         self.seconds = 0.0  # reading, verifying and copying in (engine thread)
@@ -151,6 +156,8 @@ class L3Tier:
         Never blocks past the timeout: a writer stuck on a dead store is abandoned
         (it is a daemon thread) and what it still held is lost, as a cache may.
         """
+        if self._closed.is_set():  # a second close queued a stop signal for nobody
+            return
         self._closed.set()  # later put_async calls drop instead of queueing for nobody
         self.flush(timeout)
         with contextlib.suppress(queue.Full):
@@ -185,7 +192,7 @@ class L3Tier:
         except TierError as exc:
             with self._stats_lock:
                 self.write_errors += 1
-            log.warning("kv tier %s: write failed: %s", self.name, exc)
+            self._warn("write failed", exc)
             return
         except Exception:  # a bug or MemoryError must not kill the writer for good
             with self._stats_lock:
@@ -206,6 +213,8 @@ class L3Tier:
         """
         start = time.perf_counter()
         batch = list(keys)
+        if self._closed.is_set():  # the reader is stopped: it would wait out the budget
+            return [None] * len(batch)
         try:
             if timeout is None:
                 records = self.store.get_many(batch)
@@ -215,7 +224,7 @@ class L3Tier:
             with self._stats_lock:
                 self.errors += 1
                 self.seconds += time.perf_counter() - start
-            log.warning("kv tier %s: read failed, treated as a miss: %s", self.name, exc)
+            self._warn("read failed, treated as a miss", exc)
             return [None] * len(keys)
         except TimeoutError:
             interrupt = getattr(self.store, "interrupt", None)
@@ -249,6 +258,11 @@ class L3Tier:
                 layout=self.layout,
                 integrity_key=self.integrity_key,
             )
+        except ForeignRecordError:  # another release's block: its engines still read it
+            with self._stats_lock:
+                self.foreign += 1
+                self.misses += 1
+            return False
         except CorruptBlockError as exc:
             log.warning("kv tier %s: dropping a corrupt block: %s", self.name, exc)
             with contextlib.suppress(TierError):  # it stays a miss either way
@@ -267,6 +281,17 @@ class L3Tier:
             self.seconds += time.perf_counter() - start
         return True
 
+    def _warn(self, what: str, exc: Exception) -> None:
+        """One warning every LOG_EVERY_S, with how many were held back since."""
+        now = time.monotonic()
+        with self._stats_lock:
+            if now - self._last_warning < LOG_EVERY_S:
+                self._quiet += 1
+                return
+            quiet, self._quiet, self._last_warning = self._quiet, 0, now
+        more = f" ({quiet} more failures in the last {LOG_EVERY_S:g} s)" if quiet else ""
+        log.warning("kv tier %s: %s: %s%s", self.name, what, exc, more)
+
     # ---- metrics ---------------------------------------------------------------------
     def stats(self) -> dict[str, int | float]:
         store = self.store.stats()
@@ -277,6 +302,7 @@ class L3Tier:
                 "misses": self.misses,
                 "hit_rate": self.hits / lookups if lookups else 0.0,
                 "corrupt": self.corrupt,
+                "foreign": self.foreign,
                 "errors": self.errors,
                 "writes": self.writes,
                 "dropped_writes": self.dropped_writes,

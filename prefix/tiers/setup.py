@@ -3,8 +3,9 @@
 Everything that must agree between engines sharing an L3 store is derived
 here, from the model fingerprint and the server salt:
 
-* the store namespace (a digest of the fingerprint): engines with a different
-  model, dtype or block size use different directories / Redis key prefixes;
+* the store namespace (a digest of the fingerprint, and of the record format from
+  version 2 on): engines with a different model, dtype, block size or record format
+  use different directories / Redis key prefixes;
 * the record fingerprint checked on every read (the full digest);
 * the HMAC key of every record (the server salt): a block written by an engine
   with another secret fails its check instead of being used.
@@ -28,7 +29,7 @@ from prefix.model.kv_cache import PagedKVCache
 from prefix.tiers.chain import TierChain
 from prefix.tiers.disk_store import DiskBlockStore
 from prefix.tiers.host import HostTier
-from prefix.tiers.kv_record import BlockLayout, BlockStore
+from prefix.tiers.kv_record import FORMAT_VERSION, BlockLayout, BlockStore
 from prefix.tiers.l3 import L3Tier
 
 log = logging.getLogger("cachegate.prefix")
@@ -63,7 +64,7 @@ def build_tier_chain(
         except ValueError as exc:
             raise EngineConfigError(str(exc)) from exc
     digest = fingerprint_digest(fingerprint)
-    namespace = digest.hex()[:16]
+    namespace = store_namespace(digest)
     layout = BlockLayout(dtype=config.dtype, shape=shape)
     stores: list[BlockStore] = []
     if config.kv_disk_path and config.kv_disk_bytes < 2 * layout.nbytes:
@@ -112,3 +113,13 @@ def build_tier_chain(
         ", ".join(["l1_pool", *(["l2_host"] if host is not None else []), *(t.name for t in l3)]),
     )
     return chain
+
+
+def store_namespace(digest: bytes, version: int = FORMAT_VERSION) -> str:
+    """The directory / key prefix of an L3 store: from record format 2 on the version
+    is part of it, so engines of two releases sharing a store never read, count as
+    foreign or overwrite each other's records (a review, session 41); version 1's name
+    is the digest alone, as before, so the blocks stored so far stay readable."""
+    if version == 1:
+        return digest.hex()[:16]
+    return hashlib.sha256(digest + b"record-format:%d" % version).hexdigest()[:16]

@@ -1,0 +1,99 @@
+"""An L3 tier's edges (prefix/tiers/l3.py), from a review (session 41): a record in
+another format version (an engine of another release sharing the store) is a miss but
+is left in place, not deleted as corrupt; ``close()`` twice leaves no phantom write and
+reads after it return at once; a store that is down is said in one warning every
+LOG_EVERY_S, not one a block. Tiny random model, real disk store, a closed Redis port."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import prefix.tiers.l3 as l3
+from prefix.model.loader import LoadedModel
+from prefix.tiers.setup import store_namespace
+from tests.gateway.failure_peers import closed_port
+from tests.prefix.tiers.test_l3_tiers import (
+    A,
+    block_file,
+    compute_and_close,
+    keys_of,
+    make,
+    tier,
+    tokens,
+)
+
+
+@pytest.fixture
+def salt() -> str:
+    return f"l3-life-{uuid.uuid4().hex}"
+
+
+def test_another_versions_record_is_a_miss_left_in_place(
+    tiny_llama: LoadedModel,
+    salt: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cfg = {"kv_disk_path": str(tmp_path)}
+    compute_and_close(make(tiny_llama, salt, **cfg), A, "t")
+    engine = make(tiny_llama, salt, **cfg)
+    path = block_file(tmp_path, engine, keys_of(engine, A, "t")[1])
+    data = bytearray(path.read_bytes())
+    data[4:6] = (2).to_bytes(2, "little")  # the version field: a newer engine's record
+    path.write_bytes(bytes(data))
+    disk = tier(engine, "l3_disk")
+    discarded: list[bytes] = []
+    monkeypatch.setattr(disk.store, "discard", discarded.append)
+    assert engine.prefill_logits(A, namespace="t")[1] == 4  # the chain stops there
+    assert (disk.foreign, disk.corrupt) == (1, 0)
+    assert discarded == []  # not deleted as damage (the recomputed block is written over)
+    engine.close()
+
+
+def test_each_record_format_from_2_on_has_a_namespace_of_its_own() -> None:
+    digest = bytes(range(32))
+    assert store_namespace(digest, 1) == digest.hex()[:16]  # the stores of today: as named
+    assert len({store_namespace(digest, v) for v in (1, 2, 3)}) == 3
+
+
+def test_a_second_close_leaves_nothing_queued_and_reads_after_close_return_at_once(
+    tiny_llama: LoadedModel,
+    salt: str,
+    tmp_path: Path,
+) -> None:
+    engine = make(tiny_llama, salt, kv_disk_path=str(tmp_path))
+    engine.prefill_logits(A, namespace="t")
+    disk = tier(engine, "l3_disk")
+    engine.close()
+    disk.close()  # again
+    assert disk.stats()["queued_writes"] == 0
+    start = time.monotonic()
+    assert disk.flush(5.0)
+    assert disk.fetch([b"k" * 32], timeout=2.0) == [None]
+    assert time.monotonic() - start < 1.0
+
+
+def test_a_store_that_is_down_is_said_once_in_a_while(
+    tiny_llama: LoadedModel,
+    salt: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(l3, "LOG_EVERY_S", 3600.0)
+    url = f"redis://127.0.0.1:{closed_port()}/0"
+    engine = make(tiny_llama, salt, kv_redis_url=url, kv_tier_timeout_s=0.2)
+    with caplog.at_level(logging.WARNING, logger="cachegate.prefix"):
+        for i in range(5):
+            engine.prefill_logits(tokens(13, seed=10 + i), namespace="t")
+        engine.flush_tiers(10)
+    redis = tier(engine, "l3_redis").stats()
+    failures = redis["errors"] + redis["write_errors"]
+    assert failures > 5  # the control: they happened, every read and write
+    said = [r for r in caplog.records if "kv tier l3_redis" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in said]
+    engine.close()

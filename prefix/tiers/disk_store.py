@@ -218,7 +218,20 @@ class DiskBlockStore:
         return data
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
-        return [self.get(key) for key in keys]
+        """Each key on its own: one unreadable file (an I/O error, a directory in its
+        place) is a miss for that block, not for the intact ones of the batch (a review,
+        session 41); only when every read fails does the batch fail, as a store down."""
+        out: list[bytes | None] = []
+        failed: TierUnavailableError | None = None
+        for key in keys:
+            try:
+                out.append(self.get(key))
+            except TierUnavailableError as exc:
+                failed = exc
+                out.append(None)
+        if failed is not None and all(x is None for x in out):
+            raise failed
+        return out
 
     def put(self, key: bytes, record: bytes) -> None:
         path = self._path(key)

@@ -386,3 +386,20 @@ def test_two_puts_at_once_keep_the_byte_bound(
     assert sorted(files) == sorted(f"{k.hex()}.kvb" for k in held)
     assert store.stats()["used_bytes"] == sum(files.values()) <= 3 * size
     assert sorted(held) == sorted([key(2), key(3), key(4)])
+
+
+def test_one_unreadable_file_is_a_miss_for_its_block_alone(tmp_path: Path) -> None:
+    """A directory where a record should be (a botched copy or restore) failed the whole
+    read batch, the intact blocks before it included, and never healed (a review,
+    session 41); now only its own key misses."""
+    size = len(record(0))
+    store = DiskBlockStore(tmp_path, 10 * size, namespace=NS)
+    for i in range(3):
+        store.put(key(i), record(i))
+    bad = store.directory / key(1).hex()[:2] / f"{key(1).hex()}.kvb"
+    bad.unlink()
+    bad.mkdir()  # read: IsADirectoryError
+    assert store.get_many([key(0), key(1), key(2)]) == [record(0), None, record(2)]
+    assert store.stats()["errors"] >= 1
+    with pytest.raises(TierUnavailableError):  # the control: all unreadable is a failure
+        store.get_many([key(1)])

@@ -131,6 +131,15 @@ class _EngineCollector(Collector):
         for tier, stats in tiers.items():
             used.add_metric([tier], float(stats["used_bytes"]))
         yield used
+        capacity = GaugeMetricFamily(
+            "prefix_tier_capacity_bytes",
+            "Bytes a lower KV tier may hold now (a full filesystem lowers it; -1: unknown)",
+            labels=["tier"],
+        )
+        for tier, stats in tiers.items():
+            if "capacity_bytes" in stats:
+                capacity.add_metric([tier], float(stats["capacity_bytes"]))
+        yield capacity
 
 
 class EngineMetrics:

@@ -33,6 +33,7 @@ import errno
 import logging
 import os
 import re
+import shutil
 import tempfile
 import threading
 import time
@@ -53,6 +54,7 @@ _FILE_RE = re.compile(r"((?:[0-9a-f]{2})+)\.kvb")
 _GONE = (FileNotFoundError, NotADirectoryError)  # evicted or discarded: a miss, not a failure
 _FULL = (errno.ENOSPC, errno.EDQUOT)  # the filesystem (or a quota) has no room left
 _EVICT_WAIT_S = 30.0  # a put waits at most this for its key's pending unlink
+REGROW_EVERY_S = 30.0  # a lowered capacity looks at the free space at most this often
 
 
 class DiskBlockStore:
@@ -72,6 +74,11 @@ class DiskBlockStore:
             raise ValueError(f"capacity_bytes must be >= 1, got {capacity_bytes}")
         self.namespace = check_namespace(namespace)
         self.capacity_bytes = capacity_bytes
+        # What was asked for: a full filesystem lowers capacity_bytes (_shrink_for), and
+        # it comes back toward this as room frees up (_regrow; before, a neighbour that
+        # filled the volume once left the store at a tenth of its size until restart).
+        self.configured_bytes = capacity_bytes
+        self._next_regrow = 0.0
         self.touch_interval_s = touch_interval_s
         self.directory = Path(root) / namespace
         self._lock = threading.Lock()
@@ -252,6 +259,25 @@ class DiskBlockStore:
             log.debug("disk store: temp file of %s removed by another process", key.hex()[:16])
         except OSError as exc:
             raise self._fail("write", key, exc) from exc
+        if self.capacity_bytes < self.configured_bytes and time.monotonic() >= self._next_regrow:
+            self._regrow()
+
+    def _regrow(self) -> None:
+        """Raise a capacity a full filesystem lowered back toward the configured one, to
+        what the volume's free space allows now (leaving a tenth of the configured size
+        free); looked at every REGROW_EVERY_S at most."""
+        self._next_regrow = time.monotonic() + REGROW_EVERY_S
+        try:
+            free = shutil.disk_usage(self.directory).free
+        except OSError:
+            return
+        with self._lock:
+            room = self._used + free - self.configured_bytes // 10
+            grown = min(self.configured_bytes, max(self.capacity_bytes, room))
+            if grown <= self.capacity_bytes:
+                return
+            self.capacity_bytes = grown
+        log.warning("disk store: room on the filesystem again; capacity raised to %d bytes", grown)
 
     def _write(self, key: bytes, path: Path, record: bytes) -> None:
         """The write, the evictions it needs and the rename, every syscall outside the

@@ -314,4 +314,5 @@ class L3Tier:
                 "write_seconds": self.write_seconds,
                 "num_blocks": store.get("num_blocks", -1),
                 "used_bytes": store.get("used_bytes", -1),
+                "capacity_bytes": store.get("capacity_bytes", -1),
             }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -403,3 +404,30 @@ def test_one_unreadable_file_is_a_miss_for_its_block_alone(tmp_path: Path) -> No
     assert store.stats()["errors"] >= 1
     with pytest.raises(TierUnavailableError):  # the control: all unreadable is a failure
         store.get_many([key(1)])
+
+
+def test_a_capacity_a_full_filesystem_lowered_comes_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A neighbour that filled the volume once left the store at a tenth of its size
+    until restart (a review, session 41); it grows back as the free space allows."""
+    import prefix.tiers.disk_store as disk_store
+
+    size = len(record(0))
+    store = DiskBlockStore(tmp_path, 20 * size, namespace=NS)
+    for i in range(20):
+        store.put(key(i), record(i))
+    assert store._shrink_for(size)  # what an ENOSPC does
+    lowered = store.capacity_bytes
+    assert lowered < 20 * size
+    monkeypatch.setattr(disk_store, "REGROW_EVERY_S", 0.0)
+    usage = shutil.disk_usage(tmp_path)
+    tight = usage._replace(free=size)  # still full: no more room than before
+    monkeypatch.setattr(disk_store.shutil, "disk_usage", lambda path: tight)
+    store.put(key(30), record(30))
+    assert store.capacity_bytes == lowered
+    roomy = usage._replace(free=10**12)  # the neighbour is gone
+    monkeypatch.setattr(disk_store.shutil, "disk_usage", lambda path: roomy)
+    store.put(key(31), record(31))
+    assert store.capacity_bytes == store.configured_bytes == 20 * size
+    assert store.stats()["capacity_bytes"] == 20 * size

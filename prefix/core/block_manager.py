@@ -26,6 +26,10 @@ class LowerTier(Protocol):
         """A block was just computed and committed under ``key`` (write-through)."""
         ...
 
+    def on_hit(self, keys: list[bytes]) -> None:
+        """Blocks an admission reused from the pool (the lower levels' copies are in use)."""
+        ...
+
 
 class BlockManager:
     def __init__(
@@ -62,6 +66,8 @@ class BlockManager:
         assert len(allocation.hit_block_ids) == num_hits
         seq.block_table = list(allocation.block_table)
         try:
+            if self.lower_tier is not None and num_hits:
+                self.lower_tier.on_hit(reusable[:num_hits])
             num_hits += self._load_from_lower_tier(seq, reusable, num_hits)
         except BaseException:  # all-or-nothing holds when a lower tier raises too
             self.release(seq)

@@ -79,6 +79,15 @@ class TierChain:
             except Exception:  # a write-through failure only costs a later recompute
                 log.exception("queueing block %d for %s failed", block_id, tier.name)
 
+    def on_hit(self, keys: Sequence[bytes]) -> None:
+        """Keys an admission found in the pool or the host tier: refreshed in each L3
+        store, so the hottest prefixes are the last to leave it."""
+        for tier in self.l3:
+            try:
+                tier.touch_async(keys)
+            except Exception:  # a refresh lost costs at most a later recompute
+                log.exception("touching blocks in %s failed", tier.name)
+
     # ---- reads -------------------------------------------------------------------
     @contextmanager
     def one_step(self) -> Iterator[None]:
@@ -124,8 +133,10 @@ class TierChain:
         src = self.pool.lookup(key) if self.pool is not None else None
         if src is not None and src != block_id:
             kv.copy_block(src, block_id)
+            self.on_hit([key])
             return True
         if self.host is not None and self.host.load(key, kv.kv[:, :, block_id]):
+            self.on_hit([key])
             return True
         for tier, ahead in zip(self.l3, fetched, strict=True):
             if key not in ahead:

@@ -32,7 +32,6 @@ import contextlib
 import errno
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -42,16 +41,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from prefix.errors import TierUnavailableError
+from prefix.tiers.disk_files import GONE, SUFFIX, TMP_SUFFIX, scan, unlink
 from prefix.tiers.kv_record import check_namespace
 
 log = logging.getLogger("cachegate.prefix")
 
 __all__ = ["DiskBlockStore"]
 
-_SUFFIX = ".kvb"
-_TMP_SUFFIX = ".tmp"
-_FILE_RE = re.compile(r"((?:[0-9a-f]{2})+)\.kvb")
-_GONE = (FileNotFoundError, NotADirectoryError)  # evicted or discarded: a miss, not a failure
 _FULL = (errno.ENOSPC, errno.EDQUOT)  # the filesystem (or a quota) has no room left
 _EVICT_WAIT_S = 30.0  # a put waits at most this for its key's pending unlink
 REGROW_EVERY_S = 30.0  # a lowered capacity looks at the free space at most this often
@@ -98,25 +94,7 @@ class DiskBlockStore:
 
     # ---- index -------------------------------------------------------------
     def _rebuild(self) -> None:
-        found: list[tuple[float, str, bytes, int]] = []
-        with os.scandir(self.directory) as subdirs:
-            for sub in subdirs:
-                if not sub.is_dir(follow_symlinks=False):
-                    continue
-                with os.scandir(sub.path) as files:
-                    for entry in files:
-                        if entry.name.endswith(_TMP_SUFFIX):
-                            _unlink(entry.path)
-                            continue
-                        match = _FILE_RE.fullmatch(entry.name)
-                        if match is None or match.group(1)[:2] != sub.name:
-                            continue  # not ours: ignore, never delete
-                        try:
-                            st = entry.stat(follow_symlinks=False)
-                        except _GONE:
-                            continue  # evicted by another process meanwhile
-                        found.append((st.st_mtime, entry.name, bytes.fromhex(match[1]), st.st_size))
-        for _, _, key, size in sorted(found):
+        for key, size in scan(self.directory):
             self._index[key] = size
             self._used += size
         self._unlink_victims(self._evict_to_fit(0))
@@ -125,7 +103,7 @@ class DiskBlockStore:
         if not isinstance(key, bytes) or not key:
             raise ValueError(f"block key must be non-empty bytes, got {key!r}")
         name = key.hex()
-        return self.directory / name[:2] / (name + _SUFFIX)
+        return self.directory / name[:2] / (name + SUFFIX)
 
     def _remember(self, key: bytes, size: int, *, use: bool) -> None:
         """Put ``key`` in the index (lock held), as MRU when ``use`` or when new."""
@@ -144,7 +122,7 @@ class DiskBlockStore:
         (out of the index, its unlink not done yet) is not adopted back."""
         try:
             size = os.stat(path).st_size
-        except _GONE:
+        except GONE:
             with self._lock:
                 self._forget(key)
             return False
@@ -181,7 +159,7 @@ class DiskBlockStore:
     def _unlink_victims(self, victims: list[bytes]) -> None:
         try:
             for victim in victims:
-                _unlink(self._path(victim))
+                unlink(self._path(victim))
         finally:
             if victims:
                 with self._lock:
@@ -200,7 +178,7 @@ class DiskBlockStore:
             with open(path, "rb") as f:
                 st = os.fstat(f.fileno())
                 data = f.read()
-        except _GONE:
+        except GONE:
             with self._lock:
                 self.misses += 1
                 known = key in self._index
@@ -223,6 +201,20 @@ class DiskBlockStore:
             with contextlib.suppress(OSError):  # only an LRU hint for the next restart
                 os.utime(path)
         return data
+
+    def touch(self, keys: Sequence[bytes]) -> None:
+        """Keys served from a level above: most recently used here too (and their files'
+        times, the LRU order a restart reads, when older than ``touch_interval_s``)."""
+        now = time.time()
+        with self._lock:
+            held = [key for key in keys if key in self._index]
+            for key in held:
+                self._index.move_to_end(key)
+        for key in held:
+            with contextlib.suppress(OSError):
+                path = self._path(key)
+                if now - os.stat(path).st_mtime > self.touch_interval_s:
+                    os.utime(path)
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """Each key on its own: one unreadable file (an I/O error, a directory in its
@@ -285,7 +277,7 @@ class DiskBlockStore:
         long as the filesystem stalled); the index changes under it."""
         size = len(record)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=_TMP_SUFFIX, dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=TMP_SUFFIX, dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(record)
@@ -305,7 +297,7 @@ class DiskBlockStore:
                     self._reserved -= size
                 raise
         except BaseException:
-            _unlink(tmp)
+            unlink(tmp)
             raise
         with self._lock:
             self._reserved -= size
@@ -353,7 +345,7 @@ class DiskBlockStore:
             known = self._forget(key)
         try:
             os.unlink(path)
-        except _GONE:
+        except GONE:
             return known
         except OSError as exc:
             raise self._fail("unlink", key, exc) from exc
@@ -392,8 +384,3 @@ class DiskBlockStore:
         return (
             f"DiskBlockStore({str(self.directory)!r}, blocks={len(self._index)}, used={self._used})"
         )
-
-
-def _unlink(path: str | Path) -> None:
-    with contextlib.suppress(OSError):  # already gone, or not ours to worry about
-        os.unlink(path)

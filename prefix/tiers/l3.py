@@ -27,6 +27,7 @@ import queue
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
@@ -40,6 +41,8 @@ log = logging.getLogger("cachegate.prefix")
 __all__ = ["L3Tier"]
 
 READ_BATCH = 16  # keys fetched per round trip; the chain usually stops well before
+TOUCH_EVERY_S = 60.0  # a key served from above is refreshed here at most this often
+MAX_TOUCHED = 65_536  # keys whose last touch is remembered (LRU)
 LOG_EVERY_S = 10.0  # at most one read or write failure warning in this many seconds
 
 Records = list[bytes | None]
@@ -102,7 +105,11 @@ class L3Tier:
         self.integrity_key = integrity_key
         # Bounded in blocks: the caller sizes it from a byte budget (tier_setup.py), since
         # every queued block is a full host copy.
-        self._queue: queue.Queue[tuple[bytes, torch.Tensor] | None] = queue.Queue(write_queue)
+        # A list: keys to touch (served from a level above: touch_async).
+        self._queue: queue.Queue[tuple[bytes, torch.Tensor] | list[bytes] | None] = queue.Queue(
+            write_queue
+        )
+        self._touched: OrderedDict[bytes, float] = OrderedDict()  # key -> when, LRU first
         self._closed = threading.Event()
         self._stats_lock = threading.Lock()
         self.hits = self.misses = self.corrupt = self.errors = self.foreign = 0
@@ -166,15 +173,49 @@ class L3Tier:
         self._reader.stop()
         self.store.close()
 
+    def touch_async(self, keys: Sequence[bytes]) -> None:
+        """Keys just served from a level above (L1, L2): their copy here is refreshed
+        (Redis TTL, disk LRU and file time) on the writer thread, each key at most every
+        TOUCH_EVERY_S. Without it a prefix hot in the pool was written here once, looked
+        least recently used, and was the first to go: restarts and failovers lost exactly
+        the hottest prefixes (a review, session 41). Dropped when the queue is full."""
+        if self._closed.is_set() or getattr(self.store, "touch", None) is None:
+            return
+        now = time.monotonic()
+        due = []
+        with self._stats_lock:
+            for key in keys:
+                last = self._touched.get(key)
+                if last is None or now - last >= TOUCH_EVERY_S:
+                    self._touched[key] = now
+                    self._touched.move_to_end(key)
+                    due.append(key)
+            while len(self._touched) > MAX_TOUCHED:
+                self._touched.popitem(last=False)
+        if due:
+            with contextlib.suppress(queue.Full):
+                self._queue.put_nowait(due)
+
     def _write_loop(self) -> None:
         while True:
             item = self._queue.get()
             try:
                 if item is None:
                     return
-                self._write(*item)
+                if isinstance(item, list):
+                    self._touch(item)
+                else:
+                    self._write(*item)
             finally:
                 self._queue.task_done()
+
+    def _touch(self, keys: list[bytes]) -> None:
+        try:
+            self.store.touch(keys)  # type: ignore[attr-defined]
+        except TierError as exc:
+            self._warn("touch failed", exc)
+        except Exception:  # the writer must live on
+            log.exception("kv tier %s: unexpected error touching blocks", self.name)
 
     def _write(self, key: bytes, host: torch.Tensor) -> None:
         start = time.perf_counter()

@@ -217,6 +217,13 @@ class RedisBlockStore:
             pipe.expire(name, self.ttl_seconds)
         pipe.execute()
 
+    def touch(self, keys: Sequence[bytes]) -> None:
+        """Keys served from a level above (L1, L2): their TTL starts again, so a prefix
+        hot in the pool does not expire here first."""
+        if keys:
+            names = [self.redis_key(key) for key in keys]
+            self._call("touch", lambda: self._touch(names))
+
     def put(self, key: bytes, record: bytes) -> None:
         name = self.redis_key(key)
         self._call("put", lambda: self.client.set(name, record, ex=self.ttl_seconds))

@@ -295,6 +295,9 @@ def test_a_sequence_whose_kv_nothing_can_reuse_is_neither_matched_nor_kept() -> 
         def on_commit(self, key: bytes, block_id: int) -> None:
             committed.append(key)
 
+        def on_hit(self, keys: list[bytes]) -> None:
+            looked_up.extend(keys)
+
     s = Scheduler(BlockManager(BlockPool(32), B, lower_tier=Tier()))
     kept = seq(12)
     s.add(kept)

@@ -295,7 +295,7 @@ def held_unlink(
 
     victim = str(store.directory / victim_key.hex()[:2] / f"{victim_key.hex()}.kvb")
     evicting, release = threading.Event(), threading.Event()
-    real_unlink = disk_store._unlink
+    real_unlink = disk_store.unlink
 
     def slow_unlink(path: str | Path) -> None:
         if str(path) == victim and not release.is_set():
@@ -303,7 +303,7 @@ def held_unlink(
             release.wait(10)
         real_unlink(path)
 
-    monkeypatch.setattr(disk_store, "_unlink", slow_unlink)
+    monkeypatch.setattr(disk_store, "unlink", slow_unlink)
     return evicting, release
 
 

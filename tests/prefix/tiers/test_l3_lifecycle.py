@@ -97,3 +97,49 @@ def test_a_store_that_is_down_is_said_once_in_a_while(
     said = [r for r in caplog.records if "kv tier l3_redis" in r.getMessage()]
     assert len(said) == 1, [r.getMessage() for r in said]
     engine.close()
+
+
+def test_a_prefix_hot_in_the_pool_is_the_last_to_leave_the_disk(
+    tiny_llama: LoadedModel, salt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prefix served from the pool on every other request was written to disk once,
+    looked least recently used there, and was evicted first: after a restart it was
+    recomputed while a one-off prompt was cached (a review, session 41). Admissions now
+    touch the lower copies of what they reuse."""
+    monkeypatch.setattr(l3, "TOUCH_EVERY_S", 0.0)
+    hot = tokens(13, seed=99)  # 3 reusable blocks
+    probe = make(tiny_llama, salt, kv_disk_path=str(tmp_path / "probe"))
+    probe.prefill_logits(hot, namespace="t")
+    assert probe.flush_tiers(10)
+    record_bytes = tier(probe, "l3_disk").store.stats()["used_bytes"] // 3
+    probe.close()
+    cfg = {"kv_disk_path": str(tmp_path / "disk"), "kv_disk_bytes": int(10.5 * record_bytes)}
+    engine = make(tiny_llama, salt, num_blocks=16, **cfg)
+    for i in range(8):
+        engine.prefill_logits(hot, namespace="t")  # from the pool after the first
+        engine.prefill_logits(tokens(13, seed=200 + i), namespace="t")  # one-offs
+        assert engine.flush_tiers(10)
+    engine.close()
+    restarted = make(tiny_llama, salt, **cfg)
+    assert restarted.prefill_logits(hot, namespace="t")[1] == 12  # was 0
+    restarted.close()
+
+
+@pytest.mark.redis
+def test_a_touch_starts_a_redis_records_ttl_again() -> None:
+    from prefix.tiers.redis_store import RedisBlockStore
+
+    store = RedisBlockStore("redis://127.0.0.1:6379/0", namespace="abcd1234", ttl_seconds=600)
+    key = uuid.uuid4().bytes * 2
+    try:
+        store.put(key, b"record")
+        store.client.expire(store.redis_key(key), 5)  # about to expire
+        store.touch([key])
+        assert store.client.ttl(store.redis_key(key)) > 500
+        other = uuid.uuid4().bytes * 2  # the control: an untouched key keeps its TTL
+        store.put(other, b"record")
+        store.client.expire(store.redis_key(other), 5)
+        assert store.client.ttl(store.redis_key(other)) <= 5
+    finally:
+        store.client.delete(store.redis_key(key), store.redis_key(other))
+        store.close()

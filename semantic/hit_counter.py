@@ -76,6 +76,7 @@ class HitCounter:
         self.sink = sink
         self.interval = interval
         self._pending: dict[int, PendingHits] = {}
+        self._in_flight: dict[int, PendingHits] = {}  # the batch a flush is writing
         self._lock = threading.Lock()  # guards _pending
         self._flush_lock = threading.Lock()  # one flush at a time, in id order of arrival
         self._wake = threading.Event()
@@ -101,9 +102,10 @@ class HitCounter:
                 self._thread.start()
 
     def pending(self) -> int:
-        """Entries with hits not yet written."""
+        """Entries with hits not yet written (those a flush is writing now included:
+        they read as written while a write that may fail was out)."""
         with self._lock:
-            return len(self._pending)
+            return len(self._pending.keys() | self._in_flight.keys())
 
     def flush(self) -> bool:
         """Write every pending hit now. Returns False (and keeps them for the next
@@ -111,6 +113,7 @@ class HitCounter:
         with self._flush_lock:
             with self._lock:
                 batch, self._pending = self._pending, {}
+                self._in_flight = batch
             if not batch:
                 return True
             try:
@@ -129,8 +132,11 @@ class HitCounter:
                             batch[entry_id].merge(newer)
                         else:
                             batch[entry_id] = newer
-                    self._pending = batch
+                    self._pending, self._in_flight = batch, {}
                 return False
+            finally:
+                with self._lock:
+                    self._in_flight = {}
             return True
 
     def _run(self) -> None:

@@ -133,3 +133,30 @@ def test_a_hit_during_an_outage_is_served_and_counted_later(
     finally:
         cache.close()
         cache.entries.close()
+
+
+def test_hits_a_flush_is_writing_still_count_as_pending() -> None:
+    """pending() read 0 while a flush held the batch, so a write that then failed put
+    back hits that had read as written (a full run caught it between two retries)."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowSink:
+        def record_hits(self, batch: object) -> None:
+            entered.set()
+            release.wait(5)
+
+    counter = HitCounter(SlowSink(), interval=3600)  # type: ignore[arg-type]
+    counter.record(7, at=T0)
+    assert counter.pending() == 1
+    flushing = threading.Thread(target=counter.flush)
+    flushing.start()
+    try:
+        assert entered.wait(5)
+        assert counter.pending() == 1  # being written: not written yet
+    finally:
+        release.set()
+        flushing.join(5)
+    assert counter.pending() == 0  # the control: written
+    counter.close()

@@ -64,17 +64,15 @@ def misfire_vs_threshold(
     if not curve:
         _empty(ax, title, "no labelled samples yet")
         return _png(fig)
-    x = [p["threshold"] for p in curve]
-    ax.fill_between(
-        x,
-        [p["wilson_low"] for p in curve],
-        [p["wilson_high"] for p in curve],
-        alpha=0.2,
-        color="tab:red",
-        step="post",
-        label="95% Wilson interval",
-    )
-    ax.step(x, [p["rate"] for p in curve], where="post", color="tab:red", label="misfire rate")
+    # The last step runs to 1.0 (a step "post" ends at its point: one label drew nothing).
+    x = [p["threshold"] for p in curve] + [max(1.0, curve[-1]["threshold"])]
+    low = [p["wilson_low"] for p in curve] + [curve[-1]["wilson_low"]]
+    high = [p["wilson_high"] for p in curve] + [curve[-1]["wilson_high"]]
+    rate = [p["rate"] for p in curve] + [curve[-1]["rate"]]
+    ax.fill_between(x, low, high, alpha=0.2, color="tab:red", step="post",
+                    label="95% Wilson interval")  # fmt: skip
+    ax.step(x, rate, where="post", color="tab:red", marker="o", markersize=3,
+            label="misfire rate")  # fmt: skip
     ax.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target {target:g}")
     if recommended is not None:
         ax.axvline(
@@ -82,9 +80,11 @@ def misfire_vs_threshold(
         )
     ax.set_xlabel("similarity threshold")
     ax.set_ylabel("misfire rate")
-    ax.set_ylim(0, 1)
+    # From the rates: at 0..1 a 1% target and rates of 1-3% all sat on the bottom spine.
+    # The interval of the last few labels (near 1.0) is clipped rather than let set it.
+    ax.set_ylim(0, min(1.0, max(4 * target, 1.5 * max(rate))) * 1.1)
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="best")
     return _png(fig)
 
 
@@ -105,19 +105,28 @@ def score_histogram(
     lo = min(everything)
     hi = max(1.0, max(everything))
     bins = [lo + (hi - lo) * i / 20 for i in range(21)] if hi > lo else 10
+    # Labelled samples on an axis of their own: at a 5% sample rate they were a fiftieth
+    # of the hit bars on one axis, and 20 misfires did not show.
+    labels_ax = ax.twinx() if hit_scores and (correct or misfire) else ax
     if hit_scores:
-        label = "all hits"
+        label = "all hits (left axis)" if labels_ax is not ax else "all hits"
         if other_embedders:
-            label = f"hits ({other_embedders} under other embedders not drawn)"
+            label += f"; {other_embedders} under other embedders not drawn"
         ax.hist(hit_scores, bins=bins, histtype="step", color="tab:blue", label=label)
     if correct:
-        ax.hist(correct, bins=bins, alpha=0.6, color="tab:green", label="labelled correct")
+        labels_ax.hist(correct, bins=bins, alpha=0.6, color="tab:green", label="labelled correct")
     if misfire:
-        ax.hist(misfire, bins=bins, alpha=0.7, color="tab:red", label="labelled misfire")
+        labels_ax.hist(misfire, bins=bins, alpha=0.7, color="tab:red", label="labelled misfire")
+    if labels_ax is not ax:
+        labels_ax.set_ylabel("labelled samples")
+        handles = ax.get_legend_handles_labels()
+        more = labels_ax.get_legend_handles_labels()
+        labels_ax.legend(handles[0] + more[0], handles[1] + more[1], fontsize=8, loc="upper left")
     ax.set_xlabel("similarity score")
-    ax.set_ylabel("count")
+    ax.set_ylabel("hits" if labels_ax is not ax else "count")
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left")
+    if labels_ax is ax:  # else one legend for both axes, above
+        ax.legend(fontsize=8, loc="upper left")
     return _png(fig)
 
 
@@ -142,8 +151,9 @@ def hit_rates_over_time(timeline: Sequence[dict[str, Any]]) -> bytes:
         )
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("rate")
+    ax.set_xlabel("time (UTC)")
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="best")
     fig.autofmt_xdate()
     return _png(fig)
 
@@ -160,9 +170,10 @@ def cache_memory(memory: Sequence[dict[str, Any]]) -> bytes:
     ax.plot(t, [m["used_bytes"] / mib for m in memory], label="used (referenced)")
     ax.plot(t, [m["total_bytes"] / mib for m in memory], linestyle="--", color="gray", label="pool")
     ax.set_ylabel("MiB")
+    ax.set_xlabel("time (UTC)")
     ax.set_ylim(bottom=0)
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="best")
     fig.autofmt_xdate()
     return _png(fig)
 

@@ -161,11 +161,16 @@ def recommend(
                 "reason": None,
             }
     need = samples_needed(target)
+    misfires = curve[0]["k"] if curve else 0  # at the lowest threshold: all labels
     reason = (
         "no labelled samples yet"
         if not curve
         else f"no threshold meets the target; with zero misfires the 95% Wilson upper bound "
         f"reaches {target:g} only after {need} labelled samples"
+        if criterion == "wilson_upper" and misfires == 0
+        else f"no threshold meets the target ({misfires} misfires among "
+        f"{curve[0]['n']} labelled samples; above a threshold with none, the 95% Wilson "
+        f"upper bound reaches {target:g} only after {need} labelled samples)"
         if criterion == "wilson_upper"
         else "no threshold meets the target"
     )

@@ -40,6 +40,15 @@ def _weighted(m: dict[str, Any]) -> str:
     return f"{fmt_pct(w['rate'])}, 95% Wilson {_ci(w)}, effective n {w['n_effective']:.0f}"
 
 
+def _bucket(b: dict[str, Any]) -> str:
+    """A score bucket as the report bins it: below the first edge, half-open, and the
+    last one closed (it holds the exact repeats at 1.0)."""
+    if b["low"] is None:
+        return f"<{b['high']:.2f}"
+    close = "]" if b["high"] >= 1.0 else ")"
+    return f"[{b['low']:.2f},{b['high']:.2f}{close}"
+
+
 def headline(m: dict[str, Any]) -> dict[str, Any]:
     """The misfire estimate to lead with: weighted by sampling (1 / the probability
     each sample was taken with: the estimate of the share of served hits) where every
@@ -88,12 +97,7 @@ def _section(name: str, s: dict[str, Any]) -> list[str]:
     buckets = [b for b in s["score_buckets"] if b["n"]]
     if buckets:
         lines.append(
-            "score buckets         "
-            + "  ".join(
-                f"[{'<' if b['low'] is None else format(b['low'], '.2f')},{b['high']:.2f}) "
-                f"{b['k']}/{b['n']}"
-                for b in buckets
-            )
+            "score buckets         " + "  ".join(f"{_bucket(b)} {b['k']}/{b['n']}" for b in buckets)
         )
     for f in s.get("antipatterns", []):
         who = f" [{f['tenant']}]" if "tenant" in f else ""

@@ -201,3 +201,6 @@ class EngineSnapshot(Base):
     evictions: Mapped[int] = mapped_column(Integer)
     query_blocks: Mapped[int] = mapped_column(Integer)
     hit_blocks: Mapped[int] = mapped_column(Integer)
+    # the process that wrote it (host:pid): replicas' counters are separate series
+    # (migration 0014; None before it)
+    replica: Mapped[str | None] = mapped_column(String(64), nullable=True)

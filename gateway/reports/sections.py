@@ -305,15 +305,23 @@ def timeline(stats: Sequence[Stat], points: int = 24) -> list[dict[str, Any]]:
 
 
 def engine_section(snaps: Sequence[EngineSnapshot]) -> dict[str, Any]:
+    """Counters summed over the replicas (each its own series: interleaved, every drop
+    read as a restart); memory from the replica that wrote last."""
     if not snaps:
         return {"snapshots": 0, "evictions": None, "memory": [], "block_hit_rate": None}
+    series: dict[str | None, list[EngineSnapshot]] = {}
+    for snap in snaps:  # in time order, each replica's too
+        series.setdefault(getattr(snap, "replica", None), []).append(snap)
     evictions = 0
     queries = hits = 0
-    for a, b in itertools.pairwise(snaps):
-        restarted = b.evictions < a.evictions or b.query_blocks < a.query_blocks
-        evictions += b.evictions if restarted else b.evictions - a.evictions
-        queries += b.query_blocks if restarted else b.query_blocks - a.query_blocks
-        hits += b.hit_blocks if restarted else b.hit_blocks - a.hit_blocks
+    for rows in series.values():
+        for a, b in itertools.pairwise(rows):
+            restarted = b.evictions < a.evictions or b.query_blocks < a.query_blocks
+            evictions += b.evictions if restarted else b.evictions - a.evictions
+            queries += b.query_blocks if restarted else b.query_blocks - a.query_blocks
+            hits += b.hit_blocks if restarted else b.hit_blocks - a.hit_blocks
+    span_min = (snaps[-1].at - snaps[0].at).total_seconds() / 60
+    snaps = series[getattr(snaps[-1], "replica", None)]
     memory = [
         {
             "at": s.at.isoformat(),
@@ -326,9 +334,9 @@ def engine_section(snaps: Sequence[EngineSnapshot]) -> dict[str, Any]:
     used = [s.blocks_used * s.bytes_per_block for s in snaps]
     half = len(used) // 2
     floor_change = min(used[half:]) - min(used[:half]) if half else None
-    span_min = (snaps[-1].at - snaps[0].at).total_seconds() / 60
     return {
-        "snapshots": len(snaps),
+        "snapshots": sum(len(rows) for rows in series.values()),
+        "replicas": len(series),
         "evictions": evictions,
         "evictions_per_minute": evictions / span_min if span_min > 0 else None,
         "block_hit_rate": rate(hits, queries),

@@ -83,3 +83,24 @@ def test_truncation_is_said_and_the_newest_snapshots_kept(tmp_path: Path) -> Non
     assert "rows truncated" in format_summary(report)
     assert report["engine"]["snapshots"] == 5
     assert report["engine"]["evictions"] == 4  # the newest five: 96 → 100
+
+
+def test_two_replicas_snapshots_are_two_series(tmp_path: Path) -> None:
+    """Interleaved replicas' counters read as one series took every drop for a restart
+    (evictions 5030 for a true 10; a review, session 41)."""
+    db = database(tmp_path)
+    with db.begin() as c:  # type: ignore[attr-defined]
+        for i in range(6):
+            for replica, base in (("a:1", 0), ("b:2", 5000)):
+                c.execute(
+                    insert(EngineSnapshot).values(
+                        at=NOW - timedelta(minutes=60 - i * 10, seconds=base // 1000),
+                        blocks_total=100, blocks_used=10, blocks_cached=5,
+                        bytes_per_block=1024, evictions=base + i, query_blocks=base + 10 * i,
+                        hit_blocks=base + 5 * i, replica=replica,
+                    )
+                )  # fmt: skip
+    engine = build_report(db, ReportParams(now=NOW))["engine"]  # type: ignore[arg-type]
+    assert engine["evictions"] == 10 and engine["replicas"] == 2  # 5 a replica
+    assert engine["block_hit_rate"] == 0.5
+    assert engine["snapshots"] == 12

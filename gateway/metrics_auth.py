@@ -27,8 +27,10 @@ def require_metrics_token(request: Request, token: SecretStr | None) -> None:
     expected = token.get_secret_value().encode("utf-8")
     # An empty token set (CACHEGATE_METRICS_TOKEN=) closes /metrics, as an empty admin
     # token closes the admin API: a bare "Bearer" matched it (a review, session 41).
-    if not expected or scheme.lower() != "bearer" or not hmac.compare_digest(
-        given.strip().encode("utf-8"), expected
+    if (
+        not expected
+        or scheme.lower() != "bearer"
+        or not hmac.compare_digest(given.strip().encode("utf-8"), expected)
     ):
         raise AuthenticationError(
             "metrics need 'Authorization: Bearer <CACHEGATE_METRICS_TOKEN>'",

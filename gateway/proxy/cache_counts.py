@@ -21,6 +21,12 @@ field                                          hidden as
 ``__verbose``                                  and progress give the cached count back)
 =============================================  ========================================
 
+Headers too: the upstream's ``openai-processing-ms`` (its prompt time: a sharper cache
+timer) and, on answers that are not its own refusal, its ``x-ratelimit-*`` headers,
+which count the gateway's one account: every tenant's requests and tokens, so a tenant
+read the others' traffic from them (a review, session 41). A 429/503 of the upstream
+keeps them (they explain the refusal; gateway/proxy/relay.py ``upstream_error``).
+
 ``prompt_tokens`` is never touched. What this cannot see: a field of another server's
 that names the count differently, a price that reflects a cache discount (OpenRouter's
 ``usage.cost``), and the time to the first token, which differs between a cached and
@@ -35,6 +41,13 @@ from typing import Any
 #: per-token rates from which the cached count follows), the streamed prompt progress
 #: a client may ask for (``return_progress``), and a verbose server's echo.
 REMOVED = ("timings", "prompt_progress", "__verbose")
+
+
+def hide_shared_headers(passed: dict[str, str]) -> None:
+    """Drop, from the headers an answer passes on, what tells of other tenants."""
+    for name in [n for n in passed if n.startswith("x-ratelimit-")]:
+        del passed[name]
+    passed.pop("openai-processing-ms", None)
 
 
 def _count(value: Any) -> int | None:

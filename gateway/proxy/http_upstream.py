@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from gateway.errors import ServiceUnavailableError, UpstreamError, UpstreamTimeoutError
+from gateway.proxy.cache_counts import hide_shared_headers
 from gateway.proxy.dialects import (
     GENERIC,
     UNKNOWN,
@@ -296,8 +297,8 @@ class HttpUpstream:
             response = await self._open(path, body, headers, timeout)
         passed = passed_headers(response, req.request_id)
         hide = self._hides_cached(d)  # as the request went out (generic once refused)
-        if hide:  # the upstream's own prompt-processing time: a sharper cache timer
-            passed.pop("openai-processing-ms", None)
+        if hide:  # its prompt time (a cache timer), its account's limits (cache_counts.py)
+            hide_shared_headers(passed)
         asked = asks_for_usage(body, added_usage)  # a usage chunk, of the client's own
         try:
             if body.get("stream") is True:
@@ -321,12 +322,10 @@ class HttpUpstream:
             await response.aclose()
 
     def _hides_cached(self, d: Dialect) -> bool:
-        """Whether clients are kept from the upstream's ``cached_tokens``: where its
-        prefix cache is not known to be narrowed per tenant, the count would tell one
-        tenant what another sent (``gateway/proxy/cache_counts.py``)."""
-        if self.cached_tokens == "auto":
-            return not d.isolated
-        return self.cached_tokens == "hide"
+        """Whether clients are kept from what tells of other tenants (cached tokens, the
+        account's limits: ``gateway/proxy/cache_counts.py``): ``auto``, where isolation
+        is not known to hold."""
+        return not d.isolated if self.cached_tokens == "auto" else self.cached_tokens == "hide"
 
     async def forward(
         self, path: str, body: dict[str, Any], request_id: str

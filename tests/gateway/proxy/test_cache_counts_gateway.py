@@ -47,6 +47,7 @@ class PrefixServer:
     reported: list[int] = field(default_factory=list)  # cached tokens it answered with
     bodies: list[dict[str, Any]] = field(default_factory=list)  # the bodies it sent back
     salts: list[Any] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)  # sent with every answer
 
     def usage(self, cached: int) -> dict[str, Any]:
         use: dict[str, Any] = {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": 3,
@@ -100,7 +101,7 @@ class PrefixServer:
                 out = head | {"object": kind, "choices": [choice], "usage": self.usage(cached)}
                 out |= self.extra(cached)
                 self.bodies.append(out)
-                return JSONResponse(out)
+                return JSONResponse(out, headers=self.headers)
             chunk = head | {"object": "chat.completion.chunk" if chat else "text_completion"}
 
             def piece(text: str, finish: str | None = None) -> dict[str, Any]:
@@ -113,7 +114,7 @@ class PrefixServer:
             if options.get("include_usage"):
                 events.append(chunk | {"choices": [], "usage": self.usage(cached)})
             text = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
-            return Response(text, media_type="text/event-stream")
+            return Response(text, media_type="text/event-stream", headers=self.headers)
 
         app.post("/v1/chat/completions")(answer)
         app.post("/v1/completions")(answer)

@@ -86,6 +86,7 @@ class Calibrator:
         # (gateway/calibration_ruled_out.py), read with the labels, for other replicas
         # and restarts; this copy holds it should that write fail.
         self._band_cuts: dict[tuple[str, float], float] = {}
+        self._unsaved: dict[tuple[str, float], float] = {}  # floors a save failed for
         # While the database is away: no read before _next_try, and then one probe at a
         # time (a probe can hang far longer than ``retry`` on a dropped connection).
         self._away = False
@@ -124,7 +125,11 @@ class Calibrator:
             return self._without_labels(tenant_id, target, shipped)
         with self._lock:
             seen, started = self._generation_of(tenant_id), self._clock()
-            ruled_out = self._band_cuts.get((tenant_id, target), 0.0)
+            # With a database, the floor is what it holds (a relabel on any replica
+            # deletes it there; a copy kept here wrote it back) and what this process
+            # could not save yet; without one, this process's own.
+            key = (tenant_id, target)
+            ruled_out = self._unsaved.get(key, 0.0) if self.db else self._band_cuts.get(key, 0.0)
         try:
             db, models = self.db, self.verifier_models
             labels = [] if db is None else load_labels(db, tenant_id, models)
@@ -158,17 +163,24 @@ class Calibrator:
                     self._band_cuts[(tenant_id, target)] = max(ruled_out, cut.band_cut)
         # not for a tenant changed meanwhile (deleted: its floors were deleted with it)
         if unchanged and self.db is not None and cut.band_cut > max(shipped, stored):
-            self._save_ruled_out(tenant_id, target, cut.band_cut)
+            saved = self._save_ruled_out(tenant_id, target, cut.band_cut)
+            with self._lock:
+                if saved:
+                    self._unsaved.pop((tenant_id, target), None)
+                else:
+                    self._unsaved[(tenant_id, target)] = cut.band_cut
         return cut
 
-    def _save_ruled_out(self, tenant_id: str, target: float, band_cut: float) -> None:
-        """Keep the floor in the database; a failure is logged (this process keeps it
-        in memory, and the next refresh tries again)."""
+    def _save_ruled_out(self, tenant_id: str, target: float, band_cut: float) -> bool:
+        """Keep the floor in the database; False on a failure, logged (this process keeps
+        it in memory, and the next refresh tries again)."""
         assert self.db is not None
         try:
             save_ruled_out(self.db, tenant_id, target, self.verifier_models, band_cut)
         except Exception as exc:
             log.warning("verifier ruled-out cut not saved (%s): kept in memory", type(exc).__name__)
+            return False
+        return True
 
     def _looser(self, target: float) -> list[tuple[float, float]]:
         """(target, shipped cut) of each target of the curve's grid looser than this one."""
@@ -260,6 +272,8 @@ class Calibrator:
                 del self._cuts[key]
             for key in [k for k in self._band_cuts if not tenant_ids or k[0] in tenant_ids]:
                 del self._band_cuts[key]
+            for key in [k for k in self._unsaved if not tenant_ids or k[0] in tenant_ids]:
+                del self._unsaved[key]
             if not tenant_ids:
                 self._generation_all += 1
                 self._generation.clear()  # every earlier read is stale by the line above

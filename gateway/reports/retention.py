@@ -10,8 +10,9 @@ review, session 41). Every ``PURGE_EVERY_S`` each replica (idempotent; batches o
   ``CACHEGATE_STATS_RETENTION_DAYS``;
 - deletes misfire samples older than ``CACHEGATE_SAMPLE_RETENTION_DAYS`` that were never
   labelled, and blanks the texts of labelled ones (question, cached question, answer,
-  shadow answer): their score, label, sampling probability and score scale stay, the
-  evidence of the tenant's verifier cut (gateway/calibration_labels.py).
+  shadow answer, the reviewer's note, the entities extracted from the question): their
+  score, label, sampling probability and score scale stay, the evidence of the tenant's
+  verifier cut (gateway/calibration_labels.py).
 
 0 keeps rows for ever (as before).
 """
@@ -73,29 +74,47 @@ def _delete_where(db: Engine, table: Any, condition: ColumnElement[bool]) -> int
 
 
 def _blank(db: Engine, condition: ColumnElement[bool]) -> int:
-    """Labelled samples past the retention: their texts go, their evidence stays."""
+    """Labelled samples past the retention: their texts go (the questions, the answers,
+    the reviewer's note, and the entities extracted from the question: amounts, IBANs,
+    e-mails), their evidence stays (score, label, scale, sampling probability)."""
     texts = (
-        MisfireSample.question != "",
-        MisfireSample.matched_question != "",
-        MisfireSample.served_answer != "",
-        MisfireSample.shadow_answer.is_not(None),
+        (MisfireSample.question != "")
+        | (MisfireSample.matched_question != "")
+        | (MisfireSample.served_answer != "")
+        | MisfireSample.shadow_answer.is_not(None)
+        | MisfireSample.note.is_not(None)
     )
-    pending = condition & (texts[0] | texts[1] | texts[2] | texts[3])
     total = 0
     while True:
-        ids = select(MisfireSample.id).where(pending).limit(BATCH)
-        blank = {"question": "", "matched_question": "", "served_answer": ""}
         with db.begin() as conn:
-            done = int(
+            rows = conn.execute(
+                select(MisfireSample.id, MisfireSample.entity_comparison)
+                .where(condition & texts)
+                .limit(BATCH)
+            ).all()
+            for sample_id, comparison in rows:
                 conn.execute(
                     update(MisfireSample)
-                    .where(MisfireSample.id.in_(ids))
-                    .values(**blank, shadow_answer=None)
-                ).rowcount
-            )
-        total += done
-        if done < BATCH:
+                    .where(MisfireSample.id == sample_id)
+                    .values(
+                        question="",
+                        matched_question="",
+                        served_answer="",
+                        shadow_answer=None,
+                        note=None,
+                        entity_comparison=_evidence(comparison),
+                    )
+                )
+        total += len(rows)
+        if len(rows) < BATCH:
             return total
+
+
+def _evidence(comparison: object) -> dict[str, Any] | None:
+    """What the calibration reads of ``entity_comparison``: the sampling record alone."""
+    if isinstance(comparison, dict) and isinstance(comparison.get("sampling"), dict):
+        return {"sampling": comparison["sampling"]}
+    return None
 
 
 class RetentionTask:

@@ -26,6 +26,7 @@ from gateway.calibration_ruled_out import forget_ruled_out
 from gateway.errors import BadRequestError, NotFoundError
 from gateway.metrics import GatewayMetrics
 from gateway.models import MisfireSample
+from gateway.sync.log import log_tenant_change
 from gateway.tenants import utc_now
 
 LABELS = ("correct", "misfire")
@@ -186,6 +187,7 @@ def label_sample(
         previous = row.label
         if previous is not None and previous != label:  # the evidence changed: read afresh
             forget_ruled_out(s, row.tenant_id)
+            log_tenant_change(s, row.tenant_id)  # every replica's cut is read again
         row.label, row.note = label, note
         row.labeled_at, row.labeled_by = utc_now(), actor[:255]
         details: dict[str, Any] = {"label": label, "previous": previous, "score": row.score}

@@ -165,3 +165,22 @@ def test_a_deleted_tenant_takes_its_floors_with_it(tmp_path: Path) -> None:
     assert load_ruled_out(db, "t", 0.01, ["m"]) == load_ruled_out(db, "t", 0.02, None) == 0.0
     assert load_ruled_out(db, "u", 0.01, ["m"]) == 0.99  # the control
     assert load_ruled_out(db, "u", 0.02, None) == 0.98
+
+
+def test_a_relabel_on_one_replica_is_not_undone_by_another(tmp_path: Path) -> None:
+    """Replica B kept the floor in memory and wrote it back after A's relabel deleted it
+    (a review of session 41's change); with a database the floor is what it holds."""
+    db = migrated(tmp_path)
+    seed_day_1(db)
+    a = Calibrator(db, shipped, verifier_models=["m"])
+    b = Calibrator(db, shipped, verifier_models=["m"])
+    raised = a.refresh("t", 0.01)
+    assert b.refresh("t", 0.01).cut == raised.cut and raised.source == "raised"
+    with Session(db) as s:
+        ids = s.scalars(select(MisfireSample.id).where(MisfireSample.label == "misfire")).all()
+    for sample_id in ids:
+        label_sample(sessionmaker(db), sample_id, "correct", None, "admin")
+    a.invalidate("t")
+    assert b.refresh("t", 0.01).cut < raised.cut  # no feed message needed to read it
+    assert load_ruled_out(db, "t", 0.01, ["m"]) == 0.0  # and not written back
+    assert a.refresh("t", 0.01).cut < raised.cut

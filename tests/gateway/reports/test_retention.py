@@ -39,7 +39,10 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
 
 def seed(db: Engine, days_ago: float, label: str | None, tag: str) -> None:
     at = NOW - timedelta(days=days_ago)
-    comparison = {"sampling": {"probability": 0.5}}
+    comparison = {
+        "sampling": {"probability": 0.5},
+        "left": {"iban": ["DE89370400440532013000"], "amount": ["EUR:120"]},
+    }
     with db.begin() as c:
         c.execute(
             insert(RequestStat).values(
@@ -71,7 +74,7 @@ def seed(db: Engine, days_ago: float, label: str | None, tag: str) -> None:
             question=f"my account 123 {tag}", matched_question=f"cached {tag}",
             served_answer=f"answer {tag}", score=0.93, threshold=0.9, verifier_score=0.99,
             verifier_model="m", label=label, entity_comparison=comparison,
-            shadow_answer=f"shadow {tag}"))  # fmt: skip
+            shadow_answer=f"shadow {tag}", note=label and f"note {tag}"))  # fmt: skip
 
 
 def count(db: Engine, table: type) -> int:
@@ -96,9 +99,14 @@ def test_old_rows_go_and_labelled_samples_keep_their_evidence(
     with Session(db) as s:
         rows = s.scalars(select(MisfireSample).order_by(MisfireSample.id)).all()
         texts = " ".join(
-            f"{r.question} {r.matched_question} {r.served_answer} {r.shadow_answer}" for r in rows
+            f"{r.question} {r.matched_question} {r.served_answer} {r.shadow_answer} {r.note} "
+            f"{r.entity_comparison}"
+            for r in rows
         )
         assert "old-" not in texts and "new-0" in texts
+        old = [r for r in rows if r.question == ""]
+        assert old and all(r.entity_comparison == {"sampling": {"probability": 0.5}} for r in old)
+        assert "DE89" in texts  # the control: the new samples keep their entities
         labelled = [r for r in rows if r.label is not None]
         assert len(labelled) == 3 and all(r.verifier_score == 0.99 for r in labelled)
     assert load_labels(db, "t", ["m"]) == before  # the cut's evidence is as it was

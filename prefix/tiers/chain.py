@@ -58,6 +58,7 @@ class TierChain:
         self.num_budget_exhausted = 0
         self._step_deadline: float | None = None  # set during an engine step (one_step)
         self.pool: BlockPool | None = None  # set once the pool exists
+        self._from_above: list[bytes] = []  # the admission's keys not read from L3
 
     @property
     def is_empty(self) -> bool:
@@ -111,11 +112,14 @@ class TierChain:
         if self._step_deadline is not None:
             deadline = min(deadline, self._step_deadline)
         i = 0
+        self._from_above = []  # keys served by L1 (another block) or L2: refreshed below
         try:
             while i < len(block_ids) and self._load_one(keys, i, block_ids[i], fetched, deadline):
                 i += 1
         except Exception:  # a level's bug is a miss from here on, never a dead engine
             log.exception("kv tiers: loading block %d of the chain failed", i)
+        if self._from_above:
+            self.on_hit(self._from_above)  # once an admission
         return i
 
     def _load_one(
@@ -133,10 +137,10 @@ class TierChain:
         src = self.pool.lookup(key) if self.pool is not None else None
         if src is not None and src != block_id:
             kv.copy_block(src, block_id)
-            self.on_hit([key])
+            self._from_above.append(key)
             return True
         if self.host is not None and self.host.load(key, kv.kv[:, :, block_id]):
-            self.on_hit([key])
+            self._from_above.append(key)
             return True
         for tier, ahead in zip(self.l3, fetched, strict=True):
             if key not in ahead:

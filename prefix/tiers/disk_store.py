@@ -221,15 +221,15 @@ class DiskBlockStore:
         place) is a miss for that block, not for the intact ones of the batch (a review,
         session 41); only when every read fails does the batch fail, as a store down."""
         out: list[bytes | None] = []
-        failed: TierUnavailableError | None = None
+        failed: list[TierUnavailableError] = []
         for key in keys:
             try:
                 out.append(self.get(key))
             except TierUnavailableError as exc:
-                failed = exc
+                failed.append(exc)
                 out.append(None)
-        if failed is not None and all(x is None for x in out):
-            raise failed
+        if failed and len(failed) == len(out):  # not one read: the store, not a file
+            raise failed[0]
         return out
 
     def put(self, key: bytes, record: bytes) -> None:

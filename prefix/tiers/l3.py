@@ -43,6 +43,7 @@ __all__ = ["L3Tier"]
 READ_BATCH = 16  # keys fetched per round trip; the chain usually stops well before
 TOUCH_EVERY_S = 60.0  # a key served from above is refreshed here at most this often
 MAX_TOUCHED = 65_536  # keys whose last touch is remembered (LRU)
+TOUCH_QUEUE = 64  # admissions' touches waiting; more are dropped (a refresh, not data)
 LOG_EVERY_S = 10.0  # at most one read or write failure warning in this many seconds
 
 Records = list[bytes | None]
@@ -105,10 +106,10 @@ class L3Tier:
         self.integrity_key = integrity_key
         # Bounded in blocks: the caller sizes it from a byte budget (tier_setup.py), since
         # every queued block is a full host copy.
-        # A list: keys to touch (served from a level above: touch_async).
-        self._queue: queue.Queue[tuple[bytes, torch.Tensor] | list[bytes] | None] = queue.Queue(
-            write_queue
-        )
+        self._queue: queue.Queue[tuple[bytes, torch.Tensor] | None] = queue.Queue(write_queue)
+        # Keys to refresh (touch_async), on a thread and a bound of their own: on the
+        # write queue they crowded out the blocks just computed (a review).
+        self._touches: queue.Queue[list[bytes] | None] = queue.Queue(TOUCH_QUEUE)
         self._touched: OrderedDict[bytes, float] = OrderedDict()  # key -> when, LRU first
         self._closed = threading.Event()
         self._stats_lock = threading.Lock()
@@ -125,6 +126,10 @@ class L3Tier:
             target=self._write_loop, name=f"kv-{self.name}", daemon=True
         )
         self._writer.start()
+        self._toucher = threading.Thread(
+            target=self._touch_loop, name=f"kv-{self.name}-touch", daemon=True
+        )
+        self._toucher.start()
         self._reader = _Reader(f"kv-{self.name}-read")
 
     # ---- write (engine thread enqueues, writer thread stores) ----------------------
@@ -170,12 +175,15 @@ class L3Tier:
         with contextlib.suppress(queue.Full):
             self._queue.put(None, timeout=1.0)  # the writer's stop signal
         self._writer.join(timeout=5.0)
+        with contextlib.suppress(queue.Full):
+            self._touches.put(None, timeout=1.0)
+        self._toucher.join(timeout=5.0)
         self._reader.stop()
         self.store.close()
 
     def touch_async(self, keys: Sequence[bytes]) -> None:
         """Keys just served from a level above (L1, L2): their copy here is refreshed
-        (Redis TTL, disk LRU and file time) on the writer thread, each key at most every
+        (Redis TTL, disk LRU and file time) on a thread of their own, each key at most every
         TOUCH_EVERY_S. Without it a prefix hot in the pool was written here once, looked
         least recently used, and was the first to go: restarts and failovers lost exactly
         the hottest prefixes (a review, session 41). Dropped when the queue is full."""
@@ -194,7 +202,7 @@ class L3Tier:
                 self._touched.popitem(last=False)
         if due:
             with contextlib.suppress(queue.Full):
-                self._queue.put_nowait(due)
+                self._touches.put_nowait(due)
 
     def _write_loop(self) -> None:
         while True:
@@ -202,20 +210,18 @@ class L3Tier:
             try:
                 if item is None:
                     return
-                if isinstance(item, list):
-                    self._touch(item)
-                else:
-                    self._write(*item)
+                self._write(*item)
             finally:
                 self._queue.task_done()
 
-    def _touch(self, keys: list[bytes]) -> None:
-        try:
-            self.store.touch(keys)  # type: ignore[attr-defined]
-        except TierError as exc:
-            self._warn("touch failed", exc)
-        except Exception:  # the writer must live on
-            log.exception("kv tier %s: unexpected error touching blocks", self.name)
+    def _touch_loop(self) -> None:
+        while (keys := self._touches.get()) is not None:
+            try:
+                self.store.touch(keys)  # type: ignore[attr-defined]
+            except TierError as exc:
+                self._warn("touch failed", exc)
+            except Exception:  # the thread must live on
+                log.exception("kv tier %s: unexpected error touching blocks", self.name)
 
     def _write(self, key: bytes, host: torch.Tensor) -> None:
         start = time.perf_counter()

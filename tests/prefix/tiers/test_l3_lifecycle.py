@@ -143,3 +143,44 @@ def test_a_touch_starts_a_redis_records_ttl_again() -> None:
     finally:
         store.client.delete(store.redis_key(key), store.redis_key(other))
         store.close()
+
+
+def test_the_new_tier_series_are_on_the_engine_metrics(
+    tiny_llama: LoadedModel, salt: str, tmp_path: Path
+) -> None:
+    from prefix.serve.metrics import EngineMetrics
+
+    engine = make(tiny_llama, salt, kv_disk_path=str(tmp_path))
+    engine.prefill_logits(A, namespace="t")
+    text = EngineMetrics(engine).render().decode()
+    assert 'prefix_tier_capacity_bytes{tier="l3_disk"}' in text
+    assert 'prefix_tier_foreign_blocks_total{tier="l3_disk"} 0.0' in text
+    engine.close()
+
+
+def test_touches_never_crowd_out_writes(
+    tiny_llama: LoadedModel, salt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Touches have a queue and a thread of their own: on the write queue, slow ones
+    (a remote Redis) made newly computed blocks drop (a review of this change)."""
+    monkeypatch.setattr(l3, "TOUCH_EVERY_S", 0.0)
+    probe = make(tiny_llama, salt, kv_disk_path=str(tmp_path / "probe"))
+    block_bytes = tier(probe, "l3_disk").layout.nbytes
+    probe.close()
+    buffer = 12 * block_bytes  # room for the writes below, not for them and ten touches
+    engine = make(tiny_llama, salt, kv_disk_path=str(tmp_path), kv_tier_write_buffer_bytes=buffer)
+    disk = tier(engine, "l3_disk")
+    real_touch = disk.store.touch  # type: ignore[attr-defined]
+
+    def slow_touch(keys: list[bytes]) -> None:
+        time.sleep(0.2)
+        real_touch(keys)
+
+    monkeypatch.setattr(disk.store, "touch", slow_touch)
+    for _ in range(10):
+        disk.touch_async([b"k" * 32])
+    for i in range(4):
+        engine.prefill_logits(tokens(13, seed=300 + i), namespace="t")
+    assert engine.flush_tiers(10)
+    assert disk.stats()["dropped_writes"] == 0 and disk.stats()["writes"] == 12
+    engine.close()

@@ -68,6 +68,10 @@ def unreplayable_request(body: dict[str, Any]) -> str | None:
     options = body.get("stream_options")
     if body.get("stream") and isinstance(options, dict) and options.get("continuous_usage_stats"):
         return "continuous_usage"
+    # Options for a stream not asked for: vLLM and OpenAI refuse the request (a 400),
+    # which a hit would have answered 200; the upstream decides every time.
+    if body.get("stream") is not True and isinstance(options, dict) and options:
+        return "stream_options"
     if (body.get("n") or 1) != 1:
         return "n"
     if is_batch_prompt(body.get("prompt")):  # several answers, one per prompt

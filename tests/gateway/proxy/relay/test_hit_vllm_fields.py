@@ -154,6 +154,7 @@ def test_a_hit_keeps_the_citations(
         ({"return_token_ids": True}, "token_ids"),
         ({"return_tokens_as_token_ids": True}, "token_ids"),
         ({"stream": True, "stream_options": {"continuous_usage_stats": True}}, "continuous_usage"),
+        ({"stream_options": {"include_usage": True}}, "stream_options"),  # not streamed
     ],
 )
 def test_requests_for_what_only_the_models_run_has_skip_the_cache(

@@ -80,9 +80,10 @@ def test_stream_options_without_stream_is_a_400_as_in_vllm(chat: bool) -> None:
             refuse_unsupported(parse_request(body, chat=chat))
         assert (caught.value.status, caught.value.param) == (400, "stream_options")
     # Controls: with stream, null options and vLLM's falsy `{}` pass.
-    for ok in (
+    controls: list[dict[str, Any]] = [
         {"stream": True, "stream_options": {"include_usage": True}},
         {"stream_options": None},
         {"stream_options": {}},
-    ):
+    ]
+    for ok in controls:
         refuse_unsupported(parse_request(base | ok, chat=chat))

@@ -147,7 +147,7 @@ def test_hits_a_flush_is_writing_still_count_as_pending() -> None:
             entered.set()
             release.wait(5)
 
-    counter = HitCounter(SlowSink(), interval=3600)  # type: ignore[arg-type]
+    counter = HitCounter(SlowSink(), interval=3600)
     counter.record(7, at=T0)
     assert counter.pending() == 1
     flushing = threading.Thread(target=counter.flush)

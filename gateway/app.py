@@ -216,6 +216,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
             upstream=upstream,
             metrics=metrics,
             max_body_bytes=settings.max_body_bytes,
+            body_timeout=settings.request_body_timeout,
             forward_unlisted_models=settings.upstream_unlisted_models == "forward",
         )
         # Entries an earlier embedder wrote move over as their partitions are asked for.
@@ -283,6 +284,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
     app.state.settings = settings
     app.state.admin_token = settings.admin_token  # None: the admin routes answer 403
     app.state.max_body_bytes = settings.max_body_bytes  # admin bodies too (admin/body_check.py)
+    app.state.body_timeout = settings.request_body_timeout  # and their deadline
     # Shared by the replicas through Redis or PostgreSQL (gateway/proxy/ratelimit_shared.py).
     app.state.rate_limiter = RateLimiter(store=build_bucket_store(settings))
     install_error_handlers(app)

@@ -37,6 +37,10 @@ class Settings(BaseSettings):
     dev_tenant: str | None = None
     dev_api_key: SecretStr | None = None  # fixes the dev key so scripts can use a known one
     max_body_bytes: int = Field(1_000_000, ge=1024)
+    # Seconds a client has to send a request's whole body once its headers are in (the
+    # proxy and admin routes); past it a 408 and the connection closed. A client that
+    # trickles a body held a connection and a task for as long as it liked.
+    request_body_timeout: float = Field(30.0, gt=0)
     # /metrics: a bearer token (401 without it); None leaves it open, for local development
     # only. Tenant labels are a stable digest of the tenant id unless set to "id".
     metrics_token: SecretStr | None = None

@@ -170,10 +170,35 @@ def sse(payload: dict[str, Any]) -> str:
 _CODINGS = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd", "compress", "x-compress"})
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+#: Seconds a client has to send a whole request body once its headers are in. Without a
+#: deadline a client that declares a body and sends a byte now and then holds its
+#: connection and a task for good (uvicorn times out neither), and a few hundred of them
+#: hold every connection a server has.
+BODY_TIMEOUT_SECONDS = 30.0
+
+
+async def read_body(
+    request: Request, limit: int, timeout: float | None = BODY_TIMEOUT_SECONDS
+) -> bytes:
     """The body's bytes, at most ``limit`` of them, else a 413 :class:`ApiError` (a body
     up to 8× the limit is drained first, so the client can read the answer; a larger
-    one, or one declared larger, is refused at once and its connection closed)."""
+    one, or one declared larger, is refused at once and its connection closed), or a
+    408 when the whole body has not arrived ``timeout`` seconds after the read began
+    (the server then closes the connection: the rest of the body is never read)."""
+    try:
+        with anyio.fail_after(timeout):
+            return await _read_capped(request, limit)
+    except TimeoutError:
+        raise ApiError(
+            408,
+            f"the request body did not arrive within {timeout:g} seconds",
+            code="request_timeout",
+            # the rest of the body may still come: the connection cannot carry another
+            headers={"Connection": "close"},
+        ) from None
+
+
+async def _read_capped(request: Request, limit: int) -> bytes:
     too_large = ApiError(
         413,
         f"the request body is larger than the limit of {limit} bytes",
@@ -195,10 +220,12 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
+async def read_json(
+    request: Request, limit: int, timeout: float | None = BODY_TIMEOUT_SECONDS
+) -> dict[str, Any]:
     """The body as a JSON object, or an ApiError (compressed, empty, not JSON, too
-    large, not an object, or not writable back as strict JSON: see
-    :func:`check_json_value`)."""
+    large, not an object, not all there within ``timeout`` seconds, or not writable back
+    as strict JSON: see :func:`check_json_value`)."""
     # Every Content-Encoding line, each a list: a second line can name a coding too.
     codings = [
         c.strip().lower()
@@ -216,7 +243,7 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
             f"compressed request bodies{named} are not supported; send the JSON uncompressed",
             code="unsupported_content_encoding",
         )
-    raw = await read_body(request, limit)
+    raw = await read_body(request, limit, timeout)
     if not raw.strip():
         raise ApiError(400, "the request body is empty; expected a JSON object")
     try:

@@ -25,9 +25,9 @@ from starlette.responses import Response
 
 from gateway.admin.auth import require_admin
 from gateway.admin.unavailable import DatabaseErrorsRoute
-from gateway.errors import BadRequestError, PayloadTooLargeError
+from gateway.errors import BadRequestError, GatewayError, PayloadTooLargeError
 from protocol.errors import ApiError
-from protocol.http import check_json_value, read_body
+from protocol.http import BODY_TIMEOUT_SECONDS, check_json_value, read_body
 
 #: An admin body's limit when the app names none (``CACHEGATE_MAX_BODY_BYTES``'s default).
 MAX_BODY = 1_000_000
@@ -51,15 +51,24 @@ class AdminRoute(DatabaseErrorsRoute):
                 # +686 MB of memory, then a 400), and admin bodies had no limit at all.
                 await require_admin(request, None)
                 limit = getattr(request.app.state, "max_body_bytes", None) or MAX_BODY
+                timeout = getattr(request.app.state, "body_timeout", BODY_TIMEOUT_SECONDS)
                 try:
-                    body = await read_body(request, limit)
-                except ApiError as err:  # 413 in the OpenAI shape
-                    raise PayloadTooLargeError(err.message, code=err.code) from None
+                    body = await read_body(request, limit, timeout)
+                except ApiError as err:  # 413 or 408, in the OpenAI shape
+                    raise _refused(err) from None
                 request._body = body  # what the route reads (Starlette keeps it there)
                 check_body(body)
             return await handler(request)
 
         return handle
+
+
+def _refused(err: ApiError) -> GatewayError:
+    if err.status == 413:
+        return PayloadTooLargeError(err.message, code=err.code)
+    refused = BadRequestError(err.message, code=err.code, headers=err.headers)
+    refused.status = err.status  # 408: the body did not arrive in time
+    return refused
 
 
 def check_body(body: bytes) -> None:

@@ -127,7 +127,7 @@ async def embeddings(request: Request) -> Response:
             code="unsupported_endpoint",
         )
     try:
-        body = await read_json(request, gw.max_body_bytes)
+        body = await read_json(request, gw.max_body_bytes, gw.body_timeout)
     except ApiError as err:
         raise _bad_request(err) from None
     rid = request_id(request)
@@ -166,7 +166,7 @@ async def _handle(request: Request, kind: Kind) -> Response:
     ctx = await authenticated(authenticate(request), gw.metrics)
     await rate_limit(request, ctx)
     try:
-        body = await read_json(request, gw.max_body_bytes)
+        body = await read_json(request, gw.max_body_bytes, gw.body_timeout)
         # `cache` leaves the body first: not part of the partition key, never forwarded.
         cc = take_cache_controls(body, request.headers.get("cache-control"))
         parsed = parse_request(body, chat=kind == "chat")  # validates types before any work
@@ -259,7 +259,7 @@ def _event_stream(
 
 
 def _bad_request(err: ApiError) -> GatewayError:
-    error = BadRequestError(err.message, param=err.param, code=err.code)
+    error = BadRequestError(err.message, param=err.param, code=err.code, headers=err.headers)
     error.status = err.status
     return error
 

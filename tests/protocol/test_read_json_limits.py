@@ -188,3 +188,28 @@ def test_a_body_that_does_not_decode_says_where_not_what() -> None:
     assert refused(chat(', "temperature": NaN')).message.endswith("NaN is not valid JSON")
     where = refused(chat(', "x": [1,}')).message
     assert where.startswith("the request body is not valid JSON: Expecting value at char ")
+
+
+def test_a_body_that_does_not_arrive_in_time_is_a_408() -> None:
+    """The deadline covers the whole body: a client that declared a body and sent part
+    of it is refused once ``timeout`` has passed (tests/gateway/proxy/test_body_timeout.py
+    over real sockets)."""
+    first = True
+
+    async def receive() -> dict[str, Any]:
+        nonlocal first
+        if first:
+            first = False
+            return {"type": "http.request", "body": b'{"model": ', "more_body": True}
+        await asyncio.sleep(3600)  # the rest never comes
+        raise AssertionError("unreachable")
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/completions", "headers": []}
+    with pytest.raises(ApiError) as caught:
+        asyncio.run(read_json(Request(scope, receive), LIMIT, timeout=0.05))
+    err = caught.value
+    assert err.status == 408 and err.code == "request_timeout"
+    assert err.headers == {"Connection": "close"}
+    # control: the same reader without a deadline, and with one that is not reached
+    assert read(chat())["model"] == "m"
+    assert asyncio.run(read_json(request(chat()), LIMIT, timeout=None))["model"] == "m"

@@ -26,6 +26,7 @@ from gateway.index_snapshots import SnapshotWriter, schema_tag, start_index
 from gateway.metrics import GatewayMetrics
 from gateway.metrics_auth import require_metrics_token
 from gateway.ops import start_operations
+from gateway.proxy.concurrency import ReleaseSlots, TenantConcurrency
 from gateway.proxy.engine_pool import EnginePool, build_upstream
 from gateway.proxy.judge import UpstreamJudge
 from gateway.proxy.openapi_docs import document_openai_routes
@@ -287,7 +288,10 @@ def create_app(settings: Settings | None = None, components: Components | None =
     app.state.body_timeout = settings.request_body_timeout  # and their deadline
     # Shared by the replicas through Redis or PostgreSQL (gateway/proxy/ratelimit_shared.py).
     app.state.rate_limiter = RateLimiter(store=build_bucket_store(settings))
+    app.state.concurrency = TenantConcurrency()  # policy max_concurrent_requests, per replica
     install_error_handlers(app)
+    # Gives back the slot a request took, whatever ended it (gateway/proxy/concurrency.py).
+    app.add_middleware(ReleaseSlots)
     # One access line (and root span) per /v1 completion request (gateway/request_log.py).
     app.add_middleware(
         RequestObserver,

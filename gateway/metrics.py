@@ -144,6 +144,14 @@ class GatewayMetrics:
             ["tenant"],
             registry=r,
         )
+        # Requests refused for the tenant's max_concurrent_requests (its rpm refusals are
+        # the rate limiter's, gateway/proxy/ratelimit.py).
+        self.concurrency_refused = Counter(
+            "cachegate_concurrency_refused",
+            "Requests refused because the tenant had max_concurrent_requests in flight",
+            ["tenant"],
+            registry=r,
+        )
         self.upstream_errors = Counter(
             "cachegate_upstream_errors", "Upstream failures by kind", ["kind"], registry=r
         )
@@ -222,6 +230,7 @@ class GatewayMetrics:
             "latency",
             "backfills",
             "client_disconnects",
+            "concurrency_refused",
         )
         for name in self._tenant_metrics:
             setattr(self, name, _TenantLabelled(getattr(self, name), tenant_labels, label_key))

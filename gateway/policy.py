@@ -25,7 +25,7 @@ DEFAULT_GUARDS = (
 MAX_INT32 = 2**31 - 1
 MAX_TTL_SECONDS = MAX_INT32  # about 68 years; None means no expiry
 MAX_RATE_LIMIT_RPM = 10**9
-MAX_COUNT = MAX_INT32  # kv_block_quota, max_semantic_entries, max_semantic_partitions
+MAX_COUNT = MAX_INT32  # kv_block_quota, max_semantic_*, max_concurrent_requests
 
 
 class JudgeBand(BaseModel):
@@ -88,6 +88,9 @@ class TenantPolicy(BaseModel):
     )  # sharing group
     kv_block_quota: int | None = Field(None, gt=0, le=MAX_COUNT)
     rate_limit_rpm: int | None = Field(None, gt=0, le=MAX_RATE_LIMIT_RPM)
+    # Requests the tenant may have in flight at once on each gateway replica, streams
+    # until their last event (gateway/proxy/concurrency.py); None: no cap.
+    max_concurrent_requests: int | None = Field(None, gt=0, le=MAX_COUNT)
     # Bounds on the tenant's semantic cache (gateway/proxy/semantic_limits.py).
     max_semantic_entries: int = Field(100_000, gt=0, le=MAX_COUNT)
     max_semantic_partitions: int = Field(10_000, gt=0, le=MAX_COUNT)
@@ -159,6 +162,7 @@ _BOUNDED: dict[str, int] = {
     "ttl_seconds": MAX_TTL_SECONDS,
     "kv_block_quota": MAX_COUNT,
     "rate_limit_rpm": MAX_RATE_LIMIT_RPM,
+    "max_concurrent_requests": MAX_COUNT,
     "max_semantic_entries": MAX_COUNT,
     "max_semantic_partitions": MAX_COUNT,
 }

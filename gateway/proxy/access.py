@@ -16,6 +16,9 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from gateway.db_rest import DbDeadlineError, within
+from gateway.errors import RateLimitError
+from gateway.proxy.concurrency import TenantConcurrency
+from gateway.proxy.concurrency import hold_slot as take_slot
 from gateway.proxy.ratelimit import REQUEST_LIMIT_HEADERS
 from gateway.state import GatewayState
 from gateway.tenants import TenantContext
@@ -65,6 +68,20 @@ async def authenticate(request: Request) -> TenantContext:
             log.error("the key store did not answer within %g s", AUTH_DEADLINE_SECONDS)
         tenants.rest.failed()
         return tenants.from_memory(key)
+
+
+def hold_slot(request: Request, ctx: TenantContext) -> None:
+    """Take one of the tenant's in-flight slots (429 ``too_many_concurrent_requests``
+    when its ``max_concurrent_requests`` are all held: ``gateway/proxy/concurrency.py``),
+    before its rate-limit token, so a refused request spends none."""
+    slots: TenantConcurrency | None = getattr(request.app.state, "concurrency", None)
+    if slots is None:
+        return
+    try:
+        take_slot(request.scope.setdefault("state", {}), slots, ctx)
+    except RateLimitError:
+        state(request).metrics.concurrency_refused.labels(ctx.tenant_id).inc()
+        raise
 
 
 async def rate_limit(request: Request, ctx: TenantContext) -> None:

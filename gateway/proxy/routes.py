@@ -32,7 +32,13 @@ from gateway.errors import (
     NotFoundError,
     ServiceUnavailableError,
 )
-from gateway.proxy.access import authenticate, rate_limit, state, with_limit_headers
+from gateway.proxy.access import (
+    authenticate,
+    hold_slot,
+    rate_limit,
+    state,
+    with_limit_headers,
+)
 from gateway.proxy.controls import (
     CacheControl,
     Tracing,
@@ -118,6 +124,7 @@ async def embeddings(request: Request) -> Response:
     rate-limited like completions, never cached); the in-process engine has none."""
     gw = state(request)
     ctx = await authenticated(authenticate(request), gw.metrics)
+    hold_slot(request, ctx)  # released once the response has ended (ReleaseSlots)
     await rate_limit(request, ctx)
     forward = getattr(gw.upstream, "forward", None)
     if forward is None:
@@ -164,6 +171,7 @@ async def _handle(request: Request, kind: Kind) -> Response:
     gw = state(request)
     # The `auth` span; the access line's tenant (its digest keyed as the metrics' label).
     ctx = await authenticated(authenticate(request), gw.metrics)
+    hold_slot(request, ctx)  # released once the response has ended (ReleaseSlots)
     await rate_limit(request, ctx)
     try:
         body = await read_json(request, gw.max_body_bytes, gw.body_timeout)

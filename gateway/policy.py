@@ -25,6 +25,7 @@ DEFAULT_GUARDS = (
 MAX_INT32 = 2**31 - 1
 MAX_TTL_SECONDS = MAX_INT32  # about 68 years; None means no expiry
 MAX_RATE_LIMIT_RPM = 10**9
+MAX_RATE_LIMIT_TPM = 10**12
 MAX_COUNT = MAX_INT32  # kv_block_quota, max_semantic_*, max_concurrent_requests
 
 
@@ -88,6 +89,9 @@ class TenantPolicy(BaseModel):
     )  # sharing group
     kv_block_quota: int | None = Field(None, gt=0, le=MAX_COUNT)
     rate_limit_rpm: int | None = Field(None, gt=0, le=MAX_RATE_LIMIT_RPM)
+    # Model tokens (prompt + completion of answers a model produced) a minute, per tenant
+    # across replicas; semantic hits cost none (gateway/proxy/token_limit.py).
+    rate_limit_tpm: int | None = Field(None, gt=0, le=MAX_RATE_LIMIT_TPM)
     # Requests the tenant may have in flight at once on each gateway replica, streams
     # until their last event (gateway/proxy/concurrency.py); None: no cap.
     max_concurrent_requests: int | None = Field(None, gt=0, le=MAX_COUNT)
@@ -162,6 +166,7 @@ _BOUNDED: dict[str, int] = {
     "ttl_seconds": MAX_TTL_SECONDS,
     "kv_block_quota": MAX_COUNT,
     "rate_limit_rpm": MAX_RATE_LIMIT_RPM,
+    "rate_limit_tpm": MAX_RATE_LIMIT_TPM,
     "max_concurrent_requests": MAX_COUNT,
     "max_semantic_entries": MAX_COUNT,
     "max_semantic_partitions": MAX_COUNT,

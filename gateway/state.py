@@ -8,13 +8,14 @@ name one dataclass. Built once in the app's lifespan (:mod:`gateway.app`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.metrics import GatewayMetrics
 from gateway.proxy.pipeline import Pipeline
 from gateway.proxy.upstream import Upstream
-from gateway.tenants import TenantStore
+from gateway.tenants import TenantContext, TenantStore
 
 if TYPE_CHECKING:
     # Only for the annotations: both start background work the state does not own.
@@ -35,3 +36,6 @@ class GatewayState:
     stats: StatsRecorder | None = None  # one row per finished request (gateway/reports/recorder.py)
     review: MisfireSampler | None = None  # samples semantic hits for review
     saved: SavedCounter | None = None  # FLOPs and dollars saved, per request (saved_metrics.py)
+    # Takes an answer's model tokens from its tenant's rate_limit_tpm bucket
+    # (gateway/proxy/token_limit.py TokenCharger); None: not counted.
+    charge_tokens: Callable[[TenantContext, int], None] | None = None

@@ -19,7 +19,8 @@ from gateway.db_rest import DbDeadlineError, within
 from gateway.errors import RateLimitError
 from gateway.proxy.concurrency import TenantConcurrency
 from gateway.proxy.concurrency import hold_slot as take_slot
-from gateway.proxy.ratelimit import REQUEST_LIMIT_HEADERS
+from gateway.proxy.ratelimit import REQUEST_LIMIT_HEADERS, RateLimiter
+from gateway.proxy.token_limit import TOKEN_LIMIT_HEADERS, check_tokens
 from gateway.state import GatewayState
 from gateway.tenants import TenantContext
 
@@ -85,11 +86,13 @@ def hold_slot(request: Request, ctx: TenantContext) -> None:
 
 
 async def rate_limit(request: Request, ctx: TenantContext) -> None:
-    """Take the tenant's token (429 + Retry-After when none is left: ratelimit.py). The
-    bucket's x-ratelimit-*-requests headers go on whatever answers the request, an error
-    too (``with_limit_headers``, ``gateway/error_handlers.py``)."""
+    """Take the tenant's token (429 + Retry-After when none is left: ratelimit.py), and
+    check its bucket of model tokens (token_limit.py). The buckets' x-ratelimit-*
+    headers go on whatever answers the request, an error too (``with_limit_headers``,
+    ``gateway/error_handlers.py``)."""
     limiter = request.app.state.rate_limiter
-    if ctx.policy.rate_limit_rpm is None:
+    policy = ctx.policy
+    if policy.rate_limit_rpm is None and policy.rate_limit_tpm is None:
         headers = limiter.check(ctx)  # nothing to count: no store is asked
     elif limiter.would_bypass():  # the store is resting: no thread, not enforced
         headers = {}
@@ -99,13 +102,25 @@ async def rate_limit(request: Request, ctx: TenantContext) -> None:
             # /ready made every check wait out its deadline, read as a store that hangs,
             # and the limits were off while the store answered (a review, session 41).
             headers = await within(
-                RATE_LIMIT_DEADLINE_SECONDS, limiter.check, ctx, pool=RATE_LIMIT_POOL
+                RATE_LIMIT_DEADLINE_SECONDS, _check_both, limiter, ctx, pool=RATE_LIMIT_POOL
             )
         except DbDeadlineError as exc:  # a store that hangs: not enforced, as when down
             limiter.store_hung(exc)
             headers = {}
     request.state.rate_limit_headers = headers
-    request.state.rate_limited = ctx.policy.rate_limit_rpm is not None
+    request.state.rate_limited = policy.rate_limit_rpm is not None
+    request.state.token_limited = policy.rate_limit_tpm is not None
+
+
+def _check_both(limiter: RateLimiter, ctx: TenantContext) -> dict[str, str]:
+    """The request bucket's token, then the token bucket's admission; a 429 of either
+    carries both buckets' headers."""
+    headers = limiter.check(ctx)
+    try:
+        return headers | check_tokens(limiter, ctx)
+    except RateLimitError as err:
+        err.headers = headers | err.headers
+        raise
 
 
 def with_limit_headers(request: Request, response: Response) -> Response:
@@ -114,6 +129,9 @@ def with_limit_headers(request: Request, response: Response) -> Response:
     even when the tenant's are not known (its store down), never misread as its own."""
     if getattr(request.state, "rate_limited", False):
         for name in REQUEST_LIMIT_HEADERS:
+            del response.headers[name]
+    if getattr(request.state, "token_limited", False):
+        for name in TOKEN_LIMIT_HEADERS:
             del response.headers[name]
     for name, value in getattr(request.state, "rate_limit_headers", {}).items():
         response.headers[name] = value

@@ -84,6 +84,7 @@ class UpstreamAnswer:
         self.parts: list[str] = []
         self.first_byte: float | None = None
         self.backfill = "skipped:not_finished"
+        self.charged = False  # the answer's tokens taken from the tenant's tpm bucket
 
     async def collect(
         self, first: Event, events: AsyncIterator[Event], headers: dict[str, str]
@@ -185,7 +186,18 @@ class UpstreamAnswer:
             for chunk in writer.error(err.body()):
                 yield chunk
         finally:
+            if not self.charged:  # a client that left, an error: the chunks it was sent
+                self._charge(len(self.parts))
             await close_events(events)  # a client that left aborts the upstream request
+
+    def _charge(self, tokens: int) -> None:
+        """The answer's model tokens, to its tenant's rate_limit_tpm bucket (once)."""
+        self.charged = True
+        if self.gw.charge_tokens is not None:
+            try:
+                self.gw.charge_tokens(self.ctx, tokens)
+            except Exception:  # a limit's bookkeeping never fails an answer
+                log.exception("charging tokens failed")
 
     def _saw(self, delta: Delta) -> None:
         if self.first_byte is None:
@@ -235,6 +247,7 @@ class UpstreamAnswer:
     def _count(self, done: Done, payload: dict[str, Any]) -> None:
         """The request's metrics, statistics row and access line."""
         gw, tenant = self.gw, self.ctx.tenant_id
+        self._charge(done.prompt_tokens + done.completion_tokens)
         label = cache_label(self.decision, done.cached_tokens)
         gw.metrics.requests.labels(tenant, label).inc()
         gw.metrics.prefix_query_tokens.labels(tenant).inc(done.prompt_tokens)

@@ -35,6 +35,7 @@ breaker open) gives none: nothing is known.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 import time
@@ -59,23 +60,34 @@ class Taken(NamedTuple):
     tokens: float | None = None  # left after this take; None: the store was not asked
 
 
+#: ``need`` of a charge: taken whatever the bucket holds (gateway/proxy/token_limit.py).
+ALWAYS = -1e18
+
+
 class BucketStore(Protocol):
-    """Takes one token from a tenant's bucket."""
+    """Takes tokens from a tenant's bucket: by default one, if one is there. A bucket of
+    model tokens (``gateway/proxy/token_limit.py``) is checked with ``cost=0`` (admitted
+    while it holds ``need`` = 1) and charged after the answer with ``need=ALWAYS``."""
 
     name: str
 
-    def take(self, tenant_id: str, rpm: int) -> Taken: ...
+    def take(self, tenant_id: str, rpm: int, cost: float = 1.0, need: float = 1.0) -> Taken: ...
 
     def drop(self, tenant_id: str) -> None: ...
 
 
-def refill(tokens: float, elapsed: float, rpm: int) -> tuple[bool, float, float]:
-    """The bucket arithmetic every store shares: (allowed, tokens left, wait seconds)."""
+def refill(
+    tokens: float, elapsed: float, rpm: int, cost: float = 1.0, need: float = 1.0
+) -> tuple[bool, float, float]:
+    """The bucket arithmetic every store shares: (allowed, tokens left, wait seconds).
+    A bucket of size ``rpm`` refills at ``rpm`` a minute; when it holds ``need``,
+    ``cost`` is taken, down to ``-rpm`` at most (a charge past what is left is a debt
+    the bucket refills first, and a full bucket is at most two minutes away)."""
     rate = rpm / 60.0
     tokens = min(float(rpm), tokens + max(0.0, elapsed) * rate)
-    if tokens >= 1.0:
-        return True, tokens - 1.0, 0.0
-    return False, tokens, (1.0 - tokens) / rate
+    if tokens >= need:
+        return True, max(-float(rpm), tokens - cost), 0.0
+    return False, tokens, (need - tokens) / rate
 
 
 @dataclass
@@ -95,7 +107,7 @@ class LocalBuckets:
         self._buckets: dict[str, _Bucket] = {}
         self._lock = threading.Lock()
 
-    def take(self, tenant_id: str, rpm: int) -> Taken:
+    def take(self, tenant_id: str, rpm: int, cost: float = 1.0, need: float = 1.0) -> Taken:
         now = self.clock()
         with self._lock:
             bucket = self._buckets.get(tenant_id)
@@ -104,7 +116,8 @@ class LocalBuckets:
             elif bucket.rpm != rpm:  # the policy changed: keep what is left, within the new size
                 bucket.rpm = rpm
                 bucket.tokens = min(bucket.tokens, float(rpm))
-            allowed, bucket.tokens, wait = refill(bucket.tokens, now - bucket.updated, rpm)
+            elapsed = now - bucket.updated
+            allowed, bucket.tokens, wait = refill(bucket.tokens, elapsed, rpm, cost, need)
             bucket.updated = now
             return Taken(allowed, wait, bucket.tokens)
 
@@ -175,9 +188,7 @@ class RateLimiter:
         headers = limit_headers(rpm, taken.tokens)
         if taken.allowed:
             return headers
-        with self._lock:
-            key = bucket_key(ctx.tenant_id, ctx.namespace_id)  # this incarnation's
-            self._refused[key] = self._refused.get(key, 0) + 1
+        self.note_refused(ctx)
         retry_after = max(1, math.ceil(taken.wait))
         raise RateLimitError(
             f"rate limit of {rpm} requests per minute exceeded for tenant {ctx.tenant_id!r}; "
@@ -185,6 +196,12 @@ class RateLimiter:
             code="rate_limit_exceeded",
             headers=headers | {"Retry-After": str(retry_after)},
         )
+
+    def note_refused(self, ctx: TenantContext) -> None:
+        """One more request of the tenant refused by either of its buckets."""
+        with self._lock:
+            key = bucket_key(ctx.tenant_id, ctx.namespace_id)  # this incarnation's
+            self._refused[key] = self._refused.get(key, 0) + 1
 
     def would_bypass(self) -> bool:
         """Whether the shared store's breaker lets a check through now without asking
@@ -212,9 +229,10 @@ class RateLimiter:
             return self._refused.get(bucket_key(tenant_id, namespace_id), 0)
 
     def forget(self, tenant_id: str, namespace_id: str = "") -> None:
-        """Drop the tenant's bucket and counters (the tenant was deleted), and the bucket
+        """Drop the tenant's buckets and counters (the tenant was deleted), and the bucket
         its id alone keyed before the minted key (a replica not yet upgraded)."""
         self.store.drop(bucket_key(tenant_id, namespace_id))
+        self.store.drop(token_bucket_key(tenant_id, namespace_id))
         if namespace_id:
             self.store.drop(tenant_id)
         with self._lock:
@@ -227,6 +245,16 @@ def bucket_key(tenant_id: str, namespace_id: str) -> str:
     ``:``, so the two kinds of key never meet). A tenant created before migration 0005
     has none: its id alone, as before."""
     return f"minted:{namespace_id}" if namespace_id else tenant_id
+
+
+def token_bucket_key(tenant_id: str, namespace_id: str) -> str:
+    """The tenant's bucket of model tokens (``gateway/proxy/token_limit.py``), beside its
+    request bucket in the same store: within the store's 64 characters however long a
+    tenant id of before migration 0005 is."""
+    key = bucket_key(tenant_id, namespace_id)
+    if len(key) <= 60:
+        return f"tpm:{key}"
+    return "tpm:" + hashlib.sha256(key.encode()).hexdigest()[:56]
 
 
 #: The request-limit headers a rate-limited tenant gets from its own bucket only.

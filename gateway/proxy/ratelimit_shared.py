@@ -42,6 +42,8 @@ KEY_PREFIX = "cachegate:ratelimit:"
 # thousandths} (Redis turns a Lua number into an integer).
 _TAKE = """
 local rpm = tonumber(ARGV[1])
+local cost = tonumber(ARGV[2])
+local need = tonumber(ARGV[3])
 local rate = rpm / 60.0
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
@@ -51,9 +53,10 @@ local at = tonumber(b[2]) or now
 tokens = math.min(rpm, tokens + math.max(0, now - at) * rate)
 local allowed = 0
 local wait = 0
-if tokens >= 1 then tokens = tokens - 1; allowed = 1 else wait = (1 - tokens) / rate end
+if tokens >= need then tokens = math.max(-rpm, tokens - cost); allowed = 1
+else wait = (need - tokens) / rate end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
-redis.call('EXPIRE', KEYS[1], math.ceil(60 / rate) + 60)
+redis.call('EXPIRE', KEYS[1], math.ceil((rpm - tokens) / rate) + 60)
 return {allowed, math.ceil(wait * 1000), math.floor(tokens * 1000)}
 """
 
@@ -65,16 +68,18 @@ _PG_TAKE = text(
     """
     WITH now AS (SELECT extract(epoch FROM clock_timestamp()) AS t)
     INSERT INTO rate_limit_buckets AS b (tenant_id, tokens, updated_at, allowed)
-    SELECT :tenant, CAST(:rpm AS double precision) - 1, now.t, true FROM now
+    SELECT :tenant, greatest(-:rpm, CAST(:rpm AS double precision) - :cost), now.t, true
+    FROM now
     ON CONFLICT (tenant_id) DO UPDATE SET
         tokens = CASE WHEN least(:rpm, b.tokens + greatest(0, EXCLUDED.updated_at - b.updated_at)
-                                 * :rate) >= 1
-                      THEN least(:rpm, b.tokens + greatest(0, EXCLUDED.updated_at - b.updated_at)
-                                 * :rate) - 1
+                                 * :rate) >= :need
+                      THEN greatest(-:rpm, least(:rpm, b.tokens
+                                 + greatest(0, EXCLUDED.updated_at - b.updated_at) * :rate)
+                                 - :cost)
                       ELSE least(:rpm, b.tokens + greatest(0, EXCLUDED.updated_at - b.updated_at)
                                  * :rate) END,
         allowed = least(:rpm, b.tokens + greatest(0, EXCLUDED.updated_at - b.updated_at)
-                        * :rate) >= 1,
+                        * :rate) >= :need,
         updated_at = greatest(b.updated_at, EXCLUDED.updated_at)
     RETURNING allowed, tokens
     """
@@ -84,7 +89,8 @@ _PG_TAKE = text(
 #: Seconds a failed store is left alone before one request probes it again.
 COOLDOWN_S = 5.0
 
-# A bucket refills from empty to full within 60 s (rpm tokens at rpm/60 a second), and
+# A bucket refills from empty to full within 60 s (rpm tokens at rpm/60 a second), from
+# its lowest (a model-token bucket's debt, -rpm: ratelimit.refill) within 120 s, and
 # a full bucket is what a missing row means (the take inserts one). So rows untouched
 # for longer are dropped now and then (deleted tenants' that a failed drop left, limits
 # removed, keys of an earlier scheme), and the table holds the tenants active in the
@@ -202,11 +208,12 @@ class RedisBuckets(_FailOpen):
         self._script = self.client.register_script(_TAKE)
         self._errors = (redis.RedisError, OSError)
 
-    def take(self, tenant_id: str, rpm: int) -> Taken:
-        return self._guarded(lambda: self._take(tenant_id, rpm))
+    def take(self, tenant_id: str, rpm: int, cost: float = 1.0, need: float = 1.0) -> Taken:
+        return self._guarded(lambda: self._take(tenant_id, rpm, cost, need))
 
-    def _take(self, tenant_id: str, rpm: int) -> Taken:
-        allowed, wait_ms, tokens = self._script(keys=[KEY_PREFIX + tenant_id], args=[rpm])
+    def _take(self, tenant_id: str, rpm: int, cost: float, need: float) -> Taken:
+        args: list[str | int] = [rpm, repr(float(cost)), repr(float(need))]
+        allowed, wait_ms, tokens = self._script(keys=[KEY_PREFIX + tenant_id], args=args)
         return Taken(bool(allowed), int(wait_ms) / 1000.0, int(tokens) / 1000.0)
 
     def drop(self, tenant_id: str) -> None:
@@ -243,16 +250,17 @@ class PostgresBuckets(_FailOpen):
         )
         self._next_purge = 0.0  # monotonic time of the next purge of stale rows
 
-    def take(self, tenant_id: str, rpm: int) -> Taken:
-        return self._guarded(lambda: self._take(tenant_id, rpm))
+    def take(self, tenant_id: str, rpm: int, cost: float = 1.0, need: float = 1.0) -> Taken:
+        return self._guarded(lambda: self._take(tenant_id, rpm, cost, need))
 
-    def _take(self, tenant_id: str, rpm: int) -> Taken:
+    def _take(self, tenant_id: str, rpm: int, cost: float, need: float) -> Taken:
+        values = {"tenant": tenant_id, "rpm": float(rpm), "rate": rpm / 60.0}
         with self.engine.begin() as conn:
             allowed, tokens = conn.execute(
-                _PG_TAKE, {"tenant": tenant_id, "rpm": float(rpm), "rate": rpm / 60.0}
+                _PG_TAKE, values | {"cost": float(cost), "need": float(need)}
             ).one()
         self._purge_now_and_then()
-        wait = 0.0 if allowed else (1.0 - float(tokens)) / (rpm / 60.0)
+        wait = 0.0 if allowed else (need - float(tokens)) / (rpm / 60.0)
         return Taken(bool(allowed), wait, float(tokens))
 
     def _purge_now_and_then(self) -> None:

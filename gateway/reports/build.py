@@ -161,7 +161,7 @@ def build_report(
             "criterion": p.criterion,
             "price_per_million_prompt_tokens": p.price_prompt,
             "price_per_million_completion_tokens": p.price_completion,
-            "score_bucket_edges": list(p.edges),
+            "score_bucket_edges": list(p.bucket_edges),
             "model": None if p.model is None else p.model.__dict__,
         },
         "definitions": DEFINITIONS,

@@ -13,6 +13,7 @@ from typing import Any
 from gateway.reports.plots import MISSING_NOTE
 from gateway.reports.text import (
     fmt_bytes,
+    fmt_edge,
     fmt_flops,
     fmt_ms,
     fmt_pct,
@@ -162,7 +163,18 @@ def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
 
 
 def _bucket_name(b: dict[str, Any]) -> str:
-    return f"< {b['high']:.2f}" if b["low"] is None else f"{b['low']:.2f} – {b['high']:.2f}"
+    if b["low"] is None:
+        name = f"< {fmt_edge(b['high'])}"
+        setting = None if b.get("setting_high") is None else f"< {fmt_edge(b['setting_high'])}"
+    else:
+        name = f"{fmt_edge(b['low'])} – {fmt_edge(b['high'])}"
+        setting = (
+            None
+            if b.get("setting_high") is None
+            else f"{fmt_edge(b['setting_low'])} – {fmt_edge(b['setting_high'])}"
+        )
+    # on the routed scale: the same range as the threshold values a policy takes
+    return name if setting is None else f"{name} (setting {setting})"
 
 
 def _buckets(s: dict[str, Any]) -> str:

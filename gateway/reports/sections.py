@@ -27,7 +27,7 @@ from gateway.reports.stats import (
     weighted_wilson,
 )
 from gateway.tenants import utc_now
-from semantic.embedder_routed import as_minilm_cosine
+from semantic.embedder_routed import as_minilm_cosine, on_routed_scale
 
 ENGINE_LABELS = ("prefix-hit", "miss", "bypass")
 MAX_TENANT_SECTIONS = 50
@@ -73,6 +73,16 @@ class ReportParams:
     # the pair verifier on (the default) ``retrieval_threshold`` (the gateway then
     # ignores ``threshold``: Pipeline.threshold_in_force).
     knob: str = "threshold"
+
+    @property
+    def bucket_edges(self) -> tuple[float, ...]:
+        """The score buckets' edges on the scale the scores are on. The default edges
+        are MiniLM cosines (0.80 … 1.00); on the routed scale every score of a served
+        hit is above 0.93, so they are put on it as a tenant's threshold is (0.80 →
+        0.9375), and seven of ten buckets are no longer empty by construction."""
+        if self.routed and self.edges == DEFAULT_EDGES:
+            return tuple(round(on_routed_scale(e), 6) for e in self.edges)
+        return self.edges
 
     @property
     def since(self) -> datetime:
@@ -129,7 +139,7 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
             "labelled": len(scored),
             "other_embedders": len(labelled) - len(scored),
         },
-        "score_buckets": buckets(scored, p.edges),
+        "score_buckets": [_with_settings(b, p) for b in buckets(scored, p.bucket_edges)],
         "threshold_curve": thin(curve, 200),
         "recommended_threshold": with_setting(recommend(curve, p.target, p.criterion), p),
         "shadow": {
@@ -148,6 +158,15 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
             "misfire": [x.score for x in scored if x.misfire][:5000],
         },
     }
+
+
+def _with_settings(bucket: dict[str, Any], p: ReportParams) -> dict[str, Any]:
+    """On the routed scale, a bucket's edges also as the threshold values to set (MiniLM
+    cosines, what the policy's knobs take); None elsewhere, where they are the same."""
+    if not p.routed:
+        return bucket | {"setting_low": None, "setting_high": None}
+    low = None if bucket["low"] is None else round(as_minilm_cosine(bucket["low"]), 4)
+    return bucket | {"setting_low": low, "setting_high": round(as_minilm_cosine(bucket["high"]), 4)}
 
 
 def with_setting(rec: dict[str, Any], p: ReportParams) -> dict[str, Any]:

@@ -40,13 +40,20 @@ def _weighted(m: dict[str, Any]) -> str:
     return f"{fmt_pct(w['rate'])}, 95% Wilson {_ci(w)}, effective n {w['n_effective']:.0f}"
 
 
+def fmt_edge(x: float) -> str:
+    """A bucket edge: two decimals, more where the edge has them (the routed scale's
+    0.9437 is not 0.94)."""
+    text = f"{x:.4f}".rstrip("0")
+    return text.ljust(4, "0")  # "1." → "1.00", "0.8" → "0.80"
+
+
 def _bucket(b: dict[str, Any]) -> str:
     """A score bucket as the report bins it: below the first edge, half-open, and the
     last one closed (it holds the exact repeats at 1.0)."""
     if b["low"] is None:
-        return f"<{b['high']:.2f}"
+        return f"<{fmt_edge(b['high'])}"
     close = "]" if b["high"] >= 1.0 else ")"
-    return f"[{b['low']:.2f},{b['high']:.2f}{close}"
+    return f"[{fmt_edge(b['low'])},{fmt_edge(b['high'])}{close}"
 
 
 def headline(m: dict[str, Any]) -> dict[str, Any]:

@@ -95,3 +95,27 @@ def test_the_cli_summary_shows_each_tenants_target_and_cut() -> None:
         "pair verifier: off (CACHEGATE_VERIFIER=off)"
     ]
     assert text.verifier_lines(None) == []
+
+
+def test_score_buckets_are_on_the_scale_the_scores_are_on() -> None:
+    """On the routed scale every served hit scores above 0.93, so the fixed MiniLM edges
+    (0.80 … 1.00) left seven of ten buckets empty by construction and put every sample in
+    the last three. The edges are now put on the scale, and each bucket also says the
+    threshold values it spans."""
+    routed = ReportParams(routed=True)
+    buckets = misfire_section(SAMPLES, routed)["score_buckets"]
+    edges = [b["low"] for b in buckets if b["low"] is not None] + [buckets[-1]["high"]]
+    assert edges == pytest.approx(
+        [on_routed_scale(e) for e in (0.80 + 0.02 * i for i in range(11))]
+    )
+    assert buckets[0]["low"] is not None  # no bucket below 0.9375: nothing scored there
+    filled = [b for b in buckets if b["n"]]
+    assert len(filled) >= 2 and sum(b["n"] for b in filled) == len(SAMPLES)
+    first = next(b for b in buckets if b["low"] is not None)
+    assert (first["setting_low"], first["setting_high"]) == pytest.approx((0.80, 0.82))
+    assert text._bucket(first) == "[0.9375,0.9437)"
+    # control: under a plain embedder the edges are MiniLM's own, and say no setting
+    plain = misfire_section(SAMPLES, ReportParams())["score_buckets"]
+    assert [b["low"] for b in plain][:2] == pytest.approx([0.80, 0.82])
+    assert plain[-1]["setting_high"] is None and text._bucket(plain[0]) == "[0.80,0.82)"
+    assert sum(b["n"] for b in plain if b["low"] is not None and b["low"] >= 0.94) == len(SAMPLES)

@@ -136,3 +136,15 @@ class CacheFence(Base):
 
     tenant: Mapped[str] = mapped_column(String(255), primary_key=True)
     fenced_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class PartitionSize(Base):
+    """How many entries one partition holds, kept by triggers on ``semantic_entries``
+    (migration 0015) in the transaction of every change, so a tenant's bounds are read
+    from its partitions' rows instead of counted over its entries."""
+
+    __tablename__ = "semantic_partition_sizes"
+
+    tenant: Mapped[str] = mapped_column(String(255), primary_key=True)
+    partition_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    entries: Mapped[int] = mapped_column(Integer)

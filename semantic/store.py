@@ -32,9 +32,10 @@ from semantic.entries import TABLE, NewEntry, StoredEntry, row_to_entry, to_entr
 from semantic.entry_memo import DEFAULT_MEMO_SECONDS, DEFAULT_MEMO_SIZE, EntryMemo
 from semantic.errors import EntryNotFoundError, WouldBlockError
 from semantic.hit_counter import PendingHits
-from semantic.models import SemanticEntry, UTCDateTime
+from semantic.models import SemanticEntry
 from semantic.question import normalize_question, question_digest
 from semantic.store_db import HIT_READ_TIMEOUT_MS, make_engine, unavailable_on_db_errors
+from semantic.store_sizes import SizeQueries
 
 __all__ = ["DEFAULT_URL", "EntryStore", "NewEntry", "StoredEntry"]
 
@@ -44,9 +45,6 @@ DEFAULT_URL = "sqlite:///cachegate.db"
 _CHUNK = 500  # ids per IN (...) clause; SQLite allows 32k parameters, keep statements small
 
 
-#: When an entry was last used: its last hit, else its last write. The bounds evict the
-#: least recently used first (an LRU, as GPTCache's default eviction).
-_LAST_USED = func.coalesce(SemanticEntry.last_hit_at, SemanticEntry.updated_at, type_=UTCDateTime())
 _GET_MANY = select(*TABLE.columns).where(TABLE.c.id.in_(bindparam("ids", expanding=True)))
 
 
@@ -54,7 +52,7 @@ def _deletes(removed: Iterable[tuple[int, str]]) -> list[NewChange]:
     return [NewChange(DELETE, partition_key, entry_id) for entry_id, partition_key in removed]
 
 
-class EntryStore:
+class EntryStore(SizeQueries):
     """CRUD for cache entries; one instance per process, shared by threads."""
 
     def __init__(
@@ -351,34 +349,6 @@ class EntryStore:
             for embedder_id, key in session.execute(statement):
                 out.setdefault(str(embedder_id), set()).add(str(key))
         return out
-
-    def partition_sizes(self, tenant: str) -> dict[str, tuple[int, datetime]]:
-        """The tenant's partitions: key → (entries, when the partition was last used:
-        its latest entry write or hit)."""
-        statement = (
-            select(
-                SemanticEntry.partition_key,
-                func.count(),
-                func.max(_LAST_USED, type_=UTCDateTime()),
-            )
-            .where(SemanticEntry.tenant == tenant)
-            .group_by(SemanticEntry.partition_key)
-        )
-        with unavailable_on_db_errors(self.url), self._session() as session:
-            return {key: (int(n), oldest) for key, n, oldest in session.execute(statement)}
-
-    def oldest_ids(self, tenant: str, limit: int) -> list[int]:
-        """Ids of the tenant's ``limit`` least recently used entries (last written or
-        hit), those first: an answer served every minute outlives one never asked again,
-        whenever each was first stored."""
-        statement = (
-            select(SemanticEntry.id)
-            .where(SemanticEntry.tenant == tenant)
-            .order_by(_LAST_USED, SemanticEntry.id)
-            .limit(limit)
-        )
-        with unavailable_on_db_errors(self.url), self._session() as session:
-            return [int(i) for i in session.scalars(statement)]
 
     def iter_entries(
         self, *, embedder_id: str | None = None, batch_size: int = 1000

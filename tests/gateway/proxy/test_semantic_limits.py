@@ -188,3 +188,51 @@ def test_a_bound_lowered_far_is_reached_a_batch_at_a_time(
     assert deletes == [2, 2, 2]  # one transaction a backfill
     assert len(questions(cache, "a")) == 2 and len(cache.index) == 2
     assert "What is fee number 2?" in questions(cache, "a")
+
+
+def test_below_its_bounds_a_backfill_reads_counts_not_the_entries(
+    cache: SemanticCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check reads the partition counts the triggers keep (migration 0015); the
+    GROUP BY over the tenant's entries, 50-120 ms at 100,000 of them under the write
+    lock every tenant shares, runs only where an eviction needs its order."""
+
+    def no_scan(tenant: str) -> Any:
+        raise AssertionError("the tenant's entries were grouped below its bounds")
+
+    monkeypatch.setattr(cache.entries, "partition_sizes", no_scan)
+    policy = TenantPolicy(max_semantic_entries=3, max_semantic_partitions=2)
+    assert [put(cache, q, "a", policy) for q in QS] == [None, None, None]
+    assert put(cache, "In another partition?", "a", policy, temperature=0.5) is None
+    # control: at the partition bound, evicting a partition does read their order
+    with pytest.raises(AssertionError, match="grouped"):
+        put(cache, "In a third partition?", "a", policy, temperature=0.7)
+
+
+def test_an_eviction_frees_a_share_of_the_bound_at_once(
+    cache: SemanticCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant kept at its bound evicted one entry a backfill, each paying the ordered
+    read of the least recently used; one eviction now frees EVICT_SHARE of the bound."""
+    import gateway.proxy.semantic_limits as limits
+
+    monkeypatch.setattr(limits, "EVICT_SHARE", 0.5)  # of a bound of 4: two at once
+    policy = TenantPolicy(max_semantic_entries=4)
+    reads: list[int] = []
+    real = cache.entries.oldest_ids
+
+    def counted(tenant: str, limit: int) -> list[int]:
+        reads.append(limit)
+        return real(tenant, limit)
+
+    monkeypatch.setattr(cache.entries, "oldest_ids", counted)
+    many = [f"How do I change setting number {i}?" for i in range(8)]
+    assert all(put(cache, q, "a", policy) is None for q in many)
+    assert reads == [2, 2]  # at the 5th and the 7th: two of four backfills read the order
+    held = questions(cache, "a")
+    assert len(held) == 4 and held == sorted(many[4:])  # the least recently used went
+    # control: under the default share a bound of 4 frees one at a time, as before
+    monkeypatch.setattr(limits, "EVICT_SHARE", 0.01)
+    reads.clear()
+    assert put(cache, "What is fee number 1?", "a", policy) is None
+    assert reads == [1] and len(questions(cache, "a")) == 4

@@ -50,6 +50,7 @@ from gateway.proxy.decision import SemanticDecision
 from gateway.proxy.disconnect import unless_disconnected
 from gateway.proxy.media_type import JSON
 from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
+from gateway.proxy.token_limit import embedding_tokens
 from gateway.proxy.upstream import Done, KeepAlive, UpstreamRequest, usage_counts
 from gateway.reports.recorder import RequestRecord
 from gateway.request_log import authenticated, note_request
@@ -121,7 +122,8 @@ async def retrieve_model(request: Request, model: str) -> Response:
 @router.post("/v1/embeddings")
 async def embeddings(request: Request) -> Response:
     """Passed through to the upstream as the client sent it (tenant-authenticated and
-    rate-limited like completions, never cached); the in-process engine has none."""
+    rate-limited like completions, never cached; its ``usage.prompt_tokens`` count for
+    the tenant's ``rate_limit_tpm``); the in-process engine has none."""
     gw = state(request)
     ctx = await authenticated(authenticate(request), gw.metrics)
     hold_slot(request, ctx)  # released once the response has ended (ReleaseSlots)
@@ -139,6 +141,8 @@ async def embeddings(request: Request) -> Response:
         raise _bad_request(err) from None
     rid = request_id(request)
     status, raw, passed = await forward("/v1/embeddings", body, rid)
+    if gw.charge_tokens is not None and ctx.policy.rate_limit_tpm is not None and status == 200:
+        gw.charge_tokens(ctx, embedding_tokens(raw))  # the tenant's tpm bucket
     said = dict(passed)
     media = said.pop("content-type", JSON)  # the upstream's JSON type, charset kept
     headers = safe_headers(said | {"x-request-id": rid})

@@ -12,7 +12,8 @@ PostgreSQL or this process), of ``tpm`` tokens refilled at ``tpm / 60`` a second
   requests wait while it refills, so over any stretch the tenant is held to ``tpm``
   a minute, and a full bucket is never more than two minutes away. A stream whose client
   left is charged the completion chunks it was sent (about a token each);
-* a semantic hit costs nothing: no model ran. Embeddings are not counted.
+* a semantic hit costs nothing: no model ran. An embeddings request is charged its
+  answer's ``usage.prompt_tokens``.
 
 The count is taken after the answer because it is only known then (OpenAI estimates it
 up front from ``max_tokens``; LiteLLM's ``tpm_limit`` counts after, as here), so
@@ -28,8 +29,10 @@ Answers to a tenant with a token limit carry OpenAI's ``x-ratelimit-limit-tokens
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import re
 from concurrent.futures import Executor
 
 from gateway.errors import RateLimitError
@@ -99,3 +102,26 @@ class TokenCharger:
             self.limiter.store.take(key, tpm, float(tokens), ALWAYS)
         except Exception:  # a store failure is the breaker's (it fails open); never raise
             log.exception("charging tokens to a rate-limit bucket failed")
+
+
+#: ``"usage": {...}`` as OpenAI, vLLM and TEI write it: after the vectors, at the end.
+_USAGE = re.compile(rb'"usage"\s*:\s*(\{[^{}]*\})')
+
+
+def embedding_tokens(raw: bytes) -> int:
+    """An embeddings answer's ``usage.prompt_tokens`` (its ``total_tokens`` where that
+    is all it says); 0 for a body that says neither, which is then not charged. Read
+    from the body's tail: the vectors before it run to megabytes, not worth parsing on
+    the event loop for one count."""
+    found = _USAGE.search(raw[-4096:])
+    try:
+        usage = json.loads(found.group(1)) if found else None
+    except ValueError:
+        return 0
+    if not isinstance(usage, dict):
+        return 0
+    for name in ("prompt_tokens", "total_tokens"):
+        value = usage.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0

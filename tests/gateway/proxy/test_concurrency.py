@@ -1,7 +1,7 @@
 """A tenant's ``max_concurrent_requests`` (gateway/proxy/concurrency.py), over real sockets.
 
-The engine is the tiny random Llama with each step slowed, so a 150-token stream takes
-~5 s and two of them hold a tenant's two slots long enough to be seen. Every refusal
+The engine is the tiny random Llama with each step slowed, so a 60-token stream takes
+~2 s and two of them hold a tenant's two slots long enough to be seen. Every refusal
 comes with its control: another tenant is served meanwhile, the same tenant once a slot
 is back, and every way a request ends (its stream read to the end, an error answer, a
 client that left) gives its slot back.
@@ -27,7 +27,7 @@ from tests.gateway.conftest import Gateway, gateway_settings, metric, running_ga
 from tests.gateway.proxy.test_client_disconnect import slow_engine
 
 CAP = 2
-LONG = 150  # max_tokens of a stream that holds its slot for ~5 s
+LONG = 60  # max_tokens of a stream that holds its slot for ~2 s
 
 
 def context(tenant_id: str, cap: int | None, namespace_id: str = "") -> TenantContext:

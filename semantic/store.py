@@ -34,7 +34,12 @@ from semantic.errors import EntryNotFoundError, WouldBlockError
 from semantic.hit_counter import PendingHits
 from semantic.models import SemanticEntry
 from semantic.question import normalize_question, question_digest
-from semantic.store_db import HIT_READ_TIMEOUT_MS, make_engine, unavailable_on_db_errors
+from semantic.store_db import (
+    HIT_READ_TIMEOUT_MS,
+    is_deadlock,
+    make_engine,
+    unavailable_on_db_errors,
+)
 from semantic.store_sizes import SizeQueries
 
 __all__ = ["DEFAULT_URL", "EntryStore", "NewEntry", "StoredEntry"]
@@ -121,7 +126,7 @@ class EntryStore(SizeQueries):
         digest = question_digest(normalized)
         embedding = np.ascontiguousarray(entry.embedding, dtype="<f4").tobytes()
         with unavailable_on_db_errors(self.url):
-            for attempt in range(2):
+            for attempt in range(3):  # a unique race, a deadlock's loss, then its race
                 try:
                     with self._session() as session, session.begin():
                         row = session.scalars(
@@ -158,7 +163,10 @@ class EntryStore(SizeQueries):
                     self.memo.forget([stored.id])  # after the commit: see EntryMemo.put
                     return stored, created
                 except sa_exc.IntegrityError:
-                    if attempt:
+                    if attempt == 2:
+                        raise
+                except sa_exc.OperationalError as exc:  # a deadlock's loser: run again
+                    if attempt == 2 or not is_deadlock(exc):
                         raise
         raise AssertionError("unreachable")  # pragma: no cover
 

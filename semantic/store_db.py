@@ -16,6 +16,15 @@ from sqlalchemy.pool import StaticPool
 from semantic.errors import StoreUnavailableError
 
 
+def is_deadlock(exc: sa_exc.DBAPIError) -> bool:
+    """PostgreSQL ended the transaction to break a deadlock (SQLSTATE 40P01): nothing it
+    did was kept, so running it again is safe. Two writers into one partition can meet
+    so since the partition counts' triggers (migration 0015): an embedder carry-over
+    holds the partition's count row while it waits on a backfill's new question, which
+    waits on that row."""
+    return getattr(exc.orig, "sqlstate", None) == "40P01"
+
+
 def _is_missing_schema(exc: sa_exc.DBAPIError) -> bool:
     # PostgreSQL "undefined_table" arrives as ProgrammingError (SQLite's as OperationalError).
     return getattr(exc.orig, "sqlstate", None) == "42P01"

@@ -27,7 +27,7 @@ from semantic.entries import NewEntry, StoredEntry, to_entry
 from semantic.models import SemanticEntry
 from semantic.question import normalize_question, question_digest
 from semantic.store import EntryStore
-from semantic.store_db import unavailable_on_db_errors
+from semantic.store_db import is_deadlock, unavailable_on_db_errors
 
 
 @dataclass(frozen=True)
@@ -70,11 +70,14 @@ def move_entries(
     check finds that row."""
     old_ids = [old.id for old, _ in carried] + [int(i) for i in dropped]
     with unavailable_on_db_errors(store.url):
-        for attempt in range(2):
+        for attempt in range(3):  # a unique race, a deadlock's loss, then its race
             try:
                 return _move(store, carried, old_ids)
             except sa_exc.IntegrityError:
-                if attempt:
+                if attempt == 2:
+                    raise
+            except sa_exc.OperationalError as exc:  # a deadlock's loser: run again
+                if attempt == 2 or not is_deadlock(exc):
                     raise
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -90,21 +93,25 @@ def _move(
         )
         removed = {int(row.id): row for row in result}
         changes = [NewChange(DELETE, str(row.partition_key), i) for i, row in removed.items()]
+        rows: list[tuple[SemanticEntry, NewEntry]] = []
+        adding: set[tuple[str, str]] = set()
         for old, new in carried:
             was = removed.get(old.id)
             if was is None:
                 continue  # deleted meanwhile (an operator, a purge, a bound): not carried
             normalized = normalize_question(new.question)
             digest = question_digest(normalized)
-            present = session.scalar(
-                select(SemanticEntry.id).where(
-                    SemanticEntry.partition_key == new.partition_key,
-                    SemanticEntry.question_digest == digest,
+            with session.no_autoflush:  # the new rows go in one statement, below
+                present = session.scalar(
+                    select(SemanticEntry.id).where(
+                        SemanticEntry.partition_key == new.partition_key,
+                        SemanticEntry.question_digest == digest,
+                    )
                 )
-            )
-            if present is not None:
+            if present is not None or (new.partition_key, digest) in adding:
                 kept += 1  # a backfill under the new embedder got there first: fresher
                 continue
+            adding.add((new.partition_key, digest))
             row = SemanticEntry(
                 partition_key=new.partition_key,
                 question_digest=digest,
@@ -123,7 +130,12 @@ def _move(
                 last_hit_at=was.last_hit_at,
             )
             session.add(row)
-            session.flush()
+            rows.append((row, new))
+        # One INSERT for the batch: the partition count's trigger then runs once all of
+        # its rows are in, instead of holding the count row while a later row waits on a
+        # backfill of the same question (which waits on that row: a deadlock).
+        session.flush()
+        for row, new in rows:
             changes.append(NewChange(UPSERT, new.partition_key, row.id, new.tenant))
             written.append(to_entry(row))
         log_changes(session, changes)

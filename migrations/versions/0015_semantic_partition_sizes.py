@@ -13,7 +13,11 @@ PostgreSQL: statement-level triggers over transition tables for INSERT and DELET
 delete of 100,000 rows updates each partition's row once, not 100,000 times; rows are
 locked in key order, so concurrent deletes across partitions do not deadlock on them),
 and a row-level trigger for an UPDATE that moves a row to another tenant or partition
-(none does today). SQLite: row-level triggers (one writer at a time).
+(none does today); the functions keep the schema they were created in (``SET
+search_path FROM CURRENT``), so a writer with another search path counts too. SQLite:
+row-level triggers (one writer at a time). The count and the triggers are made under a
+lock that holds writers (a replica of before this migration still running) until the
+migration commits, so no write falls between them.
 
 A later migration that rebuilds ``semantic_entries`` on SQLite (``batch_alter_table``
 copies the table) drops these triggers and must create them again.
@@ -36,7 +40,8 @@ depends_on: str | Sequence[str] | None = None
 
 _PG = [
     """
-    CREATE FUNCTION cachegate_sizes_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+    CREATE FUNCTION cachegate_sizes_inserted() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
     BEGIN
         INSERT INTO semantic_partition_sizes AS s (tenant, partition_key, entries)
         SELECT tenant, partition_key, count(*) FROM inserted
@@ -46,7 +51,8 @@ _PG = [
     END $$
     """,
     """
-    CREATE FUNCTION cachegate_sizes_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+    CREATE FUNCTION cachegate_sizes_deleted() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
     BEGIN
         PERFORM 1 FROM semantic_partition_sizes s
         WHERE (s.tenant, s.partition_key) IN (SELECT tenant, partition_key FROM deleted)
@@ -61,7 +67,8 @@ _PG = [
     END $$
     """,
     """
-    CREATE FUNCTION cachegate_sizes_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+    CREATE FUNCTION cachegate_sizes_moved() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
     BEGIN
         UPDATE semantic_partition_sizes SET entries = entries - 1
         WHERE tenant = OLD.tenant AND partition_key = OLD.partition_key;
@@ -125,13 +132,20 @@ def upgrade() -> None:
             "tenant", "partition_key", name=op.f("pk_semantic_partition_sizes")
         ),
     )
+    postgres = op.get_bind().dialect.name == "postgresql"
+    if postgres:
+        # Writers wait from here to the commit: a replica of before this migration that
+        # wrote between the count and the triggers would be counted by neither (a
+        # review found a partition counted forever after its last entry went). Reads
+        # go on. SQLite: the migration's transaction already holds the write lock.
+        op.execute("LOCK TABLE semantic_entries IN SHARE ROW EXCLUSIVE MODE")
     # What is there now; the triggers keep it from here, in the same transaction.
     op.execute(
         "INSERT INTO semantic_partition_sizes (tenant, partition_key, entries) "
         "SELECT tenant, partition_key, count(*) FROM semantic_entries "
         "GROUP BY tenant, partition_key"
     )
-    for statement in _PG if op.get_bind().dialect.name == "postgresql" else _SQLITE:
+    for statement in _PG if postgres else _SQLITE:
         op.execute(statement)
 
 

@@ -26,7 +26,6 @@ from gateway.index_snapshots import SnapshotWriter, schema_tag, start_index
 from gateway.metrics import GatewayMetrics
 from gateway.metrics_auth import require_metrics_token
 from gateway.ops import start_operations
-from gateway.proxy.access import RATE_LIMIT_POOL
 from gateway.proxy.concurrency import ReleaseSlots, TenantConcurrency
 from gateway.proxy.engine_pool import EnginePool, build_upstream
 from gateway.proxy.judge import UpstreamJudge
@@ -220,7 +219,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
             metrics=metrics,
             max_body_bytes=settings.max_body_bytes,
             body_timeout=settings.request_body_timeout,
-            charge_tokens=TokenCharger(app.state.rate_limiter, RATE_LIMIT_POOL),
+            charge_tokens=TokenCharger(app.state.rate_limiter),
             forward_unlisted_models=settings.upstream_unlisted_models == "forward",
         )
         # Entries an earlier embedder wrote move over as their partitions are asked for.

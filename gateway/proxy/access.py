@@ -113,11 +113,12 @@ async def rate_limit(request: Request, ctx: TenantContext) -> None:
 
 
 def _check_both(limiter: RateLimiter, ctx: TenantContext) -> dict[str, str]:
-    """The request bucket's token, then the token bucket's admission; a 429 of either
-    carries both buckets' headers."""
-    headers = limiter.check(ctx)
+    """The token bucket's admission (it takes nothing), then the request bucket's token:
+    a tenant in token debt that retries does not drain its requests too. A 429 of the
+    request bucket carries both buckets' headers."""
+    headers = check_tokens(limiter, ctx)
     try:
-        return headers | check_tokens(limiter, ctx)
+        return headers | limiter.check(ctx)
     except RateLimitError as err:
         err.headers = headers | err.headers
         raise

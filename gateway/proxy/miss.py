@@ -32,6 +32,7 @@ from gateway.errors import GatewayError
 from gateway.proxy.controls import CacheControl
 from gateway.proxy.decision import SemanticDecision
 from gateway.proxy.passthrough import StreamAssembly
+from gateway.proxy.token_limit import estimate_prompt_tokens
 from gateway.proxy.upstream import (
     Delta,
     Done,
@@ -85,6 +86,7 @@ class UpstreamAnswer:
         self.first_byte: float | None = None
         self.backfill = "skipped:not_finished"
         self.charged = False  # the answer's tokens taken from the tenant's tpm bucket
+        self.finishing = False  # its Done came: _count charges it, whatever ends meanwhile
 
     async def collect(
         self, first: Event, events: AsyncIterator[Event], headers: dict[str, str]
@@ -97,11 +99,13 @@ class UpstreamAnswer:
                     self._saw(event)
                 elif isinstance(event, Done):
                     done = event
+                    self.finishing = True
                 event = await anext(events, None)
         except GatewayError as err:  # broke after the first event: counted like the rest
             self.gw.metrics.upstream_errors.labels(type(err).__name__).inc()
             raise
         finally:
+            self._charge_cut_short()
             await close_events(events)
         assert done is not None
         # An HTTP upstream's body goes back unchanged; the engine's is built here.
@@ -155,6 +159,7 @@ class UpstreamAnswer:
                     else:
                         yield writer.delta(event.text)
                 elif passthrough:
+                    self.finishing = True  # counted and charged whole from here
                     said = event.extra.get("usage")
                     if assembly.usage is None and isinstance(said, dict):
                         assembly.usage = said  # the gateway's own include_usage chunk
@@ -169,6 +174,7 @@ class UpstreamAnswer:
                     await self._finish_whole(event, assembly.body(_usage(event)))
                     return
                 else:
+                    self.finishing = True
                     payload = self._built(event)
                     for chunk in writer.finish(event.finish_reason, payload["usage"]):
                         yield chunk
@@ -186,12 +192,19 @@ class UpstreamAnswer:
             for chunk in writer.error(err.body()):
                 yield chunk
         finally:
-            if not self.charged:  # a client that left, an error: the chunks it was sent
-                self._charge(len(self.parts))
+            self._charge_cut_short()
             await close_events(events)  # a client that left aborts the upstream request
 
+    def _charge_cut_short(self) -> None:
+        """An answer that ended before its count (a client that left, an upstream that
+        broke): its prompt, estimated, and the chunks it was sent (about a token each)."""
+        if not self.charged and not self.finishing:
+            self._charge(estimate_prompt_tokens(self.body) + len(self.parts))
+
     def _charge(self, tokens: int) -> None:
-        """The answer's model tokens, to its tenant's rate_limit_tpm bucket (once)."""
+        """The answer's model tokens, to its tenant's rate_limit_tpm bucket, once."""
+        if self.charged:
+            return
         self.charged = True
         if self.gw.charge_tokens is not None:
             try:
@@ -247,7 +260,11 @@ class UpstreamAnswer:
     def _count(self, done: Done, payload: dict[str, Any]) -> None:
         """The request's metrics, statistics row and access line."""
         gw, tenant = self.gw, self.ctx.tenant_id
-        self._charge(done.prompt_tokens + done.completion_tokens)
+        if done.usage_known:
+            self._charge(done.prompt_tokens + done.completion_tokens)
+        else:  # a generic upstream's stream without include_usage: estimated
+            sent = max(done.completion_tokens, len(self.parts))
+            self._charge(estimate_prompt_tokens(self.body) + sent)
         label = cache_label(self.decision, done.cached_tokens)
         gw.metrics.requests.labels(tenant, label).inc()
         gw.metrics.prefix_query_tokens.labels(tenant).inc(done.prompt_tokens)

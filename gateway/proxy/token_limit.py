@@ -10,8 +10,10 @@ PostgreSQL or this process), of ``tpm`` tokens refilled at ``tpm / 60`` a second
 * once the model's answer has ended, its ``prompt_tokens + completion_tokens`` are
   taken from the bucket, which may go below zero (down to ``-tpm``): the tenant's next
   requests wait while it refills, so over any stretch the tenant is held to ``tpm``
-  a minute, and a full bucket is never more than two minutes away. A stream whose client
-  left is charged the completion chunks it was sent (about a token each);
+  a minute, and a full bucket is never more than two minutes away. An answer whose
+  upstream said no ``usage``, and one cut short (its client left, its upstream broke),
+  is charged its prompt estimated at 4 characters a token plus the chunks it was sent
+  (about a token each); an answer is charged once, whatever ends after its count came;
 * a semantic hit costs nothing: no model ran. An embeddings request is charged its
   answer's ``usage.prompt_tokens``.
 
@@ -19,8 +21,8 @@ The count is taken after the answer because it is only known then (OpenAI estima
 up front from ``max_tokens``; LiteLLM's ``tpm_limit`` counts after, as here), so
 requests admitted together may overshoot the bucket by what they spend; the debt they
 leave is paid before the next is admitted. Charges go to the store on the rate limiter's
-own threads, after the answer, never delaying it; a store that fails lets requests
-through, as for the request limit.
+own threads (not the admission checks'), after the answer, never delaying it; a store
+that fails lets requests through, as for the request limit.
 
 Answers to a tenant with a token limit carry OpenAI's ``x-ratelimit-limit-tokens``,
 ``x-ratelimit-remaining-tokens`` (whole tokens left, 0 while in debt) and
@@ -33,7 +35,10 @@ import json
 import logging
 import math
 import re
-from concurrent.futures import Executor
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any
 
 from gateway.errors import RateLimitError
 from gateway.proxy.ratelimit import ALWAYS, RateLimiter, duration, token_bucket_key
@@ -80,28 +85,91 @@ def check_tokens(limiter: RateLimiter, ctx: TenantContext) -> dict[str, str]:
     )
 
 
-class TokenCharger:
-    """Takes a finished answer's tokens from its tenant's bucket, on ``pool``'s threads
-    (the caller never waits); nothing for a tenant without a token limit."""
+#: Threads that write charges, apart from the admission checks' (access.py): a backlog
+#: of charges on a slow store must not delay a check past its deadline, which opens
+#: the breaker and switches every tenant's limits off.
+CHARGE_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cachegate-tpm-charge")
+#: Charges waiting for a thread past which new ones are dropped (and counted): a store
+#: that crawls must not grow the gateway's memory without bound.
+MAX_PENDING_CHARGES = 1000
 
-    def __init__(self, limiter: RateLimiter, pool: Executor) -> None:
+
+class TokenCharger:
+    """Takes a finished answer's tokens from its tenant's bucket on :data:`CHARGE_POOL`
+    (the caller never waits); nothing for a tenant without a token limit, nothing while
+    the store's breaker is open (as its checks), nothing past a backlog of
+    :data:`MAX_PENDING_CHARGES` (``dropped`` counts those)."""
+
+    def __init__(self, limiter: RateLimiter, pool: Executor = CHARGE_POOL) -> None:
         self.limiter, self.pool = limiter, pool
+        self.pending = 0
+        self.dropped = 0
+        self._lock = threading.Lock()
 
     def __call__(self, ctx: TenantContext, tokens: int) -> None:
         tpm = ctx.policy.rate_limit_tpm
-        if tpm is None or tokens <= 0 or self.limiter.would_bypass():
+        # is_open, not would_bypass: a charge skipped is no request let through
+        if tpm is None or tokens <= 0 or getattr(self.limiter.store, "is_open", False):
+            return
+        with self._lock:
+            if self.pending >= MAX_PENDING_CHARGES:
+                self.dropped += 1
+                first = self.dropped == 1
+            else:
+                self.pending += 1
+                first = None
+        if first is not None:
+            if first:
+                log.warning("token charges dropped: %d wait for the rate-limit store", self.pending)
             return
         key = token_bucket_key(ctx.tenant_id, ctx.namespace_id)
         try:
             self.pool.submit(self._charge, key, tpm, tokens)
         except RuntimeError:  # the pool is shut down: the process is stopping
-            log.debug("token charge dropped: the rate-limit pool is closed")
+            self._done()
 
     def _charge(self, key: str, tpm: int, tokens: int) -> None:
         try:
             self.limiter.store.take(key, tpm, float(tokens), ALWAYS)
         except Exception:  # a store failure is the breaker's (it fails open); never raise
             log.exception("charging tokens to a rate-limit bucket failed")
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        with self._lock:
+            self.pending -= 1
+
+
+#: Characters a token, on average, in English text (OpenAI's rule of thumb): what an
+#: answer is charged for its prompt when its upstream did not count it.
+CHARS_PER_TOKEN = 4
+
+
+def estimate_prompt_tokens(body: Mapping[str, Any]) -> int:
+    """The prompt's tokens as characters / 4 (token ids as themselves): for an answer
+    whose upstream said no ``usage`` (a generic upstream's stream without
+    ``include_usage``), and one that ended before its count came (the client left)."""
+    chars, ids = 0, 0
+    prompt = body.get("prompt")
+    prompts = prompt if isinstance(prompt, list) else [prompt]
+    for item in prompts:
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, int):
+            ids += 1
+        elif isinstance(item, list):
+            ids += len(item)
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        parts = content if isinstance(content, list) else [content]
+        for part in parts:
+            if isinstance(part, str):
+                chars += len(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                chars += len(part["text"])
+    return ids + math.ceil(chars / CHARS_PER_TOKEN)
 
 
 #: ``"usage": {...}`` as OpenAI, vLLM and TEI write it: after the vectors, at the end.

@@ -42,8 +42,8 @@ def _weighted(m: dict[str, Any]) -> str:
 
 def fmt_edge(x: float) -> str:
     """A bucket edge: two decimals, more where the edge has them (the routed scale's
-    0.9437 is not 0.94)."""
-    text = f"{x:.4f}".rstrip("0")
+    0.94375 is neither 0.94 nor 0.9437)."""
+    text = f"{x:.5f}".rstrip("0")
     return text.ljust(4, "0")  # "1." → "1.00", "0.8" → "0.80"
 
 

@@ -4,6 +4,7 @@
     python bench/train_verifier.py --skip-training --calibrate-dtype bfloat16
     python bench/train_verifier_zh.py && python bench/train_verifier.py --skip-training
     python bench/train_verifier.py --topics --out <trial dir>   # + the English topic pool
+    python bench/train_verifier.py --minimal-pairs 4000 --out <trial dir>   # + minimal pairs
 
 Steps (each prints progress to stderr):
 
@@ -64,6 +65,8 @@ from bench.verifier_calibrate import calibrate, float32_beside
 from bench.verifier_calibrate_int8 import calibrate_zh_int8, card_section
 from bench.verifier_judge_teacher import judge_targets, load_cache
 from bench.verifier_pairs import VPair, build_pairs, load, sample_train, save
+from bench.verifier_pairs_minimal import SOURCE as MINIMAL_SOURCE
+from bench.verifier_pairs_minimal import training_pairs as minimal_pairs
 from bench.verifier_pairs_topics import training_pairs as topic_pairs
 from bench.verifier_training import TrainConfig, load_base, train
 from validators import verifier_codec, verifier_zh, verifier_zh_encoder
@@ -221,6 +224,7 @@ def train_and_write(
         "train": stats,
         "caps": args.caps,
         "topic_pairs": sum(p.source == "topics-en" for p in chosen),
+        "minimal_pairs": sum(p.source == MINIMAL_SOURCE for p in chosen),
         "teacher_weight": args.teacher_weight,
         "taught_pairs": len(targets),
     }
@@ -308,8 +312,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.skip_training:  # the card counts what the weights were trained on
         meta = json.loads((args.out / "verifier.json").read_text())
         args.topics = bool(meta.get("topic_pairs"))
+        args.minimal_pairs = int(meta.get("minimal_pairs", 0))
     if args.topics:
         chosen += topic_pairs(pairs, "en", args.seed)
+    if args.minimal_pairs:
+        chosen += minimal_pairs(pairs, args.minimal_pairs, args.seed)
     print(
         f"train: {len(chosen)} English pairs, {sum(p.label for p in chosen)} positive",
         file=sys.stderr,

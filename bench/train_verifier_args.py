@@ -45,6 +45,15 @@ def build_parser(description: str, *, pairs: Path, judge_cache: Path) -> argpars
         " session 28 without a gain, so not in the shipped recipe)",
     )
     ap.add_argument(
+        "--minimal-pairs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="add N English minimal pairs (bench/verifier_pairs_minimal.py: one sibling noun"
+        " swapped, label 0; one synonym swapped, label 1; half each); 0 = none, the shipped"
+        " recipe",
+    )
+    ap.add_argument(
         "--teacher-scores",
         type=Path,
         default=judge_cache,

@@ -18,6 +18,7 @@ not; a 429 or 503 from the upstream keeps its status, body and headers.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator
@@ -50,7 +51,7 @@ from gateway.proxy.decision import SemanticDecision
 from gateway.proxy.disconnect import unless_disconnected
 from gateway.proxy.media_type import JSON
 from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
-from gateway.proxy.token_limit import embedding_tokens
+from gateway.proxy.token_limit import embedding_tokens, estimate_prompt_tokens
 from gateway.proxy.upstream import Done, KeepAlive, UpstreamRequest, usage_counts
 from gateway.reports.recorder import RequestRecord
 from gateway.request_log import authenticated, note_request
@@ -242,6 +243,10 @@ async def _answer(
         raise
     except StopAsyncIteration:
         raise GatewayError("the upstream returned no events") from None
+    except asyncio.CancelledError:  # the client left while it queued or was prefilled
+        if gw.charge_tokens is not None:  # its prompt, estimated, to its tpm bucket
+            gw.charge_tokens(ctx, estimate_prompt_tokens(body))
+        raise
     flow = UpstreamAnswer(gw, ctx, kind, body, decision, cc, response_id, started)
     if not stream:
         return await flow.collect(first, events, headers)

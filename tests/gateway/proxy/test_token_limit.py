@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 from sqlalchemy.exc import OperationalError
@@ -149,3 +150,16 @@ def test_a_stream_whose_client_left_is_charged_what_it_was_sent(gw: Gateway) -> 
     charged = 600 - bucket(gw, key)
     # the chunks sent before it left (a refill of 10 a second on top), not 150 + prompt
     assert 3 < charged < 100
+
+
+PROMPT = "word " * 80  # 400 characters: 100 tokens at four a token
+
+
+def test_a_request_whose_client_leaves_mid_answer_is_charged_its_prompt(gw: Gateway) -> None:
+    """A non-streamed request cut while its answer is generated was charged nothing,
+    so a client could have the upstream prefill any prompt for free (before its first
+    token: relay/test_token_limit_relay.py)."""
+    _, key = gw.tenant("tpm-leaving", TenantPolicy(rate_limit_tpm=600))  # 10 a second
+    with gw.http(key, timeout=0.4) as client, pytest.raises(httpx.ReadTimeout):
+        client.post("/v1/completions", json=completion(gw, 60, prompt=PROMPT))
+    assert wait_until(lambda: bucket(gw, key) < 600 - 100, timeout=3)

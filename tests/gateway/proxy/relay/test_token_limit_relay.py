@@ -6,9 +6,12 @@ hit nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
+import httpx
+import pytest
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
@@ -75,3 +78,23 @@ def test_the_tenants_token_limit_wins_and_its_answers_are_charged(
     with gw.http(free) as http:  # control: the upstream's own counts reach a free tenant
         theirs = http.post(CHAT, json=ask("limits please"))
     assert theirs.headers["x-ratelimit-remaining-tokens"] == "9"
+
+
+def test_a_client_that_leaves_before_the_first_byte_is_charged_its_prompt(
+    gw: Gateway, up: Scripted
+) -> None:
+    """The upstream is still prefilling (no byte yet) when the client gives up: the
+    gateway cancels the request, and the prompt it sent is charged, estimated at four
+    characters a token (it was charged nothing). Control: a tenant without the limit."""
+
+    async def slow(body: dict[str, Any], request: Request) -> Response:
+        await asyncio.sleep(3)
+        return JSONResponse(answer("late"))
+
+    up.handler = slow
+    limited = gw.tenant("tpm-gone", TenantPolicy(rate_limit_tpm=TPM, semantic_enabled=False))[1]
+    prompt = "word " * 4_000  # 20,000 characters: 5,000 tokens
+    question = ask(prompt)
+    with gw.http(limited, timeout=0.5) as http, pytest.raises(httpx.ReadTimeout):
+        http.post(CHAT, json=question)
+    assert wait_until(lambda: bucket(gw, limited) < TPM - 4_000, timeout=3)

@@ -142,20 +142,25 @@ class TokenCharger:
 
 
 #: Characters a token, on average, in English text (OpenAI's rule of thumb): what an
-#: answer is charged for its prompt when its upstream did not count it.
+#: answer is charged for its prompt when its upstream did not count it. Chinese,
+#: Japanese and Korean characters count a token each (BPE vocabularies give them one
+#: or more), not a quarter.
 CHARS_PER_TOKEN = 4
+_CJK = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
 
 
 def estimate_prompt_tokens(body: Mapping[str, Any]) -> int:
-    """The prompt's tokens as characters / 4 (token ids as themselves): for an answer
-    whose upstream said no ``usage`` (a generic upstream's stream without
-    ``include_usage``), and one that ended before its count came (the client left)."""
-    chars, ids = 0, 0
+    """The prompt's tokens as characters / 4, a CJK character as one, a token id as
+    itself: for an answer whose upstream said no ``usage`` (a generic upstream's stream
+    without ``include_usage``), and one that ended before its count came (the client
+    left)."""
+    chars, cjk, ids = 0, 0, 0
     prompt = body.get("prompt")
     prompts = prompt if isinstance(prompt, list) else [prompt]
+    texts: list[str] = []
     for item in prompts:
         if isinstance(item, str):
-            chars += len(item)
+            texts.append(item)
         elif isinstance(item, int):
             ids += 1
         elif isinstance(item, list):
@@ -166,10 +171,14 @@ def estimate_prompt_tokens(body: Mapping[str, Any]) -> int:
         parts = content if isinstance(content, list) else [content]
         for part in parts:
             if isinstance(part, str):
-                chars += len(part)
+                texts.append(part)
             elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                chars += len(part["text"])
-    return ids + math.ceil(chars / CHARS_PER_TOKEN)
+                texts.append(part["text"])
+    for text in texts:
+        wide = len(text) - len(_CJK.sub("", text))
+        cjk += wide
+        chars += len(text) - wide
+    return ids + cjk + math.ceil(chars / CHARS_PER_TOKEN)
 
 
 #: ``"usage": {...}`` as OpenAI, vLLM and TEI write it: after the vectors, at the end.

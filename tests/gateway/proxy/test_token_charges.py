@@ -99,6 +99,8 @@ def test_a_stream_cut_short_is_charged_its_prompt_and_what_it_was_sent() -> None
         ({"messages": [{"role": "user", "content": "hello world!"}]}, 3),
         ({"messages": [{"role": "user", "content": [{"type": "text", "text": "abcd"}]}]}, 1),
         ({"messages": "not a list", "prompt": None}, 0),
+        ({"prompt": "怎么修改登录密码"}, 8),  # a token a character, not a quarter
+        ({"prompt": "请问 refund 怎么办"}, 5 + 2),  # 5 CJK, 8 other characters
     ],
 )
 def test_the_prompt_estimate(body: dict[str, Any], tokens: int) -> None:

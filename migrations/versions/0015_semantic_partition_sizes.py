@@ -111,8 +111,10 @@ _SQLITE_REMOVE = """
     WHERE tenant = OLD.tenant AND partition_key = OLD.partition_key AND entries <= 0;
 """
 _SQLITE = [
-    f"CREATE TRIGGER semantic_sizes_insert AFTER INSERT ON semantic_entries BEGIN {_SQLITE_ADD} END",
-    f"CREATE TRIGGER semantic_sizes_delete AFTER DELETE ON semantic_entries BEGIN {_SQLITE_REMOVE} END",
+    "CREATE TRIGGER semantic_sizes_insert AFTER INSERT ON semantic_entries"
+    f" BEGIN {_SQLITE_ADD} END",
+    "CREATE TRIGGER semantic_sizes_delete AFTER DELETE ON semantic_entries"
+    f" BEGIN {_SQLITE_REMOVE} END",
     "CREATE TRIGGER semantic_sizes_move AFTER UPDATE OF tenant, partition_key ON semantic_entries"
     " WHEN OLD.tenant IS NOT NEW.tenant OR OLD.partition_key IS NOT NEW.partition_key"
     f" BEGIN {_SQLITE_REMOVE} {_SQLITE_ADD} END",

@@ -32,7 +32,7 @@ RAW_INSERT = text(
 
 
 def entry(partition: str, question: str, embedder: str = "emb") -> NewEntry:
-    vector = np.ones(4, dtype=np.float32) / 2
+    vector = np.full(4, 0.5, dtype=np.float32)
     return NewEntry(partition, "a", question, {"a": question}, vector, embedder)
 
 

@@ -33,7 +33,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> EntryStore:
 def put(
     store: EntryStore, tenant: str, partition: str, question: str, expires: datetime | None = None
 ) -> int:
-    vector = np.ones(4, dtype=np.float32) / 2
+    vector = np.full(4, 0.5, dtype=np.float32)
     entry = NewEntry(
         partition, tenant, question, {"a": question}, vector, "emb", expires_at=expires
     )

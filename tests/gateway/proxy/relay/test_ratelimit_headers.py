@@ -67,7 +67,7 @@ def test_check_returns_the_headers_and_the_429_carries_them() -> None:
 
 def test_a_store_that_was_not_asked_reports_nothing() -> None:
     class Down(LocalBuckets):
-        def take(self, tenant_id: str, rpm: int) -> Taken:
+        def take(self, tenant_id: str, rpm: int, cost: float = 1.0, need: float = 1.0) -> Taken:
             return Taken(True, 0.0)  # what a shared store answers while it is down
 
     limiter = RateLimiter(store=Down())
@@ -130,7 +130,7 @@ def test_a_limited_tenant_never_gets_the_accounts_counts_as_its_own(
         return JSONResponse(answer("Hi."), headers=headers)
 
     class Down(LocalBuckets):
-        def take(self, tenant_id: str, rpm: int) -> Taken:
+        def take(self, tenant_id: str, rpm: int, cost: float = 1.0, need: float = 1.0) -> Taken:
             return Taken(True, 0.0)
 
     up.handler = with_limits

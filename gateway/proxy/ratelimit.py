@@ -188,20 +188,24 @@ class RateLimiter:
         headers = limit_headers(rpm, taken.tokens)
         if taken.allowed:
             return headers
-        self.note_refused(ctx)
-        retry_after = max(1, math.ceil(taken.wait))
-        raise RateLimitError(
-            f"rate limit of {rpm} requests per minute exceeded for tenant {ctx.tenant_id!r}; "
+        raise self.refusal(ctx, f"{rpm} requests", taken.wait, headers)
+
+    def refusal(
+        self, ctx: TenantContext, limit: str, wait: float, headers: dict[str, str]
+    ) -> RateLimitError:
+        """The 429 of a tenant past ``limit`` a minute ("60 requests", "1000 tokens",
+        gateway/proxy/token_limit.py), counted with its refusals, ``Retry-After`` the
+        whole seconds (at least 1) until ``wait`` has passed."""
+        with self._lock:
+            key = bucket_key(ctx.tenant_id, ctx.namespace_id)  # this incarnation's
+            self._refused[key] = self._refused.get(key, 0) + 1
+        retry_after = max(1, math.ceil(wait))
+        return RateLimitError(
+            f"rate limit of {limit} per minute exceeded for tenant {ctx.tenant_id!r}; "
             f"retry after {retry_after} s",
             code="rate_limit_exceeded",
             headers=headers | {"Retry-After": str(retry_after)},
         )
-
-    def note_refused(self, ctx: TenantContext) -> None:
-        """One more request of the tenant refused by either of its buckets."""
-        with self._lock:
-            key = bucket_key(ctx.tenant_id, ctx.namespace_id)  # this incarnation's
-            self._refused[key] = self._refused.get(key, 0) + 1
 
     def would_bypass(self) -> bool:
         """Whether the shared store's breaker lets a check through now without asking

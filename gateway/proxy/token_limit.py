@@ -40,7 +40,6 @@ from collections.abc import Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
-from gateway.errors import RateLimitError
 from gateway.proxy.ratelimit import ALWAYS, RateLimiter, duration, token_bucket_key
 from gateway.tenants import TenantContext
 
@@ -75,14 +74,8 @@ def check_tokens(limiter: RateLimiter, ctx: TenantContext) -> dict[str, str]:
     headers = token_headers(tpm, taken.tokens)
     if taken.allowed:
         return headers
-    limiter.note_refused(ctx)  # counted with the request limit's refusals (admin stats)
-    retry_after = max(1, math.ceil(taken.wait))
-    raise RateLimitError(
-        f"rate limit of {tpm} tokens per minute exceeded for tenant {ctx.tenant_id!r}; "
-        f"retry after {retry_after} s",
-        code="rate_limit_exceeded",
-        headers=headers | {"Retry-After": str(retry_after)},
-    )
+    # counted with the request limit's refusals (the admin API's rate_limited)
+    raise limiter.refusal(ctx, f"{tpm} tokens", taken.wait, headers)
 
 
 #: Threads that write charges, apart from the admission checks' (access.py): a backlog

@@ -17,8 +17,7 @@ from fastapi.responses import Response
 
 from gateway.db_rest import DbDeadlineError, within
 from gateway.errors import RateLimitError
-from gateway.proxy.concurrency import TenantConcurrency
-from gateway.proxy.concurrency import hold_slot as take_slot
+from gateway.proxy.concurrency import TenantConcurrency, take_slot
 from gateway.proxy.ratelimit import REQUEST_LIMIT_HEADERS, RateLimiter
 from gateway.proxy.token_limit import TOKEN_LIMIT_HEADERS, check_tokens
 from gateway.state import GatewayState

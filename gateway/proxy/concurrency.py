@@ -95,7 +95,7 @@ class TenantConcurrency:
             assert all(n > 0 for n in self._refused.values()), self._refused
 
 
-def hold_slot(scope_state: dict[str, object], slots: TenantConcurrency, ctx: TenantContext) -> None:
+def take_slot(scope_state: dict[str, object], slots: TenantConcurrency, ctx: TenantContext) -> None:
     """Take the tenant's slot for this request; :class:`ReleaseSlots` gives it back."""
     release = slots.acquire(ctx)
     if release is not None:

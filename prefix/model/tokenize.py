@@ -15,7 +15,9 @@ Prompt = str | Sequence[int] | Sequence[Mapping[str, Any]]
 class PromptEncoder:
     """``vocab_size``: the model's embedding rows, when it has fewer than the tokenizer
     has tokens (an id past them would fail inside the engine's step, for every request
-    in it, not as this request's error)."""
+    in it, not as this request's error). Every prompt is checked against them: ids as
+    sent, and the tokenizer's own output for text and messages, since text can spell a
+    token the tokenizer added past the model's rows."""
 
     def __init__(self, tokenizer: Any, vocab_size: int | None = None) -> None:
         self.tokenizer = tokenizer
@@ -26,30 +28,39 @@ class PromptEncoder:
         if isinstance(prompt, str):
             # A raw prompt is the client's whole text: special-token text in it is parsed
             # as those tokens (as vLLM does), unlike chat message text (ChatEncoder).
-            return list(self.tokenizer.encode(prompt, add_special_tokens=False))
+            return self._in_range(self.tokenizer.encode(prompt, add_special_tokens=False))
         items: list[Any] = list(prompt)
         if all(isinstance(t, int) and not isinstance(t, bool) for t in items):
-            vocab = len(self.tokenizer)
-            if self.vocab_size is not None:
-                vocab = min(vocab, self.vocab_size)
-            bad = [t for t in items if not 0 <= t < vocab]
-            if bad:
-                raise RequestError(f"token ids out of range [0, {vocab}): {bad[:5]}")
-            return [int(t) for t in items]
+            return self._in_range(items)
         if all(isinstance(m, Mapping) for m in items):
             return self.encode_chat(items)
         raise RequestError("prompt must be a string, a list of token ids or a list of messages")
+
+    def _in_range(self, ids: Sequence[int]) -> list[int]:
+        """``ids``, each with an embedding row; else this request's error (the ids are
+        the prompt: counted, not quoted)."""
+        vocab = len(self.tokenizer)
+        if self.vocab_size is not None:
+            vocab = min(vocab, self.vocab_size)
+        bad = sum(1 for t in ids if not 0 <= t < vocab)
+        if bad:
+            raise RequestError(f"{bad} token id(s) of the prompt are outside [0, {vocab})")
+        return [int(t) for t in ids]
 
     def encode_chat(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         if not messages:
             return []
         for m in messages:
             if m.get("role") not in ("system", "user", "assistant", "tool", "developer"):
-                raise RequestError(f"unknown message role {m.get('role')!r}")
+                # the role is the client's text: not quoted back
+                raise RequestError(
+                    "unknown message role (system, user, assistant, tool or developer)"
+                )
             if not isinstance(m.get("content", ""), str):
                 raise RequestError("message content must be a string")
-        # message text is plain text: it cannot spell the template's control tokens
-        return self._chat.encode(messages)
+        # Message text is plain text: it cannot spell the template's control tokens; the
+        # template's own tokens are checked all the same (a tokenizer past the model).
+        return self._in_range(self._chat.encode(messages))
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))

@@ -32,13 +32,42 @@ def test_ids_past_the_models_rows_are_a_request_error(tokenizer: object) -> None
     assert PromptEncoder(tokenizer).encode([0, size - 1]) == [0, size - 1]  # control
     smaller = PromptEncoder(tokenizer, vocab_size=size - 4)
     assert smaller.encode([0, size - 5]) == [0, size - 5]
-    with pytest.raises(RequestError, match="out of range"):
+    with pytest.raises(RequestError, match="outside"):
         smaller.encode([0, size - 4])
-    with pytest.raises(RequestError, match="out of range"):
+    with pytest.raises(RequestError, match="outside"):
         PromptEncoder(tokenizer).encode([size])
     # a model with more rows than the tokenizer has tokens: the tokenizer bounds it
-    with pytest.raises(RequestError, match="out of range"):
+    with pytest.raises(RequestError, match="outside"):
         PromptEncoder(tokenizer, vocab_size=size + 10).encode([size])
+    # the ids are the prompt: counted, never quoted back
+    with pytest.raises(RequestError) as err:
+        smaller.encode([size - 3, 77777])
+    assert "77777" not in str(err.value) and str(size - 3) not in str(err.value)
+
+
+def test_text_spelling_a_token_past_the_models_rows_is_a_request_error(
+    tmp_path: Path,
+) -> None:
+    """A tokenizer with a token added past the model's embedding rows: text (a raw
+    prompt parses special-token text) that spells it is refused as the request's own
+    error, before the engine's step; before, only id lists were checked, and the id
+    failed the whole step (a review, session 43)."""
+    save_tiny_tokenizer(tmp_path)
+    extra: Any = AutoTokenizer.from_pretrained(str(tmp_path), local_files_only=True)
+    rows = len(extra)
+    extra.add_tokens(["<extra>"], special_tokens=True)
+    encoder = PromptEncoder(extra, vocab_size=rows)
+    plain = encoder.encode("t5 t6")
+    assert plain and max(plain) < rows  # control: text of the model's own tokens
+    assert rows in PromptEncoder(extra).encode("t5 t6 <extra>")  # what reached the step
+    with pytest.raises(RequestError, match="outside"):
+        encoder.encode("t5 t6 <extra>")
+
+
+def test_an_unknown_role_is_not_quoted_back(tokenizer: object) -> None:
+    with pytest.raises(RequestError) as err:
+        PromptEncoder(tokenizer).encode([{"role": "secret-text", "content": "hi"}])
+    assert "secret-text" not in str(err.value)
 
 
 # ---- detokenizer ------------------------------------------------------------------------

@@ -19,26 +19,36 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway.admin.schemas import validation_message
 from gateway.errors import GatewayError
+from gateway.proxy.access import shadowed_limit_headers
 from gateway.proxy.controls import request_id
+from gateway.proxy.upstream import RELAYED_STATUSES
 
 log = logging.getLogger("cachegate.gateway")
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    def _ids(request: Request, headers: Mapping[str, str] | None = None) -> dict[str, str]:
+    def _ids(
+        request: Request, headers: Mapping[str, str] | None = None, status: int = 0
+    ) -> dict[str, str]:
         kept = {k: v for k, v in (headers or {}).items() if k.lower() != "x-request-id"}
         # A request that took a rate-limit token says where the tenant's bucket stands,
         # failed or not (gateway/proxy/routes.py). An error the upstream sent with its own
-        # limits (a 429 of the shared account) keeps them: they explain the refusal, and
-        # "58 remaining" beside its Retry-After would invite a retry at once.
+        # limits (a 429 or 503 of the shared account) keeps them: they explain the
+        # refusal, and "58 remaining" beside its Retry-After would invite a retry at once.
+        # On any other error the tenant's own stand in their place, as on an answer
+        # (access.with_limit_headers): an upstream's 400 is no news of its limits.
         limits = getattr(request.state, "rate_limit_headers", None) or {}
-        said = {k.lower() for k in kept}
-        mine = {k: v for k, v in limits.items() if k.lower() not in said}
-        return kept | mine | {"X-Request-Id": request_id(request)}
+        if status in RELAYED_STATUSES:
+            said = {k.lower() for k in kept}
+            mine = {k: v for k, v in limits.items() if k.lower() not in said}
+            return kept | mine | {"X-Request-Id": request_id(request)}
+        shadowed = shadowed_limit_headers(request) | {k.lower() for k in limits}
+        kept = {k: v for k, v in kept.items() if k.lower() not in shadowed}
+        return kept | dict(limits) | {"X-Request-Id": request_id(request)}
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> Response:
-        headers = _ids(request, exc.headers)
+        headers = _ids(request, exc.headers, exc.status)
         if exc.raw is not None:  # the upstream's error body, as it sent it
             return Response(exc.raw, exc.status, headers=headers, media_type=exc.media_type)
         return JSONResponse(exc.body(), status_code=exc.status, headers=headers)

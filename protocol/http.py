@@ -251,7 +251,7 @@ async def read_json(
     except RecursionError:  # deeper than json's own limit: the same refusal as past ours
         raise _too_deep(MAX_JSON_DEPTH) from None
     except json.JSONDecodeError as e:  # where, not what: the text may be the client's
-        said = f"{e.msg} at char {e.pos}"
+        said = f"{e.msg.removesuffix(' at')} at char {e.pos}"
         raise ApiError(400, f"the request body is not valid JSON: {said}") from None
     except UnicodeDecodeError as e:  # its str() quotes the byte found
         raise ApiError(400, f"the request body is not UTF-8 (at byte {e.start})") from None

@@ -127,12 +127,19 @@ def with_limit_headers(request: Request, response: Response) -> Response:
     """The tenant's own rate-limit headers on its answer, in place of an upstream's of
     those names, which count the gateway's account (every tenant's requests): those go
     even when the tenant's are not known (its store down), never misread as its own."""
-    if getattr(request.state, "rate_limited", False):
-        for name in REQUEST_LIMIT_HEADERS:
-            del response.headers[name]
-    if getattr(request.state, "token_limited", False):
-        for name in TOKEN_LIMIT_HEADERS:
-            del response.headers[name]
+    for name in shadowed_limit_headers(request):
+        del response.headers[name]
     for name, value in getattr(request.state, "rate_limit_headers", {}).items():
         response.headers[name] = value
     return response
+
+
+def shadowed_limit_headers(request: Request) -> set[str]:
+    """The limit headers (lower case) an upstream's answer may not carry to this
+    request's client: those of each bucket the tenant's policy limits."""
+    names: set[str] = set()
+    if getattr(request.state, "rate_limited", False):
+        names.update(REQUEST_LIMIT_HEADERS)
+    if getattr(request.state, "token_limited", False):
+        names.update(TOKEN_LIMIT_HEADERS)
+    return names

@@ -35,7 +35,8 @@ from gateway.proxy.dialects import (
 )
 from gateway.proxy.http_client import upstream_client
 from gateway.proxy.media_type import json_media_type
-from gateway.proxy.relay import passed_headers, stream_events, upstream_error, whole_response
+from gateway.proxy.passed_headers import passed_headers
+from gateway.proxy.relay import stream_events, upstream_error, whole_response
 from gateway.proxy.upstream import (
     Event,
     UpstreamRefusal,
@@ -284,8 +285,10 @@ class HttpUpstream:
             if not req.cache_kv:  # KV no later request can reuse: not kept there
                 headers[KV_REUSE_HEADER] = "off"
         timeout = self._timeout if body.get("stream") is True else self._whole_timeout
+        # its prompt time (a cache timer), its account's limits (cache_counts.py)
+        hide = self._hides_cached(d)
         try:
-            response = await self._open(path, body, headers, timeout)
+            response = await self._open(path, body, headers, timeout, hide)
         except UpstreamRefusal as err:
             if known is not None or not _refuses_salt(err, req.body):
                 raise
@@ -294,10 +297,10 @@ class HttpUpstream:
             log.info("the upstream refused cache_salt: generic dialect")
             self.detected = d = GENERIC
             body, added_usage = forward_body(req.body, GENERIC, salt)
-            response = await self._open(path, body, headers, timeout)
+            hide = self._hides_cached(d)  # as the request went out (generic once refused)
+            response = await self._open(path, body, headers, timeout, hide)
         passed = passed_headers(response, req.request_id)
-        hide = self._hides_cached(d)  # as the request went out (generic once refused)
-        if hide:  # its prompt time (a cache timer), its account's limits (cache_counts.py)
+        if hide:
             hide_shared_headers(passed)
         asked = asks_for_usage(body, added_usage)  # a usage chunk, of the client's own
         try:
@@ -335,9 +338,13 @@ class HttpUpstream:
         bytes and allowlisted headers (and its JSON ``content-type``: media_type.py); an
         error status as for completions."""
         headers = {"x-request-id": request_id}
-        response = await self._open(path, body, headers, self._whole_timeout)
+        # the account's limits count every tenant's embeddings too (cache_counts.py)
+        hide = self._hides_cached(await self._request_dialect() or UNKNOWN)
+        response = await self._open(path, body, headers, self._whole_timeout, hide)
         try:
             passed = passed_headers(response, request_id)
+            if hide:
+                hide_shared_headers(passed)
             raw, whole = await read_capped(response, self.max_body_bytes)
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("the upstream stopped answering") from exc
@@ -351,7 +358,12 @@ class HttpUpstream:
         return response.status_code, raw, passed
 
     async def _open(
-        self, path: str, body: dict[str, Any], headers: dict[str, str], timeout: httpx.Timeout
+        self,
+        path: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        timeout: httpx.Timeout,
+        hide_shared: bool,
     ) -> httpx.Response:
         for attempt in range(self.retries + 1):
             try:
@@ -383,7 +395,7 @@ class HttpUpstream:
                 # it may have run the request, so it is not sent again.
                 raise UpstreamError("the upstream failed before answering", code=DROPPED) from exc
             if response.status_code >= 400:
-                raise await upstream_error(response, headers.get("x-request-id", ""))
+                raise await upstream_error(response, headers.get("x-request-id", ""), hide_shared)
             return response
         raise AssertionError("unreachable")
 

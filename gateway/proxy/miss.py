@@ -12,7 +12,7 @@ Passed through means the upstream's bytes where the gateway changes nothing: a
 JSON body or a chunk that Python's strict encoder would refuse (``NaN``, a lone
 surrogate escape) reaches the client as it was sent, and such an answer is not
 stored, since the store could not keep it faithfully. The upstream's allowlisted
-headers (rate limits, ``Retry-After``: ``passed_headers`` in ``relay.py``) go
+headers (rate limits, ``Retry-After``: ``passed_headers.py``) go
 out with the gateway's own, which win on a clash.
 """
 

@@ -48,15 +48,15 @@ What it holds of the answer is bounded (``gateway/proxy/upstream_read.py``).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
 
 from gateway.errors import GatewayError, UpstreamError
-from gateway.proxy.cache_counts import hide_cache_counts
+from gateway.proxy.cache_counts import hide_cache_counts, hide_shared_headers
 from gateway.proxy.media_type import json_media_type, success_status
+from gateway.proxy.passed_headers import passed_headers
 from gateway.proxy.upstream import (
     RELAYED_STATUSES,
     Delta,
@@ -81,75 +81,21 @@ from gateway.proxy.upstream_read import (
 )
 from protocol.http import header_int
 
-# Upstream response headers the client gets: what an OpenAI client reads to pace
-# itself (rate limits, back-off) or to report a problem (timing, version, the
-# upstream's request id). Everything else the upstream says about itself (server,
-# cookies, its addresses) stays behind the gateway.
-PASSED_HEADERS = frozenset(
-    {"retry-after", "retry-after-ms", "openai-processing-ms", "openai-version"}
-)
-PASSED_PREFIXES = ("x-ratelimit-",)
-# The gateway's own X-Request-Id is the one the client sees; an upstream id that is
-# not just ours echoed back travels under this name instead (for support tickets).
-UPSTREAM_REQUEST_ID = "x-upstream-request-id"
 KEPT_5XX = (500, 502, 504)  # upstream 5xx statuses the client gets as they are (else 502)
 CREDENTIAL_STATUSES = (401, 403, 407)  # the gateway's own upstream key or proxy refused
-MAX_PASSED_HEADERS = 16
 MAX_SAID_CHARS = 2000  # of an upstream's error string put in the gateway's own body
-MAX_PASSED_VALUE = 256
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
-# What each passed header may say (printable ASCII of the right length was not enough:
-# an upstream echoing the request into one put user text in a response header).
-_NUMBER = re.compile(r"[0-9]{1,15}(?:\.[0-9]{1,6})?")
-_HTTP_DATE = re.compile(r"[A-Z][a-z]{2}, [0-9]{2} [A-Z][a-z]{2} [0-9]{4} [0-9:]{8} GMT")
-_RETRY_AFTER = re.compile(f"{_NUMBER.pattern}|{_HTTP_DATE.pattern}")
-_DURATION = re.compile(r"[0-9.]{1,12}(?:[a-z]{1,2}[0-9.]{0,12}){0,4}")  # 60, 1s, 6m0s, 20ms
-_VERSION = re.compile(r"[0-9A-Za-z.-]{1,32}")  # 2020-10-01
-_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")  # as the gateway's own request ids
 
 
-def _pattern_for(name: str) -> re.Pattern[str]:
-    if name.startswith(PASSED_PREFIXES):
-        return _DURATION
-    return {
-        "retry-after": _RETRY_AFTER,
-        "retry-after-ms": _NUMBER,
-        "openai-processing-ms": _NUMBER,
-        "openai-version": _VERSION,
-    }.get(name, _ID)
-
-
-def passed_headers(response: httpx.Response, request_id: str) -> dict[str, str]:
-    """The allowlisted headers of an upstream response, safe to put on the client's.
-
-    Values must be short printable ASCII: anything else (a value that would not
-    encode as Latin-1, or text long enough to be content) is dropped, not mended.
-    """
-    out: dict[str, str] = {}
-    for raw_name, raw_value in response.headers.raw:
-        name = raw_name.decode("latin-1").lower()
-        if not set(name) <= _NAME_CHARS:
-            continue
-        if name == "x-request-id":
-            name = UPSTREAM_REQUEST_ID
-        elif name not in PASSED_HEADERS and not name.startswith(PASSED_PREFIXES):
-            continue
-        try:
-            value = raw_value.decode("ascii").strip()
-        except UnicodeDecodeError:
-            continue
-        if not value or len(value) > MAX_PASSED_VALUE or not _pattern_for(name).fullmatch(value):
-            continue  # only what such a header means: an upstream echoing text is dropped
-        if name == UPSTREAM_REQUEST_ID and value == request_id:
-            continue  # our own id echoed back: the client has it already
-        if name not in out and len(out) < MAX_PASSED_HEADERS:
-            out[name] = value
-    return out
-
-
-async def upstream_error(response: httpx.Response, request_id: str) -> GatewayError:
+async def upstream_error(
+    response: httpx.Response, request_id: str, hide_shared: bool = False
+) -> GatewayError:
+    """The upstream's error answer as the client gets it. ``hide_shared``: its account's
+    limits and prompt time are kept from the client (cache_counts.py) unless the error
+    is the refusal they explain (a 429 or 503)."""
     status = response.status_code
     passed = passed_headers(response, request_id)
+    if hide_shared and status not in RELAYED_STATUSES:
+        hide_shared_headers(passed)
     try:
         raw, whole = await read_capped(response, MAX_ERROR_BYTES)
     except httpx.HTTPError:
@@ -172,6 +118,7 @@ async def upstream_error(response: httpx.Response, request_id: str) -> GatewayEr
         err, message, payload = _error_object(parsed, status)
     except ValueError:
         err, message = {}, raw[:200].decode("utf-8", "replace")
+    said = f"the upstream answered {status}" + (f": {message}" if message.strip() else "")
     # A body that goes back as it was parsed goes back as its bytes (charset and all).
     verbatim = raw if payload is not None and payload is parsed else None
     param = err.get("param") if isinstance(err.get("param"), str) else None
@@ -180,20 +127,20 @@ async def upstream_error(response: httpx.Response, request_id: str) -> GatewayEr
         # A rate limit or an overloaded server is not a broken upstream: the client
         # must see it as such, with the back-off the upstream asked for.
         return _verbatim(UpstreamStatusError(
-            status, f"the upstream answered {status}: {message}", payload,
-            param=param, code=code, headers=passed,
+            status, said, payload, param=param, code=code, headers=passed,
         ), verbatim, response)  # fmt: skip
     if 400 <= status < 500:
-        # The client's request is at fault (too long, bad parameter): say so as a 4xx.
+        # The client's request is at fault (too long, bad parameter): say so as a 4xx
+        # (an empty body says nothing: the status does).
+        message = message if message.strip() else said
         refusal = UpstreamRefusal(status, message, payload, param=param, code=code, headers=passed)
         return _verbatim(refusal, verbatim, response)
     # A server error: its OpenAI-shaped body and allowlisted headers go back as they
     # came, and its status when it is one a client knows how to treat (500, 502, 504:
     # SDKs retry them); any other (501, 505, a CDN's 52x) is a 502.
     return _verbatim(UpstreamStatusError(
-        status if status in KEPT_5XX else 502,
-        f"the upstream answered {status}: {message}",
-        payload, param=param, code=code, headers=passed,
+        status if status in KEPT_5XX else 502, said, payload,
+        param=param, code=code, headers=passed,
     ), verbatim, response)  # fmt: skip
 
 
@@ -315,8 +262,9 @@ async def stream_events(
                 raise UpstreamStreamError("the upstream failed mid-stream", event, fields)
             raise stream_error(chunk["error"], passed)
         choices = chunk.get("choices")
-        if added_usage and "usage" in chunk:
-            # The client did not ask for usage: what the gateway asked for goes away.
+        if added_usage and chunk.get("usage") is not None:
+            # The client did not ask for usage: what the gateway asked for goes away
+            # (SGLang's `"usage": null` on every chunk it sends anyway: kept, verbatim).
             chunk.pop("usage")
             verbatim = None
             if not choices:

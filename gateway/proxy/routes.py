@@ -12,13 +12,14 @@ are echoed and forwarded upstream (``gateway/proxy/controls.py``). A miss is
 answered by ``gateway/proxy/miss.py``; over HTTP the upstream's answer is passed
 through unchanged, with its allowlisted headers (``x-ratelimit-*``,
 ``retry-after``, ``openai-processing-ms``, ``openai-version``, its own request id
-as ``x-upstream-request-id``; ``passed_headers`` in ``relay.py``), streamed or
+as ``x-upstream-request-id``; ``passed_headers.py``), streamed or
 not; a 429 or 503 from the upstream keeps its status, body and headers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncGenerator
@@ -52,7 +53,7 @@ from gateway.proxy.disconnect import unless_disconnected
 from gateway.proxy.media_type import JSON
 from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
 from gateway.proxy.token_limit import embedding_tokens, estimate_prompt_tokens
-from gateway.proxy.upstream import Done, KeepAlive, UpstreamRequest, usage_counts
+from gateway.proxy.upstream import Done, KeepAlive, UpstreamRequest, encodable, usage_counts
 from gateway.reports.recorder import RequestRecord
 from gateway.request_log import authenticated, note_request
 from gateway.state import GatewayState
@@ -101,7 +102,17 @@ async def list_models(request: Request) -> Response:
     """The upstream's own model cards (cached and refreshed by the upstream client)."""
     await authenticate(request)
     data = await known_models(state(request))
-    return JSONResponse({"object": "list", "data": data}, headers=_ids(request))
+    return _card_json({"object": "list", "data": data}, request)
+
+
+def _card_json(payload: dict[str, Any], request: Request) -> Response:
+    """Model cards as the upstream wrote them: a field strict JSON cannot hold (NaN, a
+    lone surrogate's escape) is what a client reading the upstream itself would get,
+    so it goes back escaped as it came rather than as a 500."""
+    if encodable(payload):
+        return JSONResponse(payload, headers=_ids(request))
+    raw = json.dumps(payload, ensure_ascii=True, separators=(",", ":")).encode()
+    return Response(raw, media_type="application/json", headers=_ids(request))
 
 
 def _ids(request: Request) -> dict[str, str]:
@@ -115,7 +126,7 @@ async def retrieve_model(request: Request, model: str) -> Response:
     await authenticate(request)
     for card in await known_models(state(request)):
         if card.get("id") == model:
-            return JSONResponse(card, headers=_ids(request))
+            return _card_json(card, request)
     # the id is the client's text: not quoted back
     raise NotFoundError("the requested model does not exist", param="model", code="model_not_found")
 

@@ -92,6 +92,7 @@ async def sse_lines(chunks: AsyncIterator[bytes], cap: int) -> AsyncIterator[byt
     async for piece in chunks:
         if after_cr and piece[:1] == b"\n":
             piece = piece[1:]
+        after_cr = False  # that CR's LF is taken: a LF after it is a line of its own
         if not piece:
             continue
         after_cr = piece[-1:] == b"\r"

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from gateway.proxy.upstream import UpstreamRequest
 from tests.gateway.conftest import Gateway
@@ -30,19 +30,25 @@ OVERLOADED = {
 
 
 class Scripted:
-    """An OpenAI-compatible upstream whose chat answers come from ``handler``."""
+    """An OpenAI-compatible upstream whose chat answers come from ``handler``.
+    ``owned_by`` names whose server it is (``vllm``: one that isolates tenants, so the
+    gateway passes what it tells; ``dialects.py``), ``cards`` its own model list."""
 
-    def __init__(self) -> None:
+    def __init__(self, owned_by: str = "vllm", cards: list[dict[str, Any]] | None = None) -> None:
         self.handler: Handler | None = None
         self.url = ""
+        self.owned_by = owned_by
+        self.cards = cards
 
     def app(self) -> FastAPI:
         app = FastAPI()
 
         @app.get("/v1/models")
         async def models() -> Response:
-            card = {"id": MODEL, "object": "model", "owned_by": "vllm"}
-            return JSONResponse({"object": "list", "data": [card]})
+            cards = self.cards or [{"id": MODEL, "object": "model", "owned_by": self.owned_by}]
+            # json.dumps, not JSONResponse: a card may hold what strict JSON cannot (NaN)
+            raw = json.dumps({"object": "list", "data": cards})
+            return Response(raw, media_type="application/json")
 
         async def respond(request: Request) -> Response:
             assert self.handler is not None

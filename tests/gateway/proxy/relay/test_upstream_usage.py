@@ -68,3 +68,30 @@ def test_a_huge_count_at_a_streams_end_never_cuts_the_stream(
     assert r.status_code == 200 and r.text.endswith("data: [DONE]\n\n"), r.text
     assert again.headers["x-cachegate-cache"] == "semantic-hit"
     assert again.text.endswith("data: [DONE]\n\n") and "Paris." in again.text
+
+
+def test_a_null_usage_on_every_chunk_reaches_the_client_byte_for_byte(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    # SGLang writes `"usage": null` on every chunk whether or not usage was asked for;
+    # the gateway asked (to store the answer), the client did not. Only a usage the
+    # gateway's question brought goes: before, each chunk lost its null and was
+    # re-encoded (\u00e7 for ç, no spaces; a review, session 43).
+    head = '{"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "relay-model", '
+    lines = [
+        head + '"choices": [{"index": 0, "delta": {"content": "ça va"}, "finish_reason": null}], '
+        '"usage": null}',
+        head + '"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": null}',
+    ]
+    counted = head + '"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}}'
+
+    async def handler(body: dict[str, Any], request: Request) -> Response:
+        assert body["stream_options"] == {"include_usage": True}  # the gateway's question
+        return sse(*(f"data: {line}\n\n" for line in [*lines, counted]), "data: [DONE]\n\n")
+
+    up.handler = handler
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("null usage, please", stream=True))
+    assert r.status_code == 200, r.text
+    sent = [e[len("data: ") :] for e in r.text.split("\n\n") if e.startswith("data: ")]
+    assert sent == [*lines, "[DONE]"]  # the counted chunk was the gateway's: not passed

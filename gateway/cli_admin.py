@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from gateway.admin_client import AdminClient, AdminError, default_admin_url
-from gateway.cli_output import fields, table
+from gateway.cli_output import cell, fields, table
 
 # A handler makes its calls and returns (data for --json, text for the table form).
 Handler = Callable[[AdminClient, argparse.Namespace], tuple[Any, str]]
@@ -213,7 +213,7 @@ def _explain_text(out: dict[str, Any]) -> str:
         cols = ("entry_id", "score", "above_threshold", "expired", "refusal", "question")
         lines += ["", table(cols, [[cand.get(k) for k in cols] for cand in out["candidates"]])]
     if out.get("entity_comparison"):
-        lines += ["", "entities: " + json.dumps(out["entity_comparison"], ensure_ascii=False)]
+        lines += ["", "entities: " + cell(out["entity_comparison"], 2000)]
     return "\n".join(lines)
 
 

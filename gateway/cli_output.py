@@ -4,10 +4,20 @@ shortened so a row fits a terminal (``--json`` prints the untouched data)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 MAX_CELL = 60  # longer cells (questions, details) are cut with an ellipsis
+#: What a terminal acts on rather than shows: C0 and C1 controls and DEL (an escape
+#: sequence in a stored question retitled the operator's window, hid text, or worse;
+#: a review, session 43) and the bidirectional overrides that reorder a line.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def cell(value: Any, max_len: int = MAX_CELL) -> str:
@@ -28,6 +38,7 @@ def cell(value: Any, max_len: int = MAX_CELL) -> str:
         if len(text) >= 19 and text[4] == "-" and text[10] == "T":  # ISO timestamp
             text = text[:19].replace("T", " ")
     text = " ".join(text.split())  # a newline inside a cell would break the table
+    text = _CONTROLS.sub(_shown, text)  # what users wrote, shown and never obeyed
     return text if len(text) <= max_len else text[: max_len - 1] + "…"
 
 

@@ -178,6 +178,20 @@ def test_cache_explain_hit_and_entity_miss(gw: Gateway, cli: Cli) -> None:
     assert "would hit: no" in text and "FAIL" in text and "entities:" in text
 
 
+def test_a_stored_questions_escape_sequences_are_shown_not_obeyed(gw: Gateway, cli: Cli) -> None:
+    # A tenant's user wrote a question with terminal escape sequences (a window title,
+    # hidden text) and a right-to-left override; a backfill stored it as sent. The
+    # operator's table shows them escaped (before session 43 they reached the terminal).
+    cli.ok("tenants", "create", "cli-esc")
+    question = "What is the capital of France?\x1b]0;t\x07\x1b[8m\u202e!"  # cells: 60 chars
+    seed(gw, "cli-esc", {"model": gw.model, "messages": [{"role": "user", "content": question}]})
+    raw = cli.json("cache", "explain", CAPITAL, "--tenant", "cli-esc")
+    assert raw["candidates"][0]["question"] == question  # the API's data is untouched
+    text = cli.ok("cache", "explain", CAPITAL, "--tenant", "cli-esc")
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "France?\\x1b]0;t\\x07\\x1b[8m\\u202e!" in text
+
+
 def test_env_settings_and_a_wrong_token(
     gw: Gateway, cli: Cli, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,20 +12,30 @@ highest floor per tenant, target and score scale here, and passes it back as
 The floor only rises while the labels stay as they were. A label that changes (a
 sample relabelled) deletes the tenant's floors in the same transaction: the labels
 are read afresh and give what they now give. Deleting the tenant deletes them too, so
-a tenant re-created under the id starts with none.
+a tenant re-created under the id starts with none. A floor is saved only from labels
+that are still the tenant's (``labels_mark`` before they were read, the same inside
+the save, under a share lock of the tenant's row that a relabel and a delete take
+exclusively): before session 43 a refresh that read the labels before a delete or a
+relabel committed saved its floor after, and the tenant re-created under the id (or
+the relabelled one) got a cut raised by labels it no longer had (a review).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection
+from typing import Any
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, delete, func, select
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
-from gateway.models import VerifierRuledOut
+from gateway.models import MisfireSample, Tenant, VerifierRuledOut
 from gateway.tenants import utc_now
+
+#: What a tenant's labels were when read: how many, and the newest label's time (a
+#: relabel stamps its own); ``None`` for a tenant that does not exist.
+LabelsMark = tuple[int, Any] | None
 
 #: The key of "every score scale" (a calibrator reading every scored sample).
 ALL_SCALES = "*"
@@ -56,19 +66,43 @@ def load_ruled_out(
     return min(1.0, max(0.0, float(value)))
 
 
+def _mark(s: Session, tenant_id: str) -> LabelsMark:
+    if s.get(Tenant, tenant_id) is None:
+        return None
+    statement = select(func.count(), func.max(MisfireSample.labeled_at)).where(
+        MisfireSample.tenant_id == tenant_id, MisfireSample.label.is_not(None)
+    )
+    count, newest = s.execute(statement).one()
+    return int(count), newest
+
+
+def labels_mark(db: Engine, tenant_id: str) -> LabelsMark:
+    """The tenant's labels as they are now, to read before they are (``save_ruled_out``)."""
+    with Session(db) as s:
+        return _mark(s, tenant_id)
+
+
 def save_ruled_out(
     db: Engine,
     tenant_id: str,
     target: float,
     verifier_models: Collection[str] | None,
     band_cut: float,
-) -> None:
+    mark: LabelsMark,
+) -> bool:
     """Keep ``band_cut`` as the floor unless a higher one is kept already (another
-    replica may have written meanwhile: the higher of the two stays)."""
+    replica may have written meanwhile: the higher of the two stays); False, and
+    nothing kept, when the tenant's labels are no longer those marked before the floor
+    was computed from them (relabelled, deleted, the tenant gone or re-created)."""
     key = (tenant_id, target, scales_key(verifier_models))
     for attempt in (1, 2):
         try:
             with Session(db) as s, s.begin():
+                # shared: two replicas save at once; a relabel or a delete waits
+                if s.get(Tenant, tenant_id, with_for_update={"read": True}) is None:
+                    return False
+                if mark is None or _mark(s, tenant_id) != mark:
+                    return False
                 row = s.get(VerifierRuledOut, key, with_for_update=True)
                 if row is None:
                     s.add(
@@ -82,10 +116,11 @@ def save_ruled_out(
                     )
                 elif band_cut > row.band_cut:
                     row.band_cut, row.updated_at = band_cut, utc_now()
-            return
+            return True
         except sa_exc.IntegrityError:  # inserted by another replica at once: update it
             if attempt == 2:
                 raise
+    return False  # not reached: the second attempt returns or raises
 
 
 def forget_ruled_out(session: Session, tenant_id: str) -> None:

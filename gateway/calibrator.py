@@ -38,7 +38,12 @@ from sqlalchemy import exc as sa_exc
 
 from gateway.calibration import TARGET_GRID, CutInForce, tenant_cut
 from gateway.calibration_labels import load_labels
-from gateway.calibration_ruled_out import load_ruled_out, save_ruled_out
+from gateway.calibration_ruled_out import (
+    LabelsMark,
+    labels_mark,
+    load_ruled_out,
+    save_ruled_out,
+)
 from gateway.db_rest import backoff
 
 log = logging.getLogger("cachegate.gateway.calibration")
@@ -132,6 +137,7 @@ class Calibrator:
             ruled_out = self._unsaved.get(key, 0.0) if self.db else self._band_cuts.get(key, 0.0)
         try:
             db, models = self.db, self.verifier_models
+            mark = None if db is None else labels_mark(db, tenant_id)  # before they are read
             labels = [] if db is None else load_labels(db, tenant_id, models)
             stored = 0.0 if db is None else load_ruled_out(db, tenant_id, target, models)
         except OUTAGE_ERRORS as exc:
@@ -163,24 +169,29 @@ class Calibrator:
                     self._band_cuts[(tenant_id, target)] = max(ruled_out, cut.band_cut)
         # not for a tenant changed meanwhile (deleted: its floors were deleted with it)
         if unchanged and self.db is not None and cut.band_cut > max(shipped, stored):
-            saved = self._save_ruled_out(tenant_id, target, cut.band_cut)
+            saved = self._save_ruled_out(tenant_id, target, cut.band_cut, mark)
             with self._lock:
-                if saved:
-                    self._unsaved.pop((tenant_id, target), None)
-                else:
+                if saved is None:  # not written: kept here, and tried again next time
                     self._unsaved[(tenant_id, target)] = cut.band_cut
+                else:  # written, or read from labels that are no longer the tenant's
+                    self._unsaved.pop((tenant_id, target), None)
+                if saved is False:
+                    self._band_cuts.pop((tenant_id, target), None)
+                    self._cuts.pop((tenant_id, target), None)  # read afresh next time
         return cut
 
-    def _save_ruled_out(self, tenant_id: str, target: float, band_cut: float) -> bool:
-        """Keep the floor in the database; False on a failure, logged (this process keeps
-        it in memory, and the next refresh tries again)."""
+    def _save_ruled_out(
+        self, tenant_id: str, target: float, band_cut: float, mark: LabelsMark
+    ) -> bool | None:
+        """Keep the floor in the database: True; False when its labels changed since
+        they were read (calibration_ruled_out.py); None on a failure, logged (this
+        process keeps it in memory, and the next refresh tries again)."""
         assert self.db is not None
         try:
-            save_ruled_out(self.db, tenant_id, target, self.verifier_models, band_cut)
+            return save_ruled_out(self.db, tenant_id, target, self.verifier_models, band_cut, mark)
         except Exception as exc:
             log.warning("verifier ruled-out cut not saved (%s): kept in memory", type(exc).__name__)
-            return False
-        return True
+            return None
 
     def _looser(self, target: float) -> list[tuple[float, float]]:
         """(target, shipped cut) of each target of the curve's grid looser than this one."""

@@ -25,7 +25,7 @@ from gateway.admin.body_check import AdminRoute
 from gateway.calibration_ruled_out import forget_ruled_out
 from gateway.errors import BadRequestError, NotFoundError
 from gateway.metrics import GatewayMetrics
-from gateway.models import MisfireSample
+from gateway.models import MisfireSample, Tenant
 from gateway.sync.log import log_tenant_change
 from gateway.tenants import utc_now
 
@@ -186,6 +186,8 @@ def label_sample(
             raise NotFoundError(f"no misfire sample with id {sample_id}", code="sample_not_found")
         previous = row.label
         if previous is not None and previous != label:  # the evidence changed: read afresh
+            # after a floor being saved from the labels before (calibration_ruled_out.py)
+            s.get(Tenant, row.tenant_id, with_for_update=True)
             forget_ruled_out(s, row.tenant_id)
             log_tenant_change(s, row.tenant_id)  # every replica's cut is read again
         row.label, row.note = label, note

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import create_engine
 
 from gateway.admin.service import TenantAdmin
-from gateway.calibration_ruled_out import load_ruled_out, save_ruled_out
+from gateway.calibration_ruled_out import labels_mark, load_ruled_out, save_ruled_out
 from gateway.tenants import TenantStore
 from migrations.runner import upgrade_database
 from tests.gateway.conftest import PG_SERVER_URL
@@ -28,13 +28,14 @@ def test_floors_on_postgres_keep_the_highest_and_go_with_the_tenant(pg_schema: s
     for tenant in ("acme", "other"):
         admin.add_tenant("tests", tenant, None)
     floors = [0.9 + i / 1000 for i in range(16)]
+    mark = labels_mark(db, "acme")
     start = threading.Barrier(len(floors))
     failures: list[BaseException] = []
 
     def save(floor: float) -> None:
         start.wait(5)
         try:
-            save_ruled_out(db, "acme", 0.01, ["en-1", "zh-1"], floor)
+            save_ruled_out(db, "acme", 0.01, ["en-1", "zh-1"], floor, mark)
         except BaseException as exc:
             failures.append(exc)
 
@@ -45,7 +46,7 @@ def test_floors_on_postgres_keep_the_highest_and_go_with_the_tenant(pg_schema: s
         t.join(30)
     assert not failures
     assert load_ruled_out(db, "acme", 0.01, ["zh-1", "en-1"]) == max(floors)
-    save_ruled_out(db, "other", 0.01, ["en-1", "zh-1"], 0.95)
+    save_ruled_out(db, "other", 0.01, ["en-1", "zh-1"], 0.95, labels_mark(db, "other"))
     admin.delete("tests", "acme")
     assert load_ruled_out(db, "acme", 0.01, ["en-1", "zh-1"]) == 0.0
     assert load_ruled_out(db, "other", 0.01, ["en-1", "zh-1"]) == 0.95  # the control

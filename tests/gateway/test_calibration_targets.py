@@ -16,7 +16,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from gateway.calibration import TARGET_GRID, tenant_cut
-from gateway.calibration_ruled_out import forget_ruled_out, load_ruled_out, save_ruled_out
+from gateway.calibration_ruled_out import (
+    forget_ruled_out,
+    labels_mark,
+    load_ruled_out,
+    save_ruled_out,
+)
 from gateway.calibrator import Calibrator
 from gateway.models import MisfireSample
 from gateway.review.api import label_sample
@@ -156,9 +161,9 @@ def test_a_deleted_tenant_takes_its_floors_with_it(tmp_path: Path) -> None:
     the tenant, and no other tenant's."""
     db = migrated(tmp_path)
     for tenant in ("t", "u"):
-        save_ruled_out(db, tenant, 0.01, ["m"], 0.99)
-        save_ruled_out(db, tenant, 0.02, None, 0.98)
-    save_ruled_out(db, "t", 0.01, ["m"], 0.95)  # lower: the higher floor stays
+        assert save_ruled_out(db, tenant, 0.01, ["m"], 0.99, labels_mark(db, tenant))
+        assert save_ruled_out(db, tenant, 0.02, None, 0.98, labels_mark(db, tenant))
+    save_ruled_out(db, "t", 0.01, ["m"], 0.95, labels_mark(db, "t"))  # lower: the higher stays
     assert load_ruled_out(db, "t", 0.01, ["m"]) == 0.99
     with Session(db) as s, s.begin():
         forget_ruled_out(s, "t")

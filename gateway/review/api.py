@@ -198,6 +198,11 @@ def label_sample(
         return SampleOut.of(row, in_force)
 
 
+def _is_gone(sessions: sessionmaker[Any], tenant_id: str) -> bool:
+    with sessions() as s:
+        return s.get(Tenant, tenant_id) is None
+
+
 def _calibrator(request: Request) -> Any:
     """The verifier's calibrator; None with the verifier off."""
     gateway = getattr(request.app.state, "gateway", None)
@@ -261,9 +266,13 @@ def review_router(admin: Any = require_admin) -> APIRouter:
             str(actor),
             _in_force(request),
         )
-        # Counted once committed, so a refused label never moves the misfire-rate alert.
+        # Counted once committed, so a refused label never moves the misfire-rate alert;
+        # then, if the tenant was deleted meanwhile, its series go again (the delete's
+        # own forget may have run before this count brought them back: a review).
         metrics: GatewayMetrics = request.app.state.gateway.metrics
         metrics.misfire_labels.labels(out.tenant_id, body.label).inc()
+        if await asyncio.to_thread(_is_gone, _sessions(request), out.tenant_id):
+            metrics.forget_tenant(out.tenant_id)
         # This replica reads the tenant's labels again at its next lookup (a relabel
         # may have deleted its ruled-out floors); others within their cut's ttl.
         calibrator = _calibrator(request)

@@ -15,10 +15,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+import gateway.review.api as review_api
 from gateway.app import Components
 from gateway.reports.api import model_shape
 from gateway.reports.sections import ReportParams, Stat, savings
@@ -150,6 +152,29 @@ def test_review_labels_are_counted(gw: Gateway) -> None:
             == 404
         )
     assert counts() == (1, 1)
+
+
+def test_a_label_racing_the_tenants_delete_leaves_no_series(
+    gw: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The delete commits (and forgets the tenant's series) between the label's commit
+    # and its count: the count brought the series back, and a tenant re-created under
+    # the id inherited it (a review, session 43). Positive control: the test above.
+    tenant, _ = gw.tenant("labels-gone")
+    sample = insert_sample(gw, tenant)
+    real = review_api.label_sample
+
+    def label_then_delete(*args: Any) -> Any:
+        out = real(*args)
+        with gw.http(ADMIN) as http:  # another admin, on another connection
+            assert http.delete(f"/admin/tenants/{tenant}").status_code == 200
+        return out
+
+    monkeypatch.setattr(review_api, "label_sample", label_then_delete)
+    with gw.http(ADMIN) as http:
+        r = http.post(f"/admin/review/samples/{sample}/label", json={"label": "misfire"})
+    assert r.status_code == 200, r.text
+    assert f'tenant="{tenant}"' not in gw.metrics()
 
 
 def test_sync_lag_is_exported_and_grows_once_the_feed_stops(gw: Gateway) -> None:

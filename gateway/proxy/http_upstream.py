@@ -12,11 +12,10 @@ adds for itself (``cache_salt``, a usage chunk) depends on the upstream's dialec
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
 
@@ -290,7 +289,7 @@ class HttpUpstream:
         try:
             response = await self._open(path, body, headers, timeout, hide)
         except UpstreamRefusal as err:
-            if known is not None or not _refuses_salt(err, req.body):
+            if known is not None or not err.refuses_salt(req.body):
                 raise
             # Only a server that honours no salt refuses the field (ours, vLLM and SGLang
             # take it): generic from now on, and this request is sent again without it.
@@ -398,14 +397,3 @@ class HttpUpstream:
                 raise await upstream_error(response, headers.get("x-request-id", ""), hide_shared)
             return response
         raise AssertionError("unreachable")
-
-
-def _refuses_salt(err: UpstreamRefusal, client_body: Mapping[str, Any]) -> bool:
-    """Whether a 4xx refuses the ``cache_salt`` the gateway added (a strict server
-    naming the field it does not know), not something of the client's own."""
-    if err.status not in (400, 422) or "cache_salt" in json.dumps(client_body, default=str):
-        # the client's own text naming the field, echoed in the error, must not turn
-        # off every tenant's salt
-        return False
-    said = json.dumps(err.body()) if err.payload is not None else f"{err.message} {err.param}"
-    return "cache_salt" in said

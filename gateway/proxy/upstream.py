@@ -62,6 +62,18 @@ class _UpstreamBody(GatewayError):
 class UpstreamRefusal(_UpstreamBody, BadRequestError):
     """A 4xx of the client's making (too long, bad parameter), with the upstream's body."""
 
+    def refuses_salt(self, client_body: Mapping[str, Any]) -> bool:
+        """Whether it refuses the ``cache_salt`` the gateway added (a strict server
+        naming the field it does not know), not something of the client's own."""
+        if self.status not in (400, 422) or "cache_salt" in json.dumps(client_body, default=str):
+            # the client's own text naming the field, echoed in the error, must not turn
+            # off every tenant's salt
+            return False
+        said = (
+            json.dumps(self.body()) if self.payload is not None else f"{self.message} {self.param}"
+        )
+        return "cache_salt" in said
+
 
 class UpstreamStatusError(_UpstreamBody, UpstreamError):
     """An upstream failure relayed as it came: a 429 or 503 with its status, body and

@@ -4,12 +4,16 @@ the postgres and redis markers when their server on 127.0.0.1 does not answer (u
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
+from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 from prefix.model.loader import LoadedModel, default_model_path, load_model
 from semantic.embedder import Embedder
@@ -61,6 +65,48 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+def _weights_digest(module: torch.nn.Module) -> str:
+    """Every tensor of ``module`` (names, shapes, dtypes, bytes), as one digest."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name, tensor in module.state_dict().items():
+        flat = tensor.detach().cpu().contiguous().reshape(-1)  # (numel,)
+        digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype};".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes())  # any dtype, as bytes
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_onnx_graph_per_weights() -> Iterator[None]:
+    """The verifier's ONNX graphs exported (and int8-quantized) once per weights and
+    arguments in a test run, not once per test that loads a verifier: 2-10 s each
+    on 2 cores, some eighty times. Each load still opens its own session and checks
+    it against torch on its probes (validators/onnx_forward.py ``build``), so a test
+    that breaks the check or the session still sees that; the export itself is tested
+    by the first load of each weights."""
+    from validators import onnx_forward
+
+    real = onnx_forward.export_graph
+    graphs: dict[tuple[Any, ...], bytes] = {}
+
+    def export_once(
+        module: torch.nn.Module,
+        input_names: Sequence[str],
+        traced_on: tuple[torch.Tensor, ...],
+        int8: bool,
+    ) -> bytes:
+        shapes = tuple((tuple(t.shape), str(t.dtype)) for t in traced_on)
+        key = (type(module).__qualname__, _weights_digest(module), tuple(input_names), shapes, int8)
+        if key not in graphs:
+            graphs[key] = real(module, input_names, traced_on, int8)
+        return graphs[key]
+
+    onnx_forward.export_graph = export_once
+    try:
+        yield
+    finally:
+        onnx_forward.export_graph = real
 
 
 @pytest.fixture(scope="session")

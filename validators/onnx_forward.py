@@ -152,27 +152,12 @@ def build(
     import onnxruntime as ort
 
     try:
-        buffer = io.BytesIO()
-        # The tracer warns about Python-side shape branches; the probe check below is
-        # what tells whether the trace generalizes.
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                module.eval(),
-                tuple(probes[-1]),
-                buffer,  # type: ignore[arg-type]  # the TorchScript exporter takes a binary file
-                input_names=list(input_names),
-                output_names=["logits"],
-                dynamic_axes={name: {0: "batch", 1: "tokens"} for name in input_names},
-                opset_version=17,
-                dynamo=False,
-            )
+        graph = export_graph(module, input_names, probes[-1], int8)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        graph = quantize_int8(buffer.getvalue()) if int8 else buffer.getvalue()
         session = ort.InferenceSession(
             graph,
             options,
@@ -191,6 +176,33 @@ def build(
             f"onnx verifier differs from torch by {worst:.2e} (> {bound:.0e}); not used"
         )
     return forward
+
+
+def export_graph(
+    module: torch.nn.Module,
+    input_names: Sequence[str],
+    traced_on: tuple[torch.Tensor, ...],
+    int8: bool,
+) -> bytes:
+    """The ONNX graph of ``module`` (int8: its products quantized), as bytes. What
+    :func:`build` checks before it serves; a function of the module's weights and these
+    arguments alone (the test suite keeps one per weights: tests/conftest.py)."""
+    buffer = io.BytesIO()
+    # The tracer warns about Python-side shape branches; the probe check in build() is
+    # what tells whether the trace generalizes.
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module.eval(),
+            tuple(traced_on),
+            buffer,  # type: ignore[arg-type]  # the TorchScript exporter takes a binary file
+            input_names=list(input_names),
+            output_names=["logits"],
+            dynamic_axes={name: {0: "batch", 1: "tokens"} for name in input_names},
+            opset_version=17,
+            dynamo=False,
+        )
+    return quantize_int8(buffer.getvalue()) if int8 else buffer.getvalue()
 
 
 def max_difference(

@@ -216,11 +216,29 @@ def _en_date(m: re.Match[str]) -> list[tuple[str, str]] | None:
     return [("date", _ymd(year, month, day))] if _valid(month, day) else None
 
 
+#: Where a capital "May" opens a sentence (the text before it), or a pronoun after it.
+_SENTENCE_START = re.compile(r"(?:^|[.!?;:][\"')\]]*)\s*$")
+_PRONOUN_AFTER = re.compile(r"\s+(?:i|we|you|he|she|they|it|one)\b", re.IGNORECASE)
+
+
 def _en_month(m: re.Match[str]) -> list[tuple[str, str]] | None:
     word = m.group(2)
-    if word.lower() == "may" and not m.group(1) and (word[0] != "M" or m.start(2) == 0):
+    if word.lower() == "may" and not m.group(1) and _is_modal(m):
         return None  # "may I", "you may", "May I…": the modal verb, not the month
     return [("date", f"month:{_MONTHS[word.lower()]:02d}")]
+
+
+def _is_modal(m: re.Match[str]) -> bool:
+    """A "may" with nothing before it that makes it a date: lower case, or a capital one
+    opening a sentence (after spaces or a full stop too: " May I…" was a month before
+    session 43, and missed its own stored repeat; a review) or before a pronoun ("MAY
+    I…")."""
+    if m.group(2)[0] != "M":
+        return True
+    text = m.string
+    return bool(_SENTENCE_START.search(text, 0, m.start(2))) or bool(
+        _PRONOUN_AFTER.match(text, m.end(2))
+    )
 
 
 def _zh_date(m: re.Match[str]) -> list[tuple[str, str]] | None:

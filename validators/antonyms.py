@@ -38,6 +38,42 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
     ("hot", r"hot(?:ter|test)?", r"cold(?:er|est)?"),
     ("true", r"true", r"false"),
     ("strong", r"strong(?:er|est)?", r"weak(?:er|est)?"),
+    # Directions and levels (session 43: a review found each served for its opposite at
+    # verifier scores of 0.982-0.996: "symptoms of high / low blood pressure", "turn
+    # left / right at a roundabout", "zoom in / out", "east / west coast"). Only the base
+    # forms ("higher", "lower" are comparisons and a verb, read elsewhere); left and
+    # right only as a side or a turn, never "money left" or "the right amount".
+    # "how high / how low is my tire pressure" asks one level from two ends (as ease,
+    # above): not read there
+    ("high", r"(?<!how\s)high", r"(?<!how\s)low"),
+    (
+        "side",
+        r"(?:turn(?:ing|s)?|to\s(?:the|your)|on\s(?:the|your)|keep|bear|swipe|scroll)\sleft"
+        r"|left(?=[\s-](?:lane|side|hand(?:ed)?|click|turn|arm|leg|eye|ear|foot|knee|ventricle"
+        r"|hemisphere|lung|kidney|wing|margin|column))",
+        r"(?:turn(?:ing|s)?|to\s(?:the|your)|on\s(?:the|your)|keep|bear|swipe|scroll)\sright"
+        r"(?!\s(?:track|way|time|one|answer|amount|place|person|now|away))"
+        r"|right(?=[\s-](?:lane|side|hand(?:ed)?|click|turn|arm|leg|eye|ear|foot|knee|ventricle"
+        r"|hemisphere|lung|kidney|wing|margin|column))",
+    ),
+    (
+        # a verb's direction: zoom in / out, check in / out; not "cash in" (rewards are
+        # cashed in or out alike, and "cash in the ATM" is a place)
+        "particle",
+        r"(?:zoom|check|clock|plug|breathe|move|moving|moved|fade)(?:s|ed|ing)?\sin",
+        r"(?:zoom|check|clock|plug|breathe|move|moving|moved|fade)(?:s|ed|ing)?\sout",
+    ),
+    ("bound", r"inbound|incoming|inward", r"outbound|outgoing|outward"),
+    (
+        "level",  # going up or down, and the things that do
+        r"(?:go|goes|going|went|scroll(?:s|ing)?|swipe|turn(?:s|ing)?|round(?:ed|ing)?|trend"
+        r"(?:s|ing)?)\sup|upstairs|uphill|upward|upwards|ascending",
+        r"(?:go|goes|going|went|scroll(?:s|ing)?|swipe|turn(?:s|ing)?|round(?:ed|ing)?|trend"
+        r"(?:s|ing)?)\sdown|downstairs|downhill|downward|downwards|descending",
+    ),
+    ("axis", r"vertical(?:ly)?", r"horizontal(?:ly)?"),
+    ("east", r"east(?:ern)?|eastbound", r"west(?:ern)?(?!\sunion)|westbound"),
+    ("north", r"north(?:ern)?|northbound", r"south(?:ern)?|southbound"),
 )
 
 #: Chinese poles of the same scales (and of one more: rise / fall, 涨 / 跌), as whole

@@ -99,6 +99,14 @@ CONTRAST_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ),
     ),
     (
+        # "heart attack symptoms in men" / "… in women" (session 43, a review: served)
+        "sex",
+        (
+            ("male", r"men|males?|boys?", "男性|男士|男生"),
+            ("female", r"women|females?|girls?", "女性|女士|女生"),
+        ),
+    ),
+    (
         "tenure",
         (
             ("new", r"new\s(?:customers?|users?|members?|clients?|subscribers?)", "新用户|新客户"),

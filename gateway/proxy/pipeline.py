@@ -170,6 +170,14 @@ class Pipeline:
             tr.step("allowlist", listed)
             if not listed:
                 return SemanticDecision("skipped", "not_allowlisted", trace=tr.result)
+        if cc.no_cache:
+            # No lookup, but the fresh answer is stored (as HTTP and LiteLLM do): a client
+            # asking past a stale entry replaces it for the next one (no-store is the
+            # backfill's switch). Before session 43 it was never stored (a review).
+            tr.step("no_cache", False, "no-cache: the lookup is skipped")
+            return SemanticDecision(
+                "skipped", "no-cache", query=query, asked_at=asked_at, trace=tr.result
+            )
         sem = request_policy(ctx, cc, lookup=True)
         if self.verification is None and knobs_on_e5_scale(self.cache.embedder):
             # The tenant's threshold is a MiniLM cosine: on the routed scale the same
@@ -299,8 +307,6 @@ class Pipeline:
             return "disabled"
         if not ctx.policy.semantic_enabled:
             return "policy"
-        if cc.no_cache:
-            return "no-cache"
         if request_temperature(body.get("temperature")) > ctx.policy.max_temperature:
             return "temperature"
         return None

@@ -20,6 +20,12 @@ def same_answer(a: str, b: str) -> bool:
 
 REFUSED = [
     ("How does a buyer get a refund?", "How does a seller get a refund?"),
+    # session 43's review: served at verifier 0.98-0.99
+    (
+        "What are the signs of a heart attack in men?",
+        "What are the signs of a heart attack in women?",
+    ),
+    ("男性每天需要多少热量", "女性每天需要多少热量"),
     ("What documents does the tenant need to sign?", "What documents does the landlord sign?"),
     ("How does an employer report a workplace injury?", "How does an employee report one?"),
     ("What is the ticket price for children?", "What is the ticket price for adults?"),
@@ -58,6 +64,7 @@ KEPT = [
     ("慢性病可以报销吗", "慢性病能报销吗"),
     ("Who hosted the event?", "Who was the host of the event?"),
     ("Where do I enter my driver's license?", "Where do I add my driver's license?"),
+    ("Is this toy for boys or girls?", "Is this toy for girls?"),  # both named: no contrast
 ]
 
 

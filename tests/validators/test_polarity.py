@@ -201,7 +201,8 @@ def test_usage_is_read_only_in_a_question_that_asks_an_amount() -> None:
     # the same words with no amount asked carry no usage pole
     used = extract_entities("I have used my card abroad")["polarity"]
     assert not any(v.startswith("usage:") for v in used)
-    assert extract_entities("Turn left at the bank")["polarity"] == {"positive"}
+    # a turn is a side (antonyms.py, since session 43), never an allowance left
+    assert extract_entities("Turn left at the bank")["polarity"] == {"positive", "antonym_side:+"}
 
 
 def test_every_pair_is_detected_in_both_languages() -> None:

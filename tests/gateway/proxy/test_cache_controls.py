@@ -61,7 +61,16 @@ def test_no_store_and_no_cache(http: httpx.Client, up: Upstream) -> None:
     assert ask(http, q).headers["x-cachegate-backfill"] == "stored"
     bypass = ask(http, q, {"no-cache": True})
     assert bypass.headers["x-cachegate-semantic"] == "skipped:no-cache"
-    assert ask(http, q).headers["x-cachegate-cache"] == "semantic-hit"  # positive control
+    # no-cache skips the lookup, not the backfill: the fresh answer replaces the entry
+    # (as HTTP caches and LiteLLM store it; never stored before session 43)
+    assert bypass.headers["x-cachegate-backfill"] == "stored"
+    again = ask(http, q)
+    assert again.headers["x-cachegate-cache"] == "semantic-hit"  # positive control
+    said = [r.json()["choices"][0]["message"]["content"] for r in (bypass, again)]
+    assert said[0] == said[1]  # the answer the no-cache request fetched
+    header = ask(http, q, **{"Cache-Control": "no-cache, no-store"})  # both: neither
+    assert header.headers["x-cachegate-semantic"] == "skipped:no-cache"
+    assert header.headers["x-cachegate-backfill"] == "skipped:no-store"
 
 
 def test_max_age_accepts_only_younger_entries(http: httpx.Client) -> None:

@@ -190,7 +190,8 @@ def test_a_body_that_does_not_decode_says_where_not_what() -> None:
     assert where.startswith("the request body is not valid JSON: Expecting value at char ")
     # json's own message ends in "at" here: said once ("… character at at char" before)
     where = refused(b'{"model": "m", "messages": "a\nb"}').message
-    assert where.startswith("the request body is not valid JSON: Invalid control character at char ")
+    said = "the request body is not valid JSON: Invalid control character at char "
+    assert where.startswith(said)
 
 
 def test_a_body_that_does_not_arrive_in_time_is_a_408() -> None:

@@ -146,7 +146,7 @@ def test_values_json_cannot_write_back_are_refused_before_anything_is_stored(
         b'{"sample_rate": NaN}',
         # inf without an exponent; and the first two in UTF-16, which json.loads reads
         # (NULs between the bytes hid them from the check before session 43)
-        b'{"sample_rate": 1' + b"0" * 400 + b'.0}',
+        b'{"sample_rate": 1' + b"0" * 400 + b".0}",
         '{"allowlist_topics": ["\\udc00 billing"]}'.encode("utf-16-le"),
         '{"allowlist_topics": ["billing"]}'.encode("utf-16"),  # any UTF-16: not UTF-8
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,9 +40,12 @@ class PromptEncoder:
     def _in_range(self, ids: Sequence[int]) -> list[int]:
         """``ids``, each with an embedding row; else this request's error (the ids are
         the prompt: counted, not quoted)."""
-        vocab = len(self.tokenizer)
-        if self.vocab_size is not None:
-            vocab = min(vocab, self.vocab_size)
+        sizes = [] if self.vocab_size is None else [self.vocab_size]
+        with contextlib.suppress(TypeError):  # a wrapper that cannot say its size: the model's
+            sizes.append(len(self.tokenizer))
+        if not sizes:
+            return [int(t) for t in ids]
+        vocab = min(sizes)
         bad = sum(1 for t in ids if not 0 <= t < vocab)
         if bad:
             raise RequestError(f"{bad} token id(s) of the prompt are outside [0, {vocab})")

@@ -171,9 +171,8 @@ class Pipeline:
             if not listed:
                 return SemanticDecision("skipped", "not_allowlisted", trace=tr.result)
         if cc.no_cache:
-            # No lookup, but the fresh answer is stored (as HTTP and LiteLLM do): a client
-            # asking past a stale entry replaces it for the next one (no-store is the
-            # backfill's switch). Before session 43 it was never stored (a review).
+            # No lookup, but the fresh answer is stored (as HTTP and LiteLLM do), replacing
+            # a stale entry; no-store is the backfill's switch (never stored before s43).
             tr.step("no_cache", False, "no-cache: the lookup is skipped")
             return SemanticDecision(
                 "skipped", "no-cache", query=query, asked_at=asked_at, trace=tr.result

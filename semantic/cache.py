@@ -36,13 +36,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from semantic.candidates import choose, decided_result, hit_result, trace_candidates
+from semantic.candidates import choose, decided_result, trace_candidates
 from semantic.embedder_base import TextEmbedder
 from semantic.errors import InvalidRequestError, WouldBlockError
 from semantic.fences import drop_if_overtaken, raise_fence
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
-from semantic.hits import record_hit, writes_hit_at_once
+from semantic.hits import confirm_pending, served_hit
 from semantic.index import check_vectors
 from semantic.json_copy import json_copy
 from semantic.partition import SemanticQuery
@@ -160,11 +160,10 @@ class SemanticCache:
         expiry moves and nothing is deleted. ``show`` (traced only) searches at least
         that many neighbours for the report; only ``policy.top_k`` of them may be served.
 
-        ``local_only`` decides from memory alone (the question's vector kept, the rows in
-        the store's memo, the verifier's verdicts remembered, the index not being changed,
-        a hit counted in memory) and raises :class:`~semantic.errors.WouldBlockError`,
-        having written nothing, at the first step that would wait; the caller then runs
-        the same lookup in a worker thread. The decision is the same either way.
+        ``local_only`` decides from memory alone (the question's vector, the rows in the
+        store's memo, the verifier's verdicts, a hit counted in memory) and raises
+        :class:`~semantic.errors.WouldBlockError`, having written nothing, at the first
+        step that would wait; the caller then runs the same lookup in a worker thread.
         """
         if trace and local_only:
             raise ValueError("a traced lookup is never local_only")
@@ -227,9 +226,11 @@ class SemanticCache:
             remaining = size - len(choice.vanished)
             return decided_result(tr, key, choice, best_score, vector, remaining, policy)
         if choice.served is not None:
-            if local_only and writes_hit_at_once(self.hits, choice.served[0], policy, now):
-                raise WouldBlockError("the hit is written at once", reason="store")
-            return self._hit(key, *choice.served, vector, policy, now, choice.verifier_score)
+            entry, score = choice.served
+            return served_hit(
+                self.entries, self.hits, key, entry, score, vector, policy, now,
+                choice.verifier_score, local_only=local_only,
+            )  # fmt: skip
         if local_only and (choice.vanished or choice.expired):
             raise WouldBlockError("vanished or expired rows must be forgotten", reason="store")
         self._forget(key, choice.vanished, choice.expired, now)
@@ -244,19 +245,18 @@ class SemanticCache:
             raise WouldBlockError("the question must be embedded", reason="embedding")
         return vector
 
-    def _hit(
+    def confirm_hit(
         self,
-        key: str,
-        entry: StoredEntry,
-        score: float,
-        vector: NDArray[np.float32],
+        query: SemanticQuery,
+        pending: LookupResult,
         policy: SemanticPolicy,
-        now: datetime,
-        verifier_score: float | None = None,
+        *,
+        local_only: bool = False,
     ) -> LookupResult:
-        expires_at = record_hit(self.entries, self.hits, entry, policy, now)
-        return hit_result(
-            key, entry, score, vector, expires_at=expires_at, verifier_score=verifier_score
+        """Count and serve a pending hit its caller accepted (semantic/hits.py)."""
+        hits, now = self.hits, self.now()
+        return confirm_pending(
+            self.entries, hits, query, pending, policy, now, local_only=local_only
         )
 
     def _forget(self, key: str, vanished: list[int], expired: list[int], now: datetime) -> None:

@@ -33,6 +33,10 @@ class SemanticPolicy:
     verifier_cut   when set, a candidate that passed the threshold and the validator
                    is served only if the pair verifier scores it above this cut
                    (:mod:`semantic.verification`); ``None`` = no verification
+    pending_band   (low, high) cosines: a hit scored inside (inclusive) is returned
+                   uncounted, its expiry unmoved (``LookupResult.is_pending``), for a
+                   check of the caller's (the gateway's judge) to confirm with
+                   :meth:`SemanticCache.confirm_hit`; a refused one leaves no trace
     """
 
     threshold: float = DEFAULT_THRESHOLD
@@ -43,6 +47,7 @@ class SemanticPolicy:
     top_k: int = 5
     max_age_seconds: int | None = None
     verifier_cut: float | None = None
+    pending_band: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -53,6 +58,9 @@ class SemanticPolicy:
             raise ValueError(f"max_age_seconds must be >= 0 or None, got {self.max_age_seconds}")
         if self.verifier_cut is not None and not 0.0 <= self.verifier_cut <= 1.0:
             raise ValueError(f"verifier_cut must be in [0, 1] or None, got {self.verifier_cut}")
+        band = self.pending_band
+        if band is not None and not (len(band) == 2 and band[0] <= band[1]):
+            raise ValueError(f"pending_band must be (low, high) with low <= high, got {band}")
         if self.top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {self.top_k}")
         if isinstance(self.guards, str) or isinstance(self.entity_kinds, str):
@@ -63,6 +71,11 @@ class SemanticPolicy:
         inner product of two unit vectors comes out up to ~1e-6 from the exact value,
         so a threshold of 1.0 ("identical only") would otherwise never match at all."""
         return score >= self.threshold - COSINE_TOLERANCE
+
+    def is_pending(self, score: float) -> bool:
+        """Whether a hit scored ``score`` waits for the caller's confirmation."""
+        band = self.pending_band
+        return band is not None and band[0] <= score <= band[1]
 
 
 #: What float32 rounding may take off a cosine (384-d inner products: ~1e-6).

@@ -44,6 +44,8 @@ class LookupResult:
     or of the best one it refused (on a ``verifier_refused`` miss), when it ran;
     ``verifier_unread`` why it refused that one without reading it (it scored 0:
     ``language_mismatch``, ``too_many_tokens`` …), when the verifier says.
+    ``is_pending``: a hit inside the policy's ``pending_band``, not yet counted nor
+    served (:meth:`SemanticCache.confirm_hit`).
     """
 
     hit: bool
@@ -58,6 +60,7 @@ class LookupResult:
     trace: LookupTrace | None = field(default=None, repr=False, compare=False)
     verifier_score: float | None = None
     verifier_unread: str | None = None
+    is_pending: bool = False
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ makes it; the routes, the miss path and the misfire sampler read it)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -10,6 +11,8 @@ from typing import Literal
 from semantic import SemanticQuery
 from semantic.results import LookupResult
 from semantic.trace import LookupTrace
+
+log = logging.getLogger("cachegate.gateway")
 
 
 @dataclass
@@ -31,3 +34,12 @@ class SemanticDecision:
     @property
     def header(self) -> str:
         return self.status if self.reason is None else f"{self.status}:{self.reason}"
+
+
+def unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecision:
+    """Skip the semantic layer for a request it failed on unexpectedly: the request still
+    reaches the model. The log names the exception's type only: its message or traceback
+    can quote the body (a key, a value), and logs never hold user text."""
+    log.error("semantic layer skipped a request: %s while %s", type(exc).__name__, during)
+    tr.step("cacheable", False, f"unexpected {type(exc).__name__}")
+    return SemanticDecision("skipped", "uncacheable:internal", trace=tr.result)

@@ -25,8 +25,9 @@ from gateway.policy import TenantPolicy
 from gateway.proxy.backfill_store import still_minted, store_within_bounds
 from gateway.proxy.cacheable import request_temperature, unreplayable_request
 from gateway.proxy.controls import CacheControl, request_policy, semantic_namespace
-from gateway.proxy.decision import SemanticDecision
+from gateway.proxy.decision import SemanticDecision, unforeseen
 from gateway.proxy.judge import UpstreamJudge
+from gateway.proxy.judged_hits import is_judged, judge_band, judge_refuses
 from gateway.proxy.store_rest import StoreRest
 from gateway.tenants import TenantContext
 from gateway.verification import Verification
@@ -146,7 +147,7 @@ class Pipeline:
         try:
             skip = self._skip_reason(ctx, body, cc) or unreplayable_request(body)
         except Exception as exc:  # as below: a body no rule foresaw is forwarded uncached
-            return _unforeseen(exc, "reading whether it may be cached", tr)
+            return unforeseen(exc, "reading whether it may be cached", tr)
         if skip is None and policy.semantic_scope == "user" and not user:
             skip = "no_user"  # a user-scoped tenant never shares an answer across users
         tr.step("eligible", skip is None, skip)
@@ -161,7 +162,7 @@ class Pipeline:
             tr.step("cacheable", False, str(exc))
             return SemanticDecision("skipped", f"uncacheable:{exc.reason}", trace=tr.result)
         except Exception as exc:  # a body no rule foresaw: forwarded uncached, never a 500
-            return _unforeseen(exc, "building the semantic query", tr)
+            return unforeseen(exc, "building the semantic query", tr)
         tr.step("cacheable", True)
         tr.asked(query.question)
         asked_at = self.cache.now()  # before the lookup, so before any model call
@@ -187,13 +188,16 @@ class Pipeline:
             try:
                 sem, cut = await self.verification.apply(ctx.tenant_id, policy, sem)
             except Exception as exc:  # no cut known to be safe: nothing is served
-                return _unforeseen(exc, "choosing the verifier cut", tr)
+                return unforeseen(exc, "choosing the verifier cut", tr)
             tr.step(
                 "verifier_cut",
                 True,
                 f"cut {cut.cut:.4f} for target misfire rate {cut.target} ({cut.source}"
                 + (", kept: labels unreadable)" if cut.is_kept else ")"),
             )
+        band = judge_band(ctx, self.judge, self.cache)
+        if band is not None and not trace:  # counted once the judge agrees (judged_hits.py)
+            sem = replace(sem, pending_band=band)
         from_memory = False
         try:
             result = self._from_memory(query, sem) if self.inline and not trace else None
@@ -211,19 +215,15 @@ class Pipeline:
                 # A database that hangs never fails the call: past the deadline the
                 # lookup is given up (its thread runs on) and the layer rests.
                 result = await (future if trace else asyncio.wait_for(future, LOOKUP_DEADLINE))
-        except StoreUnavailableError as exc:
+        except (StoreUnavailableError, TimeoutError) as exc:
             if trace:
                 raise
-            self.rest.failed(exc)
-            return SemanticDecision("skipped", "store_unavailable")
-        except TimeoutError:  # the store hangs, or the lookup was slow (store_rest.py)
-            hung = await self.rest.hung_after_deadline(self.cache, "lookup")
-            return SemanticDecision("skipped", "store_unavailable" if hung else "lookup_timeout")
+            return await self._store_failed(exc)
         except InvalidRequestError as exc:
             tr.step("cacheable", False, str(exc))
             return SemanticDecision("skipped", f"uncacheable:{exc.reason}", trace=tr.result)
         except Exception as exc:  # e.g. keying a part of the body no rule foresaw
-            return _unforeseen(exc, "the semantic lookup", tr)
+            return unforeseen(exc, "the semantic lookup", tr)
         if result.trace is not None:
             tr.follow(result.trace)
         if self.migrator is not None and self.migrator.is_active and not trace:
@@ -233,12 +233,19 @@ class Pipeline:
         count = not trace  # a dry run counts nothing
         if count and not from_memory:  # memory says nothing of the store: it may rest on
             self.rest.succeeded()
-        if result.hit and await self._judge_refuses(ctx, query, result, tr):
-            if count:
-                self.metrics.semantic_miss(ctx.tenant_id, "judge_refused")
-            return SemanticDecision(
-                "miss", "judge_refused", query, result, tr.result, sem.threshold, asked_at
-            )
+        if is_judged(band, result):
+            assert self.judge is not None
+            if await judge_refuses(self.judge, ctx, query, result, tr):
+                if count:
+                    self.metrics.semantic_miss(ctx.tenant_id, "judge_refused")
+                return SemanticDecision(
+                    "miss", "judge_refused", query, result, tr.result, sem.threshold, asked_at
+                )
+        if result.is_pending:
+            try:
+                result = await self._confirmed(query, result, sem)
+            except (StoreUnavailableError, TimeoutError) as exc:  # as a lookup's failure
+                return await self._store_failed(exc)
         if result.hit:
             if count:
                 self.metrics.semantic_hits.labels(ctx.tenant_id).inc()
@@ -272,32 +279,27 @@ class Pipeline:
         self.metrics.semantic_lookups.labels("memory").inc()
         return result
 
-    async def _judge_refuses(
-        self, ctx: TenantContext, query: SemanticQuery, result: LookupResult, tr: LookupTrace
-    ) -> bool:
-        band = ctx.policy.judge_band
-        if band is None or self.judge is None or result.score is None:
-            return False
-        low, high = band.low, band.high
-        if self.cache is not None and knobs_on_e5_scale(self.cache.embedder):
-            # The band is written in MiniLM cosine, as every threshold a tenant sets.
-            low, high = on_routed_scale(low), on_routed_scale(high)
-        if not low <= result.score <= high:
-            return False
-        verdict = await self.judge.same_answer(
-            query.question,
-            result.cached_question or "",
-            ctx.prefix_namespace,
-            tenant_id=ctx.tenant_id,
-            kv_block_quota=ctx.policy.kv_block_quota,
-        )
-        tr.step("judge", verdict.same, verdict.reason)
-        if not verdict.same:
-            # The reason's kind only: an unparseable answer's text (kept for explain) can
-            # echo the questions of the prompt, and logs never hold user text.
-            kind = verdict.reason.split(":", 1)[0]
-            log.info("judge refused a hit (score %.4f): %s", result.score, kind)
-        return not verdict.same
+    async def _store_failed(self, exc: StoreUnavailableError | TimeoutError) -> SemanticDecision:
+        """The request goes on to the model (a timeout: the store hangs, or was slow)."""
+        if isinstance(exc, TimeoutError):
+            hung = await self.rest.hung_after_deadline(self.cache, "lookup")
+            return SemanticDecision("skipped", "store_unavailable" if hung else "lookup_timeout")
+        self.rest.failed(exc)
+        return SemanticDecision("skipped", "store_unavailable")
+
+    async def _confirmed(
+        self, query: SemanticQuery, pending: LookupResult, sem: SemanticPolicy
+    ) -> LookupResult:
+        """A pending hit the judge accepted, counted (a miss if its entry went meanwhile)."""
+        assert self.cache is not None
+        try:
+            return self.cache.confirm_hit(query, pending, sem, local_only=True)
+        except WouldBlockError:
+            self.rest.raise_if_resting()
+        confirm = partial(self.cache.confirm_hit, query, pending, sem)
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._lookups, contextvars.copy_context().run, confirm)
+        return await asyncio.wait_for(future, LOOKUP_DEADLINE)
 
     def _skip_reason(
         self, ctx: TenantContext, body: dict[str, Any], cc: CacheControl
@@ -389,12 +391,3 @@ class Pipeline:
         self._lookups.shutdown(wait=True)
         if self.migrator is not None:
             self.migrator.close()
-
-
-def _unforeseen(exc: Exception, during: str, tr: LookupTrace) -> SemanticDecision:
-    """Skip the semantic layer for a request it failed on unexpectedly: the request still
-    reaches the model. The log names the exception's type only: its message or traceback
-    can quote the body (a key, a value), and logs never hold user text."""
-    log.error("semantic layer skipped a request: %s while %s", type(exc).__name__, during)
-    tr.step("cacheable", False, f"unexpected {type(exc).__name__}")
-    return SemanticDecision("skipped", "uncacheable:internal", trace=tr.result)

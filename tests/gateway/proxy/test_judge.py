@@ -18,6 +18,7 @@ from semantic.embedder_e5 import E5Embedder
 from semantic.embedder_routed import RoutedEmbedder
 from tests.gateway.admin_support import admin_gateway, completion, seed
 from tests.gateway.conftest import Gateway, metric
+from validators.judge import JudgeVerdict
 
 pytestmark = pytest.mark.slow
 
@@ -70,6 +71,56 @@ def test_hits_inside_the_judge_band_need_the_models_yes(
         gw.metrics(), "cachegate_semantic_misses_total", tenant=inside_id, reason="judge_refused"
     )
     assert after == before + 1
+
+
+def test_a_refused_hit_is_not_counted_nor_slides_its_entry(gw: Gateway) -> None:
+    # The hit is looked up pending and only counted once the judge agrees: a refused
+    # one was never served, so it must not keep its entry alive (a sliding TTL) nor
+    # show it as hit. Control: the same hit above the band is counted and slides.
+    off: dict[str, Any] = {"guards": [], "entity_kinds": [], "sliding_ttl": True}
+    entries = {}
+    for name, high in (("in", 1.0), ("out", 0.5)):
+        band = JudgeBand(low=0.0, high=high)
+        tenant, key = gw.tenant(f"judge-slide-{name}", TenantPolicy(**off, judge_band=band))
+        entry_id = seed(gw, tenant, completion(gw.model, QUESTION), answer="canned")
+        before = gw.cache.get_entry(entry_id).expires_at
+        expected = "miss:judge_refused" if name == "in" else "hit"
+        assert ask(gw, key)[1] == expected
+        entries[name] = gw.cache.get_entry(entry_id), before
+    refused, before = entries["in"]
+    assert (refused.hit_count, refused.last_hit_at, refused.expires_at) == (0, None, before)
+    served, before = entries["out"]
+    assert served.hit_count == 1 and served.expires_at is not None and before is not None
+    assert served.expires_at > before
+
+
+def test_a_hit_the_judge_accepts_is_served_and_counted(
+    gw: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # This tiny model never says yes, so the judge's verdict is replaced by one that
+    # does: what is tested is the pipeline's confirmation of the pending hit.
+    async def yes(*_args: Any, **_kwargs: Any) -> JudgeVerdict:
+        return JudgeVerdict(True, "judge_yes")
+
+    monkeypatch.setattr(gw.state.pipeline.judge, "same_answer", yes)
+    off: dict[str, Any] = {"guards": [], "entity_kinds": [], "sliding_ttl": True}
+    tenant, key = gw.tenant(
+        "judge-yes", TenantPolicy(**off, judge_band=JudgeBand(low=0.0, high=1.0))
+    )
+    entry_id = seed(gw, tenant, completion(gw.model, QUESTION), answer="canned")
+    before = gw.cache.get_entry(entry_id).expires_at
+    assert ask(gw, key) == ("semantic-hit", "hit")
+    entry = gw.cache.get_entry(entry_id)
+    assert entry.hit_count == 1 and entry.expires_at is not None and before is not None
+    assert entry.expires_at > before
+
+    # Its entry deleted while the judge was asked: a miss, answered by the model.
+    async def yes_after_delete(*_args: Any, **_kwargs: Any) -> JudgeVerdict:
+        gw.cache.invalidate(entry_id=entry_id)
+        return JudgeVerdict(True, "judge_yes")
+
+    monkeypatch.setattr(gw.state.pipeline.judge, "same_answer", yes_after_delete)
+    assert ask(gw, key) == ("miss", "miss:vanished")
 
 
 def test_the_judge_asks_under_the_tenants_kv_quota(

@@ -9,15 +9,20 @@ the disproved range, shift the bands it is tested in, and the range is served ag
 highest floor per tenant, target and score scale here, and passes it back as
 ``kept``: every replica, and a replica after a restart, reads it with the labels.
 
-The floor only rises while the labels stay as they were. A label that changes (a
-sample relabelled) deletes the tenant's floors in the same transaction: the labels
-are read afresh and give what they now give. Deleting the tenant deletes them too, so
-a tenant re-created under the id starts with none. A floor is saved only from labels
-that are still the tenant's (``labels_mark`` before they were read, the same inside
-the save, under a share lock of the tenant's row that a relabel and a delete take
-exclusively): before session 43 a refresh that read the labels before a delete or a
-relabel committed saved its floor after, and the tenant re-created under the id (or
-the relabelled one) got a cut raised by labels it no longer had (a review).
+The floor only rises while the labels stay as they were. A misfire relabelled
+correct deletes, in the same transaction, the tenant's floors at or above its score
+(the evidence of a range below them may be gone: the labels are read afresh and give
+what they now give); a sample relabelled misfire deletes none, since more misfires
+rule out no less (before session 44 any relabel deleted every floor, so a reviewer
+finding one more misfire could lower the cut and re-serve a disproved range).
+Deleting the tenant deletes them too, so a tenant re-created under the id starts with
+none. A floor is saved only from labels that are still the tenant's (``labels_mark``
+before they were read, the same inside the save, under a share lock of the tenant's
+row that a relabel and a delete take exclusively): before session 43 a refresh that
+read the labels before a delete or a relabel committed saved its floor after, and the
+tenant re-created under the id (or the relabelled one) got a cut raised by labels it
+no longer had (a review). A stricter target keeps a looser one's floor too
+(:func:`load_ruled_out`).
 """
 
 from __future__ import annotations
@@ -53,10 +58,13 @@ def scales_key(verifier_models: Collection[str] | None) -> str:
 def load_ruled_out(
     db: Engine, tenant_id: str, target: float, verifier_models: Collection[str] | None
 ) -> float:
-    """The floor kept for the tenant, target and scales; 0.0 when none (or unusable)."""
-    statement = select(VerifierRuledOut.band_cut).where(
+    """The highest floor kept for the tenant and scales at ``target`` or a looser one
+    (too many misfires for 2% are too many for 1%: before session 44 a tenant that
+    tightened its target got a cut below the range its 2% labels had kept ruled out);
+    0.0 when none (or unusable)."""
+    statement = select(func.max(VerifierRuledOut.band_cut)).where(
         VerifierRuledOut.tenant_id == tenant_id,
-        VerifierRuledOut.target == target,
+        VerifierRuledOut.target >= target,
         VerifierRuledOut.scales == scales_key(verifier_models),
     )
     with Session(db) as s:
@@ -123,7 +131,11 @@ def save_ruled_out(
     return False  # not reached: the second attempt returns or raises
 
 
-def forget_ruled_out(session: Session, tenant_id: str) -> None:
-    """Delete the tenant's floors, in the caller's transaction (a label changed, or
-    the tenant is deleted)."""
-    session.execute(delete(VerifierRuledOut).where(VerifierRuledOut.tenant_id == tenant_id))
+def forget_ruled_out(session: Session, tenant_id: str, *, from_score: float | None = None) -> None:
+    """Delete the tenant's floors, in the caller's transaction: all of them (the tenant
+    is deleted), or with ``from_score`` those at or above it (a misfire at that score
+    relabelled correct: only a range below a floor held it as evidence)."""
+    statement = delete(VerifierRuledOut).where(VerifierRuledOut.tenant_id == tenant_id)
+    if from_score is not None:
+        statement = statement.where(VerifierRuledOut.band_cut >= from_score)
+    session.execute(statement)

@@ -133,8 +133,12 @@ class Calibrator:
             # With a database, the floor is what it holds (a relabel on any replica
             # deletes it there; a copy kept here wrote it back) and what this process
             # could not save yet; without one, this process's own.
-            key = (tenant_id, target)
-            ruled_out = self._unsaved.get(key, 0.0) if self.db else self._band_cuts.get(key, 0.0)
+            floors = self._unsaved if self.db else self._band_cuts
+            # a looser target's too: what it ruled out, a stricter one rules out
+            ruled_out = max(
+                (cut for (t, at), cut in floors.items() if t == tenant_id and at >= target),
+                default=0.0,
+            )
         try:
             db, models = self.db, self.verifier_models
             mark = None if db is None else labels_mark(db, tenant_id)  # before they are read

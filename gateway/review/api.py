@@ -188,7 +188,9 @@ def label_sample(
         if previous is not None and previous != label:  # the evidence changed: read afresh
             # after a floor being saved from the labels before (calibration_ruled_out.py)
             s.get(Tenant, row.tenant_id, with_for_update=True)
-            forget_ruled_out(s, row.tenant_id)
+            if previous == "misfire":  # withdrawn evidence; a new misfire rules out more
+                score = row.verifier_score
+                forget_ruled_out(s, row.tenant_id, from_score=score if score is not None else 0.0)
             log_tenant_change(s, row.tenant_id)  # every replica's cut is read again
         row.label, row.note = label, note
         row.labeled_at, row.labeled_by = utc_now(), actor[:255]

@@ -189,3 +189,74 @@ def test_a_relabel_on_one_replica_is_not_undone_by_another(tmp_path: Path) -> No
     assert b.refresh("t", 0.01).cut < raised.cut  # no feed message needed to read it
     assert load_ruled_out(db, "t", 0.01, ["m"]) == 0.0  # and not written back
     assert a.refresh("t", 0.01).cut < raised.cut
+
+
+def test_one_more_misfire_found_keeps_the_floor(tmp_path: Path) -> None:
+    """A reviewer relabels a sample correct -> misfire after a backlog landed below
+    the disproved range: more misfires rule out no less, so the floor stays (before
+    session 44 any relabel deleted it, the backlog shifted the bands, and the range was
+    served again: 4 misfires served, a review)."""
+    db = migrated(tmp_path)
+    seed_day_1(db)
+    cal = Calibrator(db, shipped, verifier_models=["m"])
+    raised = cal.refresh("t", 0.01)
+    add_backlog(db)
+    cal.invalidate("t")
+    assert cal.refresh("t", 0.01).cut >= raised.cut
+    floor = load_ruled_out(db, "t", 0.01, ["m"])
+    assert floor == raised.band_cut > 0.0
+    with Session(db) as s:
+        order = MisfireSample.verifier_score.desc()
+        top = s.scalars(select(MisfireSample.id).order_by(order)).first()
+    assert top is not None
+    label_sample(sessionmaker(db), top, "misfire", None, "admin")
+    assert load_ruled_out(db, "t", 0.01, ["m"]) == floor
+    cal.invalidate("t")  # what the label route does
+    assert cal.refresh("t", 0.01).cut >= raised.cut
+
+
+def test_a_withdrawn_misfire_deletes_only_the_floors_its_score_could_have_set(
+    tmp_path: Path,
+) -> None:
+    # A misfire at 0.985 relabelled correct was evidence only for ranges below a floor
+    # above it: the 0.99 floor goes, the 0.98 one (its ranges all below 0.985) stays.
+    db = migrated(tmp_path)
+    assert save_ruled_out(db, "t", 0.01, ["m"], 0.99, labels_mark(db, "t"))
+    assert save_ruled_out(db, "t", 0.02, ["m"], 0.98, labels_mark(db, "t"))
+    with Session(db) as s, s.begin():
+        forget_ruled_out(s, "t", from_score=0.985)
+    assert load_ruled_out(db, "t", 0.02, ["m"]) == 0.98
+    assert load_ruled_out(db, "t", 0.01, ["m"]) == 0.98  # the looser target's, kept
+
+
+def test_tightening_the_target_keeps_the_looser_targets_floor(tmp_path: Path) -> None:
+    """A range the 2% target disproved, kept cut off through a backlog by its floor, is
+    not served again when the tenant tightens to 1%: a stricter target reads a looser
+    one's floor (before session 44 it recomputed 2% from the labels alone, whose bands
+    the backlog had shifted: 4 misfires served, a review)."""
+    s2, s1 = shipped(0.02), shipped(0.01)
+    day_1 = [(s, False) for s in span(s2, s1, 30)]
+    bad = span(s1 + 1e-5, s1 + 0.004, 30)
+    day_1 += [(s, i in (5, 10, 20, 25)) for i, s in enumerate(bad)]
+    day_1 += [(s, False) for s in span(s1 + 0.0041, 0.9999, 200)]
+    backlog = [(s, False) for s in span(s1, s1 + 1e-5, 15)]
+    db = migrated(tmp_path)
+
+    def add(rows: list[tuple[float, bool]]) -> None:
+        with Session(db) as s, s.begin():
+            for score, misfire in rows:
+                label = "misfire" if misfire else "correct"
+                s.add(sample("t", score, label, utc_now(), "m"))
+
+    add(day_1)
+    cal = Calibrator(db, shipped, verifier_models=["m"])
+    raised = cal.refresh("t", 0.02)
+    assert raised.source == "raised" and raised.misfires == 0
+    add(backlog)
+    cal.invalidate("t")
+    assert cal.refresh("t", 0.02).misfires == 0  # the floor holds at 2% (the control)
+    cal.invalidate("t")  # the policy change: 2% -> 1%
+    stricter = cal.refresh("t", 0.01)
+    assert stricter.cut >= raised.cut and stricter.misfires == 0
+    restarted = Calibrator(db, shipped, verifier_models=["m"])  # from the database alone
+    assert restarted.refresh("t", 0.01).cut >= raised.cut

@@ -34,7 +34,6 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 
 from sqlalchemy import Engine
-from sqlalchemy import exc as sa_exc
 
 from gateway.calibration import TARGET_GRID, CutInForce, tenant_cut
 from gateway.calibration_labels import load_labels
@@ -45,16 +44,13 @@ from gateway.calibration_ruled_out import (
     save_ruled_out,
 )
 from gateway.db_rest import backoff
+from semantic.store_db import OUTAGE_ERRORS as DB_OUTAGE_ERRORS
 
 log = logging.getLogger("cachegate.gateway.calibration")
 
 #: Errors that say the database did not answer (not that a query or a row was wrong:
 #: those are one tenant's failure, and do not stop the others' reads).
-OUTAGE_ERRORS = (
-    sa_exc.OperationalError,
-    sa_exc.InterfaceError,
-    sa_exc.TimeoutError,  # the pool's: every connection is stuck in a read
-)
+OUTAGE_ERRORS = DB_OUTAGE_ERRORS  # (TimeoutError: the pool's, every connection stuck)
 
 
 class Calibrator:

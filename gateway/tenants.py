@@ -41,6 +41,7 @@ from gateway.db_rest import DbRest
 from gateway.errors import AuthenticationError, PermissionDeniedError, ServiceUnavailableError
 from gateway.models import ApiKey, PolicyVersion, ServerSecret, Tenant
 from gateway.policy import TenantPolicy
+from semantic.store_db import OUTAGE_ERRORS
 
 
 def hash_key(raw_key: str) -> str:
@@ -130,14 +131,9 @@ class TenantContext:
 #: whose aggregations may rightly take longer.
 AUTH_STATEMENT_TIMEOUT_MS = 3_000
 
-#: What the key lookup raises when the database cannot answer: down, refusing or
-#: timing out (OperationalError, which lock and statement timeouts are too), a broken
-#: connection (InterfaceError), or no pooled connection free in time (TimeoutError).
-DB_UNAVAILABLE: tuple[type[Exception], ...] = (
-    sa_exc.OperationalError,
-    sa_exc.InterfaceError,
-    sa_exc.TimeoutError,
-)
+#: What the key lookup (and every admin route) raises when the database cannot answer
+#: (semantic/store_db.py: down, refusing, timing out, read-only after a failover).
+DB_UNAVAILABLE: tuple[type[Exception], ...] = OUTAGE_ERRORS
 
 #: A bearer token longer than this is refused without a database query (our keys are
 #: 46 characters; a fixed development key is whatever the operator chose, within reason).

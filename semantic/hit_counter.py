@@ -109,7 +109,8 @@ class HitCounter:
 
     def flush(self) -> bool:
         """Write every pending hit now. Returns False (and keeps them for the next
-        try) when the database is unavailable; never raises for that."""
+        try) when the write fails (before session 44, for anything but an outage the
+        batch was lost); never raises for that."""
         with self._flush_lock:
             with self._lock:
                 batch, self._pending = self._pending, {}
@@ -118,12 +119,13 @@ class HitCounter:
                 return True
             try:
                 self.sink.record_hits(batch)
-            except StoreUnavailableError as exc:
+            except Exception as exc:  # kept for the next try, whatever failed the write
                 self.failures += 1
+                why = exc if isinstance(exc, StoreUnavailableError) else type(exc).__name__
                 logger.warning(
                     "semantic: could not write %d entries' hit counts (will retry): %s",
                     len(batch),
-                    exc,
+                    why,
                 )
                 with self._lock:
                     # Hits counted meanwhile merge into the batch that failed.

@@ -26,6 +26,7 @@ from sqlalchemy import Table, bindparam, delete, func, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm.exc import StaleDataError
 
 from semantic.changes import CLEAR_PARTITION, DELETE, UPSERT, NewChange, log_changes
 from semantic.entries import TABLE, NewEntry, StoredEntry, row_to_entry, to_entry
@@ -162,7 +163,9 @@ class EntryStore(SizeQueries):
                         stored = to_entry(row)
                     self.memo.forget([stored.id])  # after the commit: see EntryMemo.put
                     return stored, created
-                except sa_exc.IntegrityError:
+                except (sa_exc.IntegrityError, StaleDataError):
+                    # a unique race; or the row read was deleted (another replica's
+                    # invalidation) before its update: run again, inserting it anew
                     if attempt == 2:
                         raise
                 except sa_exc.OperationalError as exc:  # a deadlock's loser: run again

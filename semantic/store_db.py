@@ -30,11 +30,25 @@ def _is_missing_schema(exc: sa_exc.DBAPIError) -> bool:
     return getattr(exc.orig, "sqlstate", None) == "42P01"
 
 
+#: Errors that say the database cannot do the work now, not that the work is wrong:
+#: down, refusing or timing out (OperationalError: lock and statement timeouts too), a
+#: broken connection (InterfaceError), no pooled connection free in time (TimeoutError),
+#: or a server in a state that refuses it (InternalError: PostgreSQL's class 25, a
+#: read-only standby or demoted primary after a failover, SQLSTATE 25006; before
+#: session 44 such a write was a 500 on admin routes and an ``error:internal`` backfill).
+OUTAGE_ERRORS: tuple[type[Exception], ...] = (
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.TimeoutError,
+    sa_exc.InternalError,
+)
+
+
 @contextlib.contextmanager
 def unavailable_on_db_errors(url: str) -> Iterator[None]:
     try:
         yield
-    except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
+    except OUTAGE_ERRORS as exc:
         detail = str(getattr(exc, "orig", None) or exc).strip()
         hint = " (run migrations.runner.upgrade_database)" if "no such table" in detail else ""
         raise StoreUnavailableError(

@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 import time
 
-from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
 from gateway.db_rest import DbDeadlineError, Probe, backoff
 from gateway.metrics import GatewayMetrics
 from semantic import SemanticCache
 from semantic.errors import StoreUnavailableError
+from semantic.store_db import OUTAGE_ERRORS
 
 log = logging.getLogger("cachegate.gateway")
 
@@ -30,6 +30,8 @@ log = logging.getLogger("cachegate.gateway")
 STORE_RETRY_SECONDS = 5.0
 #: How long /ready waits for the store's ping: one that hangs is not ready.
 PING_DEADLINE_SECONDS = 3.0
+#: What a ping that found the store away raises (a hang: the deadline).
+PING_FAILURES: tuple[type[Exception], ...] = (*OUTAGE_ERRORS, DbDeadlineError)
 
 
 class StoreRest:
@@ -101,12 +103,7 @@ class StoreRest:
             return True
         try:
             await self._probe.run(PING_DEADLINE_SECONDS, _ping, cache)
-        except (
-            sa_exc.OperationalError,
-            sa_exc.InterfaceError,
-            sa_exc.TimeoutError,
-            DbDeadlineError,
-        ) as exc:
+        except PING_FAILURES as exc:
             if self.is_ok:
                 log.error("semantic store unavailable: %s", exc)
             self.is_ok = False

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import Engine, create_engine, event, text
 
 from migrations.runner import upgrade_database
 from semantic.entries import NewEntry
@@ -97,3 +97,61 @@ def test_a_carry_over_inserts_its_batch_in_one_statement(pg_bare_url: str) -> No
     assert store.tenant_size("a", "new").entries == 3
     assert store.tenant_size("a", "old").partitions == 1  # only "new" is left
     store.close()
+
+
+def waits_on_a_lock(engine: Engine, timeout: float = 10.0) -> bool:
+    """Whether another session of this database waits on a lock within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with engine.connect() as conn:
+            waiting = conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                )
+            ).scalar()
+        if waiting:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_backfill_updating_a_row_another_replica_deletes_stores_it_anew(
+    pg_bare_url: str,
+) -> None:
+    """Replica A invalidates an entry while replica B's backfill re-stores the same
+    question: B read the row, its update then matched none, and the ORM raised
+    StaleDataError, an ``error:internal`` backfill with the fresh answer lost (a review,
+    session 44). Now the upsert runs again and inserts it."""
+    upgrade_database(pg_bare_url)
+    store = EntryStore(pg_bare_url)
+    engine = create_engine(pg_bare_url)
+    old, _ = store.upsert(entry("pu", "opening hours"), now=NOW)
+    result: list[object] = []
+    deleting = engine.connect()
+    held = deleting.begin()
+    deleting.execute(text("DELETE FROM semantic_entries WHERE id = :i"), {"i": old.id})
+
+    def backfill() -> None:
+        try:
+            fresh = NewEntry("pu", "a", "opening hours", {"a": "fresh"}, old.embedding, "emb")
+            result.append(store.upsert(fresh, now=NOW))
+        except Exception as exc:
+            result.append(exc)
+
+    thread = threading.Thread(target=backfill)
+    thread.start()
+    try:
+        assert waits_on_a_lock(engine)  # B read the row and waits on its lock
+        held.commit()
+    finally:
+        deleting.close()
+        thread.join(30)
+    try:
+        assert len(result) == 1 and isinstance(result[0], tuple), result
+        stored, created = result[0]
+        assert created and stored.id != old.id and stored.answer == {"a": "fresh"}
+        assert store.get(stored.id).answer == {"a": "fresh"}
+    finally:
+        store.close()
+        engine.dispose()

@@ -50,6 +50,9 @@ from protocol.responses import ChunkWriter, Kind, response_body, usage
 
 log = logging.getLogger("cachegate.gateway")
 
+#: Finishes under way (:meth:`UpstreamAnswer._begin_finish`): each outlives its stream.
+_FINISHING: set[asyncio.Task[None]] = set()
+
 
 def cache_label(decision: SemanticDecision, cached_tokens: int | None) -> str:
     if decision.status == "hit":
@@ -112,7 +115,7 @@ class UpstreamAnswer:
         payload = done.body if done.body is not None else self._built(done)
         # The answer is whole: a client that leaves now (gateway/proxy/disconnect.py) has
         # cost all it will, so it is stored and counted all the same, never cut halfway.
-        await self._finish_whole(done, payload)
+        await self._finish_whole(self._begin_finish(done, payload))
         headers = (
             dict(done.headers)
             | headers
@@ -170,15 +173,19 @@ class UpstreamAnswer:
                         return
                     # The client's stream ends first: a slow store (a database
                     # that hangs until its timeout) must not hold back its [DONE].
+                    # Begun before it is sent: a client that leaves during that send
+                    # (a full socket buffer) closes this generator there.
+                    finish = self._begin_finish(event, assembly.body(_usage(event)))
                     yield "data: [DONE]\n\n"
-                    await self._finish_whole(event, assembly.body(_usage(event)))
+                    await self._finish_whole(finish)
                     return
                 else:
                     self.finishing = True
                     payload = self._built(event)
+                    finish = self._begin_finish(event, payload)  # as above
                     for chunk in writer.finish(event.finish_reason, payload["usage"]):
                         yield chunk
-                    await self._finish_whole(event, payload)
+                    await self._finish_whole(finish)
                     return
                 event = await anext(events, None)
         except GatewayError as err:
@@ -227,10 +234,18 @@ class UpstreamAnswer:
             _usage(done),
         )
 
-    async def _finish_whole(self, done: Done, payload: dict[str, Any]) -> None:
-        """:meth:`_finish`, carried through even when the client leaves meanwhile: the
-        answer is whole, so it has cost all it will, and is stored and counted."""
-        finish = asyncio.ensure_future(self._finish(done, payload))
+    def _begin_finish(self, done: Done, payload: dict[str, Any]) -> asyncio.Task[None]:
+        """:meth:`_finish` as a task of its own, carried through even when the client
+        leaves meanwhile: the answer is whole, so it has cost all it will, and is stored
+        and counted (before session 44 a client that left while the last events were
+        sent was neither charged nor counted, and its answer not stored)."""
+        task = asyncio.ensure_future(self._finish(done, payload))
+        _FINISHING.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(_FINISHING.discard)
+        return task
+
+    async def _finish_whole(self, finish: asyncio.Task[None]) -> None:
+        """Wait for a begun finish; cancelled meanwhile, still let it end first."""
         try:
             await asyncio.shield(finish)
         except asyncio.CancelledError:

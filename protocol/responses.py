@@ -273,7 +273,11 @@ class ChunkWriter:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": None}
         return sse(self._chunk([choice]))
 
-    def finish(self, finish_reason: str, use: dict[str, Any]) -> list[str]:
+    def finish(
+        self, finish_reason: str, use: dict[str, Any], choice_extra: dict[str, Any] | None = None
+    ) -> list[str]:
+        """The last events; ``choice_extra``: fields the finish chunk's choice carries
+        besides the built ones (a replayed answer's ``stop_reason``, as vLLM ends with)."""
         if self.kind == "chat":
             choice: dict[str, Any] = {
                 "index": 0,
@@ -283,6 +287,7 @@ class ChunkWriter:
             }
         else:
             choice = {"index": 0, "text": "", "logprobs": None, "finish_reason": finish_reason}
+        choice |= {k: v for k, v in (choice_extra or {}).items() if k not in choice}
         events = [sse(self._chunk([choice]))]
         if self.include_usage:
             events.append(sse(self._chunk([]) | {"usage": use}))
@@ -294,9 +299,20 @@ class ChunkWriter:
 
 
 _PIECES = re.compile(r"\S+\s*|\s+")
+#: A run without spaces longer than this is cut (Chinese or Japanese has no spaces: a
+#: whole answer was one delta before session 44), into pieces of RUN_PIECE characters.
+LONG_RUN = 16
+RUN_PIECE = 6
 
 
 def replay_pieces(text: str, words_per_event: int = 4) -> list[str]:
-    """A cached answer cut into small deltas, so a client renders it as a stream."""
-    words = _PIECES.findall(text)
+    """A cached answer cut into small deltas, so a client renders it as a stream: about
+    ``words_per_event`` words each, or RUN_PIECE characters of text without spaces.
+    Joined, they are ``text`` exactly."""
+    words: list[str] = []
+    for word in _PIECES.findall(text):
+        if len(word) <= LONG_RUN:
+            words.append(word)
+        else:
+            words += [word[i : i + RUN_PIECE] for i in range(0, len(word), RUN_PIECE)]
     return ["".join(words[i : i + words_per_event]) for i in range(0, len(words), words_per_event)]

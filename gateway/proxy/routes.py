@@ -371,7 +371,7 @@ def _semantic_hit(
             yield writer.delta(piece)
         for name, items in lists.items():  # url citations: one delta, whole
             yield writer.delta(items, field=name)
-        for event in writer.finish(finish_reason, use):
+        for event in writer.finish(finish_reason, use, shape.choice):  # as the body has them
             yield event
 
     return _event_stream(replay(), request_id, headers)

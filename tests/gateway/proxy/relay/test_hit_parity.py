@@ -214,6 +214,27 @@ def test_a_streamed_hit_carries_the_upstreams_model_and_fingerprint(
         assert all(e.get("service_tier", "default") == "default" for e in events)
 
 
+def test_a_streamed_hit_of_a_chinese_answer_streams_and_ends_as_the_body(
+    gw: Gateway, up: Scripted, key: str
+) -> None:
+    # Chinese has no spaces: the whole answer was one delta (a review, session 44), and
+    # the body's choice fields (vLLM's stop_reason) were left out of the finish chunk.
+    text = "您可以在登录页面点击“忘记密码”，然后按照邮件中的步骤重置密码。客服时间是周一至周五。"
+    stored = chat_answer(text)
+    stored["choices"][0]["stop_reason"] = 128009
+    scripted(up, stored)
+    path, body = request("chat", "How do I reset my sign-in password? (in Chinese)")
+    with gw.http(key) as http:
+        assert http.post(path, json=body).headers["x-cachegate-backfill"] == "stored"
+        hit = http.post(path, json=body | {"stream": True})
+    assert hit.headers["x-cachegate-cache"] == "semantic-hit"
+    events = sse_payloads(hit.text)
+    deltas = [e["choices"][0]["delta"].get("content") for e in events[1:-1]]
+    assert len(deltas) > 1 and "".join(deltas) == text
+    finish = events[-1]["choices"][0]
+    assert finish["finish_reason"] == "stop" and finish["stop_reason"] == 128009
+
+
 @pytest.mark.parametrize("kind", ["chat", "completion"])
 def test_a_stream_the_client_asked_no_usage_of_still_keeps_its_details(
     gw: Gateway, up: Scripted, key: str, kind: str

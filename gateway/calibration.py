@@ -127,7 +127,7 @@ def weighted(labels: Sequence[tuple[float, bool] | tuple[float, bool, float]]) -
 
 class _Suffix:
     """Sums over the labels from position ``i`` up (sorted by score: what a cut just
-    below ``labels[i].score`` serves): count, misfires, Σw, Σw·m, Σw². Each is added
+    below ``labels[i].score`` serves): count, misfires, Σw, Σw·m, Σw², Σw²·m. Each is added
     from the top score down, never a difference of larger sums: subtracting weights
     that span orders of magnitude left Σw² negative and the interval undefined."""
 
@@ -135,19 +135,21 @@ class _Suffix:
         size = len(labels) + 1
         self.n, self.k = [0] * size, [0] * size
         self.w, self.wm, self.w2 = [0.0] * size, [0.0] * size, [0.0] * size
+        self.w2m = [0.0] * size
         for i in range(len(labels) - 1, -1, -1):
             x = labels[i]
             self.n[i], self.k[i] = self.n[i + 1] + 1, self.k[i + 1] + x.misfire
             self.w[i] = self.w[i + 1] + x.weight
             self.wm[i] = self.wm[i + 1] + (x.weight if x.misfire else 0.0)
             self.w2[i] = self.w2[i + 1] + x.weight * x.weight
+            self.w2m[i] = self.w2m[i + 1] + (x.weight * x.weight if x.misfire else 0.0)
 
     def interval(self, i: int) -> tuple[float, float, float] | None:
         """(rate, low, high) from position ``i`` up, weighted
         (gateway/reports/stats.py ``weighted_wilson``); None when nothing is there."""
         if self.n[i] == 0:
             return None
-        return weighted_wilson(self.wm[i], self.w[i], self.w2[i])
+        return weighted_wilson(self.wm[i], self.w[i], self.w2[i], self.w2m[i])
 
 
 def _first_above(ordered: Sequence[Label], cut: float) -> int:

@@ -18,6 +18,7 @@ from gateway.reports.stats import (
     Criterion,
     Labelled,
     buckets,
+    effective_size,
     percentiles,
     proportion,
     rate,
@@ -181,22 +182,23 @@ def with_setting(rec: dict[str, Any], p: ReportParams) -> dict[str, Any]:
 
 def weighted_misfires(labelled: Sequence[Sample]) -> dict[str, Any] | None:
     """The misfire rate with each labelled sample weighing 1 / its sampling probability
-    (near-threshold hits are sampled 3x) and its Wilson interval at Kish's effective
-    sample size; None without labels or when any lacks a recorded probability."""
+    (near-threshold hits are sampled 3x) and its Wilson interval at the effective
+    sample size (stats.py); None without labels or when any lacks a recorded probability."""
     probabilities = [s.probability for s in labelled]
     if not probabilities or any(p is None for p in probabilities):
         return None
     weights = [1.0 / p for p in probabilities if p is not None]
     w, w2 = math.fsum(weights), math.fsum(x * x for x in weights)
-    wm = math.fsum(x for x, s in zip(weights, labelled, strict=True) if s.label == "misfire")
-    found = weighted_wilson(wm, w, w2)
+    misfired = [x for x, s in zip(weights, labelled, strict=True) if s.label == "misfire"]
+    wm, w2m = math.fsum(misfired), math.fsum(x * x for x in misfired)
+    found = weighted_wilson(wm, w, w2, w2m)
     if found is None:
         return None
     return {
         "rate": found[0],
         "wilson_low": found[1],
         "wilson_high": found[2],
-        "n_effective": w * w / w2,
+        "n_effective": effective_size(found[0], w, w2, w2m),
     }
 
 

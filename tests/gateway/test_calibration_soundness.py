@@ -164,7 +164,7 @@ def test_a_disproved_range_stays_cut_off_as_clean_labels_arrive_above(shape: str
 
 
 def _low(k: int, n: int, z: float) -> float:
-    interval = weighted_wilson(k, n, n, z)
+    interval = weighted_wilson(k, n, n, z=z)
     assert interval is not None
     return interval[1]
 

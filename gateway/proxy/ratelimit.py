@@ -63,6 +63,13 @@ class Taken(NamedTuple):
 #: ``need`` of a charge: taken whatever the bucket holds (gateway/proxy/token_limit.py).
 ALWAYS = -1e18
 
+#: How deep a bucket's debt may go, in minutes of its limit: a charge past what is left
+#: is kept whole up to this (before session 44 at most one minute was, so an answer
+#: costing more than a minute's tokens was written off beyond it, and a tenant whose
+#: answers each cost 50 minutes of its tpm spent 45 times its limit: a review); a
+#: debt run up under a higher limit waits out at most this long under a lower one.
+DEBT_MINUTES = 60
+
 
 class BucketStore(Protocol):
     """Takes tokens from a tenant's bucket: by default one, if one is there. A bucket of
@@ -81,12 +88,14 @@ def refill(
 ) -> tuple[bool, float, float]:
     """The bucket arithmetic every store shares: (allowed, tokens left, wait seconds).
     A bucket of size ``rpm`` refills at ``rpm`` a minute; when it holds ``need``,
-    ``cost`` is taken, down to ``-rpm`` at most (a charge past what is left is a debt
-    the bucket refills first, and a full bucket is at most two minutes away)."""
+    ``cost`` is taken, down to ``-DEBT_MINUTES * rpm`` at most (a charge past what is
+    left is a debt the bucket refills first; a full bucket is at most DEBT_MINUTES + 1
+    minutes away, under the limit in force: a debt deeper than it allows is cut)."""
     rate = rpm / 60.0
-    tokens = min(float(rpm), tokens + max(0.0, elapsed) * rate)
+    floor = -float(DEBT_MINUTES * rpm)
+    tokens = min(float(rpm), max(floor, tokens) + max(0.0, elapsed) * rate)
     if tokens >= need:
-        return True, max(-float(rpm), tokens - cost), 0.0
+        return True, max(floor, tokens - cost), 0.0
     return False, tokens, (need - tokens) / rate
 
 

@@ -31,15 +31,16 @@ from typing import Any
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy import exc as sa_exc
 
-from gateway.proxy.ratelimit import BucketStore, LocalBuckets, Taken
+from gateway.proxy.ratelimit import DEBT_MINUTES, BucketStore, LocalBuckets, Taken
 from gateway.settings import Settings
 from semantic.store_db import postgres_connect_args
 
 log = logging.getLogger("cachegate.gateway.ratelimit")
 
 KEY_PREFIX = "cachegate:ratelimit:"
-# KEYS[1] bucket; ARGV rpm. Returns {allowed 0/1, wait in milliseconds, tokens left in
-# thousandths} (Redis turns a Lua number into an integer).
+# KEYS[1] bucket; ARGV rpm, cost, need, the debt's depth in minutes. Returns {allowed
+# 0/1, wait in milliseconds, tokens left in thousandths} (Redis turns a Lua number into
+# an integer).
 _TAKE = """
 local rpm = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
@@ -48,12 +49,13 @@ local rate = rpm / 60.0
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 local b = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local floor = -tonumber(ARGV[4]) * rpm
 local tokens = tonumber(b[1]) or rpm
 local at = tonumber(b[2]) or now
-tokens = math.min(rpm, tokens + math.max(0, now - at) * rate)
+tokens = math.min(rpm, math.max(floor, tokens) + math.max(0, now - at) * rate)
 local allowed = 0
 local wait = 0
-if tokens >= need then tokens = math.max(-rpm, tokens - cost); allowed = 1
+if tokens >= need then tokens = math.max(floor, tokens - cost); allowed = 1
 else wait = (need - tokens) / rate end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('EXPIRE', KEYS[1], math.ceil((rpm - tokens) / rate) + 60)
@@ -68,18 +70,19 @@ _PG_TAKE = text(
     """
     WITH now AS (SELECT extract(epoch FROM clock_timestamp()) AS t)
     INSERT INTO rate_limit_buckets AS b (tenant_id, tokens, updated_at, allowed)
-    SELECT :tenant, greatest(-:rpm, CAST(:rpm AS double precision) - :cost), now.t, true
+    SELECT :tenant, greatest(:floor, CAST(:rpm AS double precision) - :cost), now.t, true
     FROM now
     ON CONFLICT (tenant_id) DO UPDATE SET
-        tokens = CASE WHEN least(:rpm, b.tokens + greatest(0, EXCLUDED.updated_at - b.updated_at)
-                                 * :rate) >= :need
-                      THEN greatest(-:rpm, least(:rpm, b.tokens
+        tokens = CASE WHEN least(:rpm, greatest(:floor, b.tokens)
+                                 + greatest(0, EXCLUDED.updated_at - b.updated_at) * :rate)
+                           >= :need
+                      THEN greatest(:floor, least(:rpm, greatest(:floor, b.tokens)
                                  + greatest(0, EXCLUDED.updated_at - b.updated_at) * :rate)
                                  - :cost)
-                      ELSE least(:rpm, b.tokens + greatest(0, EXCLUDED.updated_at - b.updated_at)
-                                 * :rate) END,
-        allowed = least(:rpm, b.tokens + greatest(0, EXCLUDED.updated_at - b.updated_at)
-                        * :rate) >= :need,
+                      ELSE least(:rpm, greatest(:floor, b.tokens)
+                                 + greatest(0, EXCLUDED.updated_at - b.updated_at) * :rate) END,
+        allowed = least(:rpm, greatest(:floor, b.tokens)
+                        + greatest(0, EXCLUDED.updated_at - b.updated_at) * :rate) >= :need,
         updated_at = greatest(b.updated_at, EXCLUDED.updated_at)
     RETURNING allowed, tokens
     """
@@ -90,7 +93,8 @@ _PG_TAKE = text(
 COOLDOWN_S = 5.0
 
 # A bucket refills from empty to full within 60 s (rpm tokens at rpm/60 a second), from
-# its lowest (a model-token bucket's debt, -rpm: ratelimit.refill) within 120 s, and
+# its lowest (a model-token bucket's debt, DEBT_MINUTES of its limit: ratelimit.refill)
+# within DEBT_MINUTES + 1 minutes, and
 # a full bucket is what a missing row means (the take inserts one). So rows untouched
 # for longer are dropped now and then (deleted tenants' that a failed drop left, limits
 # removed, keys of an earlier scheme), and the table holds the tenants active in the
@@ -103,7 +107,7 @@ _PG_PURGE = text(
     "SELECT ctid FROM rate_limit_buckets "
     "WHERE updated_at < extract(epoch FROM clock_timestamp()) - :age LIMIT :batch)"
 )
-PURGE_AGE_S = 120.0
+PURGE_AGE_S = 60.0 * (DEBT_MINUTES + 2)
 PURGE_EVERY_S = 60.0
 PURGE_BATCH = 1000
 
@@ -212,7 +216,7 @@ class RedisBuckets(_FailOpen):
         return self._guarded(lambda: self._take(tenant_id, rpm, cost, need))
 
     def _take(self, tenant_id: str, rpm: int, cost: float, need: float) -> Taken:
-        args: list[str | int] = [rpm, repr(float(cost)), repr(float(need))]
+        args: list[str | int] = [rpm, repr(float(cost)), repr(float(need)), DEBT_MINUTES]
         allowed, wait_ms, tokens = self._script(keys=[KEY_PREFIX + tenant_id], args=args)
         return Taken(bool(allowed), int(wait_ms) / 1000.0, int(tokens) / 1000.0)
 
@@ -255,6 +259,7 @@ class PostgresBuckets(_FailOpen):
 
     def _take(self, tenant_id: str, rpm: int, cost: float, need: float) -> Taken:
         values = {"tenant": tenant_id, "rpm": float(rpm), "rate": rpm / 60.0}
+        values["floor"] = -float(DEBT_MINUTES * rpm)
         with self.engine.begin() as conn:
             allowed, tokens = conn.execute(
                 _PG_TAKE, values | {"cost": float(cost), "need": float(need)}

@@ -8,9 +8,11 @@ PostgreSQL or this process), of ``tpm`` tokens refilled at ``tpm / 60`` a second
 * a request is admitted while the bucket holds at least one token, else refused with
   a 429 ``rate_limit_exceeded`` and ``Retry-After`` (whole seconds until it does);
 * once the model's answer has ended, its ``prompt_tokens + completion_tokens`` are
-  taken from the bucket, which may go below zero (down to ``-tpm``): the tenant's next
-  requests wait while it refills, so over any stretch the tenant is held to ``tpm``
-  a minute, and a full bucket is never more than two minutes away. An answer whose
+  taken from the bucket, which may go below zero (down to an hour of ``tpm``,
+  ``ratelimit.DEBT_MINUTES``; one minute before session 44, which let answers costing
+  more than a minute's tokens overshoot the limit many times over): the tenant's next
+  requests wait while it refills, so over any stretch the tenant is held to ``tpm`` a
+  minute, and a full bucket is never more than 61 minutes away. An answer whose
   upstream said no ``usage``, and one cut short (its client left, its upstream broke),
   is charged its prompt estimated at 4 characters a token plus the chunks it was sent
   (about a token each); an answer is charged once, whatever ends after its count came;

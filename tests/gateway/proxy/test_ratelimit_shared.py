@@ -21,8 +21,8 @@ from sqlalchemy import text
 from gateway.app import Components
 from gateway.errors import RateLimitError
 from gateway.policy import TenantPolicy
-from gateway.proxy.ratelimit import LocalBuckets, RateLimiter, Taken
-from gateway.proxy.ratelimit_shared import KEY_PREFIX, PostgresBuckets, RedisBuckets
+from gateway.proxy.ratelimit import ALWAYS, LocalBuckets, RateLimiter, Taken
+from gateway.proxy.ratelimit_shared import KEY_PREFIX, PURGE_AGE_S, PostgresBuckets, RedisBuckets
 from gateway.tenants import TenantContext
 from migrations.runner import upgrade_database
 from prefix.model.loader import LoadedModel
@@ -177,7 +177,8 @@ def test_the_longest_tenant_id_has_a_bucket_on_every_store(pg_schema: str) -> No
 
 
 def test_postgres_drops_rows_that_stand_for_full_buckets(pg_schema: str) -> None:
-    # A row untouched for over two minutes is a full bucket, what a missing row means:
+    # A row untouched for longer than its deepest debt takes to refill (PURGE_AGE_S:
+    # DEBT_MINUTES of the limit, plus a minute) is a full bucket, what a missing row means:
     # such rows (a deleted tenant whose drop failed, a removed limit, an earlier key)
     # are purged now and then, so the table does not grow with every tenant ever limited.
     url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
@@ -185,16 +186,21 @@ def test_postgres_drops_rows_that_stand_for_full_buckets(pg_schema: str) -> None
     store = PostgresBuckets(url)
     try:
         assert store.take("stale", 5).allowed and store.take("fresh", 5).allowed
+        # in debt (an answer's tokens past a minute's), idle 3 minutes: not yet full
+        assert store.take("owing", 5, 250.0, ALWAYS).allowed
         with store.engine.begin() as conn:
-            conn.execute(
-                text("UPDATE rate_limit_buckets SET updated_at = updated_at - 121 "
-                     "WHERE tenant_id = 'stale'")
-            )  # fmt: skip
+            for tenant, age in (("stale", PURGE_AGE_S + 1), ("owing", 180)):
+                conn.execute(
+                    text("UPDATE rate_limit_buckets SET updated_at = updated_at - :age "
+                         "WHERE tenant_id = :t"), {"age": age, "t": tenant},
+                )  # fmt: skip
         store._next_purge = 0.0  # due now
         assert store.take("fresh", 5).allowed
         with store.engine.connect() as conn:
             left = conn.execute(text("SELECT tenant_id FROM rate_limit_buckets")).scalars()
-            assert sorted(left) == ["fresh"]  # the recent one is kept (control)
+            # the recent one is kept (control), and the debt is not forgiven
+            assert sorted(left) == ["fresh", "owing"]
+        assert not store.take("owing", 5, 0.0).allowed
         taken = store.take("stale", 5)  # and a purged tenant starts full, as it was
         assert taken.allowed and taken.tokens == 4.0
         # A backlog goes in batches, each bringing the next purge forward.

@@ -18,7 +18,13 @@ from sqlalchemy.exc import OperationalError
 
 from gateway.app import Components
 from gateway.policy import TenantPolicy
-from gateway.proxy.ratelimit import ALWAYS, BucketStore, LocalBuckets, token_bucket_key
+from gateway.proxy.ratelimit import (
+    ALWAYS,
+    DEBT_MINUTES,
+    BucketStore,
+    LocalBuckets,
+    token_bucket_key,
+)
 from gateway.proxy.ratelimit_shared import KEY_PREFIX, PostgresBuckets, RedisBuckets
 from migrations.runner import upgrade_database
 from prefix.model.loader import LoadedModel
@@ -64,12 +70,23 @@ def test_a_token_bucket_admits_while_it_holds_one_and_charges_into_debt(
         assert admitted.allowed and admitted.tokens == pytest.approx(600, abs=1)
         assert store.take(tenant, 600, 450.0, ALWAYS).allowed  # the answer's tokens
         assert store.take(tenant, 600, 0.0).allowed  # ~150 left: admitted
-        store.take(tenant, 600, 2000.0, ALWAYS)  # past what is left: a debt, at most -600
+        store.take(tenant, 600, 2000.0, ALWAYS)  # past what is left: a debt, kept whole
         refused = store.take(tenant, 600, 0.0)
         assert not refused.allowed
-        assert refused.tokens == pytest.approx(-600, abs=2)
-        assert refused.wait == pytest.approx(601 / 10, abs=0.5)  # 10 tokens a second
+        # (before session 44 the debt stopped at -600: what an answer cost past a
+        # minute's tokens was written off, and the limit overshot many times over)
+        assert refused.tokens == pytest.approx(-1850, abs=2)
+        assert refused.wait == pytest.approx(1851 / 10, abs=0.5)  # 10 tokens a second
         assert store.take(other, 600, 0.0).allowed  # control: another tenant's bucket
+        # the debt stops at DEBT_MINUTES of the limit
+        store.take(tenant, 600, 1e9, ALWAYS)
+        deepest = -DEBT_MINUTES * 600
+        assert store.take(tenant, 600, 0.0).tokens == pytest.approx(deepest, abs=2)
+        # a limit lowered meanwhile: the debt is cut to what the new one allows, so it
+        # is waited out within DEBT_MINUTES + 1 minutes of the new limit, not days
+        lowered = store.take(tenant, 6, 0.0)
+        assert not lowered.allowed and lowered.tokens == pytest.approx(-DEBT_MINUTES * 6, abs=1)
+        assert lowered.wait == pytest.approx((DEBT_MINUTES * 6 + 1) * 10, abs=5)
     finally:
         store.drop(tenant)
         store.drop(other)

@@ -144,11 +144,27 @@ CHARS_PER_TOKEN = 4
 _CJK = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
 
 
+#: What a model reads besides the messages' text: tool and function definitions, a
+#: JSON schema, a completion's suffix (before session 44 not counted, so a request whose
+#: prompt was mostly tools, cut short before its first byte, cost about a token: a review).
+_READ_FIELDS = ("tools", "functions", "tool_choice", "response_format", "suffix")
+
+
+def _dumped(value: Any) -> str:
+    """``value`` as the JSON text a model would read of it."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # a cycle cannot come from a JSON body; just in case
+        return ""
+
+
 def estimate_prompt_tokens(body: Mapping[str, Any]) -> int:
     """The prompt's tokens as characters / 4, a CJK character as one, a token id as
     itself: for an answer whose upstream said no ``usage`` (a generic upstream's stream
     without ``include_usage``), and one that ended before its count came (the client
-    left)."""
+    left). Tools, schemas and a message's tool calls count as their JSON text."""
     chars, cjk, ids = 0, 0, 0
     prompt = body.get("prompt")
     prompts = prompt if isinstance(prompt, list) else [prompt]
@@ -161,8 +177,12 @@ def estimate_prompt_tokens(body: Mapping[str, Any]) -> int:
         elif isinstance(item, list):
             ids += len(item)
     messages = body.get("messages")
+    texts += [_dumped(body[name]) for name in _READ_FIELDS if body.get(name) is not None]
     for message in messages if isinstance(messages, list) else ():
         content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(message, dict):  # tool calls, a name, a tool's id: read too
+            rest = {k: v for k, v in message.items() if k not in ("role", "content")}
+            texts += [_dumped(rest)] if rest else []
         parts = content if isinstance(content, list) else [content]
         for part in parts:
             if isinstance(part, str):

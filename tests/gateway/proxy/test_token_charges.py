@@ -101,6 +101,11 @@ def test_a_stream_cut_short_is_charged_its_prompt_and_what_it_was_sent() -> None
         ({"messages": "not a list", "prompt": None}, 0),
         ({"prompt": "怎么修改登录密码"}, 8),  # a token a character, not a quarter
         ({"prompt": "请问 refund 怎么办"}, 5 + 2),  # 5 CJK, 8 other characters
+        # what the model reads besides the text: a tool's definition, a schema, a call
+        ({"prompt": "", "tools": [{"name": "x" * 386}]}, 100),  # 400 characters of JSON
+        ({"prompt": "", "response_format": {"type": "x" * 388}}, 100),
+        ({"messages": [{"role": "assistant", "content": None, "tool_calls": ["y" * 380]}]}, 100),
+        ({"prompt": "ab", "suffix": "cd"}, 1),
     ],
 )
 def test_the_prompt_estimate(body: dict[str, Any], tokens: int) -> None:

@@ -50,11 +50,11 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
         "side",
         r"(?:turn(?:ing|s)?|to\s(?:the|your)|on\s(?:the|your)|keep|bear|swipe|scroll)\sleft"
         r"|left(?=[\s-](?:lane|side|hand(?:ed)?|click|turn|arm|leg|eye|ear|foot|knee|ventricle"
-        r"|hemisphere|lung|kidney|wing|margin|column))",
+        r"|hemisphere|lung|kidney|wing|margin|column|join|outer))",
         r"(?:turn(?:ing|s)?|to\s(?:the|your)|on\s(?:the|your)|keep|bear|swipe|scroll)\sright"
         r"(?!\s(?:track|way|time|one|answer|amount|place|person|now|away))"
         r"|right(?=[\s-](?:lane|side|hand(?:ed)?|click|turn|arm|leg|eye|ear|foot|knee|ventricle"
-        r"|hemisphere|lung|kidney|wing|margin|column))",
+        r"|hemisphere|lung|kidney|wing|margin|column|join|outer))",
     ),
     (
         # a verb's direction: zoom in / out, check in / out; not "cash in" (rewards are
@@ -72,6 +72,27 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
         r"(?:s|ing)?)\sdown|downstairs|downhill|downward|downwards|descending",
     ),
     ("axis", r"vertical(?:ly)?", r"horizontal(?:ly)?"),
+    # Session 44 (a review found each served for its opposite at verifier scores of
+    # 0.989-0.996): taxes included / excluded, import / export duties, input / output
+    # voltage, the nearest / farthest planet, an overactive / underactive thyroid, a
+    # payment that succeeded / failed; a LEFT / RIGHT JOIN under "side" above.
+    ("include", r"includ(?:e|es|ed|ing)", r"exclud(?:e|es|ed|ing)"),
+    ("import", r"import(?:s|ed|ing)?", r"export(?:s|ed|ing)?"),
+    ("input", r"inputs?", r"outputs?"),
+    ("near", r"nearest|closest", r"farthest|furthest"),
+    ("longest", r"longest", r"shortest"),
+    (
+        "over",
+        r"over[\s-]?(?:active|cooked|inflated|weight|paid|charged|dos(?:e|ed|ing)|exposed"
+        r"|estimat(?:e|ed|ing)|staffed|funded|ripe|done)",
+        r"under[\s-]?(?:active|cooked|inflated|weight|paid|charged|dos(?:e|ed|ing)|exposed"
+        r"|estimat(?:e|ed|ing)|staffed|funded|ripe|done)",
+    ),
+    (
+        "success",
+        r"succe(?:ed|eds|eded|eding|ssful|ssfully)",
+        r"fail(?:s|ed|ing)?|unsuccessful(?:ly)?",
+    ),
     ("east", r"east(?:ern)?|eastbound", r"west(?:ern)?(?!\sunion)|westbound"),
     ("north", r"north(?:ern)?|northbound", r"south(?:ern)?|southbound"),
 )
@@ -87,4 +108,10 @@ ZH_ANTONYMS: dict[str, tuple[str, str]] = {
     "early": ("最早|更早|提前", "最晚|更晚|推迟|延后"),
     "good": ("好评", "差评"),
     "rise": ("上涨|涨价|涨了|升值|走高", "下跌|跌价|跌了|贬值|走低"),
+    # session 44: 进口 / 出口关税, 输入 / 输出电压, 离太阳最近 / 最远, 最长 / 最短 (a review)
+    "import": ("进口|导入|入口", "出口|导出"),
+    "input": ("输入", "输出"),
+    "near": ("最近", "最远"),
+    "longest": ("最长", "最短"),
+    "success": ("成功", "失败"),
 }

@@ -62,6 +62,14 @@ _Z = r"(?![A-Za-z])"
 # (the extractor masks numbers and amounts as "_" before polarity reads the text).
 _AMOUNT = r"(?:_|[$€£¥₹]?\d|the\sage\b|age\b)"
 
+# 前 / 后 straight after what they are before or after (no 之 / 以): 饭前 / 饭后, 税前 /
+# 税后, 术前 / 术后 (session 44: a review found 饭前 / 饭后吃布洛芬 served each other's
+# answers); only after these, since 前 / 后 end many words (目前, 提前, 前天, 售后, 然后).
+_ZH_BEFORE_AFTER = (
+    "(?:(?<=[饭餐税婚睡])|(?<=(?<![技艺学美算战])术)|(?<=(?<![资房财生地])产)"
+    "|(?<=考试|起飞|登机|发货|入住|下单|付款|退房|出院|手术|分娩)){}"
+)
+
 ACTION_PAIRS: tuple[ActionPair, ...] = (
     ActionPair(
         "toggle",
@@ -227,8 +235,8 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
     ),
     ActionPair(
         "order",
-        _en(r"before|prior\sto|earlier\sthan") + "|之前|以前",
-        _en(r"after|later\sthan") + "|之后|以后",
+        _en(r"before|prior\sto|earlier\sthan") + "|之前|以前|" + _ZH_BEFORE_AFTER.format("前"),
+        _en(r"after|later\sthan") + "|之后|以后|" + _ZH_BEFORE_AFTER.format("后"),
         "any",
     ),
     ActionPair(

@@ -67,7 +67,7 @@ _UNITS: dict[str, tuple[str, str, str]] = {
     "f": ("temperature", r"fahrenheit|°\s?f", ""),
     "k": ("temperature", r"kelvin", ""),
     "mph": ("speed", r"miles\sper\shour", "mph"),
-    "kmh": ("speed", r"kilomet(?:er|re)s\sper\shour", "kph|km/h|kmh"),
+    "kmh": ("speed", r"kilomet(?:er|re)s\sper\shour", "kph|km/hr|km/h|kmh"),
     "kb": ("data", rf"kilobyte{_P}", "kb"),
     "mb": ("data", rf"megabyte{_P}", "mb"),
     "gb": ("data", rf"gigabyte{_P}", "gb"),
@@ -98,7 +98,8 @@ _ABBREVS = {f"a_{k}": abbrevs for k, (_, _, abbrevs) in _UNITS.items()}
 _TIME_WORDS = {k: v for k, v in _WORDS.items() if _UNITS[k[2:]][0] == "time"}
 _OTHER_WORDS = {k: v for k, v in _WORDS.items() if _UNITS[k[2:]][0] != "time"}
 _B = r"(?<![A-Za-z0-9_])"
-_E = r"(?![A-Za-z0-9_])"
+# not "km" of "km/h" (a speed read as a length met "mph" on one side only: session 44)
+_E = r"(?![A-Za-z0-9_]|/[A-Za-z])"
 # After a number (masked by the number extractors) or a digit: any unit, abbreviations too.
 AFTER_NUMBER = re.compile(
     rf"(?<=[{MASK}\d])\s?(?:{_alternatives(_WORDS)}|{_alternatives(_ABBREVS)}){_E}", _I

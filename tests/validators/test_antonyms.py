@@ -40,6 +40,22 @@ DIFFERENT = [
     ("What time zone is the east coast in?", "What time zone is the west coast in?"),
     ("Is the pain in my left arm serious?", "Is the pain in my right arm serious?"),
     ("How do I align text vertically?", "How do I align text horizontally?"),
+    # session 44's review (verifier 0.989-0.996), English and Chinese
+    ("What are signs of an overactive thyroid?", "What are signs of an underactive thyroid?"),
+    ("Are taxes included in the price?", "Are taxes excluded from the price?"),
+    ("How do I import my bookmarks?", "How do I export my bookmarks?"),
+    ("What is the input voltage?", "What is the output voltage?"),
+    ("Which planet is nearest to the sun?", "Which planet is farthest from the sun?"),
+    ("What does a SQL LEFT JOIN return?", "What does a SQL RIGHT JOIN return?"),
+    ("Why did my payment succeed?", "Why did my payment fail?"),
+    ("进口关税是多少", "出口关税是多少"),
+    ("输入电压是多少", "输出电压是多少"),
+    ("哪颗行星离太阳最近", "哪颗行星离太阳最远"),
+    ("一年中哪天白天最长", "一年中哪天白天最短"),
+    # 前 / 后 right after what they are before or after (the ``order`` pair)
+    ("饭前可以吃布洛芬吗", "饭后可以吃布洛芬吗"),
+    ("税前工资一万要交多少税", "税后工资一万要交多少税"),
+    ("术前需要禁食多久", "术后需要禁食多久"),
 ]
 
 SAME = [
@@ -55,6 +71,14 @@ SAME = [
     # left as what remains, right as correct: no side
     ("How much money do I have left?", "Is the right amount left in my account?"),
     ("Am I on the right track with my savings?", "Is my savings plan on track?"),
+    # one pole on one side, or the same on both (session 44's pairs)
+    ("Is tax included?", "Does the price include tax?"),
+    ("Why did my payment fail?", "Why was my payment unsuccessful?"),
+    ("饭前还是饭后吃药", "吃药应该在饭前还是饭后"),
+    # 前 / 后 ending other words: no order
+    ("技术前沿有哪些", "有哪些技术前沿"),
+    ("目前的利率是多少", "现在利率是多少"),
+    ("售后电话是多少", "售后服务电话"),
 ]
 
 

@@ -27,6 +27,8 @@ DIFFERENT = [
     ("How many ounces in a cup?", "How many cups in an ounce?"),
     ("How many calories in a gram of fat?", "How many grams of fat in a calorie?"),
     ("How many km in a mile?", "How many miles in a km?"),
+    # "km/h" is a speed, not "km" (a length against "mph" on one side: session 44)
+    ("What is the speed limit on highways in mph?", "What is the speed limit on highways in km/h?"),
 ]
 
 SAME = [
@@ -44,6 +46,8 @@ SAME = [
     ("how many mb in a gb", "how many megabytes are in a gigabyte"),
     ("How many ounces are in a cup?", "How many ounces does a cup hold?"),
     ("How many calories should I eat per day?", "How many calories a day should I eat?"),
+    ("Can I drive 100 km/h there?", "Can I drive 100 kilometers per hour there?"),
+    ("Is 50 km/hr fast for a bike?", "Is 50 kph fast for a bike?"),
 ]
 
 

@@ -25,6 +25,7 @@ from validators.entities import Entities, compare_entities, entity_scope, extrac
 from validators.errors import InvalidEntitiesError, InvalidJudgeBandError, InvalidScoreError
 from validators.guards import first_guard
 from validators.judge import Judge, JudgeBand
+from validators.roles_zh import swapped_roles
 
 JUDGE_REFUSED = "judge_refused"
 
@@ -98,6 +99,10 @@ class Validator:
         comparison = compare_entities(new, old, kinds)
         if comparison.mismatch_kind is not None:
             return f"entity_mismatch:{comparison.mismatch_kind}"
+        if (kinds is None or "polarity" in kinds) and swapped_roles(
+            _as_str(question), _as_str(cached_question)
+        ):  # 咖啡比茶健康吗 / 茶比咖啡健康吗: the same words, the parties exchanged
+            return "entity_mismatch:polarity"
         if (
             self.judge is not None
             and self.judge_band is not None

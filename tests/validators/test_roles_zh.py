@@ -1,0 +1,50 @@
+"""Chinese questions naming the same two parties of a relation, swapped
+(``validators.roles_zh``), through the validator's check as a hit meets them."""
+
+from __future__ import annotations
+
+import pytest
+
+from validators.roles_zh import swapped_roles
+from validators.verify import Validator
+
+SWAPPED = [
+    # a review, session 44: the Chinese verifier served each at 0.993-0.997
+    ("父母可以继承子女的遗产吗", "子女可以继承父母的遗产吗"),
+    ("公司可以辞退员工吗", "员工可以辞退公司吗"),
+    ("他欠我钱怎么办", "我欠他钱怎么办"),
+    ("我可以给别人转账吗", "别人可以给我转账吗"),
+    ("咖啡比茶健康吗？", "茶比咖啡健康吗？"),
+    ("北京比上海大吗", "上海比北京大吗"),
+    ("房东可以起诉租客吗", "租客可以起诉房东吗"),
+]
+
+SAME = [
+    ("咖啡比茶健康吗", "咖啡比茶健康吗？"),  # the same question, punctuated
+    ("密码怎么修改", "怎么修改密码"),  # the topic first: no middle, no swap
+    ("密码忘了怎么办", "忘了密码怎么办"),
+    ("给我打电话", "打电话给我"),  # words that move, no two parties exchanged
+    ("咖啡和茶哪个更健康", "茶和咖啡哪个更健康"),  # "and" joins, it relates nothing
+    ("咖啡比茶健康吗", "咖啡是不是比茶健康"),  # other characters: not this rule's
+]
+
+
+@pytest.mark.parametrize(("a", "b"), SWAPPED)
+def test_the_parties_exchanged_are_refused(a: str, b: str) -> None:
+    assert swapped_roles(a, b) and swapped_roles(b, a)
+    validator = Validator()
+    reason = validator.check(b, a, validator.extract(a), 0.97)
+    assert reason == "entity_mismatch:polarity"
+    # the control: the same question again is served
+    assert validator.check(a, a, validator.extract(a), 0.97) is None
+
+
+@pytest.mark.parametrize(("a", "b"), SAME)
+def test_paraphrases_are_no_swap(a: str, b: str) -> None:
+    assert not swapped_roles(a, b)
+
+
+def test_a_tenant_comparing_no_polarity_is_not_refused_for_it() -> None:
+    a, b = SWAPPED[0]
+    validator = Validator()
+    assert validator.check(b, a, validator.extract(a), 0.97, kinds=["number"]) is None

@@ -35,14 +35,20 @@ from __future__ import annotations
 import itertools
 import re
 import statistics
+import time
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from difflib import SequenceMatcher
+from difflib import Match, SequenceMatcher
 from typing import Any, Protocol
 
 MIN_RUN = 32
 MAX_TOKENS = 2048  # longer prompts are compared on their first 2048 tokens
+# The run searched for after the first difference lies within this many tokens of it:
+# the matcher is quadratic, and over 2048 repetitive tokens a pair took 0.5 s (a
+# review, session 44: a tenant's prompts could make each report view cost minutes).
+MATCH_WINDOW = 1024
+MAX_SEGMENTS = 256  # lines or paragraphs compared for a shuffled order
 MAX_GAP_CHARS = 64
 MAX_GAP_TOKENS_OTHER = 4
 
@@ -187,8 +193,9 @@ class Analyzer:
         shuffled = self._shuffled(a, b, ta, d)
         if shuffled is not None:
             return shuffled
-        matcher = SequenceMatcher(None, ta, tb, autojunk=False)
-        runs = [m for m in matcher.get_matching_blocks() if m.size and m.a >= d and m.b >= d]
+        window_a, window_b = ta[d : d + MATCH_WINDOW], tb[d : d + MATCH_WINDOW]
+        matcher = SequenceMatcher(None, window_a, window_b, autojunk=False)
+        runs = [Match(m.a + d, m.b + d, m.size) for m in matcher.get_matching_blocks() if m.size]
         long = [m for m in runs if m.size >= self.min_run]
         if not long:
             return None
@@ -217,8 +224,9 @@ class Analyzer:
         )
 
     def _shuffled(self, a: str, b: str, ta: list[Hashable], d: int) -> PairFinding | None:
-        sa, sb = _segments(a), _segments(b)
-        shared = {s for s in sa if sa.count(s) == 1 and sb.count(s) == 1} & set(sb)
+        sa, sb = _segments(a)[:MAX_SEGMENTS], _segments(b)[:MAX_SEGMENTS]
+        count_a, count_b = Counter(sa), Counter(sb)  # list.count per segment: quadratic
+        shared = {s for s, n in count_a.items() if n == 1 and count_b[s] == 1}
         if len(shared) < 2:
             return None
         order_a = [s for s in sa if s in shared]
@@ -248,16 +256,25 @@ class Analyzer:
         max_pairs: int = 100,
         min_pairs: int = 2,
         min_fraction: float = 0.3,
+        deadline: float | None = None,
     ) -> list[dict[str, Any]]:
-        """Findings over consecutive distinct prompts (newest last), as JSON-ready dicts."""
+        """Findings over consecutive distinct prompts (newest last), as JSON-ready dicts;
+        past ``deadline`` (``time.monotonic()``) no more pairs are read (newest first)."""
         distinct = [p for i, p in enumerate(prompts) if i == 0 or p != prompts[i - 1]]
         pairs = list(itertools.pairwise(distinct))[-max_pairs:]
         found: dict[str, list[PairFinding]] = {}
-        for a, b in pairs:
+        checked: list[tuple[str, str]] = []
+        for a, b in reversed(pairs):
+            if deadline is not None and checked and time.monotonic() > deadline:
+                break
+            checked.append((a, b))
             finding = self.pair(a, b)
             if finding is not None and finding.gain > 0:
                 found.setdefault(finding.kind, []).append(finding)
         out = []
+        pairs = checked
+        for items in found.values():
+            items.reverse()  # oldest first, as the prompts came
         for kind, items in found.items():
             if len(items) < min_pairs or len(items) < min_fraction * len(pairs):
                 continue

@@ -10,6 +10,7 @@ anti-pattern token positions) come from the in-process engine, and are absent
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -26,6 +27,9 @@ from gateway.review.api import NO_NUL
 from gateway.settings import Settings
 from gateway.state import GatewayState
 from semantic.embedder_routed import knobs_on_e5_scale
+
+#: Seconds one report spends reading prompt pairs for anti-patterns, all tenants together.
+ANTIPATTERN_SECONDS = 10.0
 
 
 def model_shape(gw: GatewayState) -> ModelShape | None:
@@ -52,8 +56,11 @@ def antipattern_findings(gw: GatewayState, tenant: str | None) -> dict[str, list
     tenants = [tenant] if tenant is not None else buffer.tenants()[-MAX_TENANT_SECTIONS:]
     an = analyzer(gw)
     out = {}
+    # one report's analysis is bounded, however the tenants' prompts are shaped: each
+    # tenant gets its share, and past it the newest pairs read are what it says
+    each = ANTIPATTERN_SECONDS / max(1, len(tenants))
     for tid in tenants:
-        findings = an.analyse(buffer.recent(tid))
+        findings = an.analyse(buffer.recent(tid), deadline=time.monotonic() + each)
         if findings:
             out[tid] = findings
     return out

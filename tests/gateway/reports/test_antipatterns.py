@@ -193,3 +193,16 @@ def test_same_findings_with_the_engine_tokenizer(
     if kind == "volatile_prefix":
         expected = "timestamp" if prompts is timestamped else "request_id"
         assert set(f["subtypes"]) == {expected}
+
+
+def test_a_deadline_bounds_the_pairs_read_newest_first() -> None:
+    # A report's analysis is bounded in time (gateway/reports/api.py): past the
+    # deadline no more pairs are read, and what was read are the newest.
+    prompts = timestamped()
+    analyzer = Analyzer(block_size=BLOCK)
+    everything = analyzer.analyse(prompts, min_pairs=1, min_fraction=0.0)
+    past = analyzer.analyse(prompts, min_pairs=1, min_fraction=0.0, deadline=0.0)
+    assert everything and everything[0]["pairs_checked"] == len(prompts) - 1
+    assert past and past[0]["pairs_checked"] == 1 and past[0]["pairs"] == 1
+    newest = past[0]["examples"][0]
+    assert "05-08" in newest["b"] and "05-08" not in everything[0]["examples"][0]["b"]

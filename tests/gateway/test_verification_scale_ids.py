@@ -184,6 +184,7 @@ def test_the_review_list_says_which_samples_count_for_the_cut(
         "before 35": (0.9, verifier.legacy_scale_id),
         "retrained": (0.9, "0123456789abcdef"),  # another model's scale
         "no model": (0.9, None),  # before migration 0008
+        "exact repeat": (1.0, None),  # served at 1.0, read by no model (sampling.py)
         "no score": (None, verifier.en_scale_id),
         "not a probability": (float("inf"), verifier.en_scale_id),
     }
@@ -201,6 +202,7 @@ def test_the_review_list_says_which_samples_count_for_the_cut(
         "before 35": True,
         "retrained": False,
         "no model": False,
+        "exact repeat": False,
         "no score": False,
         "not a probability": False,
     }
@@ -210,7 +212,8 @@ def test_the_review_list_says_which_samples_count_for_the_cut(
             row.label = "correct"
     counted = Calibrator(db, lambda t: 0.5, verifier_models=verifier.scale_ids)
     assert counted.refresh("t", 0.01).labelled == 3
-    # The report's footnote: labels of models not in force ("retrained", "no model").
+    # The report's footnote: labels of models not in force ("retrained", "no model");
+    # not an exact repeat's (before session 44 every labelled repeat counted there).
     assert count_uncounted_labels(db, "t", verifier.scale_ids) == 2
     assert count_uncounted_labels(db, "t", [*verifier.scale_ids, "0123456789abcdef"]) == 1
     assert count_uncounted_labels(db, "another tenant", verifier.scale_ids) == 0

@@ -69,7 +69,7 @@ def start_index(cache: SemanticCache, feed: ChangeFeed, directory: Path | None, 
 def _resume(cache: SemanticCache, feed: ChangeFeed, loaded: Loaded) -> str:
     """Load the snapshot, replay the log forward and compare; "" when the index is good."""
     assert loaded.position is not None
-    if loaded.position.seq > feed.head():
+    if loaded.position.seq > feed.head():  # the log's sequence, which pruning leaves
         return f"snapshot seq {loaded.position.seq} is ahead of the database's change log"
     with cache.write_lock:
         try:
@@ -107,14 +107,21 @@ class SnapshotWriter:
         self.cache, self.feed, self.directory, self.schema = cache, feed, directory, schema
         self.every_seconds = every_seconds
         self._saved_seq: int | None = None
+        self._saved_mono = 0.0  # when the last snapshot was written (time.monotonic())
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def save(self) -> Path | None:
-        """Write a snapshot unless the position has not moved since the last one."""
+        """Write a snapshot unless the position has not moved since the last one, and
+        that one is younger than half the feed's retention: an idle index's snapshot
+        is written again with its newer time, or a start after a quiet hour found it
+        older than the log's retention and rebuilt (a review, session 44)."""
+        fresh_for = self.feed.retention_seconds / 2
         with self.feed.paused() as (seq, at), self.cache.write_lock:
-            if at is None or seq == self._saved_seq:
-                return None  # never positioned (database down), or nothing new
+            if at is None:
+                return None  # never positioned (database down)
+            if seq == self._saved_seq and time.monotonic() - self._saved_mono < fresh_for:
+                return None  # nothing new
             images = self.cache.index.images()
             head_at = self.feed.head_at()
         started = time.perf_counter()
@@ -126,7 +133,7 @@ class SnapshotWriter:
             dim=self.cache.index.dim,
             schema=self.schema,
         )
-        self._saved_seq = seq
+        self._saved_seq, self._saved_mono = seq, time.monotonic()
         log.info(
             "semantic index snapshot at seq %d written in %.1fs", seq, time.perf_counter() - started
         )

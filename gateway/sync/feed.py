@@ -164,9 +164,11 @@ class ChangeFeed:
         return head[1] if head is not None and head[0] == self._pos.seq else None
 
     def head(self) -> int:
-        """The log's last seq now (a saved position past it belongs to another database)."""
+        """The highest seq the log has handed out (a saved position past it belongs to
+        another database, or one gone back in time). Not the last row's: pruning an idle
+        log empties it, and a snapshot then read as ahead of it (a review, session 44)."""
         with self._engine.connect() as conn:
-            return last_seq(conn)
+            return sequence_head(conn)
 
     @contextmanager
     def paused(self) -> Iterator[tuple[int, datetime | None]]:

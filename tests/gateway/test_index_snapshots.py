@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sqlalchemy import text
 
 import gateway.index_snapshots as index_snapshots
 from gateway.index_snapshots import SnapshotWriter, start_index
@@ -275,3 +276,36 @@ def test_a_snapshot_from_before_a_database_restore_is_not_replayed(
     served = second.cache.lookup(ask(REFUND))  # the control: the row as it is now
     assert served.hit and served.answer is not None
     assert served.answer["choices"][0]["message"]["content"] == "Thirty days."
+
+
+def test_a_snapshot_of_an_idle_index_survives_the_log_being_pruned(
+    url: str, embedder: Embedder, tmp_path: Path, replicas: list[Replica]
+) -> None:
+    """A quiet hour prunes every row of the change log. The snapshot's seq was read as
+    ahead of the empty log and the index rebuilt on every later start (a review,
+    session 44); the log's sequence is what it is compared with now."""
+    snaps = tmp_path / "snapshots"
+    first = _snapshot_of(url, embedder, snaps, replicas)
+    with first.cache.entries.engine.begin() as conn:
+        assert conn.execute(text("DELETE FROM cache_changes")).rowcount == 20  # pruned
+    second = Replica(url, embedder)
+    replicas.append(second)
+    how = start_index(second.cache, second.feed, snaps, "s1")
+    assert how.startswith("snapshot: 20 entries"), how
+    assert second.found(QUESTIONS[7]) is not None
+
+
+def test_an_idle_index_is_snapshotted_again_before_the_log_forgets_it(
+    url: str, embedder: Embedder, tmp_path: Path, replicas: list[Replica]
+) -> None:
+    """Nothing new: no snapshot is written again, until the last one is half the log's
+    retention old; then it is, with the feed's newer time, so a start after a quiet
+    hour does not find it older than the retention and rebuild."""
+    snaps = tmp_path / "snapshots"
+    first = _stored(url, embedder, replicas)
+    first.feed.mark()
+    writer = SnapshotWriter(first.cache, first.feed, snaps, "s1")
+    assert writer.save() is not None
+    assert writer.save() is None  # nothing new (the control)
+    writer._saved_mono -= first.feed.retention_seconds / 2 + 1  # the snapshot has aged
+    assert writer.save() is not None

@@ -113,9 +113,14 @@ async def rate_limit(request: Request, ctx: TenantContext) -> None:
 
 def _check_both(limiter: RateLimiter, ctx: TenantContext) -> dict[str, str]:
     """The token bucket's admission (it takes nothing), then the request bucket's token:
-    a tenant in token debt that retries does not drain its requests too. A 429 of the
-    request bucket carries both buckets' headers."""
-    headers = check_tokens(limiter, ctx)
+    a tenant in token debt that retries does not drain its requests too. A 429 of
+    either bucket carries both buckets' headers (the token bucket's 429 read the request
+    bucket's without taking a token; before session 44 it carried only its own)."""
+    try:
+        headers = check_tokens(limiter, ctx)
+    except RateLimitError as err:
+        err.headers = limiter.standing(ctx) | err.headers
+        raise
     try:
         return headers | limiter.check(ctx)
     except RateLimitError as err:

@@ -199,6 +199,15 @@ class RateLimiter:
             return headers
         raise self.refusal(ctx, f"{rpm} requests", taken.wait, headers)
 
+    def standing(self, ctx: TenantContext) -> dict[str, str]:
+        """The request bucket's headers without taking its token (for a 429 of another
+        limit, which spends none); none for a tenant without ``rate_limit_rpm``."""
+        rpm = ctx.policy.rate_limit_rpm
+        if rpm is None:
+            return {}
+        read = self.store.take(bucket_key(ctx.tenant_id, ctx.namespace_id), rpm, 0.0, ALWAYS)
+        return limit_headers(rpm, read.tokens)
+
     def refusal(
         self, ctx: TenantContext, limit: str, wait: float, headers: dict[str, str]
     ) -> RateLimitError:

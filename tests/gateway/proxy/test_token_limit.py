@@ -127,7 +127,8 @@ def completion(gw: Gateway, max_tokens: int, **extra: object) -> dict[str, objec
 
 
 def test_a_tenant_is_charged_its_answers_tokens_and_refused_in_debt(gw: Gateway) -> None:
-    _, key = gw.tenant("tpm", TenantPolicy(rate_limit_tpm=60))  # one token a second
+    # one token a second; and 100 requests a minute, whose headers every answer carries
+    _, key = gw.tenant("tpm", TenantPolicy(rate_limit_tpm=60, rate_limit_rpm=100))
     _, free = gw.tenant("tpm-free")
     with gw.http(key) as client:
         first = client.post("/v1/completions", json=completion(gw, 40))
@@ -147,6 +148,10 @@ def test_a_tenant_is_charged_its_answers_tokens_and_refused_in_debt(gw: Gateway)
     assert err["code"] == "rate_limit_exceeded" and "tokens per minute" in err["message"]
     assert int(refused.headers["retry-after"]) >= 1
     assert refused.headers["x-ratelimit-remaining-tokens"] == "0"
+    # the request bucket's too, read without taking a token (the token 429 spends none;
+    # before session 44 it carried only the token headers)
+    assert refused.headers["x-ratelimit-limit-requests"] == "100"
+    assert int(refused.headers["x-ratelimit-remaining-requests"]) >= 97
     # control: a tenant without the limit is served, and told nothing about tokens
     with gw.http(free) as client:
         r = client.post("/v1/completions", json=completion(gw, 40))

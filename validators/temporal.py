@@ -76,7 +76,19 @@ EN_DATE = re.compile(
     _I,
 )
 _MONTH_CONTEXT = r"in|on|of|since|until|till|by|before|after|during|early|late|mid|next|last|this"
-EN_MONTH = re.compile(rf"(?<![A-Za-z])(?:({_MONTH_CONTEXT})\s)?({_FULL_MONTH_RE})(?![A-Za-z])", _I)
+# A month named in full anywhere, or abbreviated after a word that makes it one ("in
+# Nov", "during Sept."): "Nov" alone was read as a name, and "in November" / "in Nov"
+# refused (session 44's review); "mar", "jan" or "dec" alone stay words.
+_ABBREV_CONTEXT = r"in|during|since|until|till|before|after|early|mid|late|next|last|of"
+# (not "apr": "the APR on my card", "how much do I pay in APR")
+_ABBREV_MONTH_RE = "|".join(
+    m for m in _MONTHS if len(m) <= 4 and m not in ("may", "june", "july", "apr")
+)
+EN_MONTH = re.compile(
+    rf"(?<![A-Za-z])(?:(?:({_MONTH_CONTEXT})\s)?({_FULL_MONTH_RE})"
+    rf"|({_ABBREV_CONTEXT})\s({_ABBREV_MONTH_RE})\.?)(?![A-Za-z])",
+    _I,
+)
 ZH_DATE = re.compile(
     rf"(?:(\d{{4}}|[零〇一二三四五六七八九]{{4}})\s?年\s?)?(\d{{1,2}}|{ZH_NUM})\s?月份?\s?(?:(\d{{1,2}}|{ZH_NUM})\s?[日号號](?![元币本语期记常子]))?"
 )
@@ -222,6 +234,8 @@ _PRONOUN_AFTER = re.compile(r"\s+(?:i|we|you|he|she|they|it|one)\b", re.IGNORECA
 
 
 def _en_month(m: re.Match[str]) -> list[tuple[str, str]] | None:
+    if m.group(4):  # an abbreviation after its context word
+        return [("date", f"month:{_MONTHS[m.group(4).lower()]:02d}")]
     word = m.group(2)
     if word.lower() == "may" and not m.group(1) and _is_modal(m):
         return None  # "may I", "you may", "May I…": the modal verb, not the month

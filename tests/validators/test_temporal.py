@@ -51,6 +51,12 @@ SAME = [
     ("Good morning, how do I reset my password?", "How do I reset my password?"),
     ("早上好，怎么重置密码", "怎么重置密码"),
     ("每周一次对账", "对账"),
+    # a month abbreviated after "in", "during" … (session 44: "Nov" was a name)
+    ("Is the museum free in November?", "Is the museum free in Nov?"),
+    ("What's on during Sept.?", "What's on during September?"),
+    # no month: "this mar", "the APR" (annual percentage rate)
+    ("Will this mar the finish?", "Will this damage the finish?"),
+    ("How much do I pay in APR on my card?", "What is the APR on my card?"),
 ]
 
 DIFFERENT = [
@@ -96,6 +102,7 @@ DIFFERENT = [
     ("What was inflation in 2023?", "What was inflation in 2024?", "year"),
     ("2023年通胀是多少", "2022年通胀是多少", "year"),
     ("Can I book for tonight?", "Can I book for tomorrow night?", "date"),
+    ("Is the museum free in Nov?", "Is the museum free in Dec?", "date"),
 ]
 
 

@@ -120,6 +120,12 @@ def misfire_section(samples: Sequence[Sample], p: ReportParams) -> dict[str, Any
     # The rate counts every label; scores are comparable only on one embedder's scale.
     same = [s for s in samples if p.embedder_id is None or s.embedder_id == p.embedder_id]
     scored = [Labelled(s.score, s.label == "misfire") for s in same if s.label]
+    if scored and all(s.probability for s in same if s.label):  # weighted as the headline
+        scored = [
+            Labelled(s.score, s.label == "misfire", 1.0 / s.probability)
+            for s in same
+            if s.label and s.probability
+        ]
     curve = threshold_curve(scored)
     shadow = [s for s in samples if s.shadow in ("agree", "disagree")]
     both = [s for s in shadow if s.label]

@@ -18,7 +18,9 @@
   upper edge; a score below the first edge falls in an ``< first`` bucket.
 - **Threshold curve**: for each distinct labelled score t (ascending), the
   labelled samples with score ≥ t: n(t), misfires k(t), k/n and its Wilson
-  upper bound.
+  upper bound, and the same weighted (the rate of hits above t; since session 44 the
+  recommendation reads these, as the headline does: counted plainly, near-threshold
+  hits sampled ×3 stood for three times their share).
 - **Recommended threshold** for a target misfire rate: the lowest t on the curve
   whose criterion is ≤ target; criterion ``wilson_upper`` (default: the 95%
   upper bound, so a handful of lucky samples never justifies a threshold) or
@@ -121,6 +123,7 @@ def proportion(k: int, n: int) -> dict[str, Any]:
 class Labelled:
     score: float
     misfire: bool
+    weight: float = 1.0  # 1 / the probability it was sampled with
 
 
 def buckets(
@@ -144,16 +147,36 @@ def _count(samples: Sequence[Labelled]) -> dict[str, Any]:
 
 
 def threshold_curve(samples: Sequence[Labelled]) -> list[dict[str, Any]]:
-    """One point per distinct labelled score: the samples at or above it."""
+    """One point per distinct labelled score: the samples at or above it, counted
+    plainly (``k``, ``n``, ``rate``, ``wilson_*``) and weighted by 1 / their sampling
+    probability (``weighted_rate``, ``weighted_wilson_high``: :func:`weighted_wilson`),
+    the share of the *hits* served above it (near-threshold hits are sampled ×3)."""
     ordered = sorted(samples, key=lambda s: s.score)
     total = len(ordered)
+    # Suffix sums from the top down (never differences of larger sums: see
+    # gateway/calibration.py's _Suffix).
+    sums = [(0.0, 0.0, 0.0, 0.0)] * (total + 1)
+    for j in range(total - 1, -1, -1):
+        x, (w, wm, w2, w2m) = ordered[j], sums[j + 1]
+        m = 1.0 if x.misfire else 0.0
+        sums[j] = (w + x.weight, wm + m * x.weight, w2 + x.weight**2, w2m + m * x.weight**2)
     points: list[dict[str, Any]] = []
     misfires_above = sum(s.misfire for s in ordered)
     i = 0
     while i < total:
         t = ordered[i].score
         n = total - i
-        points.append({"threshold": t, "coverage": n / total, **proportion(misfires_above, n)})
+        w, wm, w2, w2m = sums[i]
+        found = weighted_wilson(wm, w, w2, w2m)
+        points.append(
+            {
+                "threshold": t,
+                "coverage": n / total,
+                **proportion(misfires_above, n),
+                "weighted_rate": found[0] if found else None,
+                "weighted_wilson_high": found[2] if found else None,
+            }
+        )
         while i < total and ordered[i].score == t:
             misfires_above -= ordered[i].misfire
             i += 1
@@ -163,7 +186,12 @@ def threshold_curve(samples: Sequence[Labelled]) -> list[dict[str, Any]]:
 def recommend(
     curve: Sequence[dict[str, Any]], target: float, criterion: Criterion = "wilson_upper"
 ) -> dict[str, Any]:
+    # weighted when the curve is (the share of hits, as the headline), else plain
     key = "wilson_high" if criterion == "wilson_upper" else "rate"
+    rate_key, high_key = "rate", "wilson_high"
+    if curve and curve[0].get("weighted_rate") is not None:
+        key = "weighted_wilson_high" if criterion == "wilson_upper" else "weighted_rate"
+        rate_key, high_key = "weighted_rate", "weighted_wilson_high"
     for point in curve:
         if point[key] is not None and point[key] <= target:
             return {
@@ -172,8 +200,8 @@ def recommend(
                 "criterion": criterion,
                 "labelled_at_or_above": point["n"],
                 "misfires_at_or_above": point["k"],
-                "misfire_rate": point["rate"],
-                "wilson_high": point["wilson_high"],
+                "misfire_rate": point[rate_key],
+                "wilson_high": point[high_key],
                 "reason": None,
             }
     need = samples_needed(target)

@@ -119,3 +119,19 @@ def test_score_buckets_are_on_the_scale_the_scores_are_on() -> None:
     assert [b["low"] for b in plain][:2] == pytest.approx([0.80, 0.82])
     assert plain[-1]["setting_high"] is None and text._bucket(plain[0]) == "[0.80,0.82)"
     assert sum(b["n"] for b in plain if b["low"] is not None and b["low"] >= 0.94) == len(SAMPLES)
+
+
+def test_the_recommendation_weighs_samples_as_the_headline_does() -> None:
+    # Near-threshold hits are sampled 3x: 300 clean ones at 0.95 (probability 0.3) and
+    # 5 misfires above (0.1). Counted plainly 5 of 305 (1.6%) meet a 2% target; weighted,
+    # the share of hits, 50 of 1,050 (4.8%) do not. Before session 44 the report
+    # recommended 0.95 while its own headline said the traffic misfired at 4.8%.
+    samples = [Sample("t", 0.95, "correct", None, 0.3) for _ in range(300)]
+    samples += [Sample("t", 0.97, "misfire", None, 0.1) for _ in range(5)]
+    p = ReportParams(target=0.02, criterion="point")
+    section = misfire_section(samples, p)
+    assert section["misfires"]["weighted"]["rate"] == pytest.approx(50 / 1050)
+    assert section["recommended_threshold"]["threshold"] is None
+    # the control: drawn alike (no probabilities recorded), the plain count decides
+    plain = [replace(s, probability=None) for s in samples]
+    assert misfire_section(plain, p)["recommended_threshold"]["threshold"] == pytest.approx(0.95)

@@ -124,6 +124,31 @@ ASKED_TIME = re.compile(
 )
 
 
+# Chinese durations and frequencies: 两年 / 两个月, 3天 / 3个工作日, 每周 / 每月 (session
+# 44: Chinese had no unit, and 保修期是两年吗 was served the answer of 两个月; a month
+# takes 个, since 3月 is March, a date). Only after a number: 今天, 周一, 星期天 are none.
+_ZH_TIME = {
+    "年": "year", "月": "month", "星期": "week", "周": "week", "礼拜": "week", "天": "day",
+    "工作日": "day", "小时": "h", "钟头": "h", "分钟": "min", "秒": "s",
+}  # fmt: skip
+ZH_DURATION = re.compile(
+    rf"(?<=[{MASK}\d一二两三四五六七八九十百几半])\s?"
+    r"(?:个多?(月|星期|礼拜|小时|钟头|工作日)|多?(周|天|小时|分钟|秒)"
+    # not a year's 年 (2023年: the ``year`` kind), nor 一年级 (a school grade)
+    rf"|(?<![{MASK}\d]{{4}})(?<![{MASK}\d]{{4}}\s)多?(年)(?![级龄代纪]))"
+)
+ZH_FREQUENCY = re.compile(r"每(?:个)?(天|日|周|星期|礼拜|月|年|小时)")
+
+
+def _zh_duration(m: re.Match[str]) -> list[tuple[str, str]]:
+    return [("unit", "time:" + _ZH_TIME[m.group(1) or m.group(2) or m.group(3)])]
+
+
+def _zh_frequency(m: re.Match[str]) -> list[tuple[str, str]]:
+    word = "天" if m.group(1) == "日" else m.group(1)
+    return [("unit", "frequency:" + _ZH_TIME[word])]
+
+
 def _unit(m: re.Match[str]) -> list[tuple[str, str]] | None:
     groups = m.groupdict()
     if groups.get("f_adj"):
@@ -140,7 +165,9 @@ def extract_units(scan: Scanner) -> None:
     """Frequencies first ("per hour" is no time asked for), then units after numbers,
     then bare words and asked-for time units."""
     scan.take(FREQUENCY, _unit)
+    scan.take(ZH_FREQUENCY, _zh_frequency)
     scan.take(AFTER_NUMBER, _unit)
+    scan.take(ZH_DURATION, _zh_duration)
     scan.take(ASKED_ABBREV, _unit)
     scan.take(BARE, _unit)
     scan.take(ASKED_TIME, _unit)

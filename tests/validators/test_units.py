@@ -29,6 +29,11 @@ DIFFERENT = [
     ("How many km in a mile?", "How many miles in a km?"),
     # "km/h" is a speed, not "km" (a length against "mph" on one side: session 44)
     ("What is the speed limit on highways in mph?", "What is the speed limit on highways in km/h?"),
+    # Chinese durations and frequencies (session 44: Chinese had no unit)
+    ("保修期是两年吗", "保修期是两个月吗"),
+    ("退款需要3天吗", "退款需要3小时吗"),
+    ("每周的限额是多少", "每月的限额是多少"),
+    ("一年会员费多少", "一个月会员费多少"),
 ]
 
 SAME = [
@@ -48,6 +53,14 @@ SAME = [
     ("How many calories should I eat per day?", "How many calories a day should I eat?"),
     ("Can I drive 100 km/h there?", "Can I drive 100 kilometers per hour there?"),
     ("Is 50 km/hr fast for a bike?", "Is 50 kph fast for a bike?"),
+    ("保修期是两年吗", "保修期有两年吗"),
+    ("退款需要3天吗", "退款要3天吗"),
+    # a year, a date, a weekday, a grade: no duration
+    ("2023年通胀是多少", "二〇二三年通胀是多少"),
+    ("2003 年他搬去了伦敦", "他 2003 年搬去了伦敦"),
+    ("3月有活动吗", "三月有活动吗"),
+    ("周一开门吗", "星期一开门吗"),
+    ("一年级的课本在哪买", "哪里买一年级课本"),
 ]
 
 

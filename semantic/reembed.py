@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from semantic.embedder_base import CoveringEmbedder
 from semantic.embedders import MIN_COVERAGE
+from semantic.fences import is_fenced
 from semantic.index import check_vectors
 from semantic.partition import SemanticQuery
 from semantic.store import EntryStore, NewEntry, StoredEntry
@@ -157,13 +158,40 @@ def _carry(
         )
         for (entry, key), vector in zip(batch, vectors, strict=True)
     ]
+    written: list[StoredEntry] = []
     if drop_old:
         moved = move_entries(store, carried)
-        counts["written"] += len(moved.written)
+        written = list(moved.written)
         counts["kept"] += moved.kept
         counts["gone"] += len(moved.gone)
         counts["dropped"] += moved.dropped
-        return
-    for _, new in carried:
-        _, created = store.upsert(new, now=now, keep_existing=True)
-        counts["written" if created else "kept"] += 1
+    else:
+        for _, new in carried:
+            entry, created = store.upsert(new, now=now, keep_existing=True)
+            if created:
+                written.append(entry)
+            else:
+                counts["kept"] += 1
+    overtaken = _overtaken(store, written, now)
+    counts["written"] += len(written) - len(overtaken)
+    counts["gone"] += len(overtaken)
+
+
+def _overtaken(store: EntryStore, written: list[StoredEntry], read_at: datetime) -> list[int]:
+    """The written entries of tenants invalidated since ``read_at``, deleted: the
+    invalidation's delete could not see them (uncommitted, under the new embedder) and
+    the moved old rows were gone, so the answers it meant to remove came back (a
+    review, session 44; ``semantic/migrate_partition.py`` checks the same). A fence
+    that cannot be read counts as invalidated: those answers are lost to the cache,
+    never kept."""
+    gone: list[int] = []
+    for tenant in {e.tenant for e in written}:
+        try:
+            fenced = is_fenced(store, tenant, read_at)
+        except Exception:
+            fenced = True
+        if fenced:
+            gone += [e.id for e in written if e.tenant == tenant]
+    if gone:
+        store.delete(gone)
+    return gone

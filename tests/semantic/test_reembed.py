@@ -201,3 +201,42 @@ def test_an_entry_deleted_while_it_is_embedded_is_not_written_again(
     rebuilt.rebuild(progress=False)
     assert not rebuilt.lookup(chat(QUESTIONS[2])).hit
     assert rebuilt.lookup(chat(QUESTIONS[0])).hit  # the control: carried
+
+
+@pytest.mark.parametrize("drop_old", [True, False], ids=["move", "copy"])
+def test_a_tenant_invalidated_while_it_is_carried_keeps_none_of_it(
+    sqlite_url: str,
+    clock: ManualClock,
+    embedder: Embedder,
+    e5: E5Embedder,
+    monkeypatch: pytest.MonkeyPatch,
+    drop_old: bool,
+) -> None:
+    """An invalidation of tenant-a lands while its batch is carried: its delete cannot
+    see the rows the move writes (uncommitted), so the fence it raised first decides,
+    as for a partition's carry-over (semantic/migrate_partition.py); before session 44
+    the re-embedded answers came back. Tenant-b, not invalidated, is the control."""
+    old = SemanticCache(embedder, EntryStore(sqlite_url), clock=clock)
+    _fill(old, QUESTIONS[:2], tenant="tenant-a")
+    _fill(old, QUESTIONS[2:], tenant="tenant-b")
+    embed = e5.embed
+
+    def embed_then_fence(texts: list[str]) -> object:
+        vectors = embed(texts)
+        old.fence("tenant-a")  # its delete then finds nothing it can see
+        return vectors
+
+    monkeypatch.setattr(e5, "embed", embed_then_fence)
+    queries = [chat(q, tenant="tenant-a") for q in QUESTIONS[:2]]
+    queries += [chat(q, tenant="tenant-b") for q in QUESTIONS[2:]]
+    report = reembed(
+        old.entries, e5, rekey_for(queries, embedder.embedder_id), now=clock(),
+        drop_old=drop_old, progress=False,
+    )  # fmt: skip
+    assert (report.written, report.gone) == (1, 2)
+    carried = old.entries.count(embedder_id=e5.embedder_id)
+    assert carried == 1  # tenant-b's only
+    rebuilt = SemanticCache(e5, EntryStore(sqlite_url), clock=clock)
+    rebuilt.rebuild(progress=False)
+    assert not rebuilt.lookup(chat(QUESTIONS[0], tenant="tenant-a")).hit
+    assert rebuilt.lookup(chat(QUESTIONS[2], tenant="tenant-b")).hit

@@ -6,12 +6,13 @@ migrated SQLite database, rendered as text and HTML."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy.orm import Session
 
-from gateway.reports.build import ReportParams, build_report
+from gateway.reports.build import ReportParams, build_report, load
 from gateway.reports.html import render
 from gateway.reports.stats import wilson, wilson_at
 from gateway.reports.text import format_summary
@@ -84,3 +85,25 @@ def test_the_headline_is_the_weighted_estimate_when_every_label_has_its_probabil
         ReportParams(),
     )["misfires"]
     assert headline(unweighted) is unweighted  # a label without its probability: plain
+
+
+def test_the_report_reads_the_newest_samples_and_only_their_sampling_record(
+    tmp_path: Path,
+) -> None:
+    # Each sample's probability comes from its comparison's sampling record alone (not
+    # the whole comparison), and at most max_rows samples are read, the newest, with
+    # the report said truncated (before session 44: every sample of the window, whole).
+    db = migrated(tmp_path)
+    now = utc_now()
+    with Session(db) as s, s.begin():
+        for i, probability in enumerate((0.3, 0.1, 1.0)):
+            row = sample("t", 0.9, "correct", now - timedelta(minutes=3 - i))
+            row.entity_comparison = {
+                "sampling": {"probability": probability},
+                "questions": {"a": "x" * 5000},
+            }
+            s.add(row)
+    samples, _, _, truncated = load(db, ReportParams(hours=1.0, max_rows=2))
+    assert truncated and sorted(x.probability for x in samples) == [0.1, 1.0]  # the newest
+    every, _, _, whole = load(db, ReportParams(hours=1.0))
+    assert not whole and sorted(x.probability for x in every) == [0.1, 0.3, 1.0]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
+from typing import Any
 
 from sqlalchemy import Engine, func, or_, select
 from sqlalchemy.orm import Session
@@ -29,6 +30,11 @@ from gateway.models import MisfireSample
 
 #: The most recent labelled samples read per tenant, and as many lowest-scored ones.
 MAX_SAMPLES = 20_000
+
+
+def sampling_record() -> Any:
+    """The column of a sample's sampling record (``entity_comparison.sampling``) alone."""
+    return MisfireSample.entity_comparison["sampling"]
 
 
 def load_labels(
@@ -44,7 +50,8 @@ def load_labels(
         raise TypeError("verifier_models is a collection of score scale ids, not one id")
     score = MisfireSample.verifier_score
     statement = (
-        select(MisfireSample.id, score, MisfireSample.label, MisfireSample.entity_comparison)
+        # the comparison's sampling record only (the whole one is ~9 KB a row decoded)
+        select(MisfireSample.id, score, MisfireSample.label, sampling_record())
         .where(MisfireSample.tenant_id == tenant_id)
         .where(MisfireSample.label.is_not(None))
         # a probability (PostgreSQL keeps NaN, above every number, and ±inf): anything
@@ -58,8 +65,8 @@ def load_labels(
     with Session(db) as s:
         read = {row[0]: row[1:] for query in (newest, lowest) for row in s.execute(query)}
     rows = [
-        (float(value), label == "misfire", _weight(comparison))
-        for _, (value, label, comparison) in sorted(read.items(), reverse=True)
+        (float(value), label == "misfire", _weight({"sampling": drawn}))
+        for _, (value, label, drawn) in sorted(read.items(), reverse=True)
         if value is not None and math.isfinite(value) and 0.0 <= value <= 1.0
     ]
     plain = any(w is None for _, _, w in rows)

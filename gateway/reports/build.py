@@ -38,7 +38,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from gateway.calibration_labels import recorded_probability
+from gateway.calibration_labels import recorded_probability, sampling_record
 from gateway.models import EngineSnapshot, MisfireSample, RequestStat
 from gateway.reports.sections import (
     MAX_TENANT_SECTIONS,
@@ -69,7 +69,7 @@ def load(
                 MisfireSample.score,
                 MisfireSample.label,
                 MisfireSample.shadow_verdict,
-                MisfireSample.entity_comparison["sampling"],
+                sampling_record(),
                 MisfireSample.embedder_id,
             )
             .where(MisfireSample.created_at >= p.since)

@@ -31,7 +31,9 @@ ENTITY_KINDS: tuple[str, ...] = (
 )
 #: Version of the extraction rules; stored in ``Entities.to_dict()`` so that
 #: entities persisted by other rules are re-extracted rather than compared.
-ENTITIES_VERSION = 8  # 8: "not happy" read as "unhappy" (session 40); 7: places (session 39)
+#: 9: a month abbreviated after "in" (a date), Chinese durations (session 44); 8: "not
+#: happy" read as "unhappy" (session 40); 7: places (session 39)
+ENTITIES_VERSION = 9
 _VERSION_KEY = "_v"
 _MENTIONS_KEY = "_m"
 

@@ -15,7 +15,7 @@ Canonical forms:
   masked references keep a star: ``ending in 1234`` / ``尾号1234`` → ``*1234``.
 * identifier, lettered: a single capital letter or a Roman numeral after a word that
   names a variant (type, plan, class, tier, grade, option, gate, vitamin, section,
-  part, zone, terminal, level, group, category), with the word: ``type A`` →
+  part, zone, terminal, level, group, category, model, episode), with the word: ``type A`` →
   ``TYPE:A``, ``Type II`` → the number 2 (as "type 2" reads); only upper-case letters
   ("type a password" is none), and ``I`` only at the end of a clause ("which plan I
   should pick" is none).
@@ -125,6 +125,8 @@ VERSION = re.compile(
 
 _VARIANT_WORDS = (
     "type|plan|class|tier|grade|option|gate|vitamin|section|part|zone|terminal|level|group|category"
+    # session 44: "Tesla Model S / Model X", "Episode IV / V" were served each other's
+    "|model|episode"
 )
 LETTERED = re.compile(
     rf"{_A}((?i:{_VARIANT_WORDS}))\s(?:#\s?)?"

@@ -124,6 +124,9 @@ def test_spans_point_at_the_text() -> None:
         ("Is plan A cheaper?", "Is plan B cheaper?"),
         ("Which foods have vitamin C?", "Which foods have vitamin D?"),
         ("What does grade A+ mean?", "What does grade A mean?"),
+        # session 44's review: served each other's answers before
+        ("What is the range of the Tesla Model S?", "What is the range of the Tesla Model X?"),
+        ("Who directed Star Wars Episode IV?", "Who directed Star Wars Episode V?"),
     ],
 )
 def test_a_different_lettered_variant_refuses(a: str, b: str) -> None:
@@ -138,6 +141,8 @@ def test_a_different_lettered_variant_refuses(a: str, b: str) -> None:
         # lower case and the pronoun "I" are no variants
         ("How do I type a password?", "How can I enter a password?"),
         ("Which plan I should choose?", "Which plan should I choose?"),
+        ("What is the range of the Tesla Model S?", "How far can a Tesla Model S go?"),
+        ("Which model I should buy?", "Which model should I buy?"),
         ("Is type II diabetes curable?", "Can type 2 diabetes be cured?"),  # Roman = digit
     ],
 )

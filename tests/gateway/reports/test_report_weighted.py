@@ -104,6 +104,6 @@ def test_the_report_reads_the_newest_samples_and_only_their_sampling_record(
             }
             s.add(row)
     samples, _, _, truncated = load(db, ReportParams(hours=1.0, max_rows=2))
-    assert truncated and sorted(x.probability for x in samples) == [0.1, 1.0]  # the newest
+    assert truncated and sorted(x.probability or 0.0 for x in samples) == [0.1, 1.0]  # newest
     every, _, _, whole = load(db, ReportParams(hours=1.0))
-    assert not whole and sorted(x.probability for x in every) == [0.1, 0.3, 1.0]
+    assert not whole and sorted(x.probability or 0.0 for x in every) == [0.1, 0.3, 1.0]

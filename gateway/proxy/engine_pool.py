@@ -276,8 +276,12 @@ class EnginePool:
                     started = True
                     yield event
                 return
-            except BadRequestError:
-                raise  # the client's fault: every replica would refuse it
+            except BadRequestError as err:
+                # The client's; but a 404 (a model this one lacks: the pool lists its
+                # replicas' models as one) may be the next one's, and marks none down.
+                if err.status != 404 or started or i == len(candidates) - 1:
+                    raise
+                self._count(replica, "failovers")
             except GatewayError as err:
                 if err.status != 429:
                     self._mark_down(replica)

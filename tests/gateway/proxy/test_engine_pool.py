@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from gateway.app import Components
 from gateway.errors import BadRequestError, UpstreamError
@@ -312,3 +314,43 @@ def test_ready_and_models(replicas: list[str]) -> None:
             await pool.aclose()
 
     run(main())
+
+
+def other_model_app() -> Any:
+    """An engine serving another model: a request for ours is its 404 (as vLLM answers
+    a model it does not serve), and a 400 for what no replica would take."""
+    app = FastAPI()
+    missing = {"error": {"message": "The model does not exist.", "type": "NotFoundError",
+                         "param": None, "code": 404}}  # fmt: skip
+
+    @app.post("/v1/chat/completions")
+    async def chat() -> Any:
+        return JSONResponse(missing, status_code=404)
+
+    return app
+
+
+def test_a_replica_without_the_model_passes_the_request_on(replicas: list[str]) -> None:
+    # A pool whose replicas serve different models lists them as one, so a request can
+    # hash to a replica that lacks its model: its 404 was sent back to the client (a
+    # review, session 44); the next replica answers, and the first is not marked down.
+    with serving(other_model_app()) as other:
+
+        async def main() -> None:
+            pool = make_pool([other, replicas[0]])
+            try:
+                [req] = find(pool, lambda i: chat(words(70, start=900 + i), "t5"), other)
+                _, done = await ask(pool, req)
+                assert done.extra["replica"] == replicas[0]
+                assert state(pool, other)["is_up"]
+                alone = make_pool([other])  # the control: the only replica's 404 is sent
+                try:
+                    with pytest.raises(BadRequestError) as refused:
+                        await ask(alone, req)
+                    assert refused.value.status == 404
+                finally:
+                    await alone.aclose()
+            finally:
+                await pool.aclose()
+
+        run(main())

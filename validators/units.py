@@ -138,10 +138,29 @@ ZH_DURATION = re.compile(
     rf"|(?<![{MASK}\d]{{4}})(?<![{MASK}\d]{{4}}\s)多?(年)(?![级龄代纪]))"
 )
 ZH_FREQUENCY = re.compile(r"每(?:个)?(天|日|周|星期|礼拜|月|年|小时)")
+# Chinese measures after a number: containers (一包 / 一条烟 is a pack / a carton, 一瓶 /
+# 一箱水; session 44's review), mass, volume and length (一斤 / 一公斤, 5公里 / 5英里).
+# Not 个 (any object), nor 米 without a number (大米 is rice).
+_ZH_MEASURES = {
+    "包": "count:pack", "条": "count:tiao", "盒": "count:box", "箱": "count:case",
+    "瓶": "count:bottle", "杯": "count:cup", "壶": "count:pot", "打": "count:dozen",
+    "袋": "count:bag", "罐": "count:can", "桶": "count:barrel",
+    "斤": "mass:jin", "公斤": "mass:kg", "千克": "mass:kg", "克": "mass:g", "吨": "mass:t",
+    "升": "volume:l", "毫升": "volume:ml", "公里": "length:km", "千米": "length:km",
+    "厘米": "length:cm", "毫米": "length:mm", "米": "length:m", "英里": "length:mi",
+}  # fmt: skip
+ZH_MEASURE = re.compile(
+    rf"(?<=[{MASK}\d一二两三四五六七八九十百几半])\s?"
+    r"(公斤|千克|毫升|公里|千米|厘米|毫米|英里|包|条|盒|箱|瓶|杯|壶|打|袋|罐|桶|斤|克|吨|升|米)"
+)
 
 
 def _zh_duration(m: re.Match[str]) -> list[tuple[str, str]]:
     return [("unit", "time:" + _ZH_TIME[m.group(1) or m.group(2) or m.group(3)])]
+
+
+def _zh_measure(m: re.Match[str]) -> list[tuple[str, str]]:
+    return [("unit", _ZH_MEASURES[m.group(1)])]
 
 
 def _zh_frequency(m: re.Match[str]) -> list[tuple[str, str]]:
@@ -168,6 +187,7 @@ def extract_units(scan: Scanner) -> None:
     scan.take(ZH_FREQUENCY, _zh_frequency)
     scan.take(AFTER_NUMBER, _unit)
     scan.take(ZH_DURATION, _zh_duration)
+    scan.take(ZH_MEASURE, _zh_measure)
     scan.take(ASKED_ABBREV, _unit)
     scan.take(BARE, _unit)
     scan.take(ASKED_TIME, _unit)

@@ -44,7 +44,7 @@ Samples are weighted by 1 / the probability they were sampled with: near-thresho
 hits are sampled 3× (gateway/review/sampling.py), and counted plainly they would
 stand for three times their share of the hits a cut serves. Unweighted, the
 estimate leaned toward those hits (pessimistic where they misfire more: a cut
-raised, or a proof delayed, on their account). The interval is Wilson's at Kish's
+raised, or a proof delayed, on their account). The interval is Wilson's at the
 effective sample size (gateway/reports/stats.py ``weighted_wilson``), so unequal
 weights widen it; when every sample had the same probability, the counts are the
 plain ones.

@@ -191,10 +191,13 @@ DEFINITIONS = {
     "misfire_rate": "labelled misfires / labelled samples (unweighted), 95% Wilson interval",
     "misfire_rate_weighted": "sum of w over labelled misfires / sum of w over labelled samples, "
     "w = 1 / the sampling probability (near-threshold hits are sampled 3x); 95% Wilson "
-    "interval at Kish's effective size (sum w)^2 / sum w^2; none when a sample lacks it; "
+    "interval at the effective size, the smaller of Kish's (sum w)^2 / sum w^2 and "
+    "p(1-p) / Var with Var = sum w^2 (m-p)^2 / (sum w)^2; none when a sample lacks it; "
     "the estimate of the share of served hits, which the page and the text lead with",
     "recommended_threshold": "lowest labelled score t whose samples with score >= t have "
-    "criterion (Wilson upper bound or point rate) <= target; setting: the threshold knob "
+    "criterion (Wilson upper bound or point rate) <= target, weighted as "
+    "misfire_rate_weighted when every labelled sample has its probability; setting: the "
+    "threshold knob "
     "value that applies t (t itself, or under CACHEGATE_EMBEDDER=auto or e5, whose knobs "
     "are MiniLM cosines, 1 - (1 - t) / 0.3125); from the samples the embedder in force "
     "scored only (scores of another embedder, or taken before migration 0010, are on "

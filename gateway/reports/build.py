@@ -33,6 +33,8 @@ the report's ``definitions``):
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -40,6 +42,7 @@ from sqlalchemy.orm import Session
 
 from gateway.calibration_labels import recorded_probability, sampling_record
 from gateway.models import EngineSnapshot, MisfireSample, RequestStat
+from gateway.policy import TenantPolicy
 from gateway.reports.sections import (
     MAX_TENANT_SECTIONS,
     ModelShape,
@@ -49,6 +52,9 @@ from gateway.reports.sections import (
     engine_section,
     section,
 )
+from gateway.tenants import latest_policy
+
+log = logging.getLogger("cachegate.gateway.reports")
 
 __all__ = ["MAX_TENANT_SECTIONS", "ModelShape", "ReportParams", "build_report", "load"]
 
@@ -139,6 +145,22 @@ def _ranked(ids: set[str], samples: list[Sample], stats: list[Stat]) -> list[str
     )
 
 
+def _targets(db: Engine, tenant_ids: list[str]) -> dict[str, float]:
+    """Each tenant's ``target_misfire_rate`` as its policy sets it (absent: a tenant with
+    no policy, or one whose policy cannot be read, which then takes the query's)."""
+    out: dict[str, float] = {}
+    with Session(db) as s:
+        for tid in tenant_ids:
+            row = latest_policy(s, tid)
+            try:
+                policy = TenantPolicy() if row is None else TenantPolicy.from_stored(row.policy)
+            except Exception:  # a policy of other rules: the report goes on without it
+                log.warning("report: a tenant's policy could not be read")
+                continue
+            out[tid] = policy.target_misfire_rate
+    return out
+
+
 def build_report(
     db: Engine, p: ReportParams, antipatterns: dict[str, list[dict[str, Any]]] | None = None
 ) -> dict[str, Any]:
@@ -151,12 +173,18 @@ def build_report(
     if p.tenant is None:
         ids = _ranked({s.tenant_id for s in samples} | {r.tenant_id for r in stats} | set(findings),
                       samples, stats)  # fmt: skip
-        for tid in ids[:MAX_TENANT_SECTIONS]:
+        shown = ids[:MAX_TENANT_SECTIONS]
+        targets = _targets(db, shown)
+        for tid in shown:
+            # each tenant's section against its own target_misfire_rate (session 44: the
+            # query's target, 1% by default, whatever the tenant had set)
+            own = replace(p, target=targets.get(tid, p.target))
             part = section(
                 [s for s in samples if s.tenant_id == tid],
                 [r for r in stats if r.tenant_id == tid],
-                p,
+                own,
             )
+            part["target_misfire_rate"] = own.target
             part["antipatterns"] = findings.get(tid, [])
             tenants[tid] = part
     return {

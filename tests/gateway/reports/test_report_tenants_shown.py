@@ -13,10 +13,13 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, insert
 
+from gateway.admin.service import TenantAdmin
 from gateway.models import EngineSnapshot, MisfireSample, RequestStat
+from gateway.policy import TenantPolicy
 from gateway.reports.build import MAX_TENANT_SECTIONS, ReportParams, build_report
 from gateway.reports.html import _to_set, render
 from gateway.reports.text import format_summary
+from gateway.tenants import TenantStore
 from migrations.runner import upgrade_database
 
 NOW = datetime.now(UTC)
@@ -104,3 +107,24 @@ def test_two_replicas_snapshots_are_two_series(tmp_path: Path) -> None:
     assert engine["evictions"] == 10 and engine["replicas"] == 2  # 5 a replica
     assert engine["block_hit_rate"] == 0.5
     assert engine["snapshots"] == 12
+
+
+def test_each_tenant_section_reads_against_its_own_target(tmp_path: Path) -> None:
+    # A tenant that set target_misfire_rate 5% is judged against 5% in its section, one
+    # without a policy against the query's 1% (before session 44 every section used the
+    # query's: a 5% tenant's recommendation was never met, a review).
+    db = database(tmp_path)
+    admin = TenantAdmin(TenantStore(db), None, None)  # type: ignore[arg-type]
+    admin.add_tenant("tests", "loose", None, TenantPolicy(target_misfire_rate=0.05))
+    admin.add_tenant("tests", "plain", None)
+    with db.begin() as conn:  # type: ignore[attr-defined]
+        rows = [sample(t, "correct") for t in ("loose", "plain") for _ in range(60)]
+        rows += [sample(t, "misfire") for t in ("loose", "plain") for _ in range(2)]
+        conn.execute(insert(MisfireSample), rows)
+    report = build_report(db, ReportParams(now=NOW, criterion="point"))  # type: ignore[arg-type]
+    loose, plain = report["tenants"]["loose"], report["tenants"]["plain"]
+    assert loose["target_misfire_rate"] == 0.05 and plain["target_misfire_rate"] == 0.01
+    assert loose["recommended_threshold"]["target"] == 0.05
+    # 2 misfires of 62 (3.2%): within the loose tenant's 5%, not within 1%
+    assert loose["recommended_threshold"]["threshold"] is not None
+    assert plain["recommended_threshold"]["threshold"] is None

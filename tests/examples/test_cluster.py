@@ -9,6 +9,7 @@ together on a fresh schema, so their migrations race (and must not fail).
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import sys
@@ -25,14 +26,22 @@ PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands to outgoing connections (Linux: 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_run(length: int) -> int:
-    """The first of ``length`` consecutive free local ports."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1])
-        if base + length >= 65535:
-            continue
+    """The first of ``length`` consecutive free local ports, below the ephemeral range:
+    the processes bind them only once their models are loaded (~40 s), and a port of
+    that range was taken meanwhile by an outgoing connection (a database's, a model
+    server's), so a gateway exited with "address already in use" (session 44)."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(10_000, max(10_001, _ephemeral_low() - length))
         try:
             probes = [socket.create_server(("127.0.0.1", base + i)) for i in range(length)]
         except OSError:

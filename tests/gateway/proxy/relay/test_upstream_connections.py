@@ -50,12 +50,14 @@ def test_a_cookie_one_tenants_answer_sets_never_goes_out_with_another_tenants_re
 
 
 def long_streams(up: Scripted) -> None:
-    """Streams of 2.5 s, a chunk every 0.5 s: well inside a 1 s read timeout each."""
+    """Streams of 4 s, a chunk every 0.5 s: well inside a 2.5 s read timeout each (1 s
+    left 0.5 s of margin, and 150 streams on two loaded cores stalled past it once,
+    session 44), and longer than the 2.5 s a request waits for a pooled connection."""
 
     async def handler(body: dict[str, Any], request: Request) -> Response:
         async def parts() -> AsyncIterator[str]:
             yield chunk({"role": "assistant", "content": ""})
-            for _ in range(5):
+            for _ in range(8):
                 await asyncio.sleep(0.5)
                 yield chunk({"content": "."})
             yield chunk({}, "stop") + "data: [DONE]\n\n"
@@ -89,7 +91,7 @@ def test_more_than_a_hundred_concurrent_streams_reach_the_upstream_and_ready_hol
 
     async def run(max_connections: int) -> tuple[list[Any], bool]:
         upstream = HttpUpstream(
-            up.url, read_timeout=1.0, dialect_name="vllm", max_connections=max_connections
+            up.url, read_timeout=2.5, dialect_name="vllm", max_connections=max_connections
         )
         try:
             return await _many(upstream, 150)

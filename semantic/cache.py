@@ -39,7 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 from semantic.candidates import choose, decided_result, trace_candidates
 from semantic.embedder_base import TextEmbedder
 from semantic.errors import InvalidRequestError, WouldBlockError
-from semantic.fences import drop_if_overtaken, raise_fence
+from semantic.fences import Unsettled, drop_if_overtaken, raise_fence
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
 from semantic.hits import confirm_pending, served_hit
@@ -92,6 +92,8 @@ class SemanticCache:
         self.hits = HitCounter(store, hit_flush_seconds) if hit_flush_seconds else None
         # Serializes database+index mutations so the two never disagree for long.
         self._write_lock = threading.RLock()
+        # Stored answers whose fence a database blip left unread (semantic/fences.py).
+        self.unsettled = Unsettled()
 
     @property
     def write_lock(self) -> AbstractContextManager[bool]:
@@ -332,8 +334,11 @@ class SemanticCache:
         with self.writing(wait) as taken:
             if not taken:
                 return StoreResult(False, key, reason="busy")
+            self.settle()
             entry, created = self.entries.upsert(new, now=now)
-            fenced = drop_if_overtaken(self.entries, query.tenant, asked_at, entry.id)
+            fenced = drop_if_overtaken(
+                self.entries, query.tenant, asked_at, entry.id, self.unsettled
+            )
             if fenced is not None:  # deleted (an update's old vector too), logged: for all
                 self._remove_from_index(fenced)
                 return StoreResult(False, key, reason="invalidated")
@@ -370,6 +375,13 @@ class SemanticCache:
             self._remove_from_index(removed)
         return len(removed)
 
+    def settle(self) -> None:
+        """Read the fences a database blip left unread and delete what they overtook
+        (``Unsettled``: each write, each replay of the change log, and close call it)."""
+        if len(self.unsettled):
+            with self._write_lock:
+                self._remove_from_index(self.unsettled.settle(self.entries))
+
     def _remove_from_index(self, removed: Iterable[tuple[int, str]]) -> None:
         by_partition: dict[str, list[int]] = {}
         for entry_id, key in removed:
@@ -395,6 +407,8 @@ class SemanticCache:
         return self.entries.get(entry_id)
 
     def close(self) -> None:
-        """Write the pending hit counts and stop their thread (the store stays open)."""
+        """Write the pending hit counts and stop their thread, and settle what a blip left
+        unsettled (the store stays open)."""
+        self.settle()
         if self.hits is not None:
             self.hits.close()

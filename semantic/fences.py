@@ -16,12 +16,19 @@ invalidation's delete began, which removes it; if after, the store sees the fenc
 removes the entry itself. Times are the replicas' clocks, so a question asked up to
 ``FENCE_MARGIN`` after the fence counts as before it: a few answers more go unstored
 after an invalidation, never one from before it kept.
+
+A database blip can fail both the fence read and the delete that stands in for it,
+after the entry committed: such an entry is kept in :class:`Unsettled` (in memory,
+never in this replica's index) and settled by the cache's next write or its close:
+the fence read again, the entry deleted if an invalidation overtook it.
 """
 
 from __future__ import annotations
 
-import contextlib
+import logging
+import threading
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -31,8 +38,14 @@ from semantic.models import CacheFence
 from semantic.store import EntryStore
 from semantic.store_db import unavailable_on_db_errors
 
+log = logging.getLogger("cachegate.semantic")
+
 #: How far apart the replicas' clocks may be (NTP keeps them within milliseconds).
 FENCE_MARGIN = timedelta(seconds=5)
+
+#: How many unsettled entries are kept; past it the oldest is forgotten (logged): a
+#: database away that long fails the upserts before them too, so it is not reached.
+MAX_UNSETTLED = 10_000
 
 
 def raise_fence(store: EntryStore, tenant: str, at: datetime) -> None:
@@ -57,21 +70,79 @@ def is_fenced(store: EntryStore, tenant: str, asked_at: datetime) -> bool:
     return fenced_at is not None and fenced_at >= asked_at - FENCE_MARGIN
 
 
+class Stored(NamedTuple):
+    """An entry whose fence was never read: the question's tenant and time."""
+
+    tenant: str
+    asked_at: datetime
+    entry_id: int
+
+
+class Unsettled:
+    """Entries committed whose fence could be neither read nor stood in for by a delete
+    (one database blip failing both): unknown whether an invalidation overtook them."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, Stored] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def add(self, stored: Stored) -> None:
+        with self._lock:
+            self._entries[stored.entry_id] = stored
+            if len(self._entries) > MAX_UNSETTLED:
+                oldest = next(iter(self._entries))
+                del self._entries[oldest]
+                log.error("unsettled entry %d forgotten: over %d kept", oldest, MAX_UNSETTLED)
+
+    def ids(self) -> set[int]:
+        with self._lock:
+            return set(self._entries)
+
+    def settle(self, store: EntryStore) -> list[tuple[int, str]]:
+        """Read each entry's fence again; delete those an invalidation overtook and
+        return what was deleted (for the caller's index). The first failure stops it
+        (the database is still away): the rest wait for the next call."""
+        with self._lock:
+            pending = list(self._entries.values())
+        deleted: list[tuple[int, str]] = []
+        for stored in pending:
+            try:
+                if is_fenced(store, stored.tenant, stored.asked_at):
+                    deleted.extend(store.delete([stored.entry_id]))
+            except Exception:
+                break
+            with self._lock:
+                self._entries.pop(stored.entry_id, None)
+        return deleted
+
+
 def drop_if_overtaken(
-    store: EntryStore, tenant: str, asked_at: datetime | None, entry_id: int
+    store: EntryStore,
+    tenant: str,
+    asked_at: datetime | None,
+    entry_id: int,
+    unsettled: Unsettled | None = None,
 ) -> list[tuple[int, str]] | None:
     """After a store of an answer to a question asked at ``asked_at``: when the fence
     says an invalidation overtook it, delete the entry and return what was deleted
     (for the caller's index); else None. A fence that cannot be read deletes the entry
     too (best effort: the database may be away) before the error goes on, for no sweep
-    would find an answer an invalidation meant to remove (a review, session 41).
+    would find an answer an invalidation meant to remove (a review, session 41); when
+    that delete fails too, the entry goes to ``unsettled``, settled later.
     Without ``asked_at`` (a seed, a migration: no request) nothing is checked."""
     if asked_at is None:
         return None
     try:
         fenced = is_fenced(store, tenant, asked_at)
     except Exception:
-        with contextlib.suppress(Exception):
+        try:
             store.delete([entry_id])
+        except Exception:
+            if unsettled is not None:
+                unsettled.add(Stored(tenant, asked_at, entry_id))
+                log.error("entry %d: neither its fence nor its delete went through", entry_id)
         raise
     return store.delete([entry_id]) if fenced else None

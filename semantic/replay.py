@@ -62,6 +62,7 @@ def replay(cache: SemanticCache, changes: Iterable[Change]) -> Replayed:
     forget()  # before the lock too: a snapshot or rebuild can hold it for seconds
     with cache.write_lock:
         forget()  # and inside it, after any read that raced the first
+        cache.settle()  # an entry whose fence went unread is not replayed before it
         added, removed = _upserts(cache, upserts)
         for key, ids in deletes.items():
             removed += cache.index.remove(key, ids)

@@ -15,9 +15,11 @@ import pytest
 from sqlalchemy import text
 
 from semantic.cache import SemanticCache
+from semantic.changes import UPSERT, Change
 from semantic.embedder import Embedder
 from semantic.errors import StoreUnavailableError
 from semantic.fences import FENCE_MARGIN, is_fenced, raise_fence
+from semantic.replay import replay
 from semantic.store import EntryStore
 from tests.semantic.helpers import PARAPHRASE, STORED, ManualClock, chat, reply
 
@@ -149,3 +151,105 @@ def test_a_fence_that_cannot_be_read_keeps_no_answer(
     hit = cache.lookup(chat(PARAPHRASE))
     assert hit.hit and hit.entry_id is not None
     assert cache.entries.get_many([hit.entry_id])[hit.entry_id].question == STORED
+
+
+def blip(cache: SemanticCache, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One database blip just after an entry commits: the fence read and the delete
+    that stands in for it both fail (undone by ``monkeypatch.undo()``)."""
+    import semantic.fences as fences
+
+    def down(*args: object, **kwargs: object) -> object:
+        raise StoreUnavailableError("test: the database blinked")
+
+    monkeypatch.setattr(fences, "is_fenced", down)
+    monkeypatch.setattr(cache.entries, "delete", down)
+
+
+@pytest.mark.parametrize("overtaken", [True, False])
+def test_an_entry_a_blip_left_unsettled_is_settled_by_the_next_write(
+    cache: SemanticCache,
+    embedder: Embedder,
+    backend_store: EntryStore,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    overtaken: bool,
+) -> None:
+    """The entry committed, then neither its fence nor its delete could be read: it
+    stayed in the database and every replica's rebuild served it, though an
+    invalidation had overtaken it (a review, session 44). The next write settles it:
+    deleted when the fence overtook it; kept when none did (the control)."""
+    asked_at = clock()
+    clock.advance(30)
+    if overtaken:
+        cache.fence("tenant-a")
+    clock.advance(1)
+    blip(cache, monkeypatch)
+    with pytest.raises(StoreUnavailableError):
+        cache.store(chat(STORED), reply("old"), asked_at=asked_at)
+    monkeypatch.undo()  # the database is back
+    assert cache.entries.count(tenant="tenant-a") == 1  # still there, not yet settled
+    other = chat("What are your opening hours?", tenant="tenant-b")
+    assert cache.store(other, reply("9 to 5"), asked_at=clock()).stored
+    assert cache.entries.count(tenant="tenant-a") == (0 if overtaken else 1)
+    restarted = SemanticCache(embedder, backend_store, clock=clock, hit_flush_seconds=None)
+    try:
+        restarted.rebuild(progress=False)
+        assert restarted.lookup(chat(PARAPHRASE)).hit is not overtaken
+        assert restarted.lookup(other).hit  # the positive control of the lookup
+    finally:
+        restarted.close()
+
+
+def test_an_unsettled_entry_is_settled_on_close(
+    cache: SemanticCache, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked_at = clock()
+    clock.advance(30)
+    cache.fence("tenant-a")
+    blip(cache, monkeypatch)
+    with pytest.raises(StoreUnavailableError):
+        cache.store(chat(STORED), reply("old"), asked_at=asked_at)
+    monkeypatch.undo()
+    cache.close()  # a graceful shutdown before any other write
+    assert cache.entries.count(tenant="tenant-a") == 0
+
+
+def test_settling_waits_while_the_database_is_still_away(
+    cache: SemanticCache, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked_at = clock()
+    clock.advance(30)
+    cache.fence("tenant-a")
+    blip(cache, monkeypatch)
+    with pytest.raises(StoreUnavailableError):
+        cache.store(chat(STORED), reply("old"), asked_at=asked_at)
+    cache.settle()  # still away: nothing settled, nothing raised
+    assert len(cache.unsettled) == 1
+    monkeypatch.undo()
+    cache.settle()
+    assert len(cache.unsettled) == 0
+    assert cache.entries.count(tenant="tenant-a") == 0
+
+
+def test_a_replay_of_the_change_log_settles_first(
+    cache: SemanticCache, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The change log names the unsettled entry (its upsert committed): replaying it
+    would index it on this replica, so the replay settles first."""
+    asked_at = clock()
+    clock.advance(30)
+    cache.fence("tenant-a")
+    blip(cache, monkeypatch)
+    with pytest.raises(StoreUnavailableError):
+        cache.store(chat(STORED), reply("old"), asked_at=asked_at)
+    monkeypatch.undo()
+    with cache.entries.engine.connect() as conn:
+        ids = conn.execute(text("SELECT entry_id FROM cache_changes WHERE op = 'upsert'"))
+        written = [int(i) for (i,) in ids]
+    assert len(written) == 1
+    row = cache.entries.get_many(written)[written[0]]
+    logged = Change(1, clock(), UPSERT, row.partition_key, written[0], "tenant-a")
+    replay(cache, [logged])
+    assert cache.entries.count(tenant="tenant-a") == 0
+    assert len(cache.index) == 0
+    assert not cache.lookup(chat(PARAPHRASE)).hit

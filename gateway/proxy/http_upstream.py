@@ -36,6 +36,7 @@ from gateway.proxy.http_client import upstream_client
 from gateway.proxy.media_type import json_media_type
 from gateway.proxy.passed_headers import passed_headers
 from gateway.proxy.relay import stream_events, upstream_error, whole_response
+from gateway.proxy.request_keys import unique_suffix, upstream_request_id, with_unique_keys
 from gateway.proxy.upstream import (
     Event,
     UpstreamRefusal,
@@ -266,8 +267,12 @@ class HttpUpstream:
         # so isolation holds on any upstream that honours `cache_salt` (ours, vLLM, SGLang) even
         # without the engine key; a client's own salt is folded in and can only narrow.
         salt = tenant_cache_salt(self.salt, req.namespace, req.body.get("cache_salt"))
-        body, added_usage = forward_body(req.body, d, salt)
-        headers = {"x-request-id": req.request_id} | dict(req.forward_headers)
+        suffix = unique_suffix()  # the client's id is not an engine key (request_keys.py)
+        client_body = with_unique_keys(req.body, suffix)
+        body, added_usage = forward_body(client_body, d, salt)
+        upstream_id = upstream_request_id(req.request_id, suffix)
+        # (the client's trace headers hold its own id: the unique one replaces it)
+        headers = dict(req.forward_headers) | {"x-request-id": upstream_id}
         # Unknown with an engine key: the namespace headers go too (a generic server
         # ignores headers it does not know; the key goes only to the URL it was
         # configured for), so a cachegate engine isolates every tenant.
@@ -295,10 +300,10 @@ class HttpUpstream:
             # take it): generic from now on, and this request is sent again without it.
             log.info("the upstream refused cache_salt: generic dialect")
             self.detected = d = GENERIC
-            body, added_usage = forward_body(req.body, GENERIC, salt)
+            body, added_usage = forward_body(client_body, GENERIC, salt)
             hide = self._hides_cached(d)  # as the request went out (generic once refused)
             response = await self._open(path, body, headers, timeout, hide)
-        passed = passed_headers(response, req.request_id)
+        passed = passed_headers(response, upstream_id)  # the id sent, echoed: not passed
         if hide:
             hide_shared_headers(passed)
         asked = asks_for_usage(body, added_usage)  # a usage chunk, of the client's own
@@ -333,15 +338,19 @@ class HttpUpstream:
         self, path: str, body: dict[str, Any], request_id: str
     ) -> tuple[int, bytes, dict[str, str]]:
         """A request the gateway only relays (``/v1/embeddings``): the client's body as
-        it came, nothing added (no salt: no KV is reused), and the answer's status,
+        it came, nothing added (no salt: no KV is reused; its request keys made unique,
+        ``request_keys.py``), and the answer's status,
         bytes and allowlisted headers (and its JSON ``content-type``: media_type.py); an
         error status as for completions."""
-        headers = {"x-request-id": request_id}
+        suffix = unique_suffix()  # the client's id is not an engine key (request_keys.py)
+        body = with_unique_keys(body, suffix)
+        upstream_id = upstream_request_id(request_id, suffix)
+        headers = {"x-request-id": upstream_id}
         # the account's limits count every tenant's embeddings too (cache_counts.py)
         hide = self._hides_cached(await self._request_dialect() or UNKNOWN)
         response = await self._open(path, body, headers, self._whole_timeout, hide)
         try:
-            passed = passed_headers(response, request_id)
+            passed = passed_headers(response, upstream_id)
             if hide:
                 hide_shared_headers(passed)
             raw, whole = await read_capped(response, self.max_body_bytes)

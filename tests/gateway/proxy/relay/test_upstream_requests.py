@@ -381,3 +381,40 @@ def test_model_cards_carry_the_request_id(gw: Gateway, tenant: tuple[str, str]) 
     assert listed.status_code == 200 and listed.headers["x-request-id"] == "req-models-1"
     assert card.status_code == 200 and card.headers["x-request-id"].startswith("req-")
     assert unknown.status_code == 404 and unknown.headers["x-request-id"]
+
+
+def test_a_client_chosen_request_id_is_made_unique_before_the_upstream(
+    gw: Gateway, up: Scripted
+) -> None:
+    """vLLM keys its engine by the X-Request-Id header (or the body's ``request_id``),
+    SGLang by the body's ``rid``: two tenants choosing one id shared an engine key,
+    and vLLM refuses or crashes on a duplicate (a review, session 45). The upstream
+    gets the client's id with a suffix of its own; the client sees its id unchanged."""
+    seen: list[tuple[str, Any, Any]] = []
+    vectors = {"object": "list", "data": [{"object": "embedding", "index": 0,
+               "embedding": [0.1]}], "model": MODEL,
+               "usage": {"prompt_tokens": 1, "total_tokens": 1}}  # fmt: skip
+
+    async def record(body: dict[str, Any], request: Request) -> Response:
+        seen.append((request.headers["x-request-id"], body.get("request_id"), body.get("rid")))
+        return JSONResponse(vectors if "input" in body else answer("hello"))
+
+    up.handler = record
+    same = {"x-request-id": "shared-7", "cache-control": "no-store, no-cache"}
+    keys = {"request_id": "shared-7", "rid": ["shared-7", "other"]}
+    answers = []
+    for name in ("rid-x", "rid-y"):
+        with gw.http(gw.tenant(name)[1]) as http:
+            answers.append(http.post(CHAT, json=ask("Hi there") | keys, headers=same))
+            answers.append(http.post(CHAT, json=ask("Hi") | keys | {"stream": True}, headers=same))
+            embed = {"model": MODEL, "input": "hi", "request_id": "shared-7"}
+            answers.append(http.post("/v1/embeddings", json=embed, headers=same))
+    assert [r.status_code for r in answers] == [200] * 6, [r.text for r in answers]
+    assert all(r.headers["x-request-id"] == "shared-7" for r in answers)  # the client's own
+    headers, bodies = [s[0] for s in seen], [s[1] for s in seen]
+    assert len(seen) == 6 and len(set(headers)) == 6 and len(set(bodies)) == 6, seen
+    assert all(h.startswith("shared-7.") for h in headers)
+    assert all(b.startswith("shared-7.") for b in bodies)
+    rids = [s[2] for s in seen if s[2] is not None]
+    assert len(rids) == 4 and len({r[0] for r in rids} | {r[1] for r in rids}) == 8
+    assert all(r[0].startswith("shared-7.") and r[1].startswith("other.") for r in rids)

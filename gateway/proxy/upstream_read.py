@@ -178,7 +178,13 @@ def _field_line(name: bytes, value: bytes) -> str:
 
 
 def _comment_text(value: bytes) -> str:
-    text = value.strip().decode("ascii", "replace")
+    """A comment to pass on as it came, or "" to drop it: read as ASCII with
+    replacement, a UTF-8 one reached the client with each byte a U+FFFD (a review,
+    session 45); what is not UTF-8 or not printable is dropped, never mended."""
+    try:
+        text = value.strip().decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
     return text if len(text) <= MAX_COMMENT_CHARS and text.isprintable() else ""
 
 

@@ -55,14 +55,19 @@ async def whole_as_stream(
     body = done.body or {}
     head = {k: body[k] for k in _HEAD if k in body}
     head["object"] = "chat.completion.chunk" if kind == "chat" else "text_completion"
+    # The body's other fields (Azure's prompt_filter_results, a vendor's own) go on the
+    # first chunk, as a stream carries them, never dropped.
+    first = head | {k: v for k, v in body.items() if k not in _HEAD and k not in _PER_CHUNK}
     headers: Mapping[str, str] = passed
-    for choice in body.get("choices", []):
-        if not isinstance(choice, dict):
-            continue
+    choices = [c for c in body.get("choices") or [] if isinstance(c, dict)]
+    if not choices:  # none (a filtered prompt): one chunk without, as the upstream sent
+        yield Delta("", raw=first | {"choices": []}, headers=headers)
+        first, headers = head, {}
+    for choice in choices:
         part = _choice_chunk(choice, kind)
         text = choice_text(part, kind) if part.get("index", 0) == 0 else ""
-        yield Delta(text, raw=head | {"choices": [part]}, headers=headers)
-        headers = {}
+        yield Delta(text, raw=first | {"choices": [part]}, headers=headers)
+        first, headers = head, {}
     usage = body.get("usage")
     if usage_chunk and isinstance(usage, dict):
         yield Delta("", raw=head | {"choices": [], "usage": usage}, headers=headers)
@@ -78,6 +83,7 @@ async def whole_as_stream(
 
 
 _HEAD = ("id", "created", "model", "system_fingerprint", "service_tier")
+_PER_CHUNK = ("object", "choices", "usage")  # what each chunk has of its own
 
 
 def _choice_chunk(choice: dict[str, Any], kind: str) -> dict[str, Any]:

@@ -384,3 +384,23 @@ def test_a_slow_backfill_does_not_hold_back_the_streams_done(
             waited = time.monotonic() - started
     assert lines[-1] == "data: [DONE]"
     assert waited < 2.0, waited
+
+
+def test_a_utf8_comment_reaches_the_client_as_it_came(gw: Gateway, up: Scripted, key: str) -> None:
+    """Read as ASCII with replacement, ": queued — position 3" reached the client as
+    ": queued ��� position 3" (a review, session 45); bytes that are not UTF-8 are
+    dropped (the control that the rule still holds), never mended."""
+    answers(
+        up,
+        ": queued — position 3\n\n".encode(),
+        b": bad \xff\xfe bytes\n\n",
+        ROLE,
+        event({"content": "Queued answer"}),
+        STOP,
+        DONE,
+    )
+    with gw.http(key) as http:
+        r = http.post(CHAT, json=ask("Does a queued comment pass?", stream=True))
+    assert r.status_code == 200, r.text
+    assert r.text.startswith(": queued — position 3\n\n"), r.text[:80]
+    assert "\ufffd" not in r.text and "bad" not in r.text

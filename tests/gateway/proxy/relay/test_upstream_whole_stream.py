@@ -12,7 +12,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from tests.gateway.conftest import Gateway, sse_payloads
-from tests.gateway.proxy.relay.support import CHAT, Scripted, answer, ask, chunk, sse
+from tests.gateway.proxy.relay.support import CHAT, Scripted, answer, ask, chunk, entries, sse
 
 OVERLOADED = {"error": {"message": "model overloaded", "type": "server_error", "code": 503}}
 
@@ -70,3 +70,39 @@ def test_an_event_stream_is_still_read_as_one(
     with gw.http(tenant[1]) as http:
         r = http.post(CHAT, json=ask(f"Capital of Italy ({media})?", stream=True))
     assert r.status_code == 200 and "Rome." in r.text
+
+
+FILTERED = {"prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}]}
+
+
+def test_a_whole_answer_without_choices_is_passed_on_not_invented(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    """Azure answers a filtered prompt with no choices and the filter's results. The
+    client got an empty assistant choice the upstream never sent, finished "unknown"
+    (no OpenAI value), under the gateway's id, the results dropped (a review, session
+    45). Now one chunk as the upstream's body says it, then [DONE]; nothing stored."""
+    body = answer("unused") | {"id": "chatcmpl-up42", "choices": []} | FILTERED
+    answers_with(up, lambda: JSONResponse(body))
+    stored = entries(gw, tenant[0])
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("A question the filter stops", stream=True))
+    assert r.status_code == 200 and r.text.endswith("data: [DONE]\n\n"), r.text
+    events = sse_payloads(r.text)
+    assert len(events) == 1 and events[0]["choices"] == [], events
+    assert events[0]["id"] == "chatcmpl-up42"
+    assert events[0]["prompt_filter_results"] == FILTERED["prompt_filter_results"]
+    assert entries(gw, tenant[0]) == stored
+
+
+def test_a_whole_answers_own_fields_go_on_its_first_chunk(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    body = answer("Lima.") | FILTERED  # the control: with a choice
+    answers_with(up, lambda: JSONResponse(body))
+    with gw.http(tenant[1]) as http:
+        r = http.post(CHAT, json=ask("Capital of Peru?", stream=True))
+    events = sse_payloads(r.text)
+    assert events[0]["prompt_filter_results"] == FILTERED["prompt_filter_results"]
+    assert events[0]["choices"][0]["delta"]["content"] == "Lima."
+    assert all("prompt_filter_results" not in e for e in events[1:])

@@ -94,6 +94,22 @@ class StreamOptions(_Request):
     _null_include_usage = field_validator("include_usage", mode="before")(_null_is_false)
 
 
+#: The value of each sampling extension the built-in engine does not implement that
+#: changes nothing (what vLLM defaults it to).
+_NEUTRAL: dict[str, float | bool] = {
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "min_tokens": 0,
+    "use_beam_search": False,
+}
+
+
+def _is_neutral(value: Any, neutral: float | bool) -> bool:
+    if isinstance(neutral, bool) or isinstance(value, bool):
+        return value is neutral
+    return isinstance(value, int | float) and value == neutral
+
+
 class _SamplingFields(_Request):
     """Fields shared by chat and text completions."""
 
@@ -127,6 +143,16 @@ class _SamplingFields(_Request):
     logit_bias: dict[str, Any] | None = None
     modalities: list[Any] | None = None
     audio: dict[str, Any] | None = None
+    # vLLM's and SGLang's sampling extensions, loose for the same reason. The built-in
+    # engine implements top_k and stop_token_ids (protocol/sampling.py) and refuses the
+    # others unless neutral (_NEUTRAL): they were dropped unread, and top_k 1 sampled as
+    # if absent (a review, session 45).
+    top_k: Any = None
+    stop_token_ids: Any = None
+    min_p: Any = None
+    repetition_penalty: Any = None
+    min_tokens: Any = None
+    use_beam_search: Any = None
 
     _null_stream = field_validator("stream", mode="before")(_null_is_false)
     _whole_counts = field_validator("max_tokens", "seed", "n", "top_logprobs", mode="before")(
@@ -176,6 +202,10 @@ class _SamplingFields(_Request):
             return "response_format"
         for name in ("presence_penalty", "frequency_penalty"):
             if getattr(self, name):
+                return name
+        for name, neutral in _NEUTRAL.items():
+            value = getattr(self, name)
+            if value is not None and not _is_neutral(value, neutral):
                 return name
         return None
 

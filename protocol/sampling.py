@@ -8,7 +8,7 @@ and the engine server build them from a parsed OpenAI request with
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from protocol.errors import InvalidSamplingParamsError
 
@@ -22,6 +22,8 @@ GREEDY_BELOW = 1e-5
 # check costs O(output tail), whatever a client sends.
 MAX_STOP_SEQUENCES = 4
 MAX_STOP_CHARS = 256
+#: A bound on ``stop_token_ids`` (each is checked at every step: a set lookup).
+MAX_STOP_TOKEN_IDS = 1024
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class SamplingParams:
     max_tokens: int = 64
     temperature: float = 0.0
     top_p: float = 1.0
+    top_k: int = 0  # 0: every token (vLLM's -1 and 0 are read as 0)
     stop: tuple[str, ...] = ()
     seed: int | None = None
     ignore_eos: bool = False
@@ -51,6 +54,16 @@ class SamplingParams:
             raise InvalidSamplingParamsError(f"seed must be in [-2**63, 2**64), got {self.seed}")
         if not (0.0 < self.top_p <= 1.0):
             raise InvalidSamplingParamsError(f"top_p must be in (0, 1], got {self.top_p}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise InvalidSamplingParamsError(
+                "top_k must be an integer: -1 or 0 for every token, or at least 1"
+            )
+        if len(self.stop_token_ids) > MAX_STOP_TOKEN_IDS or any(
+            isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in self.stop_token_ids
+        ):
+            raise InvalidSamplingParamsError(
+                f"stop_token_ids must be at most {MAX_STOP_TOKEN_IDS} token ids (integers >= 0)"
+            )
         if any(not isinstance(s, str) or s == "" for s in self.stop):
             raise InvalidSamplingParamsError("stop strings must be non-empty strings")
         if len(self.stop) > MAX_STOP_SEQUENCES:
@@ -96,7 +109,33 @@ def sampling_params(
         max_tokens=max_tokens,
         temperature=temperature(req.temperature),
         top_p=1.0 if req.top_p is None else req.top_p,
+        top_k=_top_k(req.top_k),
         stop=req.stop_tuple(),
         seed=req.seed,
         ignore_eos=req.ignore_eos,
+        stop_token_ids=_stop_token_ids(req.stop_token_ids),
     )
+
+
+def _whole(value: Any) -> Any:
+    """``50.0`` for a count is 50, as vLLM reads it (``protocol/openai.py``)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
+
+
+def _top_k(value: Any) -> Any:
+    """vLLM's ``top_k`` (None, -1 and 0: every token); a bad value is left for
+    :class:`SamplingParams` to refuse."""
+    value = _whole(value)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value == -1):
+        return 0
+    return value
+
+
+def _stop_token_ids(value: Any) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InvalidSamplingParamsError("stop_token_ids must be a list of token ids")
+    return tuple(_whole(v) for v in value)

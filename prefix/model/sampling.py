@@ -1,4 +1,4 @@
-"""The token sampler (greedy, seeded temperature / top-p) over ``SamplingParams``.
+"""The token sampler (greedy, seeded temperature / top-k / top-p) over ``SamplingParams``.
 
 The parameters themselves are wire-level and torch-free (``protocol/sampling.py``).
 """
@@ -39,6 +39,12 @@ class Sampler:
             # NaN or infinite logits (a numerical fault in the forward): the best finite
             # token, not an invalid distribution that fails the request's whole batch.
             return int(torch.argmax(torch.nan_to_num(logits.float(), nan=-torch.inf)).item())
+        if 0 < self.params.top_k < probs.shape[-1]:
+            # The k most likely tokens (ties at the k-th kept), renormalized so top_p
+            # reads their mass, as vLLM applies top_k before top_p.
+            kth = torch.topk(probs, self.params.top_k).values[-1]
+            probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
+            probs = probs / probs.sum()
         if self.params.top_p < 1.0:
             sorted_probs, sorted_ids = torch.sort(probs, descending=True)
             cumulative = torch.cumsum(sorted_probs, dim=-1)

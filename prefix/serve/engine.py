@@ -159,7 +159,8 @@ class PrefixEngine:
         that can never run. The chain root is derived here, once per request."""
         check_request(
             req,
-            max_model_len=self.context_len,
+            # the window /v1/models states (capped at the pool): the error quotes it
+            max_model_len=self.max_model_len,
             block_size=self.block_size,
             pool_blocks=self.pool.num_blocks,
         )

@@ -130,7 +130,7 @@ def refuse_unsupported(req: ChatCompletionRequest | CompletionRequest) -> None:
                 )
 
 
-_SAMPLING_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed")
+_SAMPLING_PARAMS = ("max_tokens", "temperature", "top_p", "top_k", "stop", "stop_token_ids", "seed")
 
 
 def engine_error(exc: BaseException, prompt_param: str = "messages") -> ApiError:

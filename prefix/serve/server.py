@@ -20,9 +20,11 @@ Defaults: ``temperature`` 1.0 and ``top_p`` 1.0 as in the OpenAI API;
 ``max_tokens`` (or ``max_completion_tokens``) defaults to what is left of the
 context window, as in vLLM and the OpenAI API (a server-side cap would cut
 ordinary answers short). Parameters the engine does not implement (``n`` > 1,
-tools, logprobs, response_format, penalties, logit_bias, non-text content parts)
-are a 400 naming the parameter, never silently ignored. The non-standard
-``ignore_eos`` (as in vLLM) and ``cache_salt`` fields are accepted; other
+tools, logprobs, response_format, penalties, logit_bias, non-text content parts,
+vLLM's ``min_p``, ``repetition_penalty``, ``min_tokens``, ``use_beam_search`` unless
+neutral) are a 400 naming the parameter, never silently ignored. The non-standard
+``ignore_eos``, ``top_k`` and ``stop_token_ids`` (as in vLLM) and ``cache_salt``
+fields are accepted; other
 unknown fields are ignored. Every error has the OpenAI shape
 ``{"error": {"message", "type", "param", "code"}}``.
 

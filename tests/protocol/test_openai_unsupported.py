@@ -87,3 +87,43 @@ def test_stream_options_without_stream_is_a_400_as_in_vllm(chat: bool) -> None:
     ]
     for ok in controls:
         refuse_unsupported(parse_request(base | ok, chat=chat))
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"min_p": 0.05}, "min_p"),
+        ({"repetition_penalty": 1.1}, "repetition_penalty"),
+        ({"repetition_penalty": True}, "repetition_penalty"),
+        ({"min_tokens": 5}, "min_tokens"),
+        ({"use_beam_search": True}, "use_beam_search"),
+    ],
+)
+def test_vllm_sampling_extensions_the_engine_lacks_are_refused(
+    extra: dict[str, Any], param: str
+) -> None:
+    """They were dropped unread: a vLLM client got another distribution and no sign of
+    it (a review, session 45)."""
+    for chat in (True, False):
+        base = {"model": "m", "messages": [{"role": "user", "content": "hi"}]} if chat else PROMPT
+        req = parse_request(base | extra, chat=chat)
+        with pytest.raises(ApiError) as caught:
+            refuse_unsupported(req)
+        assert (caught.value.status, caught.value.param) == (400, param)
+        assert caught.value.code == "unsupported_parameter"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"min_p": 0.0},
+        {"min_p": 0},
+        {"repetition_penalty": 1.0},
+        {"min_tokens": 0},
+        {"use_beam_search": False},
+        {"top_k": 40},
+        {"stop_token_ids": [2]},
+    ],
+)
+def test_their_neutral_values_and_the_implemented_ones_pass(extra: dict[str, Any]) -> None:
+    refuse_unsupported(parse_request(PROMPT | extra, chat=False))

@@ -32,3 +32,31 @@ def test_non_finite_logits_give_the_best_finite_token(bad: float) -> None:
     sampler = Sampler(SamplingParams(temperature=0.7, seed=0))
     expected = 4 if bad == float("inf") else 1  # +inf is the best; NaN is never chosen
     assert sampler.sample(row) == expected
+
+
+def test_top_k_draws_only_the_k_best_tokens() -> None:
+    flat = torch.zeros(5)  # every token as likely: without top_k all five are drawn
+    free = Sampler(SamplingParams(temperature=1.0, seed=0))
+    assert {free.sample(flat) for _ in range(200)} == {0, 1, 2, 3, 4}  # the control
+    one = Sampler(SamplingParams(temperature=1.0, top_k=1, seed=0))
+    assert {one.sample(logits()) for _ in range(50)} == {1}  # top_k 1 is greedy
+    two = Sampler(SamplingParams(temperature=2.0, top_k=2, seed=0))
+    assert {two.sample(logits()) for _ in range(200)} == {1, 3}
+
+
+def test_top_k_then_top_p_reads_the_k_tokens_mass() -> None:
+    # The best token holds 0.486 of the whole mass and 0.525 of the two best's: a top_p
+    # of 0.5 read over the whole vocabulary keeps both (the control), read over the
+    # top_k's renormalized mass, as vLLM reads it, the best alone.
+    whole = Sampler(SamplingParams(temperature=1.0, top_p=0.5, seed=0))
+    assert {whole.sample(logits()) for _ in range(200)} == {1, 3}
+    sampler = Sampler(SamplingParams(temperature=1.0, top_k=2, top_p=0.5, seed=0))
+    assert {sampler.sample(logits()) for _ in range(200)} == {1}
+
+
+@pytest.mark.parametrize("bad", [-2, True, 1.5])
+def test_a_bad_top_k_is_refused(bad: object) -> None:
+    from protocol.errors import InvalidSamplingParamsError
+
+    with pytest.raises(InvalidSamplingParamsError, match="top_k"):
+        SamplingParams(top_k=bad)  # type: ignore[arg-type]

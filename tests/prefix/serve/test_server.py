@@ -382,3 +382,34 @@ def test_a_template_refusal_does_not_quote_the_messages(tiny_chat: LoadedModel) 
         ok = {"model": "tiny", "messages": [{"role": "user", "content": secret}], "max_tokens": 2}
         assert client.post(CHAT, json=ok).status_code == 200
     assert_idle(engine)
+
+
+def test_top_k_and_stop_token_ids_are_honoured(tiny_server: tuple[str, PrefixEngine, Any]) -> None:
+    """vLLM's top_k and stop_token_ids were dropped unread: top_k 1 sampled as if absent,
+    and a stop id never stopped (a review, session 45)."""
+    url, engine, _ = tiny_server
+    base = {"model": "tiny", "prompt": "t9 t8 t7", "max_tokens": 6, "ignore_eos": True}
+    greedy = httpx.post(f"{url}{COMP}", json=base | {"temperature": 0}, timeout=30).json()
+    sampled = [
+        httpx.post(f"{url}{COMP}", json=base | {"temperature": 1.5, "seed": s}, timeout=30)
+        for s in range(3)
+    ]
+    texts = {r.json()["choices"][0]["text"] for r in sampled}
+    assert texts != {greedy["choices"][0]["text"]}  # the control: sampling differs
+    top1 = httpx.post(
+        f"{url}{COMP}", json=base | {"temperature": 1.5, "seed": 0, "top_k": 1}, timeout=30
+    ).json()
+    assert top1["choices"][0]["text"] == greedy["choices"][0]["text"]
+    first = engine.loaded.tokenizer.encode(greedy["choices"][0]["text"], add_special_tokens=False)
+    stopped = httpx.post(
+        f"{url}{COMP}", json=base | {"temperature": 0, "stop_token_ids": [first[1]]}, timeout=30
+    ).json()
+    assert stopped["choices"][0]["finish_reason"] == "stop"
+    assert stopped["usage"]["completion_tokens"] == 2
+    refused = httpx.post(f"{url}{COMP}", json=base | {"repetition_penalty": 1.2}, timeout=30)
+    assert_openai_error(refused, 400)
+    assert refused.json()["error"]["param"] == "repetition_penalty"
+    bad = httpx.post(f"{url}{COMP}", json=base | {"top_k": -5}, timeout=30)
+    assert_openai_error(bad, 400)
+    assert bad.json()["error"]["param"] == "top_k"
+    assert_idle(engine)

@@ -93,6 +93,18 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
         r"succe(?:ed|eds|eded|eding|ssful|ssfully)",
         r"fail(?:s|ed|ing)?|unsuccessful(?:ly)?",
     ),
+    # Session 45 (a review, served at verifier 0.985-0.996): encrypt / decrypt a PDF,
+    # compress / decompress a video, a hotel near / far from the airport, polite / rude
+    # to tip, a public / private beach (and key)
+    ("encrypt", r"encrypt(?:s|ed|ing|ion)?", r"decrypt(?:s|ed|ing|ion)?"),
+    (
+        "compress",
+        r"compress(?:es|ed|ing|ion)?",
+        r"decompress(?:es|ed|ing|ion)?|unzip(?:s|ped|ping)?",
+    ),
+    ("distance", r"near(?!ly|est|by)|close\sto", r"far\s(?:away\s)?from"),
+    ("polite", r"polite(?:ly)?|courteous", r"rude(?:ly)?|impolite(?:ly)?"),
+    ("public", r"public(?:ly)?", r"private(?:ly)?"),
     ("east", r"east(?:ern)?|eastbound", r"west(?:ern)?(?!\sunion)|westbound"),
     ("north", r"north(?:ern)?|northbound", r"south(?:ern)?|southbound"),
 )
@@ -114,4 +126,7 @@ ZH_ANTONYMS: dict[str, tuple[str, str]] = {
     "near": ("最近", "最远"),
     "longest": ("最长", "最短"),
     "success": ("成功", "失败"),
+    # session 45: 加密 / 解密, 压缩 / 解压 (a review)
+    "encrypt": ("加密", "解密"),
+    "compress": ("压缩", "解压"),
 }

@@ -168,6 +168,55 @@ CONTRAST_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("in_store", r"in[\s-]store|in[\s-]person|at\sa\s(?:store|branch)", "线下|门店|实体店"),
         ),
     ),
+    # Session 45 (a review, served at verifier 0.983-0.996): open on weekends / on
+    # weekdays, the kids menu at dinner / at lunch, vegan / vegetarian friendly, peanuts /
+    # tree nuts (a safety misfire), a razor in hand / checked luggage, an iPad / iPhone.
+    ("week", (("weekend", r"weekends?", "周末|双休日"), ("weekday", r"weekdays?", "工作日|平日"))),
+    (
+        "meal",
+        (
+            ("breakfast", r"breakfasts?", "早餐|早饭"),
+            ("lunch", r"lunch(?:es|time)?", "午餐|午饭"),
+            ("dinner", r"dinners?|supper", "晚餐|晚饭"),
+        ),
+    ),
+    ("diet", (("vegan", r"vegans?", "纯素"), ("vegetarian", r"vegetarians?", "蛋奶素"))),
+    (
+        "allergen",
+        (
+            ("peanut", r"peanuts?", "花生"),
+            ("tree_nut", r"tree\snuts?", "坚果"),
+            ("gluten", r"gluten", "麸质"),
+            ("dairy", r"dairy|lactose", "乳制品|乳糖"),
+            ("soy", r"soy|soya", "大豆"),
+            ("shellfish", r"shellfish", "贝类"),
+            ("sesame", r"sesame", "芝麻"),
+        ),
+    ),
+    (
+        "luggage",
+        (
+            (
+                "cabin",
+                r"carry[\s-]?ons?|hand\s(?:luggage|baggage)|cabin\s(?:bags?|baggage)",
+                "随身|手提",
+            ),
+            ("checked", r"checked(?:[\s-]in)?\s(?:bags?|baggage|luggage|suitcases?)", "托运"),
+        ),
+    ),
+    (
+        "apple_device",
+        (
+            ("iphone", r"iphones?", ""),
+            ("ipad", r"ipads?", ""),
+            (
+                "mac",
+                r"macbooks?(?:\s(?:air|pro))?|imacs?|(?<!big\s)macs?(?![\s-]?(?:address|os))",
+                "",
+            ),
+            ("watch", r"apple\swatch(?:es)?", ""),
+        ),
+    ),
     (
         "surface",
         (

@@ -33,7 +33,7 @@ ENTITY_KINDS: tuple[str, ...] = (
 #: entities persisted by other rules are re-extracted rather than compared.
 #: 9: a month abbreviated after "in" (a date), Chinese durations (session 44); 8: "not
 #: happy" read as "unhappy" (session 40); 7: places (session 39)
-ENTITIES_VERSION = 9
+ENTITIES_VERSION = 10
 _VERSION_KEY = "_v"
 _MENTIONS_KEY = "_m"
 

@@ -39,6 +39,10 @@ _SELF_EN = (
     r"|(?:my|our)\s(?:child|son|daughter|wife|husband|partner|mom|mother|dad|father|baby|kid"
     r"|kids|parents?|boss|employer|neighbou?r)"
     r"|is\sit\s(?:safe|ok|okay|dangerous|bad|harmful)|(?:should|can|could|must)\s(?:he|she|they)"
+    # a dose for a child, a drug in pregnancy: advice about a group whose dose differs
+    # (served in session 45's review: "What dose of Tylenol is safe for a child?")
+    r"|pregnant\s(?:women|woman|people|mothers?)|(?:while|when)\s(?:pregnant|breastfeeding|nursing)"
+    r"|(?:safe\s)?for\s(?:a\s|an\s)?(?:child|children|kids?|bab(?:y|ies)|toddlers?|infants?)"
 )
 
 
@@ -55,10 +59,10 @@ _ZH_ADVICE = (
     r"怎么办|该怎么|怎么处理|应该|该不该|要不要|能不能|可以吗|可不可以|需要(?:看|去|吃)"
     r"|吃几|吃多少|几次|多少量"
 )
-_ZH_SELF = r"我|我的|我们|孩子|宝宝|老人|这个药|这种药|这样|这么做"
+_ZH_SELF = r"我|我的|我们|孩子|宝宝|老人|这个药|这种药|这样|这么做|孕妇|哺乳期|儿童|小孩|婴儿"
 _ZH_MEDICAL = (
     r"药|剂量|症状|诊断|治疗|副作用|处方|疾病|生病|病情|发烧|头痛|头疼|疼痛|怀孕|癌|疫苗"
-    r"|医生|医院|过敏|咳嗽"
+    r"|医生|医院|过敏|咳嗽|布洛芬|对乙酰氨基酚|扑热息痛|阿司匹林|泰诺|抗生素|头孢"
 )
 _ZH_LEGAL = r"合同纠纷|起诉|律师|合法|违法|法律|诉讼|法院|判决|离婚|赔偿|侵权|仲裁|被辞退|房东"
 

@@ -23,12 +23,14 @@ _MY_VALUE = (
     r"|reminders?|alarms?|meetings?|(?:shopping|to-?do|todo)\slists?|credit\scard\sbill"
     r"|insurance(?:\splan|\sbenefits)?|interest\srate|expiration\sdate|payday|pay\sday"
     r"|(?:next\s)?pay\s?checks?|credit\srating|reservations?|vacation\srequest|location"
+    r"|tracking\s(?:number|code|id)|renewal\sdate|due\sdate"
 )
 #: The asker's items whose state (arrived, pending, declined…) is the answer.
 _MY_ITEM = (
     r"card|cards|transfers?|payments?|top[\s-]?ups?|refunds?|orders?|packages?|parcels?"
     r"|deliver(?:y|ies)|withdrawals?|deposits?|transactions?|money|funds|cash|cheques?"
     r"|checks?|balance|account|application|bill|reservation|booking|claim|salary|paycheck"
+    r"|subscriptions?|membership|plan"
 )
 _STATE_VERB = (
     r"(?:has|have|hasn't|haven't|hasnt|havent|is|isn't|isnt|was|wasn't|wasnt|were|did|didn't"
@@ -143,6 +145,10 @@ PERSONALIZED = Guard(
                 r"|charged\s(?:me\s)?(?:twice|two\stimes|double|more\sthan\sonce)|double[\s-]charged"
                 r"|duplicate\s(?:charges?|payments?|transactions?)"
                 r"|what(?:'s|\sis)\smy\sname"
+                # session 45's review: each was stored and served to the tenant's others
+                r"|(?:what|which)\s(?:plan|tier|package|subscription)\s(?:am\si|are\swe)\son"
+                r"|(?:did|have|has)\syou\s(?:guys\s)?(?:receive[d]?|get|got(?:ten)?|process(?:ed)?)"
+                r"\smy"
             ),
             unless=None,
         ),
@@ -154,9 +160,13 @@ PERSONALIZED = Guard(
         ),
         _personal(
             "my_data_zh",
-            r"我的.{0,4}?(?:账户|帐户|账号|帐号|订单|余额|卡|快递|包裹|工资|贷款|积分|预约|交易|账单|额度|信用分|保单|航班|钱|退款|转账)"
-            r".{0,6}?(?:到哪|在哪|是多少|多少|还没|没有|为什么|怎么还|被|了吗|吗|状态|显示)"
-            r"|我(?:还)?有多少(?:钱|余额|积分)|我(?:还)?欠|我的(?:余额|积分|额度|信用分)",
+            r"我的.{0,4}?(?:账户|帐户|账号|帐号|订单|余额|卡|快递|包裹|工资|贷款|积分|预约|交易|账单|额度|信用分|保单|航班|钱|退款|转账"
+            r"|会员|订阅|套餐|物流)"
+            r".{0,6}?(?:到哪|在哪|是多少|多少|还没|没有|为什么|怎么还|被|了吗|吗|状态|显示"
+            r"|什么时候|何时|啥时候|哪天)"
+            r"|我(?:还)?有多少(?:钱|余额|积分)|我(?:还)?欠|我的(?:余额|积分|额度|信用分)"
+            # session 45's review: a charge twice, an order to cancel, in Chinese
+            r"|扣了我|重复扣|扣了两次|帮我(?:取消|退订|退款|改|修改|查|转账|预订|订)",
         ),
     ),
 )

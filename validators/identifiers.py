@@ -252,5 +252,19 @@ def extract_identifiers(scan: Scanner) -> None:
     scan.take(LETTERED, _lettered)
 
 
+# "Win 11" is Windows 11 (session 45: a version against a name and a number refused the
+# pair); only before a Windows release, so "win 2 tickets" stays a verb and a number.
+WINDOWS_SHORT = re.compile(
+    r"(?<![A-Za-z0-9_.])(?<!i\s)(?<!we\s)(?<!you\s)(?<!can\s)(?<!will\s)"
+    r"win[\s-]?(7|8\.1|8|10|11)(?![\d.]\d|[A-Za-z])",
+    _I,
+)
+
+
+def _windows_short(m: re.Match[str]) -> list[tuple[str, str]]:
+    return [("version", f"windows:{m.group(1).lower()}")]
+
+
 def extract_versions(scan: Scanner) -> None:
+    scan.take(WINDOWS_SHORT, _windows_short)
     scan.take(VERSION, _version)

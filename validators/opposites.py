@@ -88,6 +88,18 @@ _PLUS_RES = tuple(
 
 
 _NOT_LEGAL_ZH = re.compile("不合法")  # 不合法吗 / 违法吗, as "not legal" / "illegal"
+# "did not succeed" / "failed", 没成功 / 失败 (the antonym pair's "-" word explains the
+# negation; refused before session 45)
+_NOT_ANTONYMS = (
+    (
+        re.compile(
+            r"(?:(?<![A-Za-z])(?:not|never)|n['’]t)\s+(?:succeed(?:ed)?|successful(?:ly)?)"
+            r"(?![A-Za-z])|(?:没有?|未能?|不)成功",
+            re.IGNORECASE,
+        ),
+        "antonym_success",
+    ),
+)
 NEGATED_BY_PREFIXED = "negation:prefixed"  # a text whose every negation is such a "not"
 
 
@@ -106,6 +118,7 @@ def blank_not_prefixed(work: str, text: str) -> tuple[str, str, set[str]]:
     values: set[str] = set()
     found = [(m.span(), negated_pair(m.group(1))) for m in NOT_PREFIXED.finditer(work)]
     found += [(m.span(), "prefix_legal_zh") for m in _NOT_LEGAL_ZH.finditer(work)]
+    found += [(m.span(), name) for pattern, name in _NOT_ANTONYMS for m in pattern.finditer(work)]
     for (start, end), name in found:
         values.add("not:" + name)
         work = work[:start] + " " * (end - start) + work[end:]

@@ -109,6 +109,14 @@ _ZH_ROUTE = re.compile(
     "的?(?:到|至|飞往|飞到|飞|去|前往|寄往|寄到|寄|发往|发到|运往|运到|转账到|转到|汇到|汇往)"
 )
 _LOOK_BACK = 24  # characters before a place that "outside the" / "from the" can span
+# "America" alone is the US ("use my card in America" / "in the US" were refused as a
+# name against a place, session 45); not South / Latin / Central / North America, nor
+# "Bank of America" (a name), nor the Americas.
+_AMERICA = re.compile(
+    r"(?<![A-Za-z])(?<!south\s)(?<!latin\s)(?<!central\s)(?<!north\s)(?<!of\s)"
+    r"america(?![A-Za-z])",
+    re.IGNORECASE,
+)
 
 
 def find_places(text: str) -> list[tuple[str, int, int]]:
@@ -119,6 +127,8 @@ def find_places(text: str) -> list[tuple[str, int, int]]:
         found.append((SYNONYMS.get(name, name), m.start(), m.end()))
     for m in _ACRONYM.finditer(text):
         found.append((ACRONYMS.get(m.group().lower(), "us"), m.start(), m.end()))
+    for m in _AMERICA.finditer(text):
+        found.append(("us", m.start(), m.end()))
     for m in _ZH_PLACE.finditer(text):
         found.append((ZH_PLACES[m.group()], m.start(), m.end()))
     return sorted(found, key=lambda f: f[1])
@@ -182,7 +192,13 @@ def places_agree(a: Set[str], b: Set[str]) -> bool:
         rb = {v for v in b if v.startswith(role)}
         if ra and rb and not ra & rb:
             return False
-    return True
+    # one place where something goes to in one text and comes from in the other: "Do
+    # you ship to Canada?" / "… from Canada?" (served at verifier 0.994, session 45)
+    to_a, from_a, to_b, from_b = (
+        {v.rpartition(":")[2] for v in s if v.startswith(role)}
+        for s, role in ((a, "route:to:"), (a, "route:from:"), (b, "route:to:"), (b, "route:from:"))
+    )
+    return not ((to_a & from_b) - from_a - to_b or (from_a & to_b) - to_a - from_b)
 
 
 def known_place_value(value: str) -> bool:

@@ -42,6 +42,7 @@ import re
 from collections.abc import Set
 
 from validators.contrasts import contrast_values, known_order_value, orders_agree
+from validators.modality import MODALITY_PAIRS
 from validators.opposites import (
     ANTONYM_PAIRS,
     CONTRAST_PAIRS,
@@ -116,7 +117,8 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
         "existence",
         _en(r"add(?:s|ed|ing)?|creat(?:e|es|ed|ing)|open(?:s|ed|ing)?")
         + "|添加|新增|创建|新建|开户",
-        _en(r"remov(?:e|es|ed|ing)|delet(?:e|es|ed|ing)|clos(?:e|es|ed|ing)")
+        # not "close to the airport" (near: session 45), nor "closer", "closest"
+        _en(r"remov(?:e|es|ed|ing)|delet(?:e|es|ed|ing)|clos(?:es|ed|ing)|close(?!\s(?:to|by))")
         + "|删除|移除|删掉|销户|注销",
         "+",
     ),
@@ -266,6 +268,7 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
     ),
     *PREFIX_PAIRS,
     *ANTONYM_PAIRS,
+    *MODALITY_PAIRS,
     *CONTRAST_PAIRS,
 )
 _PAIRS = {p.name: p for p in ACTION_PAIRS}

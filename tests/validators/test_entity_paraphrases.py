@@ -36,6 +36,13 @@ SAME = [
     ("How do I stop auto-renewal?", "How do I turn off automatic renewal?"),
     ("How do I stop email notifications?", "How can I disable email notifications?"),
     ("Do you sell gift cards?", "Can I buy a gift card?"),  # the shop sells, I buy
+    # session 44's hunt: refused until session 45
+    ("转账1万要手续费吗", "转账一万元要手续费吗"),  # a number that is the other's amount
+    ("Can I send 500 abroad?", "Can I send $500 abroad?"),
+    ("支付没成功怎么办", "支付失败怎么办"),  # "not succeeded" is "failed"
+    ("My payment did not succeed, what now?", "My payment failed, what now?"),
+    ("Can I use my card in the US?", "Can I use my card in America?"),
+    ("How do I upgrade to Windows 11?", "How do I upgrade to Win 11?"),
     pytest.param(
         "How tall is Mount Everest?",
         "What's the height of Everest in meters?",
@@ -55,6 +62,15 @@ DIFFERENT = [
     ("怎么订阅", "订阅怎么取消"),  # the reorder keeps a real contrast
     ("Can I sell my gift card?", "Can I buy a gift card?"),
     ("How do I turn on notifications?", "How do I stop notifications?"),
+    # the controls of session 45's rules
+    ("转账1万要手续费吗", "转账两万元要手续费吗"),
+    ("Can I send 500 abroad?", "Can I send $600 abroad?"),
+    ("支付没成功怎么办", "支付成功怎么办"),
+    ("My payment did not succeed, what now?", "My payment succeeded, what now?"),
+    ("Can I use my card in America?", "Can I use my card in South America?"),
+    ("Can I use my card in America?", "Can I use my card in Canada?"),
+    ("How do I upgrade to Win 10?", "How do I upgrade to Windows 11?"),
+    ("How can I win 2 tickets?", "How can I win 3 tickets?"),
 ]
 
 

@@ -257,6 +257,21 @@ def test_match_serializes() -> None:
         ("What is my balance?", True),
         ("怎么修改我的收货地址", False),
         ("我的余额是多少", True),
+        # session 45's review: stored and served to the tenant's other users before
+        ("What is my tracking number?", True),
+        ("When does my subscription renew?", True),
+        ("Did you receive my payment?", True),
+        ("What plan am I on?", True),
+        ("我的订单什么时候到？", True),
+        ("我的会员什么时候到期？", True),
+        ("为什么扣了我两次钱", True),
+        ("帮我取消订单", True),
+        # and their procedural controls
+        ("How do I cancel my subscription?", False),
+        ("What plans do you offer?", False),
+        ("How do I track my order?", False),
+        ("会员怎么续费", False),
+        ("如何取消订阅", False),
     ],
 )
 def test_personalized_means_the_askers_own_data(text: str, refused: bool) -> None:
@@ -271,6 +286,14 @@ def test_personalized_means_the_askers_own_data(text: str, refused: bool) -> Non
         ("How much aspirin should I take for my headache?", True),
         ("阿司匹林有哪些副作用", False),
         ("我头痛应该吃多少阿司匹林", True),
+        # session 45's review: a dose for a child, a drug in pregnancy (served before)
+        ("What dose of Tylenol is safe for a child?", True),
+        ("Can pregnant women take ibuprofen?", True),
+        ("孕妇可以吃布洛芬吗？", True),
+        ("布洛芬一天最多吃几片", True),
+        ("What are common symptoms of flu in children?", False),
+        ("Is this toy safe for children?", False),
+        ("布洛芬是什么药", False),
     ],
 )
 def test_high_risk_means_advice_not_facts(text: str, refused: bool) -> None:

@@ -50,7 +50,8 @@ DIFFERENT = [
     ("I want to transfer $20", "I want to transfer $25", "amount"),
     ("I want to transfer $20", "I want to transfer €20", "amount"),
     ("I want to transfer 20 dollars", "I want to transfer 20 euros", "amount"),
-    ("Can I withdraw $20?", "Can I withdraw 20?", "amount"),
+    ("Can I withdraw $20?", "Can I withdraw 20?", "amount"),  # a small number: a count
+    ("Can I withdraw $20?", "Can I withdraw 25?", "amount"),
     ("转账100元要手续费吗", "转账200元要手续费吗", "amount"),
     ("转账100元要手续费吗", "转账100美元要手续费吗", "amount"),
     ("¥100 is enough?", "100元 is enough?", "amount"),

@@ -1,0 +1,77 @@
+"""Session 45's review of the default pipeline found these served for each other at
+verifier scores of 0.983-0.997 with no entity to stop them: a duty against a choice
+(validators/modality.py), all against some, and new opposites, contrast sets and
+routes (validators/antonyms.py, contrasts.py, places.py). Each family comes with the
+paraphrases it must still let through."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.validators.conftest import mismatch
+from validators import extract_entities
+
+DIFFERENT = [
+    # a duty against a choice
+    ("Is it required to wear a mask on the plane?", "Is it allowed to wear a mask on the plane?"),
+    ("Do I need a visa to visit Japan?", "Can I get a visa to visit Japan?"),
+    ("Do I have to create an account to check out?", "Can I create an account to check out?"),
+    ("Must I show ID to pick up my order?", "May I show ID to pick up my order?"),
+    ("Should I bring my own towel to the gym?", "Can I bring my own towel to the gym?"),
+    ("Are children required to wear helmets?", "Are children allowed to wear helmets?"),
+    ("Is travel insurance mandatory for the trip?", "Is travel insurance optional for the trip?"),
+    ("需要提前订座吗？", "可以提前订座吗？"),
+    ("开会必须戴口罩吗？", "开会可以戴口罩吗？"),
+    # all against some
+    ("Do all plans include priority support?", "Do any plans include priority support?"),
+    ("Are all rooms non-smoking?", "Are some rooms non-smoking?"),
+    ("所有套餐都包含优先客服吗？", "部分套餐包含优先客服吗？"),
+    ("所有航班都提供餐食吗？", "有的航班提供餐食吗？"),
+    # contrast sets
+    ("Is the store open on weekends?", "Is the store open on weekdays?"),
+    ("周末营业吗？", "工作日营业吗？"),
+    ("Is the kids menu available at dinner?", "Is the kids menu available at lunch?"),
+    ("Is the restaurant vegan friendly?", "Is the restaurant vegetarian friendly?"),
+    ("Does this chocolate bar contain peanuts?", "Does this chocolate bar contain tree nuts?"),
+    ("Can I bring a razor in my hand luggage?", "Can I bring a razor in my checked luggage?"),
+    ("How do I back up my iPad to iCloud?", "How do I back up my iPhone to iCloud?"),
+    # opposites
+    (
+        "How do I encrypt a PDF file with a password?",
+        "How do I decrypt a PDF file with a password?",
+    ),
+    ("How do I compress a large video file?", "How do I decompress a large video file?"),
+    ("怎么加密PDF文件？", "怎么解密PDF文件？"),
+    ("Is the hotel near the airport?", "Is the hotel far from the airport?"),
+    ("Is it polite to tip in restaurants in Japan?", "Is it rude to tip in restaurants in Japan?"),
+    ("Is the beach public?", "Is the beach private?"),
+    # one place, to in one and from in the other
+    ("Do you ship to Canada?", "Do you ship from Canada?"),
+]
+
+SAME = [
+    ("How can I reset my password?", "How do I reset my password?"),  # not a modal head
+    ("Can I pay by card?", "Is it possible to pay by card?"),  # both choices
+    ("Do I need a visa for Japan?", "Is a visa required for Japan?"),  # both duties
+    ("Must I show ID?", "Do I have to show ID?"),
+    ("需要提前订座吗？", "必须提前订座吗？"),
+    ("可以用美元付款吗？", "能用美元付款吗？"),
+    ("办签证需要多久", "签证要办多久"),  # 需要 in no yes-no question
+    ("Do all plans include support?", "Does every plan include support?"),
+    ("Are weekend deliveries free?", "Is delivery free on weekends?"),
+    ("Can I bring a razor in my carry-on?", "Can I bring a razor in my hand luggage?"),
+    ("Is the hotel near the airport?", "Is the hotel close to the airport?"),
+    ("Do you ship to Canada?", "Can you deliver to Canada?"),
+    ("Can I send money from the US to Canada?", "Can I send money to Canada from the US?"),
+    ("What is my Mac address?", "What is my MAC address?"),  # no device
+]
+
+
+@pytest.mark.parametrize(("a", "b"), DIFFERENT)
+def test_each_family_refuses_its_opposite(a: str, b: str) -> None:
+    assert mismatch(a, b) == "polarity", (extract_entities(a), extract_entities(b))
+
+
+@pytest.mark.parametrize(("a", "b"), SAME)
+def test_and_lets_its_paraphrases_through(a: str, b: str) -> None:
+    assert mismatch(a, b) is None, (extract_entities(a), extract_entities(b))

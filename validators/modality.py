@@ -1,0 +1,53 @@
+"""Asked as a duty or as a choice, of all or of some: the polarity pairs of modality.
+
+"Do I need to book a table in advance?" and "Can I book a table in advance?", "Is
+travel insurance mandatory?" and "… optional?", "Do all plans include priority
+support?" and "Do any plans …?", 需要提前订座吗 / 可以提前订座吗, 所有套餐 / 部分套餐:
+one word turns a yes into a no, and the embedder and the pair verifier both read
+them as one question (a review, session 45, found each served at verifier scores of
+0.983-0.997). Each pair refuses only when both texts name it with opposite poles
+(``default`` "any", as the antonyms): a text naming neither is no contrast.
+
+English is read only where the modal heads the question ("Do I need …", "Can I …",
+"Is it required …", "Are children allowed …"), so "How can I reset it?" still asks
+what "How do I reset it?" asks; Chinese only in a yes-no question (…吗, 是否…), so
+需要多久 (how long it takes) is no duty.
+"""
+
+from __future__ import annotations
+
+from validators.opposites import ActionPair
+
+# what may come before the question's head: a greeting, "so", "and", "please"
+_HEAD = r"^[\W_]*(?:(?:so|and|but|also|please|hi|hello|hey|ok|okay)[\W_]+)*"
+_WHO = r"(?:[a-z'’]+\s){1,3}?"  # the subject: "I", "my daughter", "the front desk"
+_DUTY_EN = (
+    rf"{_HEAD}(?:do|does|did|will|would)\s{_WHO}(?:really\s|still\s|also\s)?"
+    rf"(?:need|have\sto|require)(?![a-z])"
+    rf"|{_HEAD}(?:must|should|shall)\s{_WHO}"
+    rf"|{_HEAD}(?:is|are|was|were|will)\s{_WHO}(?:be\s)?(?:required|mandatory|compulsory"
+    rf"|necessary|obligatory|needed)(?![a-z])"
+)
+# "Can you …" is a request to the one asked ("can you check my tire pressure"), no choice
+_CHOICE_EN = (
+    rf"{_HEAD}(?:can|could|may)\s(?!you(?![a-z]))(?!u\s){_WHO}"
+    rf"|{_HEAD}(?:is|are|was|were|will)\s{_WHO}(?:be\s)?(?:allowed|permitted|possible"
+    rf"|optional|ok|okay|accepted)(?![a-z])"
+)
+# a yes-no question: the modal and its 吗 within one clause, or 是否 / 要不要 before it
+_CLAUSE = r"[^，。？！?!,;；]{0,24}吗"
+_DUTY_ZH = (
+    rf"(?:需要|必须|一定要|应该|应当|必需|强制)(?={_CLAUSE})|是否(?:需要|必须|应该)"
+    r"|要不要|需不需要"
+)
+_CHOICE_ZH = rf"(?:可以|允许|能够?)(?={_CLAUSE})|是否(?:可以|能|允许)|可不可以|能不能|能否|可否"
+
+_ALL_EN = rf"{_HEAD}(?:do|does|are|is|will|can|were|was|have|has)\s(?:all|every|each)(?![a-z])"
+_SOME_EN = rf"{_HEAD}(?:do|does|are|is|will|can|were|was|have|has)\s(?:any|some)(?![a-z])"
+_ALL_ZH = r"所有|全部|每个|每一个|每款|每家|每位|每张|每件|每种"
+_SOME_ZH = r"(?<![这那一大])部分|有的|有些|某些|个别"
+
+MODALITY_PAIRS = (
+    ActionPair("modal_duty", f"{_DUTY_EN}|{_DUTY_ZH}", f"{_CHOICE_EN}|{_CHOICE_ZH}", "any"),
+    ActionPair("quantifier_all", f"{_ALL_EN}|{_ALL_ZH}", f"{_SOME_EN}|{_SOME_ZH}", "any"),
+)

@@ -201,6 +201,15 @@ class GatewayMetrics:
             ["tenant", "label"],
             registry=r,
         )
+        # The same labels weighted by 1 / the probability their hit was sampled with, as
+        # the misfire report weights them: hits in a band sampled 4x as often would
+        # otherwise count 4x in the alert's rate (a review, session 44).
+        self.misfire_labels_weighted = Counter(
+            "cachegate_misfire_labels_weighted",
+            "Review labels weighted by 1 / their hit's sampling probability (1 when unknown)",
+            ["tenant", "label"],
+            registry=r,
+        )
         # Per finished request, by the misfire report's formulas (gateway/saved_metrics.py).
         self.prefill_flops_saved = Counter(
             "cachegate_prefill_flops_saved",
@@ -217,6 +226,7 @@ class GatewayMetrics:
 
         self._tenant_metrics = (
             "misfire_labels",
+            "misfire_labels_weighted",
             "prefill_flops_saved",
             "cost_saved_usd",
             "requests",

@@ -129,8 +129,14 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
             r"|schedul(?:e|es|ed|ing)"
         )
         + "|预订|预定|预约|下单|确认",
-        _en(r"cancel(?:s|led|ed|ling|ing|lation|ation)?|revok(?:e|es|ed|ing)|undo|call\soff")
-        + "|取消|撤销|撤回",
+        _en(
+            r"cancel(?:s|led|ed|ling|ing|lation|ation)?|revok(?:e|es|ed|ing)|undo|call\soff"
+            # what a subscription is cancelled with (session 45: "stop my subscription"
+            # was refused against "cancel my subscription")
+            r"|unsubscrib(?:e|es|ed|ing)|(?:stop|end|terminate|discontinue)(?:s|ped|ping|ed|ing)?"
+            r"\s(?:my\s|the\s|our\s|this\s)?(?:[a-z-]+\s)?(?:subscriptions?|memberships?)"
+        )
+        + "|取消|撤销|撤回|退订",
         "+",
     ),
     ActionPair(

@@ -22,6 +22,7 @@ from sqlalchemy.orm import sessionmaker
 from gateway.admin.audit import add_event
 from gateway.admin.auth import require_admin
 from gateway.admin.body_check import AdminRoute
+from gateway.calibration_labels import recorded_probability
 from gateway.calibration_ruled_out import forget_ruled_out
 from gateway.errors import BadRequestError, NotFoundError
 from gateway.metrics import GatewayMetrics
@@ -273,6 +274,8 @@ def review_router(admin: Any = require_admin) -> APIRouter:
         # own forget may have run before this count brought them back: a review).
         metrics: GatewayMetrics = request.app.state.gateway.metrics
         metrics.misfire_labels.labels(out.tenant_id, body.label).inc()
+        p = recorded_probability(out.entity_comparison)
+        metrics.misfire_labels_weighted.labels(out.tenant_id, body.label).inc(1.0 / (p or 1.0))
         if await asyncio.to_thread(_is_gone, _sessions(request), out.tenant_id):
             metrics.forget_tenant(out.tenant_id)
         # This replica reads the tenant's labels again at its next lookup (a relabel

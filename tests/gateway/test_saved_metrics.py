@@ -19,9 +19,11 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import update
 
 import gateway.review.api as review_api
 from gateway.app import Components
+from gateway.models import MisfireSample
 from gateway.reports.api import model_shape
 from gateway.reports.sections import ReportParams, Stat, savings
 from gateway.tenants import utc_now
@@ -152,6 +154,30 @@ def test_review_labels_are_counted(gw: Gateway) -> None:
             == 404
         )
     assert counts() == (1, 1)
+
+
+def test_review_labels_are_weighted_as_the_report_weights_them(gw: Gateway) -> None:
+    """A hit sampled with probability 0.25 stands for four: the weighted count the
+    misfire-rate alert reads adds 4 (the plain count 1); one with no recorded
+    probability adds 1 (the control)."""
+    tenant, _ = gw.tenant("weighted-labels")
+    drawn, plain = insert_sample(gw, tenant), insert_sample(gw, tenant)
+    with gw.app.state.db.begin() as conn:
+        conn.execute(
+            update(MisfireSample)
+            .where(MisfireSample.id == drawn)
+            .values(entity_comparison={"sampling": {"probability": 0.25}})
+        )
+    with gw.http(ADMIN) as http:
+        for sample in (drawn, plain):
+            url = f"/admin/review/samples/{sample}/label"
+            assert http.post(url, json={"label": "correct"}).status_code == 200
+    text = gw.metrics()
+    weighted = metric(
+        text, "cachegate_misfire_labels_weighted_total", tenant=tenant, label="correct"
+    )
+    assert weighted == pytest.approx(5.0)
+    assert metric(text, "cachegate_misfire_labels_total", tenant=tenant, label="correct") == 2
 
 
 def test_a_label_racing_the_tenants_delete_leaves_no_series(

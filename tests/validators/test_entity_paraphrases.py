@@ -43,6 +43,10 @@ SAME = [
     ("My payment did not succeed, what now?", "My payment failed, what now?"),
     ("Can I use my card in the US?", "Can I use my card in America?"),
     ("How do I upgrade to Windows 11?", "How do I upgrade to Win 11?"),
+    ("How do I cancel my subscription?", "How do I stop my subscription?"),
+    ("How do I cancel my subscription?", "How do I end my gym membership?"),
+    ("怎么取消订阅", "怎么退订"),
+    ("Is the hotel near the airport?", "Is the hotel close to the airport?"),
     pytest.param(
         "How tall is Mount Everest?",
         "What's the height of Everest in meters?",
@@ -71,6 +75,8 @@ DIFFERENT = [
     ("Can I use my card in America?", "Can I use my card in Canada?"),
     ("How do I upgrade to Win 10?", "How do I upgrade to Windows 11?"),
     ("How can I win 2 tickets?", "How can I win 3 tickets?"),
+    ("How do I start my subscription?", "How do I stop my subscription?"),
+    ("Is the park open to the public?", "Is the park closed to the public?"),
 ]
 
 

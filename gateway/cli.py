@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -88,7 +90,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         device=args.device,
         dtype=args.dtype,
         block_size=args.block_size,
-        kv_cache_bytes=args.kv_cache_mib * 1024 * 1024 if args.kv_cache_mib else None,
+        kv_cache_bytes=args.kv_cache_mib * 1024 * 1024 if args.kv_cache_mib is not None else None,
         eviction_policy=args.eviction_policy,
         max_num_seqs=args.max_num_seqs,
         kernels=args.kernels,
@@ -172,9 +174,11 @@ def serve_settings(args: argparse.Namespace, s: Settings) -> Settings:
         update["dev_tenant"] = DEV_TENANT
     if getattr(args, "host", None):
         update["host"] = args.host
-    if getattr(args, "port", None):
+    if getattr(args, "port", None) is not None:
         update["port"] = args.port
-    return s.model_copy(update=update) if update else s
+    # validated as the environment's values are: --port 86896 listened on 21360 (65536
+    # wraps) where CACHEGATE_PORT=86896 was refused (session 45's review)
+    return type(s).model_validate({**s.model_dump(), **update}) if update else s
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -190,6 +194,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     host, port = s.host, s.port
     configure_logging(s)  # text or JSON lines (gateway/logging_setup.py)
     check_database(s.resolved_database_url())  # one line, not uvicorn's traceback
+    if s.model_path and not Path(s.model_path).expanduser().exists():  # nor the lifespan's
+        raise ValueError(f"CACHEGATE_MODEL_PATH {s.model_path} does not exist")
     print(f"cachegate gateway on http://{host}:{port} (loading model and embedder ...)", flush=True)
     # torch's intra-op pool only in the in-process engine's thread (prefix/serve/threads.py);
     # the embedder and verifier set their own counts (1 by default)
@@ -208,6 +214,25 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         access_log=False,
     )
     return 0
+
+
+def _port(text: str) -> int:
+    """A TCP port flag: 86896 listened on 21360 (uvicorn wraps at 65536) and 0 fell back
+    to the setting (session 45's review)."""
+    value = _positive(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (1-65535)")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
 
 
 def _version() -> str:
@@ -230,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="the gateway: semantic cache + prefix engine")
     serve.add_argument("--host", default=None, help="default CACHEGATE_HOST or 127.0.0.1")
-    serve.add_argument("--port", type=int, default=None, help="default CACHEGATE_PORT or 8000")
+    serve.add_argument("--port", type=_port, default=None, help="default CACHEGATE_PORT or 8000")
     serve.add_argument(
         "--dev",
         action="store_true",
@@ -254,12 +279,14 @@ def build_parser() -> argparse.ArgumentParser:
     # Every option defaults to its CACHEGATE_* setting (gateway/settings.py); the shared
     # secret that lets a caller pick a namespace comes only from CACHEGATE_ENGINE_KEY.
     eng.add_argument("--host", default=None, help="default CACHEGATE_HOST (127.0.0.1)")
-    eng.add_argument("--port", type=int, default=None, help="default CACHEGATE_ENGINE_PORT (8001)")
+    eng.add_argument(
+        "--port", type=_port, default=None, help="default CACHEGATE_ENGINE_PORT (8001)"
+    )
     eng.add_argument("--model", default=None, help="model path (default: bundled SmolLM2)")
     eng.add_argument("--device", default=None, help="cpu or cuda[:N] (default: CUDA if present)")
     eng.add_argument("--dtype", default=None, choices=["auto", "float32", "float16", "bfloat16"])
     eng.add_argument("--block-size", type=int, default=None, help="default 16")
-    eng.add_argument("--kv-cache-mib", type=int, default=None, help="KV pool budget (256)")
+    eng.add_argument("--kv-cache-mib", type=_positive, default=None, help="KV pool budget (256)")
     eng.add_argument("--eviction-policy", default=None, choices=["lru", "coverage"])
     eng.add_argument("--max-num-seqs", type=int, default=None, help="default 32")
     eng.add_argument("--no-prefix-caching", action="store_true")
@@ -327,12 +354,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gateway.logging_setup import configure_cli_logging
 
     configure_cli_logging()  # one handler, which serve's configure_logging replaces
+    from prefix.errors import ModelLoadError
+
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except ValueError as exc:  # config and request errors are ValueErrors or RequestErrors
+    except (ValueError, ModelLoadError) as exc:  # config, request and model path errors
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `cachegate tenants list | head -1`: the reader left
+        # stdout's buffer would fail again at exit: point it at devnull, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,14 +27,18 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from gateway.settings import get_settings
+    from gateway.startup_checks import database_engine
     from migrations.runner import alembic_config, upgrade_database
     from semantic.errors import StoreUnavailableError
 
     settings = get_settings()
     url = args.url or settings.resolved_database_url()
+    # a URL, driver or data dir no database opens: one line (exit 2), no traceback; the
+    # SQLite file's directory is made as the gateway would (session 45's review)
+    engine = database_engine(url)
+    if engine is not None:
+        engine.dispose()
     shown = make_url(url).render_as_string(hide_password=True)
-    if args.url is None and url.startswith("sqlite:///") and not args.show:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)  # as the gateway would
     config = alembic_config(url)
     head = ScriptDirectory.from_config(config).get_current_head()
     try:
@@ -49,7 +53,10 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         finally:
             engine.dispose()
     except (StoreUnavailableError, SQLAlchemyError) as exc:
-        print(f"error: cannot reach {shown} ({type(exc).__name__})", file=sys.stderr)
+        print(
+            f"error: cannot reach {shown} ({type(exc).__name__}; `cachegate doctor` says why)",
+            file=sys.stderr,
+        )
         return 1
     except CommandError as exc:  # an unknown revision: alembic's words name only it
         print(f"error: {exc}", file=sys.stderr)

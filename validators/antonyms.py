@@ -60,8 +60,9 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
         # a verb's direction: zoom in / out, check in / out; not "cash in" (rewards are
         # cashed in or out alike, and "cash in the ATM" is a place)
         "particle",
-        r"(?:zoom|check|clock|plug|breathe|move|moving|moved|fade)(?:s|ed|ing)?\sin",
-        r"(?:zoom|check|clock|plug|breathe|move|moving|moved|fade)(?:s|ed|ing)?\sout",
+        # and the nouns: a refund "at check-in" / "at check-out" (session 45)
+        r"(?:zoom|check|clock|plug|breathe|move|moving|moved|fade)(?:s|ed|ing)?[\s-]in",
+        r"(?:zoom|check|clock|plug|breathe|move|moving|moved|fade)(?:s|ed|ing)?[\s-]out",
     ),
     ("bound", r"inbound|incoming|inward", r"outbound|outgoing|outward"),
     (

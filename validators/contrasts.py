@@ -204,6 +204,42 @@ CONTRAST_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("checked", r"checked(?:[\s-]in)?\s(?:bags?|baggage|luggage|suitcases?)", "托运"),
         ),
     ),
+    # a size or a colour asked for: only after "size" / "in" ("Black Friday", "a
+    # small business" are neither)
+    (
+        "size",
+        (
+            ("xs", r"size\s(?:xs|extra[\s-]small)", ""),
+            ("s", r"size\s(?:s|small)", ""),
+            ("m", r"size\s(?:m|medium)", ""),
+            ("l", r"size\s(?:l|large)", ""),
+            ("xl", r"size\s(?:xl|extra[\s-]large)", ""),
+            ("xxl", r"size\s(?:xxl|2xl)", ""),
+        ),
+    ),
+    (
+        "colour",
+        tuple(
+            (c, rf"(?<=in\s){pattern}", "")
+            for c, pattern in (
+                ("black", "black"),
+                ("white", "white"),
+                ("grey", "gr[ea]y"),
+                ("red", "red"),
+                ("blue", "blue"),
+                ("green", "green"),
+                ("pink", "pink"),
+                ("brown", "brown"),
+            )
+        ),
+    ),
+    (
+        "discount_group",
+        tuple(
+            (g, rf"{g}s?(?=\s(?:discounts?|rates?|prices?|tickets?|pass(?:es)?|fares?))", "")
+            for g in ("student", "senior", "military", "veteran", "teacher", "nurse")
+        ),
+    ),
     (
         "apple_device",
         (

@@ -85,6 +85,18 @@ TIME_SENSITIVE = Guard(
             en_words(rf"(?:current|today'?s|live|real[\s-]?time|tonight'?s)\s(?:{_INFO})")
             + r"|实时|即时",
         ),
+        # "Is the store open today?": cached for a day, yesterday's yes answered Sunday's
+        # question (session 45's review; "today" is a relative date, equal every day)
+        regex_rule(
+            "today_status",
+            en_words(
+                r"(?:open|closed|opening|closing|available|running|operating|working|delivering"
+                r"|on\stime|delayed|cancell?ed|busy|crowded)\s(?:today|tonight|this\s(?:morning"
+                r"|afternoon|evening))"
+            )
+            + r"|今天(?:还)?(?:营业|开门|开放|关门|上班|有货|能到|发货|停运|延误)"
+            + r"|今晚(?:营业|开门|开放)",
+        ),
         regex_rule("news", en_words(r"news|headlines?") + r"|新闻|头条|时事|快讯"),
         regex_rule(
             "markets",

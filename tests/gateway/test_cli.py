@@ -179,3 +179,21 @@ def test_report_asks_the_admin_url_like_the_other_admin_commands(
     finally:
         get_settings.cache_clear()
     assert f"cannot reach the gateway at {expected}:" in capsys.readouterr().err
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
+    """``cachegate lab --explain | head -1``: the pipe closed, and each command ended in
+    a BrokenPipeError traceback (session 45's review)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "lab", "--explain"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first line
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

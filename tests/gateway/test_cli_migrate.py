@@ -72,3 +72,36 @@ def test_an_unreachable_database_is_one_line_without_the_password(
     err = capsys.readouterr().err
     assert err.startswith("error: cannot reach postgresql+psycopg://cg:***@127.0.0.1:1")
     assert "s3cretpw" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("garbage", "is not a database URL this gateway can open (ArgumentError)"),
+        ("postgresql+psycopg2://cg:s3cretpw@127.0.0.1/db", "uses the driver 'psycopg2'"),
+        ("mysql://cg:s3cretpw@127.0.0.1/x", "(ModuleNotFoundError: no driver for it here)"),
+    ],
+)
+def test_a_url_no_database_opens_is_one_line(
+    url: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each was a 20-40 line traceback (session 45's review)."""
+    assert main(["migrate", "--url", url]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and said in err and err.count("\n") == 1
+    assert "s3cretpw" not in err and "Traceback" not in err
+
+
+def test_a_data_dir_that_is_a_file_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    monkeypatch.setenv("CACHEGATE_DATA_DIR", str(blocker))
+    get_settings.cache_clear()
+    try:
+        assert main(["migrate"]) == 2
+    finally:
+        get_settings.cache_clear()
+    err = capsys.readouterr().err
+    assert "cannot be created (FileExistsError)" in err and "Traceback" not in err

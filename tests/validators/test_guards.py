@@ -17,6 +17,8 @@ FIRES = [
     ("time_sensitive", "current_value", "What's the current price of gold?"),
     ("time_sensitive", "current_value", "today's score for the Lakers"),
     ("time_sensitive", "current_value", "实时路况怎么样"),
+    ("time_sensitive", "today_status", "Is the store open today?"),
+    ("time_sensitive", "today_status", "今天营业吗"),
     ("time_sensitive", "news", "any news about the merger?"),
     ("time_sensitive", "news", "今天有什么新闻"),
     ("time_sensitive", "markets", "What is Apple's stock price?"),
@@ -298,4 +300,21 @@ def test_personalized_means_the_askers_own_data(text: str, refused: bool) -> Non
 )
 def test_high_risk_means_advice_not_facts(text: str, refused: bool) -> None:
     match = first_guard(text, ["high_risk"])
+    assert (match is not None) is refused, match
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("Is the store open today?", True),  # session 45's review: cached for a day
+        ("Are you open tonight?", True),
+        ("Is my flight delayed today?", True),
+        ("今天营业吗？", True),
+        ("What are your opening hours?", False),  # the same answer every day
+        ("Are you open on Sundays?", False),
+        ("你们几点开门", False),
+    ],
+)
+def test_time_sensitive_means_todays_state(text: str, refused: bool) -> None:
+    match = first_guard(text, ["time_sensitive"])
     assert (match is not None) is refused, match

@@ -35,6 +35,9 @@ DIFFERENT = [
     ("Does this chocolate bar contain peanuts?", "Does this chocolate bar contain tree nuts?"),
     ("Can I bring a razor in my hand luggage?", "Can I bring a razor in my checked luggage?"),
     ("How do I back up my iPad to iCloud?", "How do I back up my iPhone to iCloud?"),
+    ("Is the jacket available in size medium?", "Is the jacket available in size XL?"),
+    ("Do you have this sofa in grey?", "Do you have this sofa in black?"),
+    ("Is there a student discount on membership?", "Is there a senior discount on membership?"),
     # opposites
     (
         "How do I encrypt a PDF file with a password?",
@@ -45,6 +48,7 @@ DIFFERENT = [
     ("Is the hotel near the airport?", "Is the hotel far from the airport?"),
     ("Is it polite to tip in restaurants in Japan?", "Is it rude to tip in restaurants in Japan?"),
     ("Is the beach public?", "Is the beach private?"),
+    ("Is the deposit refunded at check-in?", "Is the deposit refunded at check-out?"),
     # one place, to in one and from in the other
     ("Do you ship to Canada?", "Do you ship from Canada?"),
 ]
@@ -64,6 +68,10 @@ SAME = [
     ("Do you ship to Canada?", "Can you deliver to Canada?"),
     ("Can I send money from the US to Canada?", "Can I send money to Canada from the US?"),
     ("What is my Mac address?", "What is my MAC address?"),  # no device
+    ("Do you have this sofa in grey?", "Do you have this sofa in gray?"),
+    ("Is there a Black Friday sale?", "Do you have a sale on Black Friday?"),  # no colour
+    ("Do you have a student discount?", "Are there discounts for students?"),
+    ("Is this a good laptop for a small business?", "Is this laptop good for small businesses?"),
 ]
 
 

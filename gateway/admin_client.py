@@ -39,7 +39,7 @@ def default_admin_url(settings: Settings) -> str:
     return f"http://{host}:{settings.port}"
 
 
-def _error_message(response: httpx.Response) -> str:
+def error_message(response: httpx.Response) -> str:
     try:
         body = response.json()
     except ValueError:
@@ -100,7 +100,7 @@ class AdminClient:
         except httpx.HTTPError as exc:
             raise AdminError(f"cannot reach the gateway at {shown(self.url)}: {exc}") from exc
         if r.status_code >= 400:
-            raise AdminError(f"{r.status_code}: {_error_message(r)}", r.status_code)
+            raise AdminError(f"{r.status_code}: {error_message(r)}", r.status_code)
         try:
             return r.json()
         except ValueError as exc:

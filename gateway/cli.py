@@ -125,7 +125,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     """Ask a running gateway for the misfire report (JSON) and print its summary."""
     import httpx
 
-    from gateway.admin_client import default_admin_url
+    from gateway.admin_client import default_admin_url, error_message
     from gateway.reports.text import format_summary
     from gateway.settings import get_settings
     from gateway.url_redaction import shown
@@ -149,8 +149,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         print(f"error: cannot reach the gateway at {shown(url)}: {exc}", file=sys.stderr)
         return 1
-    if r.status_code != 200:
-        print(f"error: the gateway answered {r.status_code}: {r.text[:500]}", file=sys.stderr)
+    if r.status_code != 200:  # its message, as the other admin commands print it
+        print(f"error: {r.status_code}: {error_message(r)}", file=sys.stderr)
         return 1
     try:
         report = r.json()

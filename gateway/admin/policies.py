@@ -15,6 +15,7 @@ still the latest version, and is a 412 otherwise (RFC 9110 13.1.1; ``*`` matches
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -64,6 +65,29 @@ def matches(if_match: str | None, version: int) -> bool:
         return True
     tags = [tag.strip() for tag in if_match.split(",")]
     return "*" in tags or policy_etag(version) in tags
+
+
+def check_if_match(if_match: str | None) -> None:
+    """A 400 for an ``If-Match`` that holds no entity tag, or only weak ones: ``If-Match:
+    14`` (unquoted) was a 412 "the policy changed", which it had not (session 45's
+    review)."""
+    if if_match is None:
+        return
+    tags = [tag.strip() for tag in if_match.split(",")]
+    if any(not _ETAG.fullmatch(tag) for tag in tags):
+        raise BadRequestError(
+            'If-Match must hold quoted entity tags, such as "3" (the policy\'s ETag)',
+            param="If-Match",
+            code="invalid_if_match",
+        )
+    if all(tag.startswith("W/") for tag in tags):  # RFC 9110: a 412, said as it is
+        raise PreconditionFailedError(
+            'a weak entity tag (W/"…") never matches If-Match: send the ETag as read ("3")',
+            code="policy_version_mismatch",
+        )
+
+
+_ETAG = re.compile(r'\*|(?:W/)?"[\x21\x23-\x7e]*"')
 
 
 def policy_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
@@ -118,6 +142,7 @@ class PolicyAdmin:
         build: Callable[[dict[str, Any]], TenantPolicy],
         if_match: str | None,
     ) -> PolicyOut:
+        check_if_match(if_match)
         for attempt in range(_WRITE_ATTEMPTS):
             try:
                 with self.sessions.begin() as s:

@@ -15,9 +15,11 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from sqlalchemy.orm import Session
 
 from gateway.admin.auth import require_admin
 from gateway.admin.body_check import AdminRoute
+from gateway.admin.service import require_row
 from gateway.reports.antipatterns import Analyzer, HFTokenizer, Tokenizer
 from gateway.reports.build import MAX_TENANT_SECTIONS, ModelShape, ReportParams, build_report
 from gateway.reports.html import CSP, render
@@ -68,6 +70,9 @@ def antipattern_findings(gw: GatewayState, tenant: str | None) -> dict[str, list
 
 def make_report(request: Request, params: ReportParams) -> dict[str, Any]:
     gw: GatewayState = request.app.state.gateway
+    if params.tenant is not None:  # a typo was an empty report and an invented cut (s45)
+        with Session(request.app.state.db) as s:
+            require_row(s, params.tenant)
     findings = antipattern_findings(gw, params.tenant)
     report = build_report(request.app.state.db, params, findings)
     # Each tenant's error bound, misfire estimate and the verifier cut in force.

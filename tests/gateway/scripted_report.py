@@ -10,10 +10,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine, insert, select
 
 from gateway.app import Components
-from gateway.models import EngineSnapshot, MisfireSample, RequestStat
+from gateway.models import EngineSnapshot, MisfireSample, RequestStat, Tenant
 from gateway.tenants import utc_now
 from prefix.config import EngineConfig
 from prefix.model.loader import LoadedModel
@@ -72,6 +72,14 @@ def insert_script(db: Engine, now: datetime | None = None) -> None:
     now = now or utc_now()
     start = now - timedelta(hours=1)
     with db.begin() as conn:
+        # the tenants exist (a report names only known ones: a 404 since session 45)
+        known = {t for (t,) in conn.execute(select(Tenant.id))}
+        missing = [t for t in ("alpha", "beta") if t not in known]
+        if missing:
+            conn.execute(
+                insert(Tenant),
+                [{"id": t, "name": t, "created_at": now, "updated_at": now} for t in missing],
+            )
         rows: list[dict[str, Any]] = []
         for tenant, samples in (("alpha", ALPHA_SAMPLES), ("beta", BETA_SAMPLES)):
             for i, (sample_score, label, shadow) in enumerate(samples):

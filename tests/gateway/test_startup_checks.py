@@ -101,4 +101,3 @@ def test_a_model_path_that_does_not_exist_is_one_line(
     err = capsys.readouterr().err
     assert "error: CACHEGATE_MODEL_PATH /nonexistent/model.gguf does not exist" in err
     assert "error: model path does not exist" in err and "Traceback" not in err
-

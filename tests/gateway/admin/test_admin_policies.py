@@ -235,9 +235,17 @@ def test_if_match_writes_only_over_the_version_read(client: httpx.Client) -> Non
         )
         err = assert_openai_error(stale, 412, "invalid_request_error")
         assert err["code"] == "policy_version_mismatch"
-    for tag in ('W/"2"', "2", "garbage", '"1", "3"'):  # weak, unquoted, none current
+    for tag in ('W/"2"', '"1", "3"'):  # weak, none current
         r = client.patch("/tenants/pol-etag/policy", json={}, headers={"If-Match": tag})
         assert_openai_error(r, 412)
+    weak = client.patch("/tenants/pol-etag/policy", json={}, headers={"If-Match": 'W/"2"'})
+    assert "weak entity tag" in weak.json()["error"]["message"]
+    # unquoted, not a tag: a 400 that says so (a 412 "the policy changed" before, though
+    # it had not: session 45's review)
+    for tag in ("2", "garbage"):
+        r = client.patch("/tenants/pol-etag/policy", json={}, headers={"If-Match": tag})
+        err = assert_openai_error(r, 400)
+        assert err["code"] == "invalid_if_match" and "quoted" in err["message"]
     current = client.get("/tenants/pol-etag/policy").json()
     assert current["version"] == 2 and current["policy"]["threshold"] == 0.95
     assert [e["target"] for e in audit(client, "pol-etag", "policy.set")] == ["v2", "v1"]

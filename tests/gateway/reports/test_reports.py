@@ -224,7 +224,11 @@ def test_overall_report_and_tenant_sections(gw: Gateway) -> None:
     assert beta["traffic"]["requests"] == 2
     assert beta["prefix"]["token_hit_rate"] == 0.0
     assert r["tenants"]["alpha"]["misfires"]["rate"] == pytest.approx(0.3)
-    assert report(gw, tenant="nobody")["summary"]["traffic"]["requests"] == 0
+    # a tenant that does not exist: a 404, not an empty report with an invented cut
+    # (session 45's review: a typo looked like a quiet tenant)
+    with gw.http(ADMIN_TOKEN) as http:
+        err = assert_openai_error(http.get(REPORT, params={"tenant": "nobody"}), 404)
+    assert err["code"] == "tenant_not_found"
 
 
 def test_report_auth_and_parameters(gw: Gateway) -> None:
@@ -271,3 +275,15 @@ def test_cli_report_prints_the_summary(gw: Gateway, capsys: pytest.CaptureFixtur
     assert "engine: evictions 12" in out
     assert main(["report", "--url", gw.url, "--token", "wrong"]) == 1
     assert "401" in capsys.readouterr().err
+
+
+def test_cli_report_errors_are_the_gateways_message(
+    gw: Gateway, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The raw JSON body was printed (session 45's review); now its message, as the
+    other admin commands print it."""
+    assert main(["report", "--url", gw.url, "--token", "wrong"]) == 1
+    assert main(["report", "--url", gw.url, "--token", ADMIN_TOKEN, "--tenant", "typo"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("error: 401: ") and "{" not in err[0]
+    assert err[1].startswith("error: 404: no such tenant")

@@ -145,12 +145,15 @@ def create_app(settings: Settings | None = None, components: Components | None =
             if settings.server_salt
             else await asyncio.to_thread(tenants.server_secret, "prefix_salt")
         )
-        await asyncio.to_thread(_dev_tenant, settings, tenants)
         upstream: Upstream
         if parts.upstream is not None:
             upstream = parts.upstream
         else:
             upstream = await asyncio.to_thread(_build_upstream, settings, parts, salt)
+        # the in-process engine's model id goes in the printed snippets (an HTTP
+        # upstream's would cost a request here: its snippet says where to read it)
+        model = upstream.models()[0] if upstream.engine is not None else None
+        await asyncio.to_thread(_dev_tenant, settings, tenants, model)
         # Replica sync (gateway/sync/feed.py): marked before the rebuild, so nothing another
         # replica commits meanwhile is missed; started once the index is built.
         feed = ChangeFeed(url, poll_seconds=settings.sync_poll_seconds)
@@ -335,7 +338,7 @@ def _model_revisions(settings: Settings, upstream: Upstream) -> dict[str, str]:
     return revisions
 
 
-def _dev_tenant(settings: Settings, tenants: TenantStore) -> None:
+def _dev_tenant(settings: Settings, tenants: TenantStore, model: str | None = None) -> None:
     if not settings.dev_tenant:
         return
     fixed = settings.dev_api_key.get_secret_value() if settings.dev_api_key else None
@@ -346,12 +349,15 @@ def _dev_tenant(settings: Settings, tenants: TenantStore) -> None:
     if new_key is None:
         return
     base = f"http://{settings.host}:{settings.port}/v1"
+    # the real model id, so the curl works as pasted (it was "<see /v1/models>", a 404);
+    # max_tokens, since without it the engine writes to the end of its window (minutes
+    # on a CPU at temperature 1: a quickstart that looked hung, session 45's review)
     print(
         f"\ncachegate: development tenant {settings.dev_tenant!r}, API key (shown once):\n"
         f"  {new_key}\n\n"
         f"  curl {base}/chat/completions -H 'Authorization: Bearer {new_key}' \\\n"
         f"    -H 'Content-Type: application/json' \\\n"
-        f'    -d \'{{"model": "<see /v1/models>", "messages": '
+        f'    -d \'{{"model": "{model or "<see /v1/models>"}", "max_tokens": 128, "messages": '
         f'[{{"role": "user", "content": "Hello"}}]}}\'\n\n'
         f"  from openai import OpenAI\n"
         f"  client = OpenAI(base_url='{base}', api_key='{new_key}')\n",

@@ -191,8 +191,19 @@ def _policy_set(c: AdminClient, a: argparse.Namespace) -> tuple[Any, str]:
     changes |= parse_assignments(a.changes)  # pairs override the file's fields
     if not changes:
         raise UsageError("nothing to change: give key=value pairs or --file FILE")
-    out = c.patch_policy(a.tenant, changes, if_version=a.if_version)
+    try:
+        out = c.patch_policy(a.tenant, changes, if_version=a.if_version)
+    except AdminError as err:
+        if err.status == 400 and a.changes:  # "guards=a,b" said only "a valid list"
+            raise AdminError(f"{err} ({_JSON_HINT})", err.status) from None
+        raise
     return out, _policy_text(out)
+
+
+_JSON_HINT = (
+    "key=value reads each value as JSON: write a list as 'guards=[\"high_risk\"]' and a "
+    "string that reads as a number as 'prefix_namespace=\"2024\"'"
+)
 
 
 # ---- cache explain ---------------------------------------------------------------------

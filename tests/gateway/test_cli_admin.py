@@ -149,6 +149,12 @@ def test_policy_errors_print_the_api_message(cli: Cli) -> None:
     assert "Traceback" not in err
     assert cli.json("policy", "get", "cli-bad")["version"] == 0  # nothing was stored
 
+    # a list written as the shell would: the 400 says how the CLI reads values (it
+    # said only "Input should be a valid list": session 45's review)
+    rc, _, err = cli("policy", "set", "cli-bad", "guards=time_sensitive,high_risk")
+    assert rc == 1 and "reads each value as JSON" in err and 'guards=["high_risk"]' in err
+    rc, _, err = cli("policy", "set", "cli-bad", 'guards=["high_risk"]')
+    assert rc == 0, err  # the control
     rc, _, err = cli("policy", "set", "cli-bad", "not-a-pair")
     assert rc == 2 and "key=value" in err
     rc, _, err = cli("tenants", "disable", "no-such-tenant")

@@ -61,3 +61,24 @@ def test_the_dev_key_names_the_port_it_listens_on(
     # control: without the flags, the settings' own
     plain = serve_settings(build_parser().parse_args(["serve"]), _settings(tmp_path, port=9001))
     assert plain.port == 9001
+
+
+def test_the_printed_curl_works_as_pasted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It named the model "<see /v1/models>" (a 404 as pasted) and no max_tokens (the
+    engine then writes to the end of its window: minutes on a CPU); session 45's review.
+    The in-process engine's id is known at start; an HTTP upstream's is not (the
+    control: it says where to read it)."""
+    url = f"sqlite:///{tmp_path / 'snippet.db'}"
+    upgrade_database(url)
+    s = serve_settings(build_parser().parse_args(["serve", "--dev"]), _settings(tmp_path))
+    store = TenantStore(create_engine(url))
+    _dev_tenant(s, store, "SmolLM2-135M-Instruct.Q4_1")
+    out = capsys.readouterr().out
+    assert '"model": "SmolLM2-135M-Instruct.Q4_1", "max_tokens": 128' in out
+    other = serve_settings(
+        build_parser().parse_args(["serve", "--dev"]), _settings(tmp_path, dev_tenant="other")
+    )
+    _dev_tenant(other, store, None)
+    assert '"model": "<see /v1/models>", "max_tokens": 128' in capsys.readouterr().out

@@ -229,7 +229,22 @@ def _explain_text(out: dict[str, Any]) -> str:
 
 
 def _cache_explain(c: AdminClient, a: argparse.Namespace) -> tuple[Any, str]:
-    body: dict[str, Any] = {"question": a.question, "endpoint": a.endpoint, "top_k": a.top_k}
+    body: dict[str, Any] = {"endpoint": a.endpoint, "top_k": a.top_k}
+    if (a.question is None) == (a.body is None):
+        raise UsageError("give a question, or --body FILE (- for stdin), not both")
+    if a.body is not None:
+        # the request as the client sends it: its parameters key the partition, so a
+        # question alone (a chat body with default parameters) missed every entry a
+        # client with temperature or max_tokens stored (session 45's review)
+        raw = sys.stdin.read() if a.body == "-" else Path(a.body).read_text(encoding="utf-8")
+        try:
+            body["body"] = json.loads(raw)
+        except ValueError:
+            raise UsageError("--body must hold a JSON object (the request body)") from None
+        if not isinstance(body["body"], dict):
+            raise UsageError("--body must hold a JSON object (the request body)")
+    else:
+        body["question"] = a.question
     if a.model:
         body["model"] = a.model
     if a.user:
@@ -305,7 +320,14 @@ def add_admin_commands(sub: Any) -> None:
     cache = sub.add_parser("cache", help="the semantic cache of a tenant")
     ca = cache.add_subparsers(dest="action", required=True)
     p = leaf(ca, "explain", _cache_explain, "would this question hit, and if not why?")
-    p.add_argument("question")
+    p.add_argument("question", nargs="?", default=None)
+    p.add_argument(
+        "--body",
+        default=None,
+        metavar="FILE",
+        help="the request body as the client sends it (JSON; - for stdin): its parameters "
+        "choose the partition",
+    )
     p.add_argument("--tenant", required=True)
     p.add_argument("--model", default=None, help="default: the first model served")
     p.add_argument("--endpoint", default="chat", choices=["chat", "completion"])

@@ -184,6 +184,24 @@ def test_cache_explain_hit_and_entity_miss(gw: Gateway, cli: Cli) -> None:
     assert "would hit: no" in text and "FAIL" in text and "entities:" in text
 
 
+def test_cache_explain_takes_the_request_body(gw: Gateway, cli: Cli, tmp_path: Path) -> None:
+    """The sampling parameters key the partition: a question alone (default
+    parameters) missed what a client with max_tokens and temperature stored; --body
+    explains that client's request (session 45's review)."""
+    cli.ok("tenants", "create", "cli-body")
+    body = {"model": gw.model, "messages": [{"role": "user", "content": CAPITAL}]}
+    body |= {"max_tokens": 300, "temperature": 0}
+    seed(gw, "cli-body", body)
+    alone = cli.json("cache", "explain", CAPITAL, "--tenant", "cli-body")
+    assert alone["would_hit"] is False and alone["partition_size"] == 0  # the control
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    hit = cli.json("cache", "explain", "--body", str(path), "--tenant", "cli-body")
+    assert hit["would_hit"] is True and hit["partition_size"] == 1
+    rc, _, err = cli("cache", "explain", "--tenant", "cli-body")
+    assert rc == 2 and "give a question, or --body" in err
+
+
 def test_a_stored_questions_escape_sequences_are_shown_not_obeyed(gw: Gateway, cli: Cli) -> None:
     # A tenant's user wrote a question with terminal escape sequences (a window title,
     # hidden text) and a right-to-left override; a backfill stored it as sent. The

@@ -189,7 +189,7 @@ def test_cache_explain_takes_the_request_body(gw: Gateway, cli: Cli, tmp_path: P
     parameters) missed what a client with max_tokens and temperature stored; --body
     explains that client's request (session 45's review)."""
     cli.ok("tenants", "create", "cli-body")
-    body = {"model": gw.model, "messages": [{"role": "user", "content": CAPITAL}]}
+    body: dict[str, Any] = {"model": gw.model, "messages": [{"role": "user", "content": CAPITAL}]}
     body |= {"max_tokens": 300, "temperature": 0}
     seed(gw, "cli-body", body)
     alone = cli.json("cache", "explain", CAPITAL, "--tenant", "cli-body")

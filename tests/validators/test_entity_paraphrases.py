@@ -46,6 +46,8 @@ SAME = [
     ("How do I cancel my subscription?", "How do I stop my subscription?"),
     ("How do I cancel my subscription?", "How do I end my gym membership?"),
     ("怎么取消订阅", "怎么退订"),
+    ("What is the cheapest flight to Paris?", "What is the lowest fare to Paris?"),
+    ("最便宜的机票是哪个？", "票价最低的航班是哪个？"),
     ("Is the hotel near the airport?", "Is the hotel close to the airport?"),
     pytest.param(
         "How tall is Mount Everest?",
@@ -77,6 +79,8 @@ DIFFERENT = [
     ("How can I win 2 tickets?", "How can I win 3 tickets?"),
     ("How do I start my subscription?", "How do I stop my subscription?"),
     ("Is the park open to the public?", "Is the park closed to the public?"),
+    ("What is the most expensive plan?", "What is the lowest priced plan?"),
+    ("What is the cheapest plan?", "What is the highest priced plan?"),
 ]
 
 

@@ -90,7 +90,12 @@ class TenantContext:
         else:
             own = f"tenant:{self.tenant_id}"
             base = f"{own}:{self.namespace_id}" if self.namespace_id else own
-        return f"{base}:{self.prefix_user}" if self.prefix_user else base
+        # With a user, a JSON list: "group:G" + ":user:<digest>" was the namespace of a
+        # group named "G:user:<digest>" too (an admin could name one into a user's KV;
+        # session 45's review). A list starts with "[", which no base does.
+        if self.prefix_user:
+            return json.dumps([base, self.prefix_user], separators=(",", ":"))
+        return base
 
     def for_user(self, user: str | None) -> TenantContext:
         """This context for one request of ``user``: under ``prefix_scope: "user"`` its

@@ -152,3 +152,27 @@ def test_kv_block_quota_from_the_policy_is_enforced_by_the_engine(gw: Gateway) -
     assert fits.status_code == 200, fits.text  # positive control: within the quota
     assert too_big.status_code == 400
     assert "KV block quota is 4" in too_big.json()["error"]["message"]
+
+
+def test_a_group_name_cannot_spell_a_users_namespace() -> None:
+    """The namespace "group:G" + ":user:<digest>" was also that of a group named
+    "G:user:<digest>": an admin naming that group read the user's prefix KV (session
+    45's review). The user's part is a JSON list's second item now."""
+    from dataclasses import replace
+
+    from gateway.policy import TenantPolicy
+    from gateway.tenants import TenantContext
+
+    ctx = TenantContext(
+        tenant_id="t",
+        name="t",
+        policy=TenantPolicy(prefix_namespace="G", prefix_scope="user"),
+        policy_version=1,
+        namespace_id="n1",
+    )
+    alice = ctx.for_user("alice")
+    spelled = replace(ctx, policy=TenantPolicy(prefix_namespace=f"G:{alice.prefix_user}"))
+    assert spelled.prefix_namespace != alice.prefix_namespace
+    assert alice.prefix_namespace == f'["group:G","{alice.prefix_user}"]'
+    assert ctx.for_user("alice").prefix_namespace == alice.prefix_namespace  # stable
+    assert ctx.for_user("bob").prefix_namespace != alice.prefix_namespace

@@ -236,10 +236,12 @@ def _cache_explain(c: AdminClient, a: argparse.Namespace) -> tuple[Any, str]:
         # the request as the client sends it: its parameters key the partition, so a
         # question alone (a chat body with default parameters) missed every entry a
         # client with temperature or max_tokens stored (session 45's review)
-        raw = sys.stdin.read() if a.body == "-" else Path(a.body).read_text(encoding="utf-8")
         try:
+            raw = sys.stdin.read() if a.body == "-" else Path(a.body).read_text(encoding="utf-8")
             body["body"] = json.loads(raw)
-        except ValueError:
+        except OSError as exc:
+            raise UsageError(f"cannot read --body: {type(exc).__name__}") from None
+        except (ValueError, RecursionError):
             raise UsageError("--body must hold a JSON object (the request body)") from None
         if not isinstance(body["body"], dict):
             raise UsageError("--body must hold a JSON object (the request body)")

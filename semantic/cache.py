@@ -337,7 +337,7 @@ class SemanticCache:
             self.settle()
             entry, created = self.entries.upsert(new, now=now)
             fenced = drop_if_overtaken(
-                self.entries, query.tenant, asked_at, entry.id, self.unsettled
+                self.entries, query.tenant, asked_at, entry.id, self.unsettled, key
             )
             if fenced is not None:  # deleted (an update's old vector too), logged: for all
                 self._remove_from_index(fenced)
@@ -394,10 +394,13 @@ class SemanticCache:
         feed; see :mod:`semantic.rebuild`: lookups keep the old partitions until the new
         ones are built). Returns the number of entries indexed."""
         with self._write_lock:
+            self.settle()
             self.entries.memo.clear()  # rows read before may no longer be the rows now
-            return rebuild_index(
+            count = rebuild_index(
                 self.entries, self.index, self.embedder_id, self.now(), progress=progress
             )
+            self._remove_from_index(self.unsettled.indexed())  # still unread: not served
+            return count
 
     def get_entry(self, entry_id: int) -> StoredEntry:
         """The stored entry (raises :class:`~semantic.errors.EntryNotFoundError`), with

@@ -76,6 +76,7 @@ class Stored(NamedTuple):
     tenant: str
     asked_at: datetime
     entry_id: int
+    partition_key: str = ""
 
 
 class Unsettled:
@@ -101,6 +102,11 @@ class Unsettled:
         with self._lock:
             return set(self._entries)
 
+    def indexed(self) -> list[tuple[int, str]]:
+        """``(entry id, partition key)`` of each: what a rebuild must not index."""
+        with self._lock:
+            return [(s.entry_id, s.partition_key) for s in self._entries.values()]
+
     def settle(self, store: EntryStore) -> list[tuple[int, str]]:
         """Read each entry's fence again; delete those an invalidation overtook and
         return what was deleted (for the caller's index). The first failure stops it
@@ -113,7 +119,7 @@ class Unsettled:
                 if is_fenced(store, stored.tenant, stored.asked_at):
                     deleted.extend(store.delete([stored.entry_id]))
             except Exception:
-                break
+                break  # the database is still away: the rest wait too
             with self._lock:
                 self._entries.pop(stored.entry_id, None)
         return deleted
@@ -125,6 +131,7 @@ def drop_if_overtaken(
     asked_at: datetime | None,
     entry_id: int,
     unsettled: Unsettled | None = None,
+    partition_key: str = "",
 ) -> list[tuple[int, str]] | None:
     """After a store of an answer to a question asked at ``asked_at``: when the fence
     says an invalidation overtook it, delete the entry and return what was deleted
@@ -142,7 +149,7 @@ def drop_if_overtaken(
             store.delete([entry_id])
         except Exception:
             if unsettled is not None:
-                unsettled.add(Stored(tenant, asked_at, entry_id))
+                unsettled.add(Stored(tenant, asked_at, entry_id, partition_key))
                 log.error("entry %d: neither its fence nor its delete went through", entry_id)
         raise
     return store.delete([entry_id]) if fenced else None

@@ -75,9 +75,10 @@ def _upserts(cache: SemanticCache, upserts: dict[int, str | None]) -> tuple[int,
     if not upserts:
         return 0, 0
     rows = cache.entries.get_many(upserts)
+    unsettled = cache.unsettled.ids()  # a fence a blip left unread: not indexed yet
     added = removed = 0
     for entry_id, logged_key in upserts.items():
-        row = rows.get(entry_id)
+        row = None if entry_id in unsettled else rows.get(entry_id)
         key = logged_key
         if row is not None:
             key = row.partition_key

@@ -185,7 +185,9 @@ CONTRAST_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         "allergen",
         (
             ("peanut", r"peanuts?", "花生"),
-            ("tree_nut", r"tree\snuts?", "坚果"),
+            ("tree_nut", r"tree\snuts?", ""),
+            # "nuts" alone (and 坚果): a question about every nut, not about peanuts
+            ("nut", r"(?<!pea)(?<!tree\s)(?<!dough)(?<!do)nuts?", "坚果"),
             ("gluten", r"gluten", "麸质"),
             ("dairy", r"dairy|lactose", "乳制品|乳糖"),
             ("soy", r"soy|soya", "大豆"),
@@ -220,7 +222,7 @@ CONTRAST_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         "colour",
         tuple(
-            (c, rf"(?<=in\s){pattern}", "")
+            (c, rf"(?<=\bin\s){pattern}", "")
             for c, pattern in (
                 ("black", "black"),
                 ("white", "white"),
@@ -236,7 +238,12 @@ CONTRAST_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         "discount_group",
         tuple(
-            (g, rf"{g}s?(?=\s(?:discounts?|rates?|prices?|tickets?|pass(?:es)?|fares?))", "")
+            (
+                g,
+                rf"{g}s?(?=\s(?:discounts?|rates?|prices?|tickets?|pass(?:es)?|fares?))"
+                rf"|(?<=(?:ount|rate|ates|rice|kets|fare|ares|sses|pass)\sfor\s){g}s?",
+                "",
+            )
             for g in ("student", "senior", "military", "veteran", "teacher", "nurse")
         ),
     ),

@@ -240,7 +240,13 @@ def _bare_amount(side: Entities, other: Entities) -> Entities:
         return side
     # from 100 up: a small number is mostly a count ("one transaction" / "the $1
     # transaction" are two questions: 13 such hard negatives passed in a trial)
-    by_value = {a.partition(":")[2]: a for a in amounts if _at_least_100(a.partition(":")[2])}
+    # and yuan only: a Chinese amount's unit is often left out (转账1万), where an English
+    # bare number is as often a count ("orders over 100 items" / "over $100": a review)
+    by_value = {
+        a.partition(":")[2]: a
+        for a in amounts
+        if a.startswith("CNY:") and _at_least_100(a.partition(":")[2])
+    }
     matched = {n for n in numbers if n in by_value}
     if not matched:
         return side

@@ -148,7 +148,8 @@ PERSONALIZED = Guard(
                 # session 45's review: each was stored and served to the tenant's others
                 r"|(?:what|which)\s(?:plan|tier|package|subscription)\s(?:am\si|are\swe)\son"
                 r"|(?:did|have|has)\syou\s(?:guys\s)?(?:receive[d]?|get|got(?:ten)?|process(?:ed)?)"
-                r"\smy"
+                r"\smy\s(?:[a-z-]+\s)?(?:payment|order|application|email|message|documents?"
+                r"|request|form|claim|return|refund|deposit|transfer|cheque|check)s?"
             ),
             unless=None,
         ),
@@ -166,7 +167,7 @@ PERSONALIZED = Guard(
             r"|什么时候|何时|啥时候|哪天)"
             r"|我(?:还)?有多少(?:钱|余额|积分)|我(?:还)?欠|我的(?:余额|积分|额度|信用分)"
             # session 45's review: a charge twice, an order to cancel, in Chinese
-            r"|扣了我|重复扣|扣了两次|帮我(?:取消|退订|退款|改|修改|查|转账|预订|订)",
+            r"|扣了我|重复扣|扣了两次|帮我(?:取消|退订|退款|转账|预订)",
         ),
     ),
 )

@@ -90,11 +90,12 @@ TIME_SENSITIVE = Guard(
         regex_rule(
             "today_status",
             en_words(
-                r"(?:open|closed|opening|closing|available|running|operating|working|delivering"
+                r"(?:open|opens|closed|close|closes|opening|closing|available|running|operating"
+                r"|working|delivering"
                 r"|on\stime|delayed|cancell?ed|busy|crowded)\s(?:today|tonight|this\s(?:morning"
                 r"|afternoon|evening))"
             )
-            + r"|今天(?:还)?(?:营业|开门|开放|关门|上班|有货|能到|发货|停运|延误)"
+            + r"|今天(?:还|几点)?(?:营业|开门|开放|关门|上班|有货|能到|发货|停运|延误)"
             + r"|今晚(?:营业|开门|开放)",
         ),
         regex_rule("news", en_words(r"news|headlines?") + r"|新闻|头条|时事|快讯"),

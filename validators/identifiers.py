@@ -255,8 +255,12 @@ def extract_identifiers(scan: Scanner) -> None:
 # "Win 11" is Windows 11 (session 45: a version against a name and a number refused the
 # pair); only before a Windows release, so "win 2 tickets" stays a verb and a number.
 WINDOWS_SHORT = re.compile(
-    r"(?<![A-Za-z0-9_.])(?<!i\s)(?<!we\s)(?<!you\s)(?<!can\s)(?<!will\s)"
-    r"win[\s-]?(7|8\.1|8|10|11)(?![\d.]\d|[A-Za-z])",
+    r"(?<![A-Za-z0-9_.])win[\s-]?(7|8\.1|8|10|11)(?![\d.]\d|[A-Za-z])"
+    # what a release is followed by: the end, punctuation, or a word about the system
+    # ("win 10 tickets", "win 11 points" stay a verb and a number: a review)
+    r"(?=\s*(?:$|[?.!,;:)]|(?:pro|home|enterprise|education|updates?|upgrade|laptop|pc"
+    r"|computer|machine|os|system|activation|license|key|install(?:ation)?|version|support"
+    r"|and|or|on|from|with)(?![a-z])))",
     _I,
 )
 

@@ -23,15 +23,18 @@ _HEAD = r"^[\W_]*(?:(?:so|and|but|also|please|hi|hello|hey|ok|okay)[\W_]+)*"
 _WHO = r"(?:[a-z'’]+\s){1,3}?"  # the subject: "I", "my daughter", "the front desk"
 _DUTY_EN = (
     rf"{_HEAD}(?:do|does|did|will|would)\s{_WHO}(?:really\s|still\s|also\s)?"
-    rf"(?:need|have\sto|require)(?![a-z])"
+    rf"(?:need|have\sto(?!-)|require)(?![a-z])"  # not "have to-go boxes"
     rf"|{_HEAD}(?:must|should|shall)\s{_WHO}"
-    rf"|{_HEAD}(?:is|are|was|were|will)\s{_WHO}(?:be\s)?(?:required|mandatory|compulsory"
+    rf"|{_HEAD}(?:am|is|are|was|were|will)\s{_WHO}(?:be\s)?(?:required|mandatory|compulsory"
     rf"|necessary|obligatory|needed)(?![a-z])"
 )
-# "Can you …" is a request to the one asked ("can you check my tire pressure"), no choice
+# "Can you …" is a request to the one asked ("can you check my tire pressure"), no
+# choice; nor is a polite head ("May I ask if I need to …", "Could I check whether …")
+_SUBJECT = r"(?:i|we|one|they|he|she|[a-z'’-]+s|(?:my|our|the|a|an|this)\s[a-z'’-]+)\s"
 _CHOICE_EN = (
-    rf"{_HEAD}(?:can|could|may)\s(?!you(?![a-z]))(?!u\s){_WHO}"
-    rf"|{_HEAD}(?:is|are|was|were|will)\s{_WHO}(?:be\s)?(?:allowed|permitted|possible"
+    rf"{_HEAD}(?:can|could|may)\s{_SUBJECT}"
+    r"(?!(?:ask|know|check|confirm|inquire|enquire|find\sout|see)(?![a-z]))"
+    rf"|{_HEAD}(?:am|is|are|was|were|will)\s{_WHO}(?:be\s)?(?:allowed|permitted|possible"
     rf"|optional|ok|okay|accepted)(?![a-z])"
 )
 # a yes-no question: the modal and its 吗 within one clause, or 是否 / 要不要 before it
@@ -40,12 +43,16 @@ _DUTY_ZH = (
     rf"(?:需要|必须|一定要|应该|应当|必需|强制)(?={_CLAUSE})|是否(?:需要|必须|应该)"
     r"|要不要|需不需要"
 )
-_CHOICE_ZH = rf"(?:可以|允许|能够?)(?={_CLAUSE})|是否(?:可以|能|允许)|可不可以|能不能|能否|可否"
+# 能 alone, not inside 功能 / 可能 / 智能 / 性能 / 才能
+_CHOICE_ZH = (
+    rf"(?:可以|允许|(?<![功可智性才技])能够?)(?={_CLAUSE})|是否(?:可以|能|允许)"
+    r"|可不可以|能不能|能否|可否"
+)
 
 _ALL_EN = rf"{_HEAD}(?:do|does|are|is|will|can|were|was|have|has)\s(?:all|every|each)(?![a-z])"
 _SOME_EN = rf"{_HEAD}(?:do|does|are|is|will|can|were|was|have|has)\s(?:any|some)(?![a-z])"
 _ALL_ZH = r"所有|全部|每个|每一个|每款|每家|每位|每张|每件|每种"
-_SOME_ZH = r"(?<![这那一大])部分|有的|有些|某些|个别"
+_SOME_ZH = r"(?<![这那一大])部分|(?<!所)有的|有些|某些|个别"
 
 MODALITY_PAIRS = (
     ActionPair("modal_duty", f"{_DUTY_EN}|{_DUTY_ZH}", f"{_CHOICE_EN}|{_CHOICE_ZH}", "any"),

@@ -368,7 +368,6 @@ def polarity_values(text: str) -> frozenset[str]:
 
 def compare_polarity(a: Set[str], b: Set[str]) -> bool:
     """True when two polarity value sets do not contradict each other."""
-    a, b = _price_as_extreme(a, b), _price_as_extreme(b, a)
     if ("negative" in a) != ("negative" in b) and not negation_explained(a, b):
         return False
     if not orders_agree(a, b):
@@ -393,21 +392,6 @@ def compare_polarity(a: Set[str], b: Set[str]) -> bool:
         if pair.default is None or one_sided != {prefix + pair.default}:
             return False
     return True
-
-
-def _price_as_extreme(side: Set[str], other: Set[str]) -> Set[str]:
-    """ "The cheapest flight" asks for the lowest fare: against a text that names an
-    extreme (lowest, 最低), a price pole without one is read as that extreme too ("the
-    cheapest flight" / "the lowest fare", 最便宜 / 价格最低 were refused: session 45's
-    review); "most expensive" against "lowest price" still contradicts."""
-    if not any(v.startswith("extreme:") for v in other) or any(
-        v.startswith("extreme:") for v in side
-    ):
-        return side
-    cheap, dear = "antonym_cheap:+" in side, "antonym_cheap:-" in side
-    if cheap != dear:
-        return set(side) | {"extreme:-" if cheap else "extreme:+"}
-    return side
 
 
 def known_polarity_value(value: str) -> bool:

@@ -253,3 +253,36 @@ def test_a_replay_of_the_change_log_settles_first(
     assert cache.entries.count(tenant="tenant-a") == 0
     assert len(cache.index) == 0
     assert not cache.lookup(chat(PARAPHRASE)).hit
+
+
+def test_an_unsettled_entry_is_not_indexed_while_its_fence_stays_unread(
+    cache: SemanticCache, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows read again but the fence not yet (a review, session 45): a rebuild or a
+    replay of the log indexed the entry and served it until the next write."""
+    import semantic.fences as fences
+
+    asked_at = clock()
+    clock.advance(30)
+    cache.fence("tenant-a")
+    blip(cache, monkeypatch)
+    with pytest.raises(StoreUnavailableError):
+        cache.store(chat(STORED), reply("old"), asked_at=asked_at)
+    monkeypatch.undo()
+
+    def unread(*args: object) -> bool:
+        raise StoreUnavailableError("test: the fence is still unread")
+
+    monkeypatch.setattr(fences, "is_fenced", unread)  # the rows answer, the fence not
+    cache.rebuild(progress=False)
+    assert not cache.lookup(chat(PARAPHRASE)).hit
+    with cache.entries.engine.connect() as conn:
+        ids = conn.execute(text("SELECT entry_id FROM cache_changes WHERE op = 'upsert'"))
+        written = [int(i) for (i,) in ids]
+    row = cache.entries.get_many(written)[written[0]]
+    replay(cache, [Change(1, clock(), UPSERT, row.partition_key, written[0], "tenant-a")])
+    assert not cache.lookup(chat(PARAPHRASE)).hit
+    assert len(cache.unsettled) == 1
+    monkeypatch.undo()  # and once the fence reads, it is settled: deleted
+    cache.settle()
+    assert cache.entries.count(tenant="tenant-a") == 0

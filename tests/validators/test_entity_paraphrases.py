@@ -38,7 +38,6 @@ SAME = [
     ("Do you sell gift cards?", "Can I buy a gift card?"),  # the shop sells, I buy
     # session 44's hunt: refused until session 45
     ("转账1万要手续费吗", "转账一万元要手续费吗"),  # a number that is the other's amount
-    ("Can I send 500 abroad?", "Can I send $500 abroad?"),
     ("支付没成功怎么办", "支付失败怎么办"),  # "not succeeded" is "failed"
     ("My payment did not succeed, what now?", "My payment failed, what now?"),
     ("Can I use my card in the US?", "Can I use my card in America?"),
@@ -46,8 +45,6 @@ SAME = [
     ("How do I cancel my subscription?", "How do I stop my subscription?"),
     ("How do I cancel my subscription?", "How do I end my gym membership?"),
     ("怎么取消订阅", "怎么退订"),
-    ("What is the cheapest flight to Paris?", "What is the lowest fare to Paris?"),
-    ("最便宜的机票是哪个？", "票价最低的航班是哪个？"),
     ("Is the hotel near the airport?", "Is the hotel close to the airport?"),
     pytest.param(
         "How tall is Mount Everest?",
@@ -71,6 +68,8 @@ DIFFERENT = [
     # the controls of session 45's rules
     ("转账1万要手续费吗", "转账两万元要手续费吗"),
     ("Can I send 500 abroad?", "Can I send $600 abroad?"),
+    ("Do orders over 100 items ship free?", "Do orders over $100 ship free?"),
+    ("Which is the cheapest hotel?", "Which hotel has the lowest rating?"),
     ("支付没成功怎么办", "支付成功怎么办"),
     ("My payment did not succeed, what now?", "My payment succeeded, what now?"),
     ("Can I use my card in America?", "Can I use my card in South America?"),
@@ -80,7 +79,6 @@ DIFFERENT = [
     ("How do I start my subscription?", "How do I stop my subscription?"),
     ("Is the park open to the public?", "Is the park closed to the public?"),
     ("What is the most expensive plan?", "What is the lowest priced plan?"),
-    ("What is the cheapest plan?", "What is the highest priced plan?"),
 ]
 
 

@@ -271,6 +271,8 @@ def test_match_serializes() -> None:
         # and their procedural controls
         ("How do I cancel my subscription?", False),
         ("What plans do you offer?", False),
+        ("Have you got my size in stock?", False),
+        ("帮我查一下退货政策", False),
         ("How do I track my order?", False),
         ("会员怎么续费", False),
         ("如何取消订阅", False),
@@ -310,6 +312,8 @@ def test_high_risk_means_advice_not_facts(text: str, refused: bool) -> None:
         ("Are you open tonight?", True),
         ("Is my flight delayed today?", True),
         ("今天营业吗？", True),
+        ("What time do you close today?", True),
+        ("今天几点关门", True),
         ("What are your opening hours?", False),  # the same answer every day
         ("Are you open on Sundays?", False),
         ("你们几点开门", False),

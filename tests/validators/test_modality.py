@@ -51,6 +51,13 @@ DIFFERENT = [
     ("Is the deposit refunded at check-in?", "Is the deposit refunded at check-out?"),
     # one place, to in one and from in the other
     ("Do you ship to Canada?", "Do you ship from Canada?"),
+    # the review of session 45's own rules
+    ("Am I required to book in advance?", "Can I book in advance?"),
+    ("这个功能需要付费吗", "这个功能可以免费用吗"),  # 能 inside 功能 is no choice
+    ("所有的套餐都包含客服吗", "部分套餐包含客服吗"),  # 有的 inside 所有的 is no some
+    ("Is there a discount for students?", "Is there a discount for seniors?"),
+    ("Does it contain nuts?", "Does it contain peanuts?"),
+    ("这个含坚果吗", "这个含花生吗"),
 ]
 
 SAME = [
@@ -72,6 +79,10 @@ SAME = [
     ("Is there a Black Friday sale?", "Do you have a sale on Black Friday?"),  # no colour
     ("Do you have a student discount?", "Are there discounts for students?"),
     ("Is this a good laptop for a small business?", "Is this laptop good for small businesses?"),
+    ("May I ask if I need to book a table in advance?", "Do I need to book a table in advance?"),
+    ("Do you have to-go boxes?", "Can I get a to-go box?"),
+    ("Is it possible to win 10 tickets?", "Can I win 10 tickets?"),  # no Windows
+    ("Is there a discount for students?", "Do you have a student discount?"),
 ]
 
 

@@ -165,6 +165,17 @@ def blip(cache: SemanticCache, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cache.entries, "delete", down)
 
 
+def left_unsettled(cache: SemanticCache, clock: ManualClock, mp: pytest.MonkeyPatch) -> None:
+    """An answer to a question asked before its tenant's fence, stored during a blip
+    that fails both its fence read and its stand-in delete (the blip still on)."""
+    asked_at = clock()
+    clock.advance(30)
+    cache.fence("tenant-a")
+    blip(cache, mp)
+    with pytest.raises(StoreUnavailableError):
+        cache.store(chat(STORED), reply("old"), asked_at=asked_at)
+
+
 @pytest.mark.parametrize("overtaken", [True, False])
 def test_an_entry_a_blip_left_unsettled_is_settled_by_the_next_write(
     cache: SemanticCache,
@@ -203,12 +214,7 @@ def test_an_entry_a_blip_left_unsettled_is_settled_by_the_next_write(
 def test_an_unsettled_entry_is_settled_on_close(
     cache: SemanticCache, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    asked_at = clock()
-    clock.advance(30)
-    cache.fence("tenant-a")
-    blip(cache, monkeypatch)
-    with pytest.raises(StoreUnavailableError):
-        cache.store(chat(STORED), reply("old"), asked_at=asked_at)
+    left_unsettled(cache, clock, monkeypatch)
     monkeypatch.undo()
     cache.close()  # a graceful shutdown before any other write
     assert cache.entries.count(tenant="tenant-a") == 0
@@ -217,12 +223,7 @@ def test_an_unsettled_entry_is_settled_on_close(
 def test_settling_waits_while_the_database_is_still_away(
     cache: SemanticCache, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    asked_at = clock()
-    clock.advance(30)
-    cache.fence("tenant-a")
-    blip(cache, monkeypatch)
-    with pytest.raises(StoreUnavailableError):
-        cache.store(chat(STORED), reply("old"), asked_at=asked_at)
+    left_unsettled(cache, clock, monkeypatch)
     cache.settle()  # still away: nothing settled, nothing raised
     assert len(cache.unsettled) == 1
     monkeypatch.undo()
@@ -236,12 +237,7 @@ def test_a_replay_of_the_change_log_settles_first(
 ) -> None:
     """The change log names the unsettled entry (its upsert committed): replaying it
     would index it on this replica, so the replay settles first."""
-    asked_at = clock()
-    clock.advance(30)
-    cache.fence("tenant-a")
-    blip(cache, monkeypatch)
-    with pytest.raises(StoreUnavailableError):
-        cache.store(chat(STORED), reply("old"), asked_at=asked_at)
+    left_unsettled(cache, clock, monkeypatch)
     monkeypatch.undo()
     with cache.entries.engine.connect() as conn:
         ids = conn.execute(text("SELECT entry_id FROM cache_changes WHERE op = 'upsert'"))
@@ -262,12 +258,7 @@ def test_an_unsettled_entry_is_not_indexed_while_its_fence_stays_unread(
     replay of the log indexed the entry and served it until the next write."""
     import semantic.fences as fences
 
-    asked_at = clock()
-    clock.advance(30)
-    cache.fence("tenant-a")
-    blip(cache, monkeypatch)
-    with pytest.raises(StoreUnavailableError):
-        cache.store(chat(STORED), reply("old"), asked_at=asked_at)
+    left_unsettled(cache, clock, monkeypatch)
     monkeypatch.undo()
 
     def unread(*args: object) -> bool:

@@ -41,7 +41,9 @@ from validators.guard_base import NOCASE, A, Guard, GuardMatch, GuardRule, Z, en
 from validators.guard_code import CODE_GENERATION
 from validators.guard_personal import PERSONALIZED
 from validators.numbers import EN_NUM, ZH_NUM
+from validators.quantities import CURRENCY
 from validators.text import prepare
+from validators.units import UNIT_WORDS
 
 __all__ = [
     "CODE_GENERATION",
@@ -63,6 +65,21 @@ _INFO = (
     r"|market|queue|wait\stime|balance|time"
 )
 
+#: How to update to whatever is newest ("How do I update the app to the latest
+#: version?", 怎么升级到最新版本): the steps are one answer for everyone and do not
+#: change with each release; what the newest version *is* ("What is the latest
+#: version?", a question word before it) stays time-sensitive.
+_UPDATE_HOWTO = re.compile(
+    r"^(?!.*\b(?:what|which|when)(?:'s|\s(?:is|are|was))?\s(?:the\s)?(?:latest|newest|most\srecent)\b)"
+    r"(?=.*\b(?:how\s(?:do|can|should|would|to)|steps?\sto|(?:can|could)\syou\s(?:help|tell|show)"
+    r"|i\s(?:want|need|would\slike)\sto|where\s(?:do|can)\si)\b)"
+    r"(?=.*\b(?:update|upgrade|install|download|get|keep|stay)\b[^?.!]{0,40}?"
+    r"(?:\b(?:latest|newest|most\srecent)\s(?:version|release|update|build|firmware|os)\b"
+    r"|\bup[\s-]to[\s-]date\b))"
+    r"|(?:怎么|如何|怎样|咋)(?:才能)?(?:更新|升级|下载|安装)(?:到|成)?最新(?:版|版本|系统|固件)",
+    NOCASE | re.DOTALL,
+)
+
 TIME_SENSITIVE = Guard(
     "time_sensitive",
     "answers that change with time: now/current/latest, news, prices and rates, weather, the clock",
@@ -79,6 +96,7 @@ TIME_SENSITIVE = Guard(
             "latest",
             en_words(r"latest|newest|most\srecent|up[\s-]to[\s-]date|breaking|just\sreleased")
             + r"|最新|最近的?(?:新闻|消息|动态)",
+            unless=_UPDATE_HOWTO,
         ),
         regex_rule(
             "current_value",
@@ -144,6 +162,12 @@ _METHOD_QUESTION = re.compile(
 )
 
 
+#: What "convert X to Y" converts when it asks a computation: a unit or a currency, not
+#: a file, a format or an account ("convert PDF to Word", "convert my card to a
+#: virtual one": how-to questions, one answer for everyone).
+_CONVERTED = rf"{UNIT_WORDS}|{CURRENCY.pattern}"
+
+
 NUMERIC_COMPUTATION = Guard(
     "numeric_computation",
     "answers that are computed from the numbers in the question",
@@ -173,7 +197,8 @@ NUMERIC_COMPUTATION = Guard(
             rf"{A}(?:divide|multiply)\s{_NUM}\s(?:by|into|with){Z}|{A}subtract\s{_NUM}\sfrom"
             rf"|{A}add\s{_NUM}\s(?:and|to|plus)\s{_NUM}|{A}how\smany\stimes\scan\s{_NUM}"
             rf"|{_NUM}\s*(?:%|percent)\soff|{A}(?:what\s(?:was|is)\smy\stotal|average\sprice)"
-            rf"|{A}(?:conversion\sbetween|convert\s[a-z]+\s(?:to|into))\s"
+            rf"|{A}(?:conversion\sbetween|convert\s(?:(?:{_CONVERTED})\s(?:to|into)\s"
+            rf"|[a-z]+\s(?:to|into)\s(?:[a-z]+\s)?(?:{_CONVERTED}){Z}))"
             rf"|{A}how\smany\s[a-z]+\s(?:is|make|will\smake|are\sin|in)\s(?:a|an|one|{_NUM}){Z}"
             r"|\bmath\sproblems?",
         ),

@@ -104,6 +104,16 @@ _E = r"(?![A-Za-z0-9_]|/[A-Za-z])"
 AFTER_NUMBER = re.compile(
     rf"(?<=[{MASK}\d])\s?(?:{_alternatives(_WORDS)}|{_alternatives(_ABBREVS)}){_E}", _I
 )
+#: Every unit's word forms and abbreviations outside time, as one alternation without
+#: groups (a guard reads "convert miles to km" as a conversion, "convert PDF to Word"
+#: as none).
+UNIT_WORDS = "|".join(
+    forms
+    for unit, (dimension, words, abbrevs) in _UNITS.items()
+    if dimension != "time"
+    for forms in (words, abbrevs)
+    if forms
+)
 # Bare words outside time, and multi-letter abbreviations after "in"/"to"/"per".
 BARE = re.compile(rf"{_B}(?:{_alternatives(_OTHER_WORDS)}){_E}", _I)
 _LONG_ABBREVS = {k: v for k, v in _ABBREVS.items() if v and _UNITS[k[2:]][0] != "time"}

@@ -91,6 +91,11 @@ FIRES = [
     ("numeric_computation", "percent_of", "百分之十五是多少"),
     ("numeric_computation", "how_much_is", "how much is 30 usd in euros"),
     ("numeric_computation", "how_much_is", "convert 20 miles to km"),
+    ("numeric_computation", "operation", "convert miles to km"),
+    ("numeric_computation", "operation", "convert usd to eur"),
+    ("time_sensitive", "latest", "What is the latest version of the app?"),
+    ("time_sensitive", "latest", "Which is the latest version and how do I install it?"),
+    ("time_sensitive", "latest", "最新版本是多少"),
     # high_risk: advice about someone's situation
     ("high_risk", "medical", "How much aspirin should I take for my headache?"),
     ("code_generation", "request", "Write a Python function to reverse a string"),
@@ -185,6 +190,15 @@ QUIET = [
     ("numeric_computation", "How is the late fee calculated?"),
     ("numeric_computation", "How do you calculate compound interest?"),
     ("numeric_computation", "运费怎么计算？"),
+    # "convert" a file, a format or money in the app: how-to questions (session 46)
+    ("numeric_computation", "convert PDF to Word"),
+    ("numeric_computation", "How do I convert a PDF to Word?"),
+    ("numeric_computation", "Can I convert money into different currencies?"),
+    # how to update to the newest version: the steps do not change with each release
+    ("time_sensitive", "How do I update the app to the latest version?"),
+    ("time_sensitive", "Where can I download the latest version?"),
+    ("time_sensitive", "How do I keep my app up to date?"),
+    ("time_sensitive", "怎么升级到最新版本"),
     ("numeric_computation", "利息的计算方式是什么"),
 ]
 

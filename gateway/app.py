@@ -220,7 +220,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
             ),
             upstream=upstream,
             metrics=metrics,
-            max_body_bytes=settings.max_body_bytes,
+            max_body_bytes=settings.body_limit(),
             body_timeout=settings.request_body_timeout,
             charge_tokens=TokenCharger(app.state.rate_limiter),
             forward_unlisted_models=settings.upstream_unlisted_models == "forward",
@@ -289,7 +289,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
     app.include_router(report_router())  # /admin/reports (gateway/reports/api.py)
     app.state.settings = settings
     app.state.admin_token = settings.admin_token  # None: the admin routes answer 403
-    app.state.max_body_bytes = settings.max_body_bytes  # admin bodies too (admin/body_check.py)
+    app.state.admin_max_body_bytes = settings.admin_max_body_bytes  # admin/body_check.py
     app.state.body_timeout = settings.request_body_timeout  # and their deadline
     # Shared by the replicas through Redis or PostgreSQL (gateway/proxy/ratelimit_shared.py).
     app.state.rate_limiter = RateLimiter(store=build_bucket_store(settings))

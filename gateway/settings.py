@@ -36,7 +36,21 @@ class Settings(BaseSettings):
     # --dev` (`make serve`) names it "dev": a production start never makes one.
     dev_tenant: str | None = None
     dev_api_key: SecretStr | None = None  # fixes the dev key so scripts can use a known one
-    max_body_bytes: int = Field(1_000_000, ge=1024)
+    # A proxied request's body (chat, completions, embeddings); None: 32 MiB in front of
+    # an HTTP upstream, as much as the gateway holds of its answers (an embeddings batch
+    # of 1,000 texts, LangChain's default, or one image as a data URI is over 1 MB, and
+    # the upstream took them: before session 46 the gateway refused them with a 413), and
+    # 1 MB for the in-process engine, which reads text only and whose window a megabyte
+    # of text overflows many times (it is tokenized before the window is checked).
+    max_body_bytes: int | None = Field(None, ge=1024)
+    # An admin, review or report body: a policy or a label is a few KB.
+    admin_max_body_bytes: int = Field(1_000_000, ge=1024)
+
+    def body_limit(self) -> int:
+        """The proxied request body's limit in bytes (``max_body_bytes`` resolved)."""
+        if self.max_body_bytes is not None:
+            return self.max_body_bytes
+        return 32 * 2**20 if self.upstream_url else 1_000_000
     # Seconds a client has to send a request's whole body once its headers are in (the
     # proxy and admin routes); past it a 408 and the connection closed. A client that
     # trickles a body held a connection and a task for as long as it liked.

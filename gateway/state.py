@@ -30,7 +30,7 @@ class GatewayState:
     pipeline: Pipeline
     upstream: Upstream
     metrics: GatewayMetrics
-    max_body_bytes: int = 1_000_000
+    max_body_bytes: int = 32 * 2**20  # CACHEGATE_MAX_BODY_BYTES
     body_timeout: float = 30.0  # CACHEGATE_REQUEST_BODY_TIMEOUT
     forward_unlisted_models: bool = False  # CACHEGATE_UPSTREAM_UNLISTED_MODELS=forward
     stats: StatsRecorder | None = None  # one row per finished request (gateway/reports/recorder.py)

@@ -31,7 +31,8 @@ from gateway.errors import BadRequestError, GatewayError, PayloadTooLargeError
 from protocol.errors import ApiError
 from protocol.http import BODY_TIMEOUT_SECONDS, check_json_value, read_body
 
-#: An admin body's limit when the app names none (``CACHEGATE_MAX_BODY_BYTES``'s default).
+#: An admin body's limit when the app names none (``CACHEGATE_ADMIN_MAX_BODY_BYTES``'s
+#: default).
 MAX_BODY = 1_000_000
 
 
@@ -47,7 +48,7 @@ class AdminRoute(DatabaseErrorsRoute):
                 # read and parsed before the route's token check ran (a review: 300 MiB,
                 # +686 MB of memory, then a 400), and admin bodies had no limit at all.
                 await require_admin(request, None)
-                limit = getattr(request.app.state, "max_body_bytes", None) or MAX_BODY
+                limit = getattr(request.app.state, "admin_max_body_bytes", None) or MAX_BODY
                 timeout = getattr(request.app.state, "body_timeout", BODY_TIMEOUT_SECONDS)
                 try:
                     body = await read_body(request, limit, timeout)

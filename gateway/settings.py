@@ -46,11 +46,6 @@ class Settings(BaseSettings):
     # An admin, review or report body: a policy or a label is a few KB.
     admin_max_body_bytes: int = Field(1_000_000, ge=1024)
 
-    def body_limit(self) -> int:
-        """The proxied request body's limit in bytes (``max_body_bytes`` resolved)."""
-        if self.max_body_bytes is not None:
-            return self.max_body_bytes
-        return 32 * 2**20 if self.upstream_url else 1_000_000
     # Seconds a client has to send a request's whole body once its headers are in (the
     # proxy and admin routes); past it a 408 and the connection closed. A client that
     # trickles a body held a connection and a task for as long as it liked.
@@ -296,6 +291,12 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'cachegate.db').resolve()}"
+
+    def body_limit(self) -> int:
+        """The proxied request body's limit in bytes (``max_body_bytes`` resolved)."""
+        if self.max_body_bytes is not None:
+            return self.max_body_bytes
+        return 32 * 2**20 if self.upstream_url else 1_000_000
 
 
 @lru_cache(maxsize=1)

@@ -201,11 +201,11 @@ class EnginePool:
         """Every replica's models, the first replica's first (replicas serve one model)."""
         return list(dict.fromkeys(m for r in self.replicas for m in r.upstream.models()))
 
-    async def list_models(self) -> list[dict[str, Any]] | None:
-        """Every replica's model cards (refreshed when stale), one card per model id;
-        None while no replica's list is known."""
+    async def list_models(self, expect: str | None = None) -> list[dict[str, Any]] | None:
+        """Every replica's model cards (refreshed when stale or lacking ``expect``), one
+        card per model id; None while no replica's list is known."""
         listed = await asyncio.gather(
-            *(r.upstream.list_models() for r in self.replicas), return_exceptions=True
+            *(r.upstream.list_models(expect) for r in self.replicas), return_exceptions=True
         )
         if not any(isinstance(result, list) for result in listed):
             return None

@@ -63,6 +63,9 @@ from protocol.headers import (
 
 log = logging.getLogger("cachegate.gateway.upstream")
 LIST_RETRY_SECONDS = 5.0  # a model list that failed is asked for again after this
+#: A model the list lacks is looked for again at most this often: a LoRA adapter loaded
+#: at run time (vLLM's /v1/load_lora_adapter) is served at once, not after the refresh.
+MISSING_REREAD_SECONDS = 1.0
 MAX_LIST_BYTES = 4 * 2**20  # a model list is a few KiB; thousands of cards still fit
 MAX_CONNECTIONS = 1000  # concurrent upstream requests; httpx's own default is 100
 PROBE_CONNECTIONS = 4  # model lists and readiness checks, on a pool of their own
@@ -127,6 +130,8 @@ class HttpUpstream:
         self._cards: list[dict[str, Any]] = []
         self._fetched_at: float | None = None
         self._retry_at = 0.0
+        self._reread_at = 0.0  # when a model the list lacks may be looked for again
+        self._reread: asyncio.Future[None] | None = None  # that read, while in flight
         self._refused_at = -math.inf  # when the listing last answered a 4xx
         self._probe: asyncio.Future[None] | None = None  # the model-list read in flight
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -157,10 +162,12 @@ class HttpUpstream:
         ids = [str(c["id"]) for c in self._cards if isinstance(c.get("id"), str)]
         return ids or [self.model or "default"]
 
-    async def list_models(self) -> list[dict[str, Any]] | None:
+    async def list_models(self, expect: str | None = None) -> list[dict[str, Any]] | None:
         """The upstream's cards, or None while its listing has never answered: unknown
         is not a list (the route then neither refuses a model nor invents a card). A
-        list once read is kept when a later refresh fails."""
+        list once read is kept when a later refresh fails. A model ``expect`` the list
+        lacks has it read again first (at most once a second, one read shared by the
+        requests that wait for it), before the route refuses the model."""
         now = time.monotonic()
         fresh = (
             self._fetched_at is not None and now - self._fetched_at < self.models_refresh_seconds
@@ -169,7 +176,16 @@ class HttpUpstream:
             # A failed listing is retried after a pause, not on every request.
             self._retry_at = now + min(LIST_RETRY_SECONDS, self.models_refresh_seconds)
             await self._read_models()
+        elif expect is not None and self._fetched_at is not None and not self._lists(expect):
+            if (self._reread is None or self._reread.done()) and now >= self._reread_at:
+                self._reread_at = now + MISSING_REREAD_SECONDS
+                self._reread = asyncio.ensure_future(self._read_models())
+            if self._reread is not None and not self._reread.done():
+                await asyncio.shield(self._reread)  # one client leaving cancels not the read
         return list(self._cards) if self._fetched_at is not None else None
+
+    def _lists(self, model: str) -> bool:
+        return any(card.get("id") == model for card in self._cards)
 
     async def _read_models(self) -> None:
         try:

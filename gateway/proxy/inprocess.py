@@ -61,7 +61,7 @@ class InProcessUpstream:
     def models(self) -> list[str]:
         return [self.model]
 
-    async def list_models(self) -> list[dict[str, Any]]:
+    async def list_models(self, expect: str | None = None) -> list[dict[str, Any]]:
         return [
             {
                 "id": self.model,

@@ -84,10 +84,11 @@ log = logging.getLogger("cachegate.gateway")
 MODELS_RETRY_AFTER = "5"
 
 
-async def known_models(gw: GatewayState) -> list[dict[str, Any]]:
-    """The upstream's model cards; a 503 with Retry-After while they are not known (its
-    listing never answered): a made-up card would send clients to a model nobody serves."""
-    cards = await gw.upstream.list_models()
+async def known_models(gw: GatewayState, expect: str | None = None) -> list[dict[str, Any]]:
+    """The upstream's model cards (read again when they lack ``expect``); a 503 with
+    Retry-After while they are not known (its listing never answered): a made-up card
+    would send clients to a model nobody serves."""
+    cards = await gw.upstream.list_models(expect)
     if cards is None:
         raise ServiceUnavailableError(
             "the upstream's model list is not available yet; try again shortly",
@@ -124,7 +125,7 @@ def _ids(request: Request) -> dict[str, str]:
 async def retrieve_model(request: Request, model: str) -> Response:
     """One model's card (the SDKs' ``models.retrieve``), from the upstream's list."""
     await authenticate(request)
-    for card in await known_models(state(request)):
+    for card in await known_models(state(request), model):
         if card.get("id") == model:
             return _card_json(card, request)
     # the id is the client's text: not quoted back
@@ -215,7 +216,8 @@ async def _answer(
     user: str | None,
     started: float,
 ) -> Response:
-    cards = await gw.upstream.list_models()
+    model = body.get("model")
+    cards = await gw.upstream.list_models(model if isinstance(model, str) else None)
     # While the upstream's list is not known (its /v1/models failing while its chat
     # endpoint works) the request goes on and the upstream judges the model: a 404 here
     # would refuse every model, for good as far as a client's retries go.

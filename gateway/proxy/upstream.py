@@ -203,9 +203,10 @@ class Upstream(Protocol):
         """The model ids known now (no I/O)."""
         ...
 
-    async def list_models(self) -> list[dict[str, Any]] | None:
-        """The model cards, refreshed from the upstream when they are stale; None while
-        they are not known (an HTTP upstream whose listing never answered)."""
+    async def list_models(self, expect: str | None = None) -> list[dict[str, Any]] | None:
+        """The model cards, refreshed from the upstream when they are stale or lack the
+        model ``expect`` (a request's); None while they are not known (an HTTP upstream
+        whose listing never answered)."""
         ...
 
     def engine_metrics(self) -> bytes:

@@ -5,6 +5,7 @@ wildcards, Azure deployments); cached under its own model id either way."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.app import Components
+from gateway.proxy.http_upstream import MISSING_REREAD_SECONDS
 from semantic import Embedder
 from tests.gateway.conftest import Gateway, assert_openai_error, gateway_settings, running_gateway
 from tests.gateway.proxy.relay.support import CHAT, MODEL, Scripted, answer, ask
@@ -67,3 +69,29 @@ def test_forwarded_when_set_and_cached_under_its_own_id(forwarding: Gateway, up:
     assert listed.headers["x-cachegate-cache"] != "semantic-hit"
     assert asked == [VARIANT, MODEL]
     assert listed.json()["choices"][0]["message"]["content"] == f"answered by {MODEL}"
+
+
+def test_a_model_the_upstream_starts_serving_is_served_at_once(
+    gw: Gateway, up: Scripted, tenant: tuple[str, str]
+) -> None:
+    """A LoRA adapter loaded at run time (vLLM's /v1/load_lora_adapter) was refused as
+    not listed until the list's refresh, up to a minute later: a model the list lacks
+    has the list read again first, at most once a second (a review, session 46)."""
+    asked = serving_any_model(up)
+    adapter = "sql-lora"
+    question = ask("What is the capital of Italy?")
+    with gw.http(tenant[1]) as http:
+        before = http.post(CHAT, json=question | {"model": adapter})
+        assert assert_openai_error(before, 404)["code"] == "model_not_found"
+        up.cards = [{"id": m, "object": "model", "owned_by": "vllm"} for m in (MODEL, adapter)]
+        try:
+            time.sleep(MISSING_REREAD_SECONDS + 0.1)
+            loaded = http.post(CHAT, json=question | {"model": adapter})
+            never = http.post(CHAT, json=question | {"model": "never-loaded"})  # control
+            card = http.get(f"/v1/models/{adapter}")
+        finally:
+            up.cards = None
+    assert loaded.status_code == 200, loaded.text
+    assert asked == [adapter]
+    assert assert_openai_error(never, 404)["code"] == "model_not_found"
+    assert card.status_code == 200 and card.json()["id"] == adapter

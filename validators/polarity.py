@@ -62,6 +62,12 @@ _Z = r"(?![A-Za-z])"
 # ("over 18", "under $500", "over the age of 65"), not "over the phone"/"under my name".
 # (the extractor masks numbers and amounts as "_" before polarity reads the text).
 _AMOUNT = r"(?:_|[$€£¥₹]?\d|the\sage\b|age\b)"
+_A_TIME = (
+    r"(?:(?:the\s)?(?:first|next|last)\s)?(?:_+|\d+|a|an|one)\s(?:(?:business|calendar|working|full)\s)?"
+    r"(?:days?|weeks?|months?|years?|hours?)\b"
+)
+_NOT_AGE = r"(?!\s(?:age|ages)\b)"  # a minimum or maximum age is the age_limit pair's
+_AFTER_A_TIME = _A_TIME + r"\s(?:after|past|since|later)\b"
 
 # 前 / 后 straight after what they are before or after (no 之 / 以): 饭前 / 饭后, 税前 /
 # 税后, 术前 / 术后 (session 44: a review found 饭前 / 饭后吃布洛芬 served each other's
@@ -209,9 +215,23 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
     ),
     ActionPair(
         "extreme",
-        _en(r"max|maximum|highest|largest|biggest|upper\slimit") + "|最高|最大|最多|上限",
-        _en(r"min|minimum|lowest|smallest|lower\slimit") + "|最低|最小|最少|下限",
+        _en(r"(?:max|maximum|highest|largest|biggest|upper\slimit)" + _NOT_AGE)
+        + "|最高(?!年龄)|最大(?!年龄)|最多|上限",
+        _en(r"(?:min|minimum|lowest|smallest|lower\slimit)" + _NOT_AGE)
+        + "|最低(?!年龄)|最小(?!年龄)|最少|下限",
         "+",
+    ),
+    # An age limit is a minimum unless it says otherwise: "What is the minimum age to
+    # open an account?" asks what "How old do I need to be to …?" and "Is there an age
+    # requirement?" ask (session 46: refused as a one-sided minimum); a maximum age is
+    # another question, asked alone or against the minimum.
+    ActionPair(
+        "age_limit",
+        _en(r"(?:max|maximum|highest|oldest|upper)\sage|age\s(?:cap|ceiling|maximum)|too\sold")
+        + "|最高年龄|最大年龄|年龄上限",
+        _en(r"(?:min|minimum|lowest|youngest|lower)\sage|age\s(?:minimum|floor)|too\syoung")
+        + "|最低年龄|最小年龄|年龄下限",
+        "-",
     ),
     # An allowance's rest against its consumption: "how many vacation days do I have
     # left?" and "how many have I used?" have different answers (PTO, data, credit,
@@ -243,7 +263,11 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
     ),
     ActionPair(
         "order",
-        _en(r"before|prior\sto|earlier\sthan") + "|之前|以前|" + _ZH_BEFORE_AFTER.format("前"),
+        # "within 30 days" is before the 30 days are over (session 46: it passed against
+        # "more than 30 days after purchase", read as "after 30 days")
+        _en(r"before|prior\sto|earlier\sthan|within(?=\s" + _A_TIME + ")")
+        + "|之前|以前|"
+        + _ZH_BEFORE_AFTER.format("前"),
         _en(r"after|later\sthan") + "|之后|以后|" + _ZH_BEFORE_AFTER.format("后"),
         "any",
     ),
@@ -255,7 +279,11 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
     ),
     ActionPair(
         "comparison",
-        _en(r"(?<!no\s)(?:more|greater)\sthan|above|exceed(?:s|ed|ing)?|over(?=\s?" + _AMOUNT + ")")
+        # "more than 30 days after purchase" is "after 30 days": an order, not a bound
+        _en(
+            r"(?<!no\s)(?:more|greater)\sthan(?!\s" + _AFTER_A_TIME + ")"
+            r"|above|exceed(?:s|ed|ing)?|over(?=\s?" + _AMOUNT + ")"
+        )
         + "|超过|多于|高于|大于|以上",
         # "no more than"/"no less than" are the bounds below, not comparisons
         _en(r"(?<!no\s)(?:less|fewer)\sthan|below|under(?=\s?" + _AMOUNT + ")")

@@ -46,6 +46,17 @@ SAME = [
     ("How do I cancel my subscription?", "How do I end my gym membership?"),
     ("怎么取消订阅", "怎么退订"),
     ("Is the hotel near the airport?", "Is the hotel close to the airport?"),
+    # session 46: a minimum age asked as "how old", a time past as "more than … after"
+    ("What is the minimum age to open an account?", "How old do I need to be to open an account?"),
+    ("How old do you have to be to rent a car?", "What's the minimum age to rent a car?"),
+    ("How old must I be to open an account?", "What is the minimum age to open an account?"),
+    ("开户最低年龄是多少", "几岁才能开户"),
+    ("How old do you have to be?", "What age do you have to be?"),
+    ("Is there a minimum age?", "Do you have an age limit?"),
+    (
+        "Can I return an item after 30 days?",
+        "Can I return an item more than 30 days after purchase?",
+    ),
     pytest.param(
         "How tall is Mount Everest?",
         "What's the height of Everest in meters?",
@@ -79,6 +90,17 @@ DIFFERENT = [
     ("How do I start my subscription?", "How do I stop my subscription?"),
     ("Is the park open to the public?", "Is the park closed to the public?"),
     ("What is the most expensive plan?", "What is the lowest priced plan?"),
+    # the controls of session 46's rules
+    ("What is the maximum age to rent a car?", "How old do you have to be to rent a car?"),
+    ("开户最高年龄是多少", "几岁才能开户"),
+    ("What is the maximum age to rent a car?", "What is the minimum age to rent a car?"),
+    ("Can I return an item within 30 days?", "Can I return an item after 30 days?"),
+    ("Can I return an item within 30 days?", "Can I return it more than 30 days after purchase?"),
+    (
+        "Can I return it more than 30 days after purchase?",
+        "Can I return it less than 30 days after purchase?",
+    ),
+    ("Can I withdraw more than $500?", "Can I withdraw $500?"),
 ]
 
 

@@ -222,6 +222,7 @@ def test_every_pair_is_detected_in_both_languages() -> None:
         "change": ("increase", "decrease", "提高", "降低"),
         "grade": ("upgrade", "downgrade", "升级", "降级"),
         "extreme": ("maximum", "minimum", "最高", "最低"),
+        "age_limit": ("maximum age", "minimum age", "最高年龄", "最低年龄"),
         "order": ("before", "after", "之前", "之后"),
         "relative": ("from now", "ago", "3天后", "3天前"),
         "comparison": ("more than", "less than", "超过", "低于"),

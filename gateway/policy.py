@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import logging
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from semantic import SemanticPolicy
 from validators import ENTITY_KINDS, GUARDS
+
+log = logging.getLogger("cachegate.gateway")
 
 DEFAULT_THRESHOLD = 0.89
 DEFAULT_GUARDS = (
@@ -101,11 +104,24 @@ class TenantPolicy(BaseModel):
     semantic_limit_action: Literal["evict_oldest", "skip"] = "evict_oldest"
 
     @classmethod
-    def from_stored(cls, stored: dict[str, Any]) -> TenantPolicy:
-        """A stored policy version. One written before the upper bounds above existed
-        may hold a larger value: it is read as the bound, which means the same in
-        practice, instead of failing every request of the tenant."""
-        data = dict(stored)
+    def from_stored(cls, stored: object) -> TenantPolicy:
+        """A stored policy version, read so that it never fails the tenant's requests.
+
+        One written before the upper bounds above existed may hold a larger value: it is
+        read as the bound, which means the same in practice. A field this build does not
+        know (written by a newer replica during a rolling upgrade, or before a rollback)
+        is left out; a known field whose value this build cannot read takes its default,
+        and then the semantic layer is off for the tenant, since a default could share
+        more than the operator chose. Both are logged by field name. Before session 46
+        either was a 500 on every request of the tenant and on the admin writes that
+        would have replaced it (a review)."""
+        if not isinstance(stored, dict):
+            log.warning("a stored policy is not a JSON object; read as defaults, semantic off")
+            return cls(semantic_enabled=False)
+        unknown = sorted(str(k) for k in stored if k not in cls.model_fields)
+        if unknown:
+            log.warning("a stored policy has fields this build does not know: %s", unknown[:20])
+        data = {k: v for k, v in stored.items() if k in cls.model_fields}
         # Likewise NUL, refused in these fields since: read without it, not as an error.
         if isinstance(data.get("prefix_namespace"), str):
             data["prefix_namespace"] = data["prefix_namespace"].replace("\x00", "") or None
@@ -119,7 +135,16 @@ class TenantPolicy(BaseModel):
                 data[name] = min(value, _BOUNDED[name])
         # Lax: a version stored before the model was strict was coerced when written,
         # but is read as tolerantly as it was then.
-        return cls.model_validate(data, strict=False)
+        try:
+            return cls.model_validate(data, strict=False)
+        except ValidationError as exc:
+            bad = sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]} & set(data))
+            log.warning("a stored policy's fields are unreadable: %s; semantic off", bad)
+            kept = {k: v for k, v in data.items() if k not in bad}
+            try:
+                return cls.model_validate(kept | {"semantic_enabled": False}, strict=False)
+            except ValidationError:  # fields that fail only together (judge_band's order)
+                return cls(semantic_enabled=False)
 
     @field_validator("entity_kinds")
     @classmethod

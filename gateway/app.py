@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import create_engine
 
@@ -61,6 +62,25 @@ from validators import Validator
 if TYPE_CHECKING:  # torch comes in only when the engine runs in this process
     from prefix.model.loader import LoadedModel
     from prefix.serve.engine import PrefixEngine
+
+#: What a browser's script may read of an answer (CORS): ids, the cache's verdict, the
+#: limits and when to retry.
+CORS_EXPOSED = [
+    "x-request-id",
+    "x-cachegate-cache",
+    "x-cachegate-semantic",
+    "x-cachegate-backfill",
+    "x-cachegate-similarity",
+    "x-cachegate-cached-tokens",
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+    "retry-after",
+    "etag",
+]
 
 log = logging.getLogger("cachegate.gateway")
 
@@ -304,8 +324,17 @@ def create_app(settings: Settings | None = None, components: Components | None =
         tenant_ids=settings.log_tenant_ids,
         tracer=tracer,
     )
-    # Outermost: a /v1 path is routed, logged and traced without its trailing slash.
+    # A /v1 path is routed, logged and traced without its trailing slash.
     app.add_middleware(StripTrailingSlash)
+    if settings.cors_origin_list():  # outermost: a preflight is answered before the rest
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origin_list(),
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["*"],
+            expose_headers=CORS_EXPOSED,
+            max_age=600,
+        )
 
     @app.get("/health")
     async def health() -> Response:

@@ -95,6 +95,10 @@ class Settings(BaseSettings):
     # the OpenAI API's answer) or "forward" it, for upstreams that serve ids they do not
     # list (OpenRouter's ":nitro" variants, LiteLLM wildcard routes, Azure deployments).
     upstream_unlisted_models: Literal["refuse", "forward"] = "refuse"
+    # Origins a browser may call the gateway from (CORS), comma-separated, or "*" for any;
+    # None: no CORS headers, so browsers refuse cross-origin calls. Keys travel in the
+    # Authorization header, never in cookies, so no credentials are allowed.
+    cors_origins: str | None = None
     # The header naming the end user for tenants whose policy has semantic_scope "user"
     # (else the body's `user` field), e.g. set by an authenticating proxy in front.
     user_header: str | None = None
@@ -291,6 +295,11 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'cachegate.db').resolve()}"
+
+    def cors_origin_list(self) -> list[str]:
+        if not self.cors_origins:
+            return []
+        return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
 
     def body_limit(self) -> int:
         """The proxied request body's limit in bytes (``max_body_bytes`` resolved)."""

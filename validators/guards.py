@@ -80,6 +80,33 @@ _UPDATE_HOWTO = re.compile(
     NOCASE | re.DOTALL,
 )
 
+#: "the time" that is no clock: "What is the time frame for a refund?", "the time limit
+#: to dispute a charge", "the time zone of France" (session 46's review: 37 refused)
+_NOT_CLOCK = (
+    r"(?!\s(?:frames?|limits?|zones?|periods?|windows?|difference|needed|required|allowed"
+    r"|it\stakes|to\s|for\s|of\s(?:year|day|the\s(?:year|day|month))|between|spent))"
+)
+
+#: How rates or prices are set, where they come from, what one is ("How are exchange
+#: rates calculated?", "Where do you get your exchange rates from?", 汇率是怎么算的):
+#: a policy, the same answer every day; a rate's value ("What is the euro to dollar
+#: rate?", today's, 美元兑人民币汇率多少) stays time-sensitive (session 46's review:
+#: 64 such BANKING77 questions were refused).
+_HOW_RATES_WORK = re.compile(
+    r"^(?!.*\b(?:current|currently|today'?s?|right\snow|now|live|latest)\b)(?:"
+    r".*\bhow\s(?:is|are|do|does)\b.{0,40}\b(?:calculated|determined|set|decided|worked\sout"
+    r"|chosen|applied|updated|made|work)\b"
+    r"|.*\bwhere\s(?:do|does|did)\s(?:you|they|the\s\w+)\s(?:get|take|source|find)\b"
+    r"|.*\b(?:come|comes)\sfrom\b|.*\bbased\son\b|.*\bsource\sof\b"
+    r"|.*\b(?:policy|policies|explain|mean|meaning|definition)\b"
+    r"|.*\bwhat\s(?:is|are)\s(?:an?\s)?(?:exchange\srates?|stock\smarket|share\sprices?)\s*\??$"
+    r"|.*\b(?:same|different)\s(?:on|at|during|over)\s(?:the\s)?weekends?\b"
+    r"|.*\bhow\soften\b"
+    r"|.*(?:怎么|如何|怎样|是怎么)(?:算|计算|确定|定|更新)|.*(?:按|根据)(?:什么|哪个|哪些)"
+    r"|.*多久(?:更新|变)|.*(?:是什么意思|的定义|指的是什么))",
+    NOCASE | re.DOTALL,
+)
+
 TIME_SENSITIVE = Guard(
     "time_sensitive",
     "answers that change with time: now/current/latest, news, prices and rates, weather, the clock",
@@ -124,6 +151,7 @@ TIME_SENSITIVE = Guard(
                 r"|(?:bitcoin|btc|crypto|gold|oil|gas)\sprices?|price\sof\s(?:bitcoin|gold|oil|gas)"
             )
             + r"|股价|股票价格|汇率|行情|币价|金价|油价|大盘",
+            unless=_HOW_RATES_WORK,
         ),
         regex_rule(
             "weather",
@@ -133,8 +161,12 @@ TIME_SENSITIVE = Guard(
         regex_rule(
             "clock",
             en_words(
-                r"what\stime\s(?:is\sit|it\sis)|what(?:'s|\sis)\sthe\s(?:current\s)?time"
-                r"|(?:tell|give|show)\s(?:me\s)?(?:what\s)?the\s(?:current\s)?time|current\stime"
+                r"what\stime\s(?:is\sit|it\sis)"
+                + r"|what(?:'s|\sis)\sthe\s(?:current\s)?time"
+                + _NOT_CLOCK
+                + r"|(?:tell|give|show)\s(?:me\s)?(?:what\s)?the\s(?:current\s)?time"
+                + _NOT_CLOCK
+                + r"|current\stime"
                 r"|time\sfor\sanother\scity|what\sday\sis\s(?:it|today)|is\sit\s(?:after|before)\s(?:noon|midnight)"
                 r"|o'?\s?clock\syet|what'?s\s(?:the\sdate|today'?s\sdate)|today'?s\sdate"
             )
@@ -154,9 +186,11 @@ TIME_SENSITIVE = Guard(
 _METHOD_QUESTION = re.compile(
     r"^(?!.*\d)(?=.*(?:"
     r"\bhow\s(?:is|are|was|were)\b.*\b(?:calculated|computed)\b"
+    r"|\b(?:explain|tell\sme|know)\show\b.*\b(?:is|are)\s(?:calculated|computed)\b"
     r"|\bhow\s(?:do|does|would|should|can)\s(?:you|we|they|one|it|i)\s(?:calculate|compute)\b"
     r"|\b(?:calculation|computation)\s(?:method|formula|rules?)\b"
     r"|(?:怎么|如何|怎样|是怎么)(?:计算|算|换算)|计算(?:方式|方法|规则|公式)"
+    r"|(?:根据|按照?)(?:什么|哪些|哪个)(?:规则|标准|方式)?(?:来)?计算"
     r"))",
     NOCASE | re.DOTALL,
 )
@@ -175,7 +209,10 @@ NUMERIC_COMPUTATION = Guard(
         regex_rule(
             "keyword",
             en_words(
-                r"calculat(?:e|es|ed|ing|ion|or)|comput(?:e|es|ed|ing|ation)|solve|evaluate"
+                r"calculat(?:e|es|ed|ing|ion|or)|comput(?:e|es|ed|ing|ation)|evaluate"
+                # not "solve a problem with my card" (session 46's review: 6 BANKING77)
+                r"|solve(?!\s(?:(?:a|an|the|my|this|that|your|our|these|those)\s)?(?:\w+\s)?"
+                r"(?:problems?|issues?|it)\b)"
                 r"|square\sroot|cube\sroot|factorial|to\sthe\spower\sof|squared|cubed"
             )
             + r"|计算|算一下|算算|帮我算|等于多少|等于几|平方根|换算|多少倍",
@@ -200,7 +237,7 @@ NUMERIC_COMPUTATION = Guard(
             rf"|{A}(?:conversion\sbetween|convert\s(?:(?:{_CONVERTED})\s(?:to|into)\s"
             rf"|[a-z]+\s(?:to|into)\s(?:[a-z]+\s)?(?:{_CONVERTED}){Z}))"
             rf"|{A}how\smany\s[a-z]+\s(?:is|make|will\smake|are\sin|in)\s(?:a|an|one|{_NUM}){Z}"
-            r"|\bmath\sproblems?",
+            r"|\bmath\s(?:problems?|equations?|questions?)|\bequations?\b",
         ),
         regex_rule(
             "percent_of",

@@ -96,6 +96,13 @@ FIRES = [
     ("time_sensitive", "latest", "What is the latest version of the app?"),
     ("time_sensitive", "latest", "Which is the latest version and how do I install it?"),
     ("time_sensitive", "latest", "最新版本是多少"),
+    ("time_sensitive", "markets", "What is the exchange rate for euros to dollars?"),
+    ("time_sensitive", "markets", "What's the exchange rate today?"),
+    ("time_sensitive", "markets", "美元兑人民币汇率多少"),
+    ("time_sensitive", "clock", "What's the time in Tokyo?"),
+    ("numeric_computation", "keyword", "solve 3x + 5 = 11"),
+    ("numeric_computation", "keyword", "help me solve this math equation"),
+    ("numeric_computation", "operation", "what is the answer to this equation"),
     # high_risk: advice about someone's situation
     ("high_risk", "medical", "How much aspirin should I take for my headache?"),
     ("code_generation", "request", "Write a Python function to reverse a string"),
@@ -199,6 +206,18 @@ QUIET = [
     ("time_sensitive", "Where can I download the latest version?"),
     ("time_sensitive", "How do I keep my app up to date?"),
     ("time_sensitive", "怎么升级到最新版本"),
+    # how rates are set, "the time" that is no clock, "solve" a problem (session 46)
+    ("time_sensitive", "How are exchange rates calculated?"),
+    ("time_sensitive", "Where do you get your exchange rates from?"),
+    ("time_sensitive", "Is the exchange rate the same on weekends?"),
+    ("time_sensitive", "汇率是怎么算的"),
+    ("time_sensitive", "What is the time frame for a refund?"),
+    ("time_sensitive", "What's the time limit to dispute a charge?"),
+    ("time_sensitive", "what is the time zone of France"),
+    ("numeric_computation", "How do I solve a problem with my card?"),
+    ("numeric_computation", "Would reinstalling the app solve the problem?"),
+    ("numeric_computation", "Explain how the delivery charge is calculated"),
+    ("numeric_computation", "运费是根据什么计算的"),
     ("numeric_computation", "利息的计算方式是什么"),
 ]
 
@@ -282,6 +301,16 @@ def test_match_serializes() -> None:
         ("我的会员什么时候到期？", True),
         ("为什么扣了我两次钱", True),
         ("帮我取消订单", True),
+        # session 46: what to do when an ATM kept the card or someone used it, what
+        # happens if a payment fails, how to activate a card: the same steps for everyone
+        ("My card got trapped inside an ATM, what should I do?", False),
+        ("What should I do if someone is using my card without my permission?", False),
+        ("What happens if my card payment is cancelled?", False),
+        ("I have my card now, how do I activate it?", False),
+        # and the asker's own state beside them
+        ("Why was my card payment cancelled?", True),
+        ("i need to know why my card was declined", True),
+        ("Has my card arrived yet?", True),
         # and their procedural controls
         ("How do I cancel my subscription?", False),
         ("What plans do you offer?", False),

@@ -210,6 +210,22 @@ class GatewayMetrics:
             ["tenant", "label"],
             registry=r,
         )
+        # A relabel's earlier label, withdrawn (plain and weighted): the alert subtracts them,
+        # so a misclick corrected counts once, as the report counts it (before session 46
+        # every POST counted, a correction too: one misfire corrected among 20 labels
+        # paged as 4.5%). The same label again counts nothing.
+        self.misfire_labels_withdrawn = Counter(
+            "cachegate_misfire_labels_withdrawn",
+            "Review labels replaced by a relabel (the earlier label)",
+            ["tenant", "label"],
+            registry=r,
+        )
+        self.misfire_labels_withdrawn_weighted = Counter(
+            "cachegate_misfire_labels_withdrawn_weighted",
+            "Review labels replaced by a relabel, weighted as cachegate_misfire_labels_weighted",
+            ["tenant", "label"],
+            registry=r,
+        )
         # Per finished request, by the misfire report's formulas (gateway/saved_metrics.py).
         self.prefill_flops_saved = Counter(
             "cachegate_prefill_flops_saved",
@@ -227,6 +243,8 @@ class GatewayMetrics:
         self._tenant_metrics = (
             "misfire_labels",
             "misfire_labels_weighted",
+            "misfire_labels_withdrawn",
+            "misfire_labels_withdrawn_weighted",
             "prefill_flops_saved",
             "cost_saved_usd",
             "requests",

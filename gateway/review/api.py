@@ -177,6 +177,18 @@ def label_sample(
     actor: str,
     in_force: Collection[str] | None = None,
 ) -> SampleOut:
+    return relabel_sample(sessions, sample_id, label, note, actor, in_force)[0]
+
+
+def relabel_sample(
+    sessions: sessionmaker[Any],
+    sample_id: int,
+    label: str,
+    note: str | None,
+    actor: str,
+    in_force: Collection[str] | None = None,
+) -> tuple[SampleOut, str | None]:
+    """:func:`label_sample`, with the label the sample had before (None: unlabelled)."""
     if label not in LABELS:
         raise BadRequestError(
             f"label must be one of {list(LABELS)}", param="label", code="bad_label"
@@ -198,7 +210,7 @@ def label_sample(
         details: dict[str, Any] = {"label": label, "previous": previous, "score": row.score}
         add_event(s, actor, REVIEW_LABEL, row.tenant_id, f"sample:{sample_id}", details)
         s.flush()
-        return SampleOut.of(row, in_force)
+        return SampleOut.of(row, in_force), previous
 
 
 def _is_gone(sessions: sessionmaker[Any], tenant_id: str) -> bool:
@@ -260,8 +272,8 @@ def review_router(admin: Any = require_admin) -> APIRouter:
         actor: str = Depends(admin),
     ) -> SampleOut:
         """Label a sample ``correct`` or ``misfire`` (400 for anything else, 404 unknown id)."""
-        out = await asyncio.to_thread(
-            label_sample,
+        out, previous = await asyncio.to_thread(
+            relabel_sample,
             _sessions(request),
             sample_id,
             body.label,
@@ -273,9 +285,13 @@ def review_router(admin: Any = require_admin) -> APIRouter:
         # then, if the tenant was deleted meanwhile, its series go again (the delete's
         # own forget may have run before this count brought them back: a review).
         metrics: GatewayMetrics = request.app.state.gateway.metrics
-        metrics.misfire_labels.labels(out.tenant_id, body.label).inc()
-        p = recorded_probability(out.entity_comparison)
-        metrics.misfire_labels_weighted.labels(out.tenant_id, body.label).inc(1.0 / (p or 1.0))
+        weight = 1.0 / (recorded_probability(out.entity_comparison) or 1.0)
+        if previous != body.label:  # the same label again changes no count
+            metrics.misfire_labels.labels(out.tenant_id, body.label).inc()
+            metrics.misfire_labels_weighted.labels(out.tenant_id, body.label).inc(weight)
+        if previous is not None and previous != body.label:  # the earlier one withdrawn
+            metrics.misfire_labels_withdrawn.labels(out.tenant_id, previous).inc()
+            metrics.misfire_labels_withdrawn_weighted.labels(out.tenant_id, previous).inc(weight)
         if await asyncio.to_thread(_is_gone, _sessions(request), out.tenant_id):
             metrics.forget_tenant(out.tenant_id)
         # This replica reads the tenant's labels again at its next lookup (a relabel

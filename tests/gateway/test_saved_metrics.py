@@ -135,25 +135,34 @@ def test_review_labels_are_counted(gw: Gateway) -> None:
     sample = insert_sample(gw, tenant)
     url = f"/admin/review/samples/{sample}/label"
 
-    def counts() -> tuple[float, float]:
+    def counts() -> tuple[float, float, float, float]:
         text = gw.metrics()
-        name = "cachegate_misfire_labels_total"
+        name, withdrawn = (
+            "cachegate_misfire_labels_total",
+            "cachegate_misfire_labels_withdrawn_total",
+        )
         return (
             metric(text, name, tenant=tenant, label="misfire"),
             metric(text, name, tenant=tenant, label="correct"),
+            metric(text, withdrawn, tenant=tenant, label="misfire"),
+            metric(text, withdrawn, tenant=tenant, label="correct"),
         )
 
-    assert counts() == (0, 0)
+    assert counts() == (0, 0, 0, 0)
     with gw.http(ADMIN) as http:
         assert http.post(url, json={"label": "misfire"}).status_code == 200
-        assert counts() == (1, 0)
-        assert http.post(url, json={"label": "correct"}).status_code == 200  # relabel
+        assert counts() == (1, 0, 0, 0)
+        # a relabel: the new label counted, the earlier one withdrawn (session 46: before,
+        # a corrected misclick stayed a misfire in the alert's ratio)
+        assert http.post(url, json={"label": "correct"}).status_code == 200
+        assert counts() == (1, 1, 1, 0)
+        assert http.post(url, json={"label": "correct"}).status_code == 200  # the same again
         assert http.post(url, json={"label": "maybe"}).status_code == 400  # refused: not counted
         assert (
             http.post("/admin/review/samples/999999/label", json={"label": "misfire"}).status_code
             == 404
         )
-    assert counts() == (1, 1)
+    assert counts() == (1, 1, 1, 0)  # net: one correct label, as the report counts it
 
 
 def test_review_labels_are_weighted_as_the_report_weights_them(gw: Gateway) -> None:
@@ -188,7 +197,7 @@ def test_a_label_racing_the_tenants_delete_leaves_no_series(
     # the id inherited it (a review, session 43). Positive control: the test above.
     tenant, _ = gw.tenant("labels-gone")
     sample = insert_sample(gw, tenant)
-    real = review_api.label_sample
+    real = review_api.relabel_sample
 
     def label_then_delete(*args: Any) -> Any:
         out = real(*args)
@@ -196,7 +205,7 @@ def test_a_label_racing_the_tenants_delete_leaves_no_series(
             assert http.delete(f"/admin/tenants/{tenant}").status_code == 200
         return out
 
-    monkeypatch.setattr(review_api, "label_sample", label_then_delete)
+    monkeypatch.setattr(review_api, "relabel_sample", label_then_delete)
     with gw.http(ADMIN) as http:
         r = http.post(f"/admin/review/samples/{sample}/label", json={"label": "misfire"})
     assert r.status_code == 200, r.text

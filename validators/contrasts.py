@@ -168,6 +168,65 @@ CONTRAST_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("in_store", r"in[\s-]store|in[\s-]person|at\sa\s(?:store|branch)", "线下|门店|实体店"),
         ),
     ),
+    # Session 46 (a review, served at verifier 0.986-0.997): the lender / the borrower
+    # cancelling a loan, the payer / the payee paying a fee, fees charged to merchants /
+    # to customers, a business / a personal account, a parent / a child opening one for
+    # the other, a parcel lost / damaged / delayed.
+    (
+        "loan",
+        (
+            ("lender", r"lenders?|creditors?", "出借人|放款人|贷款方|债权人"),
+            ("borrower", r"borrowers?|debtors?", "借款人|借款方|债务人"),
+        ),
+    ),
+    (
+        "payment",
+        (
+            ("payer", r"payers?|payors?", "付款方|付款人"),
+            ("payee", r"payees?|beneficiar(?:y|ies)", "收款方|收款人"),
+        ),
+    ),
+    (
+        "commerce",
+        (
+            ("merchant", r"merchants?|retailers?", "商家|商户"),
+            (
+                "customer",
+                r"(?<!new\s)(?<!existing\s)(?<!current\s)customers?|shoppers?|consumers?",
+                "顾客|消费者",
+            ),
+        ),
+    ),
+    (
+        "holder",
+        (
+            (
+                "business",
+                r"(?:business|corporate|company)\s(?:accounts?|cards?|customers?|users?|plans?)",
+                "企业账户|企业用户|企业版|公司账户",
+            ),
+            (
+                "personal",
+                r"(?:personal|individual)\s(?:accounts?|cards?|customers?|users?|plans?)",
+                "个人账户|个人用户|个人版",
+            ),
+        ),
+    ),
+    (
+        "kin",
+        (
+            ("parent", r"parents?|guardians?", "家长|父母|监护人"),
+            ("child", r"child(?:ren)?|kids?|sons?|daughters?", "孩子|子女|儿子|女儿"),
+        ),
+    ),
+    (
+        "mishap",
+        (
+            ("lost", r"lost|stolen|missing", "丢了|丢失|遗失|被偷|被盗"),
+            ("damaged", r"damaged|broken|cracked|smashed", "损坏|破损|坏了|摔坏"),
+            ("delayed", r"delayed|running\slate", "延误|延迟"),
+        ),
+    ),
     # Session 45 (a review, served at verifier 0.983-0.996): open on weekends / on
     # weekdays, the kids menu at dinner / at lunch, vegan / vegetarian friendly, peanuts /
     # tree nuts (a safety misfire), a razor in hand / checked luggage, an iPad / iPhone.

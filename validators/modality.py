@@ -37,16 +37,33 @@ _CHOICE_EN = (
     rf"|{_HEAD}(?:am|is|are|was|were|will)\s{_WHO}(?:be\s)?(?:allowed|permitted|possible"
     rf"|optional|ok|okay|accepted)(?![a-z])"
 )
+# "How often can I change my PIN?" / "How often should I …?", "How many times can I
+# reschedule?" / "… should I …?", "How long can I keep the car?": a quantity asked of
+# a choice or of a duty (session 46's review:
+# served at 0.995-0.998); not an expectation ("How long should I expect to wait?", "how
+# long do we have to wait", "how long should my card take": how long it takes)
+_HOW_MUCH = rf"{_HEAD}how\s(?:often|frequently|many\stimes|long|soon|early|late|much|far)\s"
+_NOT_EXPECTED = (
+    r"(?!(?:[a-z'’-]+\s)?(?:expect|wait|anticipate|plan|take|takes|last|arrive)(?![a-z]))"
+)
+_DUTY_EN += (
+    rf"|{_HOW_MUCH}(?:should|must)\s{_SUBJECT}{_NOT_EXPECTED}"
+    rf"|{_HOW_MUCH}(?:do|does)\s{_SUBJECT}(?:need|have)\sto\s{_NOT_EXPECTED}"
+)
+_CHOICE_EN += rf"|{_HOW_MUCH}(?:can|could|may)\s{_SUBJECT}{_NOT_EXPECTED}"
 # a yes-no question: the modal and its 吗 within one clause, or 是否 / 要不要 before it
 _CLAUSE = r"[^，。？！?!,;；]{0,24}吗"
+# a frequency or a count asked with 应该 / 可以 (应该多久改一次 / 可以多久改一次); not 需要
+# 多久, which asks how long something takes
+_HOW_OFTEN_ZH = r"(?=[^，。？！?!,;；]{0,6}(?:多久|几次|多少次|多长时间|多频繁))"
 _DUTY_ZH = (
     rf"(?:需要|必须|一定要|应该|应当|必需|强制)(?={_CLAUSE})|是否(?:需要|必须|应该)"
-    r"|要不要|需不需要"
+    rf"|要不要|需不需要|(?:应该|应当|必须){_HOW_OFTEN_ZH}"
 )
 # 能 alone, not inside 功能 / 可能 / 智能 / 性能 / 才能
 _CHOICE_ZH = (
     rf"(?:可以|允许|(?<![功可智性才技])能够?)(?={_CLAUSE})|是否(?:可以|能|允许)"
-    r"|可不可以|能不能|能否|可否"
+    rf"|可不可以|能不能|能否|可否|(?:可以|最多能)(?=[^，。？！?!,;；]{{0,6}}(?:多久|几次|多少次|多长时间))"
 )
 
 _ALL_EN = rf"{_HEAD}(?:do|does|are|is|will|can|were|was|have|has)\s(?:all|every|each)(?![a-z])"

@@ -22,6 +22,12 @@ DIFFERENT = [
     ("Is travel insurance mandatory for the trip?", "Is travel insurance optional for the trip?"),
     ("需要提前订座吗？", "可以提前订座吗？"),
     ("开会必须戴口罩吗？", "开会可以戴口罩吗？"),
+    # a quantity of a choice against one of a duty (session 46)
+    ("How often can I change my PIN?", "How often should I change my PIN?"),
+    ("How many times can I reschedule my appointment?", "How many times should I reschedule?"),
+    ("How long can I keep my rental car?", "How long should I keep my rental car?"),
+    ("可以多久改一次密码", "应该多久改一次密码"),
+    ("一年可以改几次手机号", "一年应该改几次手机号"),
     # all against some
     ("Do all plans include priority support?", "Do any plans include priority support?"),
     ("Are all rooms non-smoking?", "Are some rooms non-smoking?"),
@@ -61,6 +67,13 @@ DIFFERENT = [
 ]
 
 SAME = [
+    # session 46's controls: an expectation is no duty, "may" / "allowed" is "can"
+    ("How often can I change my PIN?", "How frequently am I allowed to change my PIN?"),
+    ("How often can I change my PIN?", "How often may I change my PIN?"),
+    ("How long should I expect to wait for my card?", "Can I track my card?"),
+    ("How long should my new card take to arrive?", "Can I track my new card?"),
+    ("How long does a transfer take?", "How long can a transfer take?"),
+    ("转账需要多久", "转账应该多久到账"),
     ("How can I reset my password?", "How do I reset my password?"),  # not a modal head
     ("Can I pay by card?", "Is it possible to pay by card?"),  # both choices
     ("Do I need a visa for Japan?", "Is a visa required for Japan?"),  # both duties

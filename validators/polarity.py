@@ -267,8 +267,14 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
         # "more than 30 days after purchase", read as "after 30 days")
         _en(r"before|prior\sto|earlier\sthan|within(?=\s" + _A_TIME + ")")
         + "|之前|以前|"
-        + _ZH_BEFORE_AFTER.format("前"),
-        _en(r"after|later\sthan") + "|之后|以后|" + _ZH_BEFORE_AFTER.format("后"),
+        + _ZH_BEFORE_AFTER.format("前")
+        # 七天内 / 七天后: within a time against after it (a review: the verifier scored
+        # 七天内可以退货吗 / 七天后可以退货吗 0.9811, at the cut)
+        + "|(?<=[天周月年时钟])(?:之|以)?内",
+        _en(r"after|later\sthan")
+        + "|之后|以后|"
+        + _ZH_BEFORE_AFTER.format("后")
+        + "|(?<=[天周月年时钟])后",
         "any",
     ),
     ActionPair(

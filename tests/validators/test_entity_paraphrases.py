@@ -61,6 +61,9 @@ SAME = [
     ("商家入驻要多少钱", "商家入驻收费标准"),
     ("Can I open an account for my child?", "Can parents open accounts for their children?"),
     ("My card was lost", "My card was stolen"),
+    ("七天内可以退货吗", "7天之内能退货吗"),
+    ("三天后到账吗", "三天以后到账吗"),
+    ("收到货七天内可以退吗", "签收后七天内可以退货吗"),
     ("What fees do you charge?", "What fees do you charge customers?"),
     pytest.param(
         "How tall is Mount Everest?",
@@ -97,6 +100,7 @@ DIFFERENT = [
     ("What is the most expensive plan?", "What is the lowest priced plan?"),
     # the controls of session 46's rules
     ("Can the lender cancel the loan?", "Can the borrower cancel the loan?"),
+    ("七天内可以退货吗", "七天后可以退货吗"),
     ("Does the payer pay the transfer fee?", "Does the payee pay the transfer fee?"),
     ("What fees do you charge merchants?", "What fees do you charge customers?"),
     ("你们对商家收什么费用", "你们对顾客收什么费用"),

@@ -134,6 +134,28 @@ def find_places(text: str) -> list[tuple[str, int, int]]:
     return sorted(found, key=lambda f: f[1])
 
 
+# Where something goes that is no named place, read for routes only (never a
+# ``place:`` value): "Do you ship to other countries?" / "… from other countries?",
+# "transfer to a foreign account" / "from a foreign account", 寄到国外 / 从国外寄过来,
+# "ship to a PO box" / "from a PO box" (session 46's review: served at 0.986-0.997).
+_ROUTE_ONLY = re.compile(
+    r"(?<![A-Za-z])(?:(?P<foreign>(?:other|another|foreign)\s+countr(?:y|ies)|overseas|abroad"
+    r"|(?:an?\s+)?(?:foreign|overseas|international)\s+(?:bank\s+)?accounts?)"
+    r"|(?P<po_box>(?:an?\s+)?p\.?\s?o\.?\s?box(?:es)?))(?![A-Za-z])"
+    r"|(?P<foreign_zh>境外|国外|海外)",
+    re.IGNORECASE,
+)
+ROUTE_ONLY_IDS = frozenset({"foreign", "po_box"})
+
+
+def _route_only(text: str) -> list[tuple[str, int, int]]:
+    found = []
+    for m in _ROUTE_ONLY.finditer(text):
+        kind = m.lastgroup or ""
+        found.append((kind.removesuffix("_zh"), m.start(), m.end()))
+    return found
+
+
 def _before(text: str, start: int) -> str:
     return text[max(0, start - _LOOK_BACK) : start]
 
@@ -165,7 +187,8 @@ def place_values(text: str) -> set[str]:
         named.add(f"outside:{place}" if outside else place)
     implied = {c for place in named for c in CONTAINERS.get(place, ())}
     values = {f"place:{place}" for place in named - implied}
-    return values | _roles(text, found) | citizen_values(text)
+    routed = sorted(found + _route_only(text), key=lambda f: f[1])
+    return values | _roles(text, routed) | citizen_values(text)
 
 
 def citizen_values(text: str) -> set[str]:
@@ -205,7 +228,7 @@ def known_place_value(value: str) -> bool:
     kind, _, place = value.partition(":")
     if kind == "route":
         role, _, place = place.partition(":")
-        return role in ("from", "to") and place in ALL_IDS
+        return role in ("from", "to") and (place in ALL_IDS or place in ROUTE_ONLY_IDS)
     if kind == "citizen":
         return place in ALL_IDS
     return kind == "place" and place.removeprefix("outside:") in ALL_IDS

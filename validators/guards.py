@@ -65,6 +65,16 @@ _INFO = (
     r"|market|queue|wait\stime|balance|time"
 )
 
+#: 现在 / 目前 / 当前 with the value or state asked ("现在汇率多少", "目前有货吗", "当前排队
+#:人数"), not a bare one: "目前支持哪些支付方式" (an FAQ), "之前拉黑了，现在和好了，怎么恢复"
+#: (a story) were refused as time-sensitive (session 46's review: 54 of 5,034 topic
+#: questions).
+_ZH_NOW = (
+    r"(?:现在|目前|当前|此刻|眼下)(?=[^，。？！?!,;；]{0,8}(?:价格|价钱|价|汇率|天气|气温|温度"
+    r"|几点|时间|状态|排队|人数|库存|有货|有票|余票|名额|行情|股价|多少钱|是多少|怎么样|什么情况"
+    r"|情况|进度|路况|比分|开门|营业|能用吗|正常吗|故障|拥堵|延误|堵车|下雨|利率))"
+)
+
 #: How to update to whatever is newest ("How do I update the app to the latest
 #: version?", 怎么升级到最新版本): the steps are one answer for everyone and do not
 #: change with each release; what the newest version *is* ("What is the latest
@@ -114,10 +124,16 @@ TIME_SENSITIVE = Guard(
         regex_rule(
             "now",
             en_words(
-                r"right\snow|just\snow|as\sof\s(?:now|today)|currently|at\sthe\smoment|at\spresent"
+                r"right\snow|just\snow|as\sof\s(?:now|today)|at\sthe\smoment"
                 rf"|(?:{_INFO})\s(?:is\s|are\s)?(?:right\s)?now"
+                # not what a business offers: "Which countries do you currently support?"
+                # is an FAQ (session 46's review)
+                r"|(?:currently|at\spresent)(?!\s(?:support|supports|accept|accepts|offer|offers"
+                r"|ship|ships|provide|provides|allow|allows|sell|sells|serve|serves|operate"
+                r"|operates|work\swith|partner\swith)(?![a-z]))"
             )
-            + r"|现在|目前|当前|此刻|眼下",
+            + "|"
+            + _ZH_NOW,
         ),
         regex_rule(
             "latest",

@@ -46,13 +46,30 @@ _SELF_EN = (
 )
 
 
-def _advice(name: str, terms: str, zh: str) -> GuardRule:
+def _advice(name: str, terms: str, zh: str, unless: re.Pattern[str] | None = None) -> GuardRule:
     """``terms`` next to a first-person or situation marker (either order), or ``zh``."""
     en = (
         rf"{A}(?:{terms}){Z}(?=.*?{A}(?:{_SELF_EN}){Z})"
         rf"|{A}(?:{_SELF_EN}){Z}.*?{A}(?:{terms}){Z}"
     )
-    return GuardRule(name, re.compile(rf"{en}|{zh}", NOCASE | re.DOTALL))
+    return GuardRule(name, re.compile(rf"{en}|{zh}", NOCASE | re.DOTALL), unless=unless)
+
+
+#: Pharmacy and clinic administration: refilling, picking up or transferring a
+#: prescription, booking a doctor, paying or claiming a bill (医保码, 结算, 挂号, 报销):
+#: the same steps for everyone, no advice about a body (session 46's review: 83 of 719
+#: health-administration topic questions were refused). Not when a dose, a symptom, a
+#: side effect or whether to take something is asked too.
+_HEALTH_ADMIN = re.compile(
+    r"^(?!.*(?:\b(?:dos(?:e|es|age|ages)|overdos\w*|mg|milligrams?|symptoms?|side\seffects?"
+    r"|safe|pregnan\w*|diagnos\w*|(?:should|can|could|must)\s(?:i|we|he|she|they|my\s\w+)"
+    r"\s(?:take|stop|use|give|mix|drink))\b|剂量|吃几|吃多少|副作用|症状|能不能吃|可以吃|该吃|孕|哺乳))"
+    r"(?:.*\b(?:refill\w*|pick(?:\s|-)?(?:up|it\sup)|transfer\w*|renew\w*|deliver\w*|ready"
+    r"|book\w*|schedule\w*|reschedul\w*|appointments?|insurance|copays?|bill(?:s|ing)?"
+    r"|invoices?|records?|portal|receipts?|reimburse\w*|claims?)\b"
+    r"|.*(?:医保码|医保卡|医保|结算|报销|挂号|预约|转诊|缴费|发票|取药|病历|出院手续|理赔))",
+    NOCASE | re.DOTALL,
+)
 
 
 _ZH_ADVICE = (
@@ -64,7 +81,13 @@ _ZH_MEDICAL = (
     r"药|剂量|症状|诊断|治疗|副作用|处方|疾病|生病|病情|发烧|头痛|头疼|疼痛|怀孕|癌|疫苗"
     r"|医生|医院|过敏|咳嗽|布洛芬|对乙酰氨基酚|扑热息痛|阿司匹林|泰诺|抗生素|头孢"
 )
-_ZH_LEGAL = r"合同纠纷|起诉|律师|合法|违法|法律|诉讼|法院|判决|离婚|赔偿|侵权|仲裁|被辞退|房东"
+# not 房东 alone ("房东联系不上怎么办" is about a stay, no dispute: session 46's review);
+# a landlord refusing, raising or keeping something is a dispute
+_ZH_LEGAL = (
+    r"合同纠纷|起诉|律师|合法|违法|法律|诉讼|法院|判决|离婚|赔偿|侵权|仲裁|被辞退|维权"
+    r"|押金纠纷|不退押金|房东(?=[^。？！?!]{0,8}(?:不退|不给|不修|不管|不肯|不配合|拒绝|拒不"
+    r"|涨租|涨房租|加租|扣押金|扣钱|赶|违约|威胁))"
+)
 
 
 def _zh_advice(terms: str) -> str:
@@ -79,7 +102,7 @@ HIGH_RISK = Guard(
     "medical, legal and financial advice about someone's own situation, where a wrong "
     "cached answer does harm (encyclopedic facts such as side effects of a drug pass)",
     (
-        _advice("medical", _MEDICAL_EN, _zh_advice(_ZH_MEDICAL)),
+        _advice("medical", _MEDICAL_EN, _zh_advice(_ZH_MEDICAL), unless=_HEALTH_ADMIN),
         _advice("legal", _LEGAL_EN, _zh_advice(_ZH_LEGAL)),
         regex_rule(
             "financial_advice",

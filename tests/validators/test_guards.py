@@ -127,6 +127,10 @@ FIRES = [
     ("high_risk", "legal", "Is it legal for us to record our customers' calls?"),  # "us"
     ("high_risk", "legal", "Can a lawyer help us sue the US company?"),
     ("high_risk", "legal", "合同纠纷怎么处理"),
+    ("high_risk", "legal", "房东不退押金怎么办"),
+    ("high_risk", "legal", "房子漏水好几周了房东都不管，我该怎么办？"),
+    ("high_risk", "medical", "Can I take my prescription with alcohol?"),
+    ("high_risk", "medical", "What dose of my prescription should I take?"),
     ("high_risk", "legal", "这样做违法吗"),
     ("high_risk", "financial_advice", "Should I invest in bitcoin?"),
     ("high_risk", "financial_advice", "Which stocks should I buy?"),
@@ -191,6 +195,13 @@ QUIET = [
     ("high_risk", "Is it legal to record a call?"),
     ("high_risk", "阿司匹林有哪些副作用"),
     ("high_risk", "头痛是什么症状"),
+    # pharmacy and clinic administration, a stay's landlord (session 46)
+    ("high_risk", "How do I refill my prescription?"),
+    ("high_risk", "Can someone else pick up my prescription?"),
+    ("high_risk", "How do I book an appointment with my doctor?"),
+    ("high_risk", "药店扫我的医保码提示失败"),
+    ("high_risk", "医生让我出院了，可是不知道怎么结算费用"),
+    ("high_risk", "民宿房东联系不上怎么办"),
     ("high_risk", "I'm sick of waiting for my card"),
     ("high_risk", "How do I dispute a charge on my card?"),
     # "US" is the country, not "us" (a review found it read as the asker's situation)

@@ -13,6 +13,10 @@ from prefix.model.chat_prompt import ChatEncoder
 Prompt = str | Sequence[int] | Sequence[Mapping[str, Any]]
 
 
+#: The roles the chat template renders (OpenAI's legacy ``function`` is not one).
+CHAT_ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool", "developer")
+
+
 class PromptEncoder:
     """``vocab_size``: the model's embedding rows, when it has fewer than the tokenizer
     has tokens (an id past them would fail inside the engine's step, for every request
@@ -55,7 +59,7 @@ class PromptEncoder:
         if not messages:
             return []
         for m in messages:
-            if m.get("role") not in ("system", "user", "assistant", "tool", "developer"):
+            if m.get("role") not in CHAT_ROLES:
                 # the role is the client's text: not quoted back
                 raise RequestError(
                     "unknown message role (system, user, assistant, tool or developer)"

@@ -21,11 +21,11 @@ from prefix.errors import (
     RequestError,
     StepFailedError,
 )
-from prefix.model.tokenize import Prompt
+from prefix.model.tokenize import CHAT_ROLES, Prompt
 from prefix.serve.engine import PrefixEngine
 from prefix.serve.prep_pool import in_prep_thread
 from protocol.errors import ApiError
-from protocol.openai import KNOWN_ROLES, ChatCompletionRequest, CompletionRequest
+from protocol.openai import ChatCompletionRequest, CompletionRequest
 from protocol.sampling import sampling_params
 
 
@@ -114,11 +114,13 @@ def refuse_unsupported(req: ChatCompletionRequest | CompletionRequest) -> None:
         )
     if isinstance(req, ChatCompletionRequest):
         for i, message in enumerate(req.messages):
-            if message.role not in KNOWN_ROLES:  # its name is the client's: not quoted
+            # the roles its chat template renders (not the legacy "function": session 46,
+            # it was named here as taken and then refused by the tokenizer)
+            if message.role not in CHAT_ROLES:  # its name is the client's: not quoted
                 raise ApiError(
                     400,
                     f"invalid value for 'messages.{i}.role': this engine takes "
-                    + ", ".join(sorted(KNOWN_ROLES)),
+                    + ", ".join(sorted(CHAT_ROLES)),
                     param="messages",
                 )
             if message.non_text_part() is not None:

@@ -120,6 +120,14 @@ BAD_INPUT: list[tuple[str, str, Any, int, str | None]] = [
         "messages",
     ),
     (
+        # the legacy role no chat template renders: refused naming the roles it takes
+        "function-role",
+        CHAT,
+        {"model": "tiny", "messages": [{"role": "function", "name": "f", "content": "t5"}]},
+        400,
+        "messages",
+    ),
+    (
         "image-part",
         CHAT,
         {

@@ -246,6 +246,8 @@ def test_bad_input_gets_openai_errors_and_engine_keeps_serving(
                 assert "256" in err["message"], err  # the limit is in the message
             if name == "unknown-model":
                 assert err["code"] == "model_not_found"
+            if name in ("unknown-role", "function-role"):  # the roles named are those taken
+                assert "function" not in err["message"] and "developer" in err["message"]
         assert_openai_error(client.get("/v1/nope"), 404)
         assert_openai_error(client.get(CHAT), 405)
         # A tiny temperature samples greedily instead of overflowing in the sampler.

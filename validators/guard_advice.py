@@ -61,9 +61,12 @@ def _advice(name: str, terms: str, zh: str, unless: re.Pattern[str] | None = Non
 #: health-administration topic questions were refused). Not when a dose, a symptom, a
 #: side effect or whether to take something is asked too.
 _HEALTH_ADMIN = re.compile(
-    r"^(?!.*(?:\b(?:dos(?:e|es|age|ages)|overdos\w*|mg|milligrams?|symptoms?|side\seffects?"
-    r"|safe|pregnan\w*|diagnos\w*|(?:should|can|could|must)\s(?:i|we|he|she|they|my\s\w+)"
-    r"\s(?:take|stop|use|give|mix|drink))\b|剂量|吃几|吃多少|副作用|症状|能不能吃|可以吃|该吃|孕|哺乳))"
+    r"^(?!.*(?:\d\s?mg\b|\b(?:dos(?:e|es|age|ages)|overdos\w*|mg|milligrams?|symptoms?"
+    r"|side\seffects?|safe|ok|okay|pregnan\w*|breastfeed\w*|diagnos\w*|alcohol|drink\w*|pain"
+    r"|fever|allerg\w*|rash|cough\w*|chest|bleed\w*|vomit\w*|nause\w*|headaches?|migraines?"
+    r"|infect\w*|swollen|sick|hurts?|emergency|er|urgent|should\s(?:i|we)\s(?:go|see|take)"
+    r"|(?:should|can|could|must)\s(?:i|we|he|she|they|my\s\w+)\s(?:take|stop|use|give|mix))\b"
+    r"|剂量|吃几|吃多少|副作用|症状|发烧|发热|过敏|疼|痛|咳|吐|孕|哺乳|还要吃|能不能吃|可以吃|该吃|急诊))"
     r"(?:.*\b(?:refill\w*|pick(?:\s|-)?(?:up|it\sup)|transfer\w*|renew\w*|deliver\w*|ready"
     r"|book\w*|schedule\w*|reschedul\w*|appointments?|insurance|copays?|bill(?:s|ing)?"
     r"|invoices?|records?|portal|receipts?|reimburse\w*|claims?)\b"
@@ -85,8 +88,9 @@ _ZH_MEDICAL = (
 # a landlord refusing, raising or keeping something is a dispute
 _ZH_LEGAL = (
     r"合同纠纷|起诉|律师|合法|违法|法律|诉讼|法院|判决|离婚|赔偿|侵权|仲裁|被辞退|维权"
-    r"|押金纠纷|不退押金|房东(?=[^。？！?!]{0,8}(?:不退|不给|不修|不管|不肯|不配合|拒绝|拒不"
-    r"|涨租|涨房租|加租|扣押金|扣钱|赶|违约|威胁))"
+    r"|押金纠纷|不退押金|房东(?=[^。？！?!]{0,8}(?:不退|不给|不修|不管|不肯|不配合|不让|拒绝|拒不"
+    r"|涨租|涨房租|加租|扣押金|扣钱|押金|赶|违约|威胁|收回|扔|换锁|断水|断电|搬走|矛盾|纠纷))"
+    r"|(?:和|跟|与)房东[^。？！?!]{0,6}(?:矛盾|纠纷|吵)"
 )
 
 

@@ -70,18 +70,16 @@ _COMMAND = (
 
 
 #: Troubleshooting a lost, stolen, damaged or expiring card: the same steps for everyone.
-#: Also (session 46's review) a card an ATM kept or someone else used, what happens if
-#: one of the asker's things goes wrong (a hypothesis, not its state), and how to do
-#: something to it ("how do I activate my card": the steps, not the card's state).
+#: Also (session 46's review) a card an ATM kept or someone else used. (A how-to or a
+#: "what happens if" clause is not read here: it kept "Is my account frozen? How do I
+#: unfreeze it?" from being refused for its first question.)
 _TROUBLE = re.compile(
     en_words(
         r"lost|stolen|missing|damaged|broken|expire[sd]?|expiring|expiration|not\sworking"
         r"|(?:won't|wont|doesn't|doesnt|isn't|isnt|is\snot|does\snot)\s(?:work|working)"
         r"|swallowed|stuck\sin|trapped|retained|kept\sby|melted|cloned|skimmed|hacked"
-        r"|compromised|used\swithout\smy\s(?:permission|consent|knowledge)"
-        r"|what\s(?:happens|would\shappen|should\si\sdo|do\si\sdo|can\si\sdo)\s(?:if|when|in\scase)"
-        r"|how\s(?:do|can|should)\si\s(?:activate|set\sup|link|unlink|report|freeze|unfreeze|block"
-        r"|unblock|replace|reset|change|update|close|cancel|use|top\sup|verify|order|renew)"
+        r"|compromised|(?:used|using|uses)\s(?:\w+\s){0,2}?without\smy\s(?:permission|consent"
+        r"|knowledge)"
     ),
     NOCASE,
 )

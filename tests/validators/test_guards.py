@@ -129,6 +129,19 @@ FIRES = [
     ("high_risk", "legal", "合同纠纷怎么处理"),
     ("high_risk", "legal", "房东不退押金怎么办"),
     ("high_risk", "legal", "房子漏水好几周了房东都不管，我该怎么办？"),
+    ("high_risk", "legal", "房东不让我退租怎么办"),
+    ("high_risk", "legal", "我和房东闹矛盾了怎么办"),
+    ("high_risk", "medical", "Can I refill my prescription early? I take 50mg of sertraline"),
+    (
+        "high_risk",
+        "medical",
+        "I need to book an appointment because I have chest pain, should I go?",
+    ),
+    ("high_risk", "medical", "孩子发烧39度，怎么预约挂号"),
+    ("time_sensitive", "now", "现在一美元换多少人民币"),
+    ("time_sensitive", "now", "现在还开着吗"),
+    ("time_sensitive", "markets", "What is the USD to EUR exchange rate? Explain briefly."),
+    ("time_sensitive", "clock", "What is the time for the next train?"),
     ("high_risk", "medical", "Can I take my prescription with alcohol?"),
     ("high_risk", "medical", "What dose of my prescription should I take?"),
     ("high_risk", "legal", "这样做违法吗"),
@@ -320,16 +333,16 @@ def test_match_serializes() -> None:
         ("我的会员什么时候到期？", True),
         ("为什么扣了我两次钱", True),
         ("帮我取消订单", True),
-        # session 46: what to do when an ATM kept the card or someone used it, what
-        # happens if a payment fails, how to activate a card: the same steps for everyone
+        # session 46: what to do when an ATM kept the card or someone used it: the same
+        # steps for everyone
         ("My card got trapped inside an ATM, what should I do?", False),
         ("What should I do if someone is using my card without my permission?", False),
-        ("What happens if my card payment is cancelled?", False),
-        ("I have my card now, how do I activate it?", False),
-        # and the asker's own state beside them
+        # and the asker's own state beside them, a how-to clause too (the diff review)
         ("Why was my card payment cancelled?", True),
         ("i need to know why my card was declined", True),
         ("Has my card arrived yet?", True),
+        ("Is my account frozen? How do I unfreeze it?", True),
+        ("Why is my transfer still pending? What happens if it fails?", True),
         # and their procedural controls
         ("How do I cancel my subscription?", False),
         ("What plans do you offer?", False),

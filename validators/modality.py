@@ -48,7 +48,8 @@ _NOT_EXPECTED = (
 )
 _DUTY_EN += (
     rf"|{_HOW_MUCH}(?:should|must)\s{_SUBJECT}{_NOT_EXPECTED}"
-    rf"|{_HOW_MUCH}(?:do|does)\s{_SUBJECT}(?:need|have)\sto\s{_NOT_EXPECTED}"
+    # "How long do I have to return it?" asks the window, not a duty (the diff review)
+    rf"|{_HOW_MUCH}(?:do|does)\s{_SUBJECT}need\sto\s{_NOT_EXPECTED}"
 )
 _CHOICE_EN += rf"|{_HOW_MUCH}(?:can|could|may)\s{_SUBJECT}{_NOT_EXPECTED}"
 # a yes-no question: the modal and its 吗 within one clause, or 是否 / 要不要 before it
@@ -58,12 +59,13 @@ _CLAUSE = r"[^，。？！?!,;；]{0,24}吗"
 _HOW_OFTEN_ZH = r"(?=[^，。？！?!,;；]{0,6}(?:多久|几次|多少次|多长时间|多频繁))"
 _DUTY_ZH = (
     rf"(?:需要|必须|一定要|应该|应当|必需|强制)(?={_CLAUSE})|是否(?:需要|必须|应该)"
-    rf"|要不要|需不需要|(?:应该|应当|必须){_HOW_OFTEN_ZH}"
+    rf"|要不要|需不需要|(?:应该|应当|必须){_HOW_OFTEN_ZH}|(?<=多久)(?:应该|应当|必须)"
 )
 # 能 alone, not inside 功能 / 可能 / 智能 / 性能 / 才能
 _CHOICE_ZH = (
     rf"(?:可以|允许|(?<![功可智性才技])能够?)(?={_CLAUSE})|是否(?:可以|能|允许)"
     rf"|可不可以|能不能|能否|可否|(?:可以|最多能)(?=[^，。？！?!,;；]{{0,6}}(?:多久|几次|多少次|多长时间))"
+    r"|(?<=多久)(?:可以|能)"
 )
 
 _ALL_EN = rf"{_HEAD}(?:do|does|are|is|will|can|were|was|have|has)\s(?:all|every|each)(?![a-z])"

@@ -67,6 +67,24 @@ _A_TIME = (
     r"(?:days?|weeks?|months?|years?|hours?)\b"
 )
 _NOT_AGE = r"(?!\s(?:age|ages)\b)"  # a minimum or maximum age is the age_limit pair's
+# "after" not right after a time ("30 days after purchase" starts the time there)
+_NOT_A_TIME_BEFORE = "".join(
+    rf"(?<!{unit}\s)"
+    for unit in (
+        "day",
+        "days",
+        "week",
+        "weeks",
+        "month",
+        "months",
+        "year",
+        "years",
+        "hour",
+        "hours",
+    )
+)
+# a counted time unit in Chinese (七天, 3个月, 两周), not 几天 / 多少天 (a question)
+_ZH_COUNTED = r"(?<!几[天日周月年])(?<!几个[月周])(?<!几小时)(?<!多少天)(?<=[天日周月年时钟])"
 _AFTER_A_TIME = _A_TIME + r"\s(?:after|past|since|later)\b"
 
 # 前 / 后 straight after what they are before or after (no 之 / 以): 饭前 / 饭后, 税前 /
@@ -227,9 +245,9 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
     # another question, asked alone or against the minimum.
     ActionPair(
         "age_limit",
-        _en(r"(?:max|maximum|highest|oldest|upper)\sage|age\s(?:cap|ceiling|maximum)|too\sold")
+        _en(r"(?:max|maximum|highest|oldest|upper)\sage|age\s(?:cap|ceiling|maximum)")
         + "|最高年龄|最大年龄|年龄上限",
-        _en(r"(?:min|minimum|lowest|youngest|lower)\sage|age\s(?:minimum|floor)|too\syoung")
+        _en(r"(?:min|minimum|lowest|youngest|lower)\sage|age\s(?:minimum|floor)")
         + "|最低年龄|最小年龄|年龄下限",
         "-",
     ),
@@ -265,21 +283,38 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
         "order",
         # "within 30 days" is before the 30 days are over (session 46: it passed against
         # "more than 30 days after purchase", read as "after 30 days")
-        _en(r"before|prior\sto|earlier\sthan|within(?=\s" + _A_TIME + ")")
+        _en(
+            r"before|prior\sto|earlier\sthan"
+            r"|(?:within|up\sto|no\slater\sthan)(?=\s" + _A_TIME + ")"
+        )
         + "|之前|以前|"
         + _ZH_BEFORE_AFTER.format("前")
         # 七天内 / 七天后: within a time against after it (a review: the verifier scored
-        # 七天内可以退货吗 / 七天后可以退货吗 0.9811, at the cut)
-        + "|(?<=[天周月年时钟])(?:之|以)?内",
-        _en(r"after|later\sthan")
+        # 七天内可以退货吗 / 七天后可以退货吗 0.9811, at the cut); not 几天内 / 几天后, which
+        # ask one thing (退款几天内到账 / 几天后到账)
+        + "|"
+        + _ZH_COUNTED
+        + "(?:之|以)?内",
+        # "more than 30 days after purchase" is after; "30 days after purchase" and
+        # "within 30 days after purchase" name when the time starts, no order (the diff
+        # review of session 46)
+        _en(
+            r"(?:more|greater|longer)\sthan\s"
+            + _A_TIME
+            + r"\s(?:after|past|since|from)|"
+            + _NOT_A_TIME_BEFORE
+            + r"after|(?<!no\s)later\sthan"
+        )
         + "|之后|以后|"
         + _ZH_BEFORE_AFTER.format("后")
-        + "|(?<=[天周月年时钟])后",
+        + "|"
+        + _ZH_COUNTED
+        + "后",
         "any",
     ),
     ActionPair(
         "relative",
-        _en(r"from\snow|later|hence") + "|(?<=[天周月年时钟])后",
+        _en(r"from\snow|later(?!\sthan)|hence") + "|(?<=[天周月年时钟])后",
         _en(r"ago") + "|(?<=[天周月年时钟])前",
         "any",
     ),
@@ -334,7 +369,7 @@ NOT_NEGATION = re.compile(
         r"not\ssure|(?:do\s?n[o']?t|did\s?n[o']?t)\s(?:know|remember)"
         + _HEDGED
         + r"|no\sidea|(?:whether\s)?or\snot"
-        r"|no\s(?:more|less|fewer)\sthan|no\sproblem|no\sworries|oh\sno|(?:can\s?n[o']?t|can'?t|cannot)\sremember"
+        r"|no\s(?:more|less|fewer|later|earlier)\sthan|no\sproblem|no\sworries|oh\sno|(?:can\s?n[o']?t|can'?t|cannot)\sremember"
         + _HEDGED
         + r"|not\sonly|no\smatter|nothing\selse"
     )

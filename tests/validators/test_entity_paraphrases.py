@@ -62,6 +62,20 @@ SAME = [
     ("Can I open an account for my child?", "Can parents open accounts for their children?"),
     ("My card was lost", "My card was stolen"),
     ("七天内可以退货吗", "7天之内能退货吗"),
+    (
+        "Can I return it more than 30 days after purchase?",
+        "Can I return it 30 days after purchase?",
+    ),
+    (
+        "Can I return an item up to 30 days after purchase?",
+        "Can I return an item within 30 days of purchase?",
+    ),
+    (
+        "Can I return it no later than 30 days after delivery?",
+        "Can I return it within 30 days of delivery?",
+    ),
+    ("退款几天内到账", "退款几天后到账"),
+    ("Is my phone too old to get the update?", "Can my old phone get the update?"),
     ("Can I transfer money to a foreign account?", "Can I send money to an overseas account?"),
     ("可以寄到国外吗", "可以寄往海外吗"),
     ("Do you ship to other countries?", "Do you deliver to other countries?"),
@@ -104,6 +118,12 @@ DIFFERENT = [
     # the controls of session 46's rules
     ("Can the lender cancel the loan?", "Can the borrower cancel the loan?"),
     ("七天内可以退货吗", "七天后可以退货吗"),
+    # the diff review of session 46
+    (
+        "Can I return it within 30 days after purchase?",
+        "Can I return it more than 30 days after purchase?",
+    ),
+    ("Can I pay before delivery?", "Can I pay after delivery?"),
     ("可以转账到境外账户吗", "可以从境外账户转账进来吗"),
     ("可以寄到国外吗", "可以从国外寄过来吗"),
     ("Do you ship to other countries?", "Do you ship from other countries?"),

@@ -27,6 +27,7 @@ DIFFERENT = [
     ("How many times can I reschedule my appointment?", "How many times should I reschedule?"),
     ("How long can I keep my rental car?", "How long should I keep my rental car?"),
     ("可以多久改一次密码", "应该多久改一次密码"),
+    ("密码多久可以修改一次", "密码应该多久修改一次"),
     ("一年可以改几次手机号", "一年应该改几次手机号"),
     # all against some
     ("Do all plans include priority support?", "Do any plans include priority support?"),
@@ -74,6 +75,7 @@ SAME = [
     ("How long should my new card take to arrive?", "Can I track my new card?"),
     ("How long does a transfer take?", "How long can a transfer take?"),
     ("转账需要多久", "转账应该多久到账"),
+    ("How long do I have to return an item?", "How long can I return an item for?"),
     ("How can I reset my password?", "How do I reset my password?"),  # not a modal head
     ("Can I pay by card?", "Is it possible to pay by card?"),  # both choices
     ("Do I need a visa for Japan?", "Is a visa required for Japan?"),  # both duties

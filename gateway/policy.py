@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from semantic import SemanticPolicy
 from validators import ENTITY_KINDS, GUARDS
@@ -102,6 +110,13 @@ class TenantPolicy(BaseModel):
     max_semantic_entries: int = Field(100_000, gt=0, le=MAX_COUNT)
     max_semantic_partitions: int = Field(10_000, gt=0, le=MAX_COUNT)
     semantic_limit_action: Literal["evict_oldest", "skip"] = "evict_oldest"
+    # Read from a stored version with fields left out or defaulted (``from_stored``): a
+    # PATCH must not build on it (it would store the defaults as the operator's choice).
+    _read_degraded: bool = PrivateAttr(default=False)
+
+    @property
+    def is_read_degraded(self) -> bool:
+        return self._read_degraded
 
     @classmethod
     def from_stored(cls, stored: object) -> TenantPolicy:
@@ -112,16 +127,18 @@ class TenantPolicy(BaseModel):
         know (written by a newer replica during a rolling upgrade, or before a rollback)
         is left out; a known field whose value this build cannot read takes its default,
         and then the semantic layer is off for the tenant, since a default could share
-        more than the operator chose. Both are logged by field name. Before session 46
-        either was a 500 on every request of the tenant and on the admin writes that
-        would have replaced it (a review)."""
+        more than the operator chose; an unknown field does the same, since it may be one
+        that narrows sharing. Both are logged by field name, and the policy read so is
+        marked (``is_read_degraded``): a PATCH refuses to build on it, a PUT replaces it.
+        Before session 46 either was a 500 on every request of the tenant and on the
+        admin writes that would have replaced it (a review)."""
         if not isinstance(stored, dict):
             log.warning("a stored policy is not a JSON object; read as defaults, semantic off")
-            return cls(semantic_enabled=False)
+            return cls._degraded({})
         unknown = sorted(str(k) for k in stored if k not in cls.model_fields)
+        data = {k: v for k, v in stored.items() if k in cls.model_fields}
         if unknown:
             log.warning("a stored policy has fields this build does not know: %s", unknown[:20])
-        data = {k: v for k, v in stored.items() if k in cls.model_fields}
         # Likewise NUL, refused in these fields since: read without it, not as an error.
         if isinstance(data.get("prefix_namespace"), str):
             data["prefix_namespace"] = data["prefix_namespace"].replace("\x00", "") or None
@@ -136,15 +153,22 @@ class TenantPolicy(BaseModel):
         # Lax: a version stored before the model was strict was coerced when written,
         # but is read as tolerantly as it was then.
         try:
-            return cls.model_validate(data, strict=False)
+            policy = cls.model_validate(data, strict=False)
         except ValidationError as exc:
             bad = sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]} & set(data))
             log.warning("a stored policy's fields are unreadable: %s; semantic off", bad)
-            kept = {k: v for k, v in data.items() if k not in bad}
-            try:
-                return cls.model_validate(kept | {"semantic_enabled": False}, strict=False)
-            except ValidationError:  # fields that fail only together (judge_band's order)
-                return cls(semantic_enabled=False)
+            return cls._degraded({k: v for k, v in data.items() if k not in bad})
+        return cls._degraded(data) if unknown else policy
+
+    @classmethod
+    def _degraded(cls, data: dict[str, Any]) -> TenantPolicy:
+        """``data`` with the semantic layer off, marked as read degraded."""
+        try:
+            policy = cls.model_validate(data | {"semantic_enabled": False}, strict=False)
+        except ValidationError:  # fields that fail only together (judge_band's order)
+            policy = cls(semantic_enabled=False)
+        policy._read_degraded = True
+        return policy
 
     @field_validator("entity_kinds")
     @classmethod

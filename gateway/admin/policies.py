@@ -119,7 +119,9 @@ class PolicyAdmin:
     def set_policy(
         self, actor: str, tenant_id: str, policy: TenantPolicy, if_match: str | None = None
     ) -> PolicyOut:
-        return self._write_policy(actor, tenant_id, lambda _current: policy, if_match)
+        return self._write_policy(
+            actor, tenant_id, lambda _current: policy, if_match, replaces=True
+        )
 
     def patch_policy(
         self, actor: str, tenant_id: str, changes: dict[str, Any], if_match: str | None = None
@@ -141,6 +143,7 @@ class PolicyAdmin:
         tenant_id: str,
         build: Callable[[dict[str, Any]], TenantPolicy],
         if_match: str | None,
+        replaces: bool = False,
     ) -> PolicyOut:
         check_if_match(if_match)
         for attempt in range(_WRITE_ATTEMPTS):
@@ -161,6 +164,12 @@ class PolicyAdmin:
                         if latest is None
                         else TenantPolicy.from_stored(latest.policy)
                     )
+                    if current.is_read_degraded and not replaces:
+                        raise BadRequestError(
+                            "the stored policy has fields this build cannot read; "
+                            "PUT a whole policy to replace it",
+                            code="policy_unreadable",
+                        )
                     old = current.model_dump(mode="json")
                     policy: TenantPolicy = build(old)
                     row = policy_row(

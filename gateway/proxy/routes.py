@@ -217,7 +217,10 @@ async def _answer(
     started: float,
 ) -> Response:
     model = body.get("model")
-    cards = await gw.upstream.list_models(model if isinstance(model, str) else None)
+    # a model the list lacks is looked for again only where it would be refused (with
+    # "forward" every unlisted id is the point, and would re-read the list each second)
+    expect = model if isinstance(model, str) and not gw.forward_unlisted_models else None
+    cards = await gw.upstream.list_models(expect)
     # While the upstream's list is not known (its /v1/models failing while its chat
     # endpoint works) the request goes on and the upstream judges the model: a 404 here
     # would refuse every model, for good as far as a client's retries go.

@@ -26,9 +26,13 @@ from tests.gateway.proxy.relay.support import CHAT, Scripted, answer, ask
 from tests.live_server import serving
 
 
-def test_an_unknown_field_is_left_out() -> None:
+def test_an_unknown_field_is_left_out_and_the_semantic_layer_is_off() -> None:
+    # it may be a field that narrows sharing (the diff review): read safe, marked
     policy = TenantPolicy.from_stored({"threshold": 0.95, "future_knob": True})
-    assert policy.threshold == 0.95 and policy.semantic_enabled
+    assert policy.threshold == 0.95 and not policy.semantic_enabled
+    assert policy.is_read_degraded
+    control = TenantPolicy.from_stored({"threshold": 0.95})
+    assert control.semantic_enabled and not control.is_read_degraded
 
 
 @pytest.mark.parametrize(
@@ -43,7 +47,7 @@ def test_an_unreadable_value_takes_its_default_and_the_semantic_layer_is_off(
     stored: dict[str, Any],
 ) -> None:
     policy = TenantPolicy.from_stored(stored)
-    assert not policy.semantic_enabled
+    assert not policy.semantic_enabled and policy.is_read_degraded
     assert policy.threshold == TenantPolicy().threshold and policy.mode == "guarded"
     if "judge_band" not in stored:  # the readable fields are kept
         assert policy.ttl_seconds == 60
@@ -53,7 +57,9 @@ def test_an_unreadable_value_takes_its_default_and_the_semantic_layer_is_off(
 
 @pytest.mark.parametrize("stored", [None, [1, 2], "policy"])
 def test_a_stored_value_that_is_no_object_reads_as_defaults(stored: object) -> None:
-    assert TenantPolicy.from_stored(stored) == TenantPolicy(semantic_enabled=False)
+    policy = TenantPolicy.from_stored(stored)
+    assert policy.model_dump() == TenantPolicy(semantic_enabled=False).model_dump()
+    assert policy.is_read_degraded
 
 
 def test_the_tenant_is_served_and_the_admin_can_replace_it(
@@ -83,6 +89,8 @@ def test_the_tenant_is_served_and_the_admin_can_replace_it(
             with admin(gw) as client:
                 shown = client.get(f"/tenants/{tid}/policy")
                 history = client.get(f"/tenants/{tid}/policy/history")
+                # a PATCH would store the defaults read in as the operator's choice
+                patched = client.patch(f"/tenants/{tid}/policy", json={"ttl_seconds": 60})
                 replaced = client.put(f"/tenants/{tid}/policy", json={"threshold": 0.95})
             gw.tenants.invalidate_cache([tid])
             with gw.http(key) as http:
@@ -95,6 +103,7 @@ def test_the_tenant_is_served_and_the_admin_can_replace_it(
     assert shown.status_code == 200 and shown.json()["policy"]["semantic_enabled"] is False
     assert "future_knob" not in json.dumps(shown.json())
     assert history.status_code == 200, history.text
+    assert patched.status_code == 400 and patched.json()["error"]["code"] == "policy_unreadable"
     assert replaced.status_code == 200, replaced.text
     assert [r.status_code for r in after] == [200, 200]
     assert after[1].headers["x-cachegate-cache"] == "semantic-hit"  # the new version reads

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Collection
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -177,7 +178,20 @@ def label_sample(
     actor: str,
     in_force: Collection[str] | None = None,
 ) -> SampleOut:
-    return relabel_sample(sessions, sample_id, label, note, actor, in_force)[0]
+    return relabel_sample(sessions, sample_id, label, note, actor, in_force).sample
+
+
+#: The misfire-rate alert's window (deploy/prometheus/alerts.yml, ``[24h]``): a relabel
+#: withdraws the earlier label from the alert's counts only if that label was given
+#: within it; an older one was never in the window's counts to take out.
+ALERT_WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class Relabel:
+    sample: SampleOut
+    previous: str | None  # the label before (None: unlabelled)
+    recent: bool  # that label was given within ALERT_WINDOW
 
 
 def relabel_sample(
@@ -187,8 +201,9 @@ def relabel_sample(
     note: str | None,
     actor: str,
     in_force: Collection[str] | None = None,
-) -> tuple[SampleOut, str | None]:
-    """:func:`label_sample`, with the label the sample had before (None: unlabelled)."""
+) -> Relabel:
+    """:func:`label_sample`, with the label the sample had before and whether it was
+    given within :data:`ALERT_WINDOW`."""
     if label not in LABELS:
         raise BadRequestError(
             f"label must be one of {list(LABELS)}", param="label", code="bad_label"
@@ -198,6 +213,7 @@ def relabel_sample(
         if row is None:
             raise NotFoundError(f"no misfire sample with id {sample_id}", code="sample_not_found")
         previous = row.label
+        given_at = row.labeled_at
         if previous is not None and previous != label:  # the evidence changed: read afresh
             # after a floor being saved from the labels before (calibration_ruled_out.py)
             s.get(Tenant, row.tenant_id, with_for_update=True)
@@ -210,7 +226,13 @@ def relabel_sample(
         details: dict[str, Any] = {"label": label, "previous": previous, "score": row.score}
         add_event(s, actor, REVIEW_LABEL, row.tenant_id, f"sample:{sample_id}", details)
         s.flush()
-        return SampleOut.of(row, in_force), previous
+        recent = given_at is not None and utc_now() - _aware(given_at) <= ALERT_WINDOW
+        return Relabel(SampleOut.of(row, in_force), previous, recent)
+
+
+def _aware(at: datetime) -> datetime:
+    """SQLite gives back naive datetimes; every stored time is UTC."""
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _is_gone(sessions: sessionmaker[Any], tenant_id: str) -> bool:
@@ -272,7 +294,7 @@ def review_router(admin: Any = require_admin) -> APIRouter:
         actor: str = Depends(admin),
     ) -> SampleOut:
         """Label a sample ``correct`` or ``misfire`` (400 for anything else, 404 unknown id)."""
-        out, previous = await asyncio.to_thread(
+        relabel = await asyncio.to_thread(
             relabel_sample,
             _sessions(request),
             sample_id,
@@ -285,13 +307,17 @@ def review_router(admin: Any = require_admin) -> APIRouter:
         # then, if the tenant was deleted meanwhile, its series go again (the delete's
         # own forget may have run before this count brought them back: a review).
         metrics: GatewayMetrics = request.app.state.gateway.metrics
+        out, previous = relabel.sample, relabel.previous
         weight = 1.0 / (recorded_probability(out.entity_comparison) or 1.0)
         if previous != body.label:  # the same label again changes no count
             metrics.misfire_labels.labels(out.tenant_id, body.label).inc()
             metrics.misfire_labels_weighted.labels(out.tenant_id, body.label).inc(weight)
-        if previous is not None and previous != body.label:  # the earlier one withdrawn
-            metrics.misfire_labels_withdrawn.labels(out.tenant_id, previous).inc()
-            metrics.misfire_labels_withdrawn_weighted.labels(out.tenant_id, previous).inc(weight)
+            # the earlier label withdrawn, where the alert's window still counts it
+            if previous is not None and relabel.recent:
+                metrics.misfire_labels_withdrawn.labels(out.tenant_id, previous).inc()
+                metrics.misfire_labels_withdrawn_weighted.labels(out.tenant_id, previous).inc(
+                    weight
+                )
         if await asyncio.to_thread(_is_gone, _sessions(request), out.tenant_id):
             metrics.forget_tenant(out.tenant_id)
         # This replica reads the tenant's labels again at its next lookup (a relabel

@@ -163,6 +163,16 @@ def test_review_labels_are_counted(gw: Gateway) -> None:
             == 404
         )
     assert counts() == (1, 1, 1, 0)  # net: one correct label, as the report counts it
+    # a label given before the alert's 24 h window was never in its counts: a relabel of
+    # it counts the new label and withdraws nothing (the diff review of session 46)
+    with gw.app.state.db.begin() as conn:
+        two_days_ago = utc_now() - review_api.ALERT_WINDOW * 2
+        conn.execute(
+            update(MisfireSample).where(MisfireSample.id == sample).values(labeled_at=two_days_ago)
+        )
+    with gw.http(ADMIN) as http:
+        assert http.post(url, json={"label": "misfire"}).status_code == 200
+    assert counts() == (2, 1, 1, 0)
 
 
 def test_review_labels_are_weighted_as_the_report_weights_them(gw: Gateway) -> None:

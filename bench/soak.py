@@ -218,7 +218,7 @@ def run_soak(
                 concurrency=cfg.concurrency,
                 timeout=cfg.timeout,
                 out=str(run_dir / "records.jsonl"),
-                max_body_bytes=settings.max_body_bytes,
+                max_body_bytes=settings.body_limit(),
             )
             say(
                 f"gateway at {url} (PostgreSQL schema {schema} via :{pg.port}, Redis via "

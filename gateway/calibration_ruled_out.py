@@ -31,16 +31,20 @@ import math
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, case, delete, func, select
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from gateway.models import MisfireSample, Tenant, VerifierRuledOut
 from gateway.tenants import utc_now
 
-#: What a tenant's labels were when read: how many, and the newest label's time (a
-#: relabel stamps its own); ``None`` for a tenant that does not exist.
-LabelsMark = tuple[int, Any] | None
+#: What a tenant's labels were when read: how many, how many are misfires and the sum
+#: of their ids (a relabel either way moves both), and the newest label's time;
+#: ``None`` for a tenant that does not exist. Not the time alone: a relabel stamps its
+#: replica's clock, and one running behind left the newest time, and the mark, as they
+#: were, so a floor from the labels before the relabel was saved after it (a review,
+#: session 46).
+LabelsMark = tuple[int, int, int, Any] | None
 
 #: The key of "every score scale" (a calibrator reading every scored sample).
 ALL_SCALES = "*"
@@ -77,11 +81,15 @@ def load_ruled_out(
 def _mark(s: Session, tenant_id: str) -> LabelsMark:
     if s.get(Tenant, tenant_id) is None:
         return None
-    statement = select(func.count(), func.max(MisfireSample.labeled_at)).where(
-        MisfireSample.tenant_id == tenant_id, MisfireSample.label.is_not(None)
-    )
-    count, newest = s.execute(statement).one()
-    return int(count), newest
+    misfire = MisfireSample.label == "misfire"
+    statement = select(
+        func.count(),
+        func.sum(case((misfire, 1), else_=0)),
+        func.sum(case((misfire, MisfireSample.id), else_=0)),
+        func.max(MisfireSample.labeled_at),
+    ).where(MisfireSample.tenant_id == tenant_id, MisfireSample.label.is_not(None))
+    count, misfires, ids, newest = s.execute(statement).one()
+    return int(count), int(misfires or 0), int(ids or 0), newest
 
 
 def labels_mark(db: Engine, tenant_id: str) -> LabelsMark:

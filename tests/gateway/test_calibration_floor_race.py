@@ -7,6 +7,7 @@ control: the same refresh with nothing in between keeps its floor."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from gateway.admin.service import TenantAdmin
 from gateway.calibration_ruled_out import load_ruled_out
 from gateway.calibrator import Calibrator
 from gateway.models import MisfireSample
+import gateway.review.api as review_api
 from gateway.review.api import label_sample
 from gateway.tenants import TenantStore, enforce_foreign_keys, utc_now
 from migrations.runner import upgrade_database
@@ -81,9 +83,14 @@ def test_a_floor_from_labels_a_delete_removed_is_not_kept(tmp_path: Path) -> Non
     db.dispose()
 
 
-def test_a_floor_from_labels_a_relabel_changed_is_not_kept(tmp_path: Path) -> None:
+@pytest.mark.parametrize("clock", ["in step", "behind"])
+def test_a_floor_from_labels_a_relabel_changed_is_not_kept(
+    tmp_path: Path, clock: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db, _ = seeded(tmp_path)
     sessions = sessionmaker(db)
+    if clock == "behind":  # the relabelling replica's clock: the newest label stays newest
+        monkeypatch.setattr(review_api, "utc_now", lambda: utc_now() - timedelta(hours=1))
 
     def relabel() -> None:
         with Session(db) as s:

@@ -4,9 +4,20 @@
 Only samples whose verifier score came from a score scale in force count (one id per
 language, ``GatewayVerifier.scale_ids``; the sampler stores the id of the model that
 read each pair): the newest :data:`MAX_SAMPLES` and the :data:`MAX_SAMPLES` with the
-lowest scores, each once; each weighs 1 / the probability it was sampled with (plain
-counts when any sample lacks a usable one). The labels left out for their scale are
-counted apart for the report.
+lowest scores, each once; each weighs 1 / the probability it was sampled with. The
+labels left out for their scale are counted apart for the report.
+
+A sample without a usable sampling record (one stored before records were kept) weighs
+what the tenant's recorded samples weigh in the middle (their median). Until session
+47 one such sample made every weight 1: a tenant sampling at 1% after a week at 100%
+had its month of labels counted as if all were drawn alike.
+
+When there are more labels than the two windows hold, the lowest-scored window is
+every label below its highest score, but above that score only the newest are read:
+each of those stands for its share of all the labels there (its weight times their
+count over the number read). Read plainly, the two windows counted every low score
+and a fraction of the high ones, and low scores are where misfires are: the estimate
+leaned toward misfires (a review, session 46).
 
 Why the lowest scores too: a range the labels disprove is cut off for good
 (gateway/calibration.py), and from then on new samples come only from above the cut.
@@ -19,6 +30,7 @@ label joins them once they are cut off, so they stay read.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Collection
 from typing import Any
 
@@ -42,8 +54,8 @@ def load_labels(
 ) -> list[Label]:
     """A tenant's labelled samples that carry a verifier score, newest first, each
     weighted by 1 / the probability it was sampled with (``entity_comparison.sampling``,
-    gateway/review/sampling.py); when any sample lacks a usable one, every weight is 1
-    (plain counts: a weight guessed for some would skew the rest); with
+    gateway/review/sampling.py; the median of the others' for a sample without one), and
+    by the share it stands for past :data:`MAX_SAMPLES` (the module docstring); with
     ``verifier_models``, only those one of these score scales scored (the verifier in
     force: one per language, ``GatewayVerifier.scale_ids``)."""
     if isinstance(verifier_models, str):  # one id is not a collection of its letters
@@ -63,14 +75,33 @@ def load_labels(
     newest = statement.order_by(MisfireSample.id.desc()).limit(MAX_SAMPLES)
     lowest = statement.order_by(score.asc(), MisfireSample.id.asc()).limit(MAX_SAMPLES)
     with Session(db) as s:
-        read = {row[0]: row[1:] for query in (newest, lowest) for row in s.execute(query)}
+        windows = [list(s.execute(query)) for query in (newest, lowest)]
+        read = {row[0]: row[1:] for window in windows for row in window}
+        # Both windows full: above the lowest window's top score only the newest were read.
+        top = float(windows[1][-1][1]) if all(len(w) >= MAX_SAMPLES for w in windows) else None
+        above = 0 if top is None else int(s.scalar(_count(statement, score >= top)) or 0)
     rows = [
         (float(value), label == "misfire", _weight({"sampling": drawn}))
         for _, (value, label, drawn) in sorted(read.items(), reverse=True)
         if value is not None and math.isfinite(value) and 0.0 <= value <= 1.0
     ]
-    plain = any(w is None for _, _, w in rows)
-    return [Label(v, misfire, 1.0 if plain or w is None else w) for v, misfire, w in rows]
+    known = [w for _, _, w in rows if w is not None]
+    typical = statistics.median_low(known) if known else 1.0
+    read_above = 0 if top is None else sum(v >= top for v, _, _ in rows)
+    share = above / read_above if read_above and above > read_above else 1.0
+    return [
+        Label(
+            v,
+            misfire,
+            (typical if w is None else w) * (share if top is not None and v >= top else 1.0),
+        )
+        for v, misfire, w in rows
+    ]
+
+
+def _count(statement: Any, where: Any) -> Any:
+    """How many rows ``statement`` (a select of samples) gives with ``where`` added."""
+    return select(func.count()).select_from(statement.where(where).subquery())
 
 
 def count_uncounted_labels(db: Engine, tenant_id: str, verifier_models: Collection[str]) -> int:

@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from gateway.calibration import _Suffix, tenant_cut, weighted
+import gateway.calibration_labels as calibration_labels
 from gateway.calibration_labels import load_labels
 from gateway.calibrator import Calibrator
 from gateway.reports.stats import weighted_wilson, wilson, wilson_at
@@ -102,10 +103,49 @@ def test_load_labels_weights_each_by_its_recorded_sampling_probability(tmp_path:
             s.add(row)
     weights = {round(x.score, 2): x.weight for x in load_labels(db, "t")}
     assert weights == pytest.approx({0.9: 10.0, 0.91: 10 / 3, 0.92: 1.0, 0.93: 1e6})
-    # One sample without a usable probability: a weight guessed for it would skew the
-    # others, so all of that tenant's labels count plainly.
+    # One sample without a usable probability weighs what the recorded ones weigh in
+    # the middle; theirs stay (until session 47 every weight of the tenant became 1).
     for j in range(len(unusable)):
-        assert [x.weight for x in load_labels(db, f"u{j}")] == [1.0] * 5, unusable[j]
+        found = {round(x.score, 2): x.weight for x in load_labels(db, f"u{j}")}
+        assert found == pytest.approx({**weights, 0.99: 10 / 3}), unusable[j]
+    db.dispose()
+
+
+def test_a_tenant_without_any_record_counts_plainly(tmp_path: Path) -> None:
+    db = migrated(tmp_path)
+    with Session(db) as s, s.begin():
+        for i in range(4):
+            s.add(sample("t", 0.9 + i / 100, "correct", utc_now()))
+    assert [x.weight for x in load_labels(db, "t")] == [1.0] * 4
+    db.dispose()
+
+
+def test_past_the_windows_the_newest_stand_for_every_label_above_the_lowest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 400 labels, one sampling rate, scores spread over [0.90, 1.00): the misfires are
+    # the ones below 0.91. The windows hold 50: the 50 lowest scores (all below ~0.913)
+    # and the 50 newest. Every label was sampled alike, so the estimate over what was
+    # read must be the rate over all 400: 10%.
+    monkeypatch.setattr(calibration_labels, "MAX_SAMPLES", 50)
+    db = migrated(tmp_path)
+    rng = random.Random(47)
+    scores = [0.9 + 0.1 * rng.random() for _ in range(400)]
+    with Session(db) as s, s.begin():
+        for score in scores:
+            row = sample("t", score, "misfire" if score < 0.91 else "correct", utc_now())
+            row.entity_comparison = {"sampling": {"probability": 0.2}}
+            s.add(row)
+    truth = sum(x < 0.91 for x in scores) / len(scores)
+    labels = load_labels(db, "t")
+    assert 50 < len(labels) < 100  # both windows, each label once
+    rate = math.fsum(x.weight for x in labels if x.misfire) / math.fsum(x.weight for x in labels)
+    assert rate == pytest.approx(truth, rel=1e-9)
+    # read plainly (the windows before session 47) the misfires were over half of it
+    assert sum(x.misfire for x in labels) / len(labels) > 0.4
+    # Control: windows that hold every label weigh each by its probability alone.
+    monkeypatch.setattr(calibration_labels, "MAX_SAMPLES", 400)
+    assert [x.weight for x in load_labels(db, "t")] == pytest.approx([5.0] * 400)
     db.dispose()
 
 

@@ -7,6 +7,13 @@ read each pair): the newest :data:`MAX_SAMPLES` and the :data:`MAX_SAMPLES` with
 lowest scores, each once; each weighs 1 / the probability it was sampled with. The
 labels left out for their scale are counted apart for the report.
 
+Only labels of hits the tenant's lookups would still make count: a sample whose
+similarity is below the retrieval threshold in force, read by the embedder in force,
+was served at a lower threshold than today's (the tenant has raised it since), and
+says nothing of what its cut serves now. Until session 47 such labels stayed: misfires
+a raised threshold had already removed kept the verifier cut raised too. Samples of
+another embedder (its similarities are on another scale) or of none recorded count.
+
 A sample without a usable sampling record (one stored before records were kept) weighs
 what the tenant's recorded samples weigh in the middle (their median). Until session
 47 one such sample made every weight 1: a tenant sampling at 1% after a week at 100%
@@ -32,7 +39,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Collection
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, func, or_, select
 from sqlalchemy.orm import Session
@@ -42,6 +49,15 @@ from gateway.models import MisfireSample
 
 #: The most recent labelled samples read per tenant, and as many lowest-scored ones.
 MAX_SAMPLES = 20_000
+#: Slack below a retrieval threshold for a similarity stored as float32 and read back.
+SIMILARITY_SLACK = 1e-6
+
+
+class Retrieval(NamedTuple):
+    """The retrieval in force: the embedder's id and the threshold its lookups use."""
+
+    embedder_id: str
+    threshold: float
 
 
 def sampling_record() -> Any:
@@ -50,14 +66,18 @@ def sampling_record() -> Any:
 
 
 def load_labels(
-    db: Engine, tenant_id: str, verifier_models: Collection[str] | None = None
+    db: Engine,
+    tenant_id: str,
+    verifier_models: Collection[str] | None = None,
+    retrieval: Retrieval | None = None,
 ) -> list[Label]:
     """A tenant's labelled samples that carry a verifier score, newest first, each
     weighted by 1 / the probability it was sampled with (``entity_comparison.sampling``,
     gateway/review/sampling.py; the median of the others' for a sample without one), and
     by the share it stands for past :data:`MAX_SAMPLES` (the module docstring); with
     ``verifier_models``, only those one of these score scales scored (the verifier in
-    force: one per language, ``GatewayVerifier.scale_ids``)."""
+    force: one per language, ``GatewayVerifier.scale_ids``); with ``retrieval``, not
+    those its embedder scored below its threshold (the module docstring)."""
     if isinstance(verifier_models, str):  # one id is not a collection of its letters
         raise TypeError("verifier_models is a collection of score scale ids, not one id")
     score = MisfireSample.verifier_score
@@ -72,6 +92,15 @@ def load_labels(
     )
     if verifier_models is not None:
         statement = statement.where(MisfireSample.verifier_model.in_(list(verifier_models)))
+    if retrieval is not None:
+        embedder = MisfireSample.embedder_id
+        statement = statement.where(
+            or_(
+                embedder.is_(None),
+                embedder != retrieval.embedder_id,
+                MisfireSample.score >= retrieval.threshold - SIMILARITY_SLACK,
+            )
+        )
     newest = statement.order_by(MisfireSample.id.desc()).limit(MAX_SAMPLES)
     lowest = statement.order_by(score.asc(), MisfireSample.id.asc()).limit(MAX_SAMPLES)
     with Session(db) as s:

@@ -36,7 +36,7 @@ from dataclasses import replace
 from sqlalchemy import Engine
 
 from gateway.calibration import TARGET_GRID, CutInForce, tenant_cut
-from gateway.calibration_labels import load_labels
+from gateway.calibration_labels import Retrieval, load_labels
 from gateway.calibration_ruled_out import (
     LabelsMark,
     labels_mark,
@@ -113,8 +113,12 @@ class Calibrator:
             return None
         return kept[1]
 
-    def refresh(self, tenant_id: str, target: float) -> CutInForce:
-        """Compute the tenant's cut now (reads the database: call it off the event loop)."""
+    def refresh(
+        self, tenant_id: str, target: float, retrieval: Retrieval | None = None
+    ) -> CutInForce:
+        """Compute the tenant's cut now (reads the database: call it off the event loop);
+        ``retrieval``: the embedder and threshold its lookups use, below which its labels
+        do not count (gateway/calibration_labels.py)."""
         usable = True
         try:
             shipped = float(self.shipped(target))
@@ -138,7 +142,7 @@ class Calibrator:
         try:
             db, models = self.db, self.verifier_models
             mark = None if db is None else labels_mark(db, tenant_id)  # before they are read
-            labels = [] if db is None else load_labels(db, tenant_id, models)
+            labels = [] if db is None else load_labels(db, tenant_id, models, retrieval)
             stored = 0.0 if db is None else load_ruled_out(db, tenant_id, target, models)
         except OUTAGE_ERRORS as exc:
             self._database_away(exc)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 from sqlalchemy import Engine
 
 from gateway.calibration import CutInForce
+from gateway.calibration_labels import Retrieval
 from gateway.calibrator import Calibrator
 from gateway.db_rest import DbDeadlineError, within
 from gateway.policy import TenantPolicy
@@ -269,6 +270,11 @@ class Verification:
             return on_routed_scale(given) if mapped else given
         return retrieval_threshold_for(self.embedder_id, self.e5_scale)
 
+    def retrieval(self, policy: TenantPolicy) -> Retrieval:
+        """The embedder and threshold the tenant's lookups use: its labels of hits below
+        it no longer count toward its cut (gateway/calibration_labels.py)."""
+        return Retrieval(self.embedder_id, self.retrieval_threshold(policy))
+
     async def cut(self, tenant_id: str, policy: TenantPolicy) -> CutInForce:
         """The tenant's cut in force (from memory; the database when it is stale)."""
         target = policy.target_misfire_rate
@@ -276,7 +282,10 @@ class Verification:
         if kept is not None:
             return kept
         try:
-            return await within(LABELS_DEADLINE, self.calibrator.refresh, tenant_id, target)
+            retrieval = self.retrieval(policy)
+            return await within(
+                LABELS_DEADLINE, self.calibrator.refresh, tenant_id, target, retrieval
+            )
         except DbDeadlineError as exc:  # a database that hangs: as one that is down
             return self.calibrator.hung(tenant_id, target, exc)
 

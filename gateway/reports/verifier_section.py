@@ -37,7 +37,7 @@ def verifier_section(gw: GatewayState, tenant_ids: Iterable[str]) -> dict[str, A
     calibrator = verification.calibrator
     for tid in sorted(set(tenant_ids))[:MAX_TENANTS]:
         policy, _version = gw.tenants.policy(tid)
-        cut = calibrator.refresh(tid, policy.target_misfire_rate)
+        cut = calibrator.refresh(tid, policy.target_misfire_rate, verification.retrieval(policy))
         out[tid] = cut.to_dict() | {
             "retrieval_threshold": verification.retrieval_threshold(policy),
             "labels_not_counted": _not_counted(calibrator, tid),

@@ -266,10 +266,10 @@ def test_a_read_failing_for_one_tenant_does_not_mark_the_database_away(
     cal, _outage, _clock = setup
     real = calibrator.load_labels
 
-    def failing_for_x(db, tenant_id, model=None):
+    def failing_for_x(db, tenant_id, model=None, retrieval=None):
         if tenant_id == "x":
             raise ValueError("a bug in reading this tenant's rows")
-        return real(db, tenant_id, model)
+        return real(db, tenant_id, model, retrieval)
 
     monkeypatch.setattr(calibrator, "load_labels", failing_for_x)
     with caplog.at_level(logging.WARNING, logger="cachegate.gateway.calibration"):

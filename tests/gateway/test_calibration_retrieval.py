@@ -1,0 +1,76 @@
+"""Labels of hits a raised retrieval threshold no longer makes do not count toward a
+tenant's verifier cut (gateway/calibration_labels.py): until session 47 they did, and
+misfires the tenant had already removed by raising its threshold kept the cut raised
+and the report's estimate high. Positive controls: the same labels count at the
+threshold they were served at, and samples of another embedder (another scale) or of
+none recorded count whatever their similarity. Real migrated SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, cast
+
+from sqlalchemy.orm import Session
+
+from gateway.calibration_labels import Retrieval, load_labels
+from gateway.calibrator import Calibrator
+from gateway.policy import TenantPolicy
+from gateway.tenants import utc_now
+from gateway.verification import Verification
+from tests.gateway.test_calibration import migrated, sample
+
+EMBEDDER = "all-MiniLM-L6-v2:384:x"
+
+
+def shipped(target: float) -> float:
+    return 0.98
+
+
+def seed(tmp_path: Path, misfires_from: str | None = EMBEDDER) -> Any:
+    """80 clean hits at similarity 0.95 and 20 misfires at 0.86, all at verifier 0.99:
+    served at threshold 0.84, the misfires rule 0.99 out at a 1% target."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    db = migrated(tmp_path)
+    with Session(db) as s, s.begin():
+        for i in range(100):
+            misfire = i < 20
+            row = sample("t", 0.99, "misfire" if misfire else "correct", utc_now())
+            row.score, row.threshold = (0.86, 0.84) if misfire else (0.95, 0.84)
+            row.embedder_id = misfires_from if misfire else EMBEDDER
+            s.add(row)
+    return db
+
+
+def test_labels_below_the_threshold_in_force_do_not_count(tmp_path: Path) -> None:
+    db = seed(tmp_path)
+    served_then = Calibrator(db, shipped).refresh("t", 0.01, Retrieval(EMBEDDER, 0.84))
+    assert (served_then.source, served_then.misfires) == ("raised", 0)  # control
+    assert served_then.cut >= 0.99
+    db.dispose()
+    db = seed(tmp_path / "raised")
+    raised = Calibrator(db, shipped).refresh("t", 0.01, Retrieval(EMBEDDER, 0.90))
+    assert raised.source != "raised" and raised.cut == 0.98
+    assert (raised.labelled, raised.served, raised.misfires) == (80, 80, 0)
+    assert len(load_labels(db, "t")) == 100  # without a retrieval: every label
+    db.dispose()
+
+
+def test_another_embedders_or_an_unrecorded_ones_labels_count(tmp_path: Path) -> None:
+    for i, other in enumerate(["multilingual-e5-small-q4:384:y", None]):
+        db = seed(tmp_path / str(i), misfires_from=other)
+        cut = Calibrator(db, shipped).refresh("t", 0.01, Retrieval(EMBEDDER, 0.90))
+        assert cut.source == "raised" and cut.cut >= 0.99, other
+        db.dispose()
+
+
+def test_the_lookups_cut_reads_the_tenants_own_threshold(tmp_path: Path) -> None:
+    for name, policy, raised in [
+        ("default", TenantPolicy(), True),  # MiniLM's 0.84: the misfires count
+        ("own", TenantPolicy(retrieval_threshold=0.9), False),
+    ]:
+        db = seed(tmp_path / name)
+        checker = Verification(cast(Any, None), Calibrator(db, shipped), EMBEDDER)
+        cut = asyncio.run(checker.cut("t", policy))
+        assert (cut.source == "raised", cut.labelled) == (raised, 100 if raised else 80)
+        db.dispose()

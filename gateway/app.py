@@ -266,6 +266,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
         feed.on_tenant_change(partial(prompts.forget_deleted, namespace_id=tenants.namespace_id))
         # ... and its metric series (a tenant re-created under its id starts from zero).
         feed.on_tenant_change(partial(metrics.forget_deleted, namespace_id=tenants.namespace_id))
+        # ... and a changed policy's target reaches the misfire-rate alert's series.
+        feed.on_tenant_change(partial(metrics.follow_targets, target_of=tenants.target_of))
         # Started once every callback is in: a tenant deleted meanwhile reaches them all
         # (it replays from the mark above, so nothing committed since is missed).
         feed.start()

@@ -226,6 +226,17 @@ class GatewayMetrics:
             ["tenant", "label"],
             registry=r,
         )
+        # Each labelled tenant's own bound, which the misfire-rate alert compares with
+        # (before session 47 it paged every tenant at a fixed 1%: one that had set 5%
+        # was paged at 3%, one at 0.5% never below 1%). Set when a label is counted on
+        # this replica and again whenever the tenant's policy changes on any replica.
+        self.misfire_target = Gauge(
+            "cachegate_misfire_target_rate",
+            "The target_misfire_rate of each tenant labelled on this replica",
+            ["tenant"],
+            registry=r,
+        )
+        self._targeted: set[str] = set()  # tenants with a target series here
         # Per finished request, by the misfire report's formulas (gateway/saved_metrics.py).
         self.prefill_flops_saved = Counter(
             "cachegate_prefill_flops_saved",
@@ -245,6 +256,7 @@ class GatewayMetrics:
             "misfire_labels_weighted",
             "misfire_labels_withdrawn",
             "misfire_labels_withdrawn_weighted",
+            "misfire_target",
             "prefill_flops_saved",
             "cost_saved_usd",
             "requests",
@@ -269,6 +281,23 @@ class GatewayMetrics:
         /metrics for good. A scrape sees the counters end, as after a restart."""
         for name in self._tenant_metrics:
             getattr(self, name).forget(tenant_id)
+        self._targeted.discard(tenant_id)
+
+    def set_misfire_target(self, tenant_id: str, target: float) -> None:
+        """Export the tenant's ``target_misfire_rate`` (a label was counted for it)."""
+        self.misfire_target.labels(tenant_id).set(target)
+        self._targeted.add(tenant_id)
+
+    def follow_targets(
+        self, changed: Collection[str], target_of: Callable[[str], float | None]
+    ) -> None:
+        """The change feed's callback: the tenants among ``changed`` whose target this
+        replica exports get it again (``target_of``: None for a tenant gone, whose
+        series :meth:`forget_deleted` drops)."""
+        for tenant_id in [t for t in changed if t in self._targeted]:
+            target = target_of(tenant_id)
+            if target is not None and tenant_id in self._targeted:
+                self.misfire_target.labels(tenant_id).set(target)
 
     def forget_deleted(self, changed: Collection[str], namespace_id: Callable[[str], str]) -> None:
         """The change feed's callback: forget the tenants among ``changed`` that no

@@ -294,6 +294,13 @@ class TenantStore:
         with self.sessions() as s:
             return self._policy(s, tenant_id)
 
+    def target_of(self, tenant_id: str) -> float | None:
+        """The tenant's ``target_misfire_rate``; None when it no longer exists."""
+        with self.sessions() as s:
+            if s.get(Tenant, tenant_id) is None:
+                return None
+            return self._policy(s, tenant_id)[0].target_misfire_rate
+
     @staticmethod
     def _policy(s: Session, tenant_id: str) -> tuple[TenantPolicy, int]:
         row = latest_policy(s, tenant_id)

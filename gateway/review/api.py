@@ -230,6 +230,16 @@ def relabel_sample(
         return Relabel(SampleOut.of(row, in_force), previous, recent)
 
 
+def _target_of(request: Request, tenant_id: str) -> float | None:
+    """The tenant's ``target_misfire_rate``; None when its policy cannot be read (the
+    count above stands; the alert then keeps the target it had, or 1%)."""
+    try:
+        policy, _version = request.app.state.gateway.tenants.policy(tenant_id)
+    except Exception:
+        return None
+    return float(policy.target_misfire_rate)
+
+
 def _aware(at: datetime) -> datetime:
     """SQLite gives back naive datetimes; every stored time is UTC."""
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
@@ -318,6 +328,10 @@ def review_router(admin: Any = require_admin) -> APIRouter:
                 metrics.misfire_labels_withdrawn_weighted.labels(out.tenant_id, previous).inc(
                     weight
                 )
+            # the bound the alert compares this tenant's rate with
+            target = await asyncio.to_thread(_target_of, request, out.tenant_id)
+            if target is not None:
+                metrics.set_misfire_target(out.tenant_id, target)
         if await asyncio.to_thread(_is_gone, _sessions(request), out.tenant_id):
             metrics.forget_tenant(out.tenant_id)
         # This replica reads the tenant's labels again at its next lookup (a relabel

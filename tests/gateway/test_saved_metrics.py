@@ -40,6 +40,7 @@ from tests.gateway.conftest import (
     metric,
     running_gateway,
     smol_engine,
+    wait_until,
 )
 from tests.gateway.e2e_support import CAPITAL, SKY, post
 from tests.gateway.review.test_review import insert_sample
@@ -220,6 +221,30 @@ def test_a_label_racing_the_tenants_delete_leaves_no_series(
         r = http.post(f"/admin/review/samples/{sample}/label", json={"label": "misfire"})
     assert r.status_code == 200, r.text
     assert f'tenant="{tenant}"' not in gw.metrics()
+
+
+def test_each_labelled_tenant_exports_its_own_target(gw: Gateway) -> None:
+    """The misfire-rate alert compares each tenant's rate with its own
+    ``target_misfire_rate`` (before session 47: a fixed 1%), exported once a label is
+    counted and followed through the change feed when the policy changes."""
+    tenant, _ = gw.tenant("target")
+    quiet, _ = gw.tenant("target-unlabelled")
+    name = "cachegate_misfire_target_rate"
+
+    def exported(tid: str) -> bool:
+        return f'{name}{{tenant="{tid}"}}' in gw.metrics()
+
+    assert not exported(tenant)
+    sample = insert_sample(gw, tenant)
+    with gw.http(ADMIN) as http:
+        url = f"/admin/review/samples/{sample}/label"
+        assert http.post(url, json={"label": "correct"}).status_code == 200
+        assert metric(gw.metrics(), name, tenant=tenant) == 0.01  # the default
+        for tid in (tenant, quiet):
+            r = http.patch(f"/admin/tenants/{tid}/policy", json={"target_misfire_rate": 0.05})
+            assert r.status_code == 200, r.text
+    assert wait_until(lambda: metric(gw.metrics(), name, tenant=tenant) == 0.05)
+    assert not exported(quiet)  # control: no label, no series
 
 
 def test_sync_lag_is_exported_and_grows_once_the_feed_stops(gw: Gateway) -> None:

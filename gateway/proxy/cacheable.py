@@ -10,6 +10,7 @@ allows (a bound its policy sets).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from protocol.openai import is_batch_prompt
@@ -45,6 +46,38 @@ _MEDIA_PARTS = {
 _TEXT_PARTS = frozenset({"text", "refusal"})
 
 
+def _is_metadata(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+#: Fields left out of the cache key (``semantic/partition.py`` IGNORED_PARAMS) that the
+#: OpenAI API still type-checks, each with the check for the types it accepts (besides
+#: null): ``service_tier`` a string, ``store`` a boolean, ``metadata`` an object of
+#: strings.
+_TYPED_IGNORED: dict[str, Callable[[Any], bool]] = {
+    "service_tier": lambda v: isinstance(v, str),
+    "store": lambda v: isinstance(v, bool),
+    "metadata": _is_metadata,
+}
+
+
+def mistyped_ignored_field(body: dict[str, Any]) -> str | None:
+    """The name of a field the cache key ignores whose value has a type the OpenAI API
+    refuses (``"metadata": 5``, ``"store": "yes"``, ``"service_tier": 7``), if any.
+
+    Such a request skips the lookup and the backfill: the key ignores the field, so a
+    hit answered 200 where OpenAI answers 400 and another upstream may read the value
+    its own way (a review, session 47). The upstream decides, as for any request the
+    cache cannot read safely; the gateway does not refuse it itself, since an upstream
+    that accepts it is not the gateway's to overrule. The reason is the field's name,
+    never its value (user text)."""
+    for name, accepts in _TYPED_IGNORED.items():
+        value = body.get(name)
+        if value is not None and not accepts(value):
+            return name
+    return None
+
+
 def unreplayable_request(body: dict[str, Any]) -> str | None:
     """Why a cached text answer could not replay this request's answer faithfully:
     it asks for tool calls, log probabilities, several choices (or several prompts),
@@ -72,6 +105,9 @@ def unreplayable_request(body: dict[str, Any]) -> str | None:
     # which a hit would have answered 200; the upstream decides every time.
     if body.get("stream") is not True and isinstance(options, dict) and options:
         return "stream_options"
+    wrong = mistyped_ignored_field(body)
+    if wrong is not None:
+        return wrong
     if (body.get("n") or 1) != 1:
         return "n"
     if is_batch_prompt(body.get("prompt")):  # several answers, one per prompt

@@ -44,6 +44,9 @@ class _Choice:
     audio: Any = None
     annotations: list[Any] = field(default_factory=list)  # url citations, in deltas of their own
     finish_reason: str | None = None
+    #: vLLM's ``stop_reason`` (null, or the stop string or token id that ended the
+    #: answer), as its chunks named it; absent when no chunk had one.
+    stop_reason: dict[str, Any] = field(default_factory=dict)
 
 
 class StreamAssembly:
@@ -82,6 +85,17 @@ class StreamAssembly:
             return
         c = self.choices.setdefault(index, _Choice())
         c.finish_reason = finish or c.finish_reason
+        # Kept so a hit ends as the upstream's stream did (a review, session 47: a hit
+        # after a streamed miss had no `stop_reason`, one after a body had it). vLLM
+        # names it null on every chunk and sets it on the finishing one: a later null
+        # never undoes a set one. Another type is left out, never stored.
+        stop = raw.get("stop_reason")
+        if (
+            "stop_reason" in raw
+            and _is_stop_reason(stop)
+            and (stop is not None or not c.stop_reason)
+        ):
+            c.stop_reason = {"stop_reason": stop}
         if raw.get("logprobs"):
             c.logprobs.append(raw["logprobs"])
         if self.kind == "completion":
@@ -132,7 +146,7 @@ class StreamAssembly:
             "index": index,
             "finish_reason": c.finish_reason,
             "logprobs": c.logprobs or None,
-        }
+        } | c.stop_reason
         if self.kind == "completion":
             return out | {"text": joined.get("text", "")}
         message: dict[str, Any] = {"role": "assistant", "content": joined.get("content")}
@@ -146,6 +160,11 @@ class StreamAssembly:
         if c.annotations:
             message["annotations"] = c.annotations
         return out | {"message": message}
+
+
+def _is_stop_reason(value: Any) -> bool:
+    """A value vLLM gives ``stop_reason``: null, a stop string or a token id."""
+    return value is None or isinstance(value, str) or _is_index(value)
 
 
 def _is_index(value: Any) -> bool:

@@ -50,6 +50,7 @@ from gateway.proxy.controls import (
 )
 from gateway.proxy.decision import SemanticDecision
 from gateway.proxy.disconnect import unless_disconnected
+from gateway.proxy.hit_tier import without_tier
 from gateway.proxy.media_type import JSON
 from gateway.proxy.miss import UpstreamAnswer, cache_label, close_events
 from gateway.proxy.token_limit import embedding_tokens, estimate_prompt_tokens
@@ -357,11 +358,12 @@ def _semantic_hit(
         gw.review.on_hit(ctx, kind, body, decision, request_id)  # returns at once
     # A hit is the stored answer as the upstream gave it (its model, system_fingerprint,
     # message and usage details): only the id, created and the cached-token accounting
-    # are the hit's own.
+    # are the hit's own, and the service tier, which no tier chose (hit_tier.py).
+    answer = without_tier(result.answer)
     if not stream:
-        payload = replayed_body(kind, response_id, body["model"], result.answer, use)
+        payload = replayed_body(kind, response_id, body["model"], answer, use)
         return JSONResponse(payload, headers=safe_headers(headers))
-    shape = answer_shape(kind, result.answer)
+    shape = answer_shape(kind, answer)
     model = shape.model or body["model"]
     writer = ChunkWriter(kind, response_id, model, include_usage, shape.chunk_fields())
 

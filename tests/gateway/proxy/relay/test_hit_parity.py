@@ -4,10 +4,12 @@
 Through the real gateway in front of a scripted upstream: a miss, then the same request
 again. The hit equals the miss's body except its own ``id`` and ``created`` and the
 cached-token accounting of its usage (every prompt token cached); the model the upstream
-answered with, ``system_fingerprint``, ``service_tier``, the message's ``refusal`` and
-``annotations``, the usage details all come back. Streamed hits carry the upstream's
-model and fingerprint on every chunk and ``logprobs: null`` on every choice. A stored
-answer whose usage or model is not the shape OpenAI gives is still served, as before.
+answered with, ``system_fingerprint``, the message's ``refusal`` and ``annotations``,
+the usage details all come back; ``service_tier`` is the client's own, null when it
+named none (``gateway/proxy/hit_tier.py``, tested in ``test_hit_request_fields.py``).
+Streamed hits carry the upstream's model and fingerprint on every chunk and
+``logprobs: null`` on every choice. A stored answer whose usage or model is not the
+shape OpenAI gives is still served, as before.
 """
 
 from __future__ import annotations
@@ -172,6 +174,7 @@ def test_a_hit_equals_the_answer_it_replays(gw: Gateway, up: Scripted, key: str,
     assert isinstance(h["created"], int)
     assert h["usage"] == as_hit(m["usage"])
     same = {"id": h["id"], "created": h["created"], "usage": h["usage"]}
+    same |= {"service_tier": None} if "service_tier" in m else {}  # no tier served it
     assert h == m | same
     assert list(h) == list(m)  # in the upstream's order too
     assert h["model"] == DATED and h["system_fingerprint"] == FINGERPRINT
@@ -208,10 +211,10 @@ def test_a_streamed_hit_carries_the_upstreams_model_and_fingerprint(
         assert {tuple(sorted(set(e) - {"usage"})) for e in events} == heads
         # the stream's usage details are kept with the answer and replayed
         assert last["usage"] == as_hit(sse_payloads(miss.text)[-1]["usage"])
-        assert all(e["service_tier"] == "default" for e in events)
+        assert all(e["service_tier"] is None for e in events)  # the client named none
     else:  # replayed from a body: its usage details too
         assert last["usage"] == as_hit(miss.json()["usage"])
-        assert all(e.get("service_tier", "default") == "default" for e in events)
+        assert all(e.get("service_tier") is None for e in events)
 
 
 def test_a_streamed_hit_of_a_chinese_answer_streams_and_ends_as_the_body(
@@ -249,7 +252,7 @@ def test_a_stream_the_client_asked_no_usage_of_still_keeps_its_details(
     assert all("usage" not in e for e in sse_payloads(miss.text))  # not asked, not sent
     assert hit.headers["x-cachegate-cache"] == "semantic-hit", hit.headers
     assert hit.json()["usage"] == as_hit(USAGE)
-    assert hit.json()["service_tier"] == "default"
+    assert hit.json()["service_tier"] is None  # no tier served the hit
 
 
 @pytest.mark.parametrize(

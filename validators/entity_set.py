@@ -31,13 +31,15 @@ ENTITY_KINDS: tuple[str, ...] = (
 )
 #: Version of the extraction rules; stored in ``Entities.to_dict()`` so that
 #: entities persisted by other rules are re-extracted rather than compared.
+#: 12: the asker acting or acted on, a decision done or to come, Chinese acts of one
+#: person on another (session 47);
 #: 11: an age limit a minimum unless it says maximum, "within 30 days" / 七天内 before,
 #: "more than 30 days after" no comparison, six contrast sets, how often can / should,
 #: routes to / from other countries and PO boxes (session 46); 10: duties and choices,
 #: contrast sets (session 45);
 #: 9: a month abbreviated after "in" (a date), Chinese durations (session 44); 8: "not
 #: happy" read as "unhappy" (session 40); 7: places (session 39)
-ENTITIES_VERSION = 11
+ENTITIES_VERSION = 12
 _VERSION_KEY = "_v"
 _MENTIONS_KEY = "_m"
 

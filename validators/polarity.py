@@ -54,7 +54,9 @@ from validators.opposites import (
     negation_explained,
 )
 from validators.opposites import en_words as _en
+from validators.parties import PARTY_PAIRS
 from validators.places import known_place_value, place_values, places_agree
+from validators.tense import TENSE_PAIRS
 
 _I = re.IGNORECASE
 _Z = r"(?![A-Za-z])"
@@ -199,6 +201,8 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
     *PREFIX_PAIRS,
     *ANTONYM_PAIRS,
     *MODALITY_PAIRS,
+    *PARTY_PAIRS,
+    *TENSE_PAIRS,
     *CONTRAST_PAIRS,
 )
 _PAIRS = {p.name: p for p in ACTION_PAIRS}

@@ -17,6 +17,10 @@ SWAPPED = [
     ("咖啡比茶健康吗？", "茶比咖啡健康吗？"),
     ("北京比上海大吗", "上海比北京大吗"),
     ("房东可以起诉租客吗", "租客可以起诉房东吗"),
+    # one person's act on another (session 47)
+    ("我邀请朋友注册有奖励吗", "朋友邀请我注册有奖励吗"),
+    ("我拉黑了他会怎么样", "他拉黑了我会怎么样"),
+    ("我关注了她会有通知吗", "她关注了我会有通知吗"),
 ]
 
 SAME = [
@@ -26,6 +30,8 @@ SAME = [
     ("给我打电话", "打电话给我"),  # words that move, no two parties exchanged
     ("咖啡和茶哪个更健康", "茶和咖啡哪个更健康"),  # "and" joins, it relates nothing
     ("咖啡比茶健康吗", "咖啡是不是比茶健康"),  # other characters: not this rule's
+    ("怎么邀请朋友", "朋友怎么邀请"),  # one party: nothing to exchange
+    ("如何关注公众号", "公众号如何关注"),
 ]
 
 

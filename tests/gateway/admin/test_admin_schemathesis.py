@@ -76,39 +76,50 @@ def run_operation(
     return failures
 
 
+def ensure_target(gw: Gateway) -> None:
+    """(Re)create the tenant ``TARGET`` (a fuzzed DELETE may have removed it), on a
+    connection of its own. Not on one kept open across the fuzzing: uvicorn closes a
+    connection idle for ``timeout_keep_alive`` (5 s) without a word, as HTTP/1.1 lets it,
+    and a request sent just as it does so is reset (``httpx.ReadError``, a flake of a
+    loaded ``make test``). A fresh connection has no such race, so any error on it is
+    still the server's."""
+    with admin(gw) as client:
+        if client.get(f"/tenants/{TARGET}").status_code == 404:
+            assert client.post("/tenants", json={"id": TARGET}).status_code == 201
+
+
 def test_no_server_errors_over_the_openapi_schema(gw: Gateway) -> None:
     from schemathesis import GenerationMode
 
     positive, negative = GenerationMode.POSITIVE, GenerationMode.NEGATIVE
     with admin(gw) as client:
         key = new_tenant(client, "fuzz", {"rate_limit_rpm": 100_000})
-        tenant_key = {"Authorization": f"Bearer {key}"}
-        schema = schemathesis.openapi.from_dict(gw.app.openapi())
-        operations = [
-            result.ok()
-            for result in schema.get_all_operations()
-            if result.ok().path.startswith(("/admin", "/v1/"))
-        ]
-        assert len(operations) >= 20
-        assert any(op.path == "/v1/chat/completions" for op in operations)
-        started = time.monotonic()
-        failures: list[str] = []
-        for op in operations:
-            runs: list[tuple[Any, dict[str, str], str | None, dict[str, str] | None]]
-            if op.path.startswith("/admin"):
-                runs = [(positive, ADMIN, None, None), (negative, ADMIN, None, None)]
-                if "{tenant_id}" in op.path:  # also on a tenant that exists
-                    if client.get(f"/tenants/{TARGET}").status_code == 404:
-                        assert client.post("/tenants", json={"id": TARGET}).status_code == 201
-                    runs.append((positive, ADMIN, None, {"tenant_id": TARGET}))
-            else:
-                runs = [
-                    (positive, tenant_key, gw.model, None),
-                    (negative, tenant_key, gw.model, None),
-                    (positive, {}, None, None),  # no credentials
-                ]
-            for mode, headers, model, pinned in runs:
-                failures += run_operation(op, mode, headers, gw.url, model, pinned)
+    tenant_key = {"Authorization": f"Bearer {key}"}
+    schema = schemathesis.openapi.from_dict(gw.app.openapi())
+    operations = [
+        result.ok()
+        for result in schema.get_all_operations()
+        if result.ok().path.startswith(("/admin", "/v1/"))
+    ]
+    assert len(operations) >= 20
+    assert any(op.path == "/v1/chat/completions" for op in operations)
+    started = time.monotonic()
+    failures: list[str] = []
+    for op in operations:
+        runs: list[tuple[Any, dict[str, str], str | None, dict[str, str] | None]]
+        if op.path.startswith("/admin"):
+            runs = [(positive, ADMIN, None, None), (negative, ADMIN, None, None)]
+            if "{tenant_id}" in op.path:  # also on a tenant that exists
+                ensure_target(gw)
+                runs.append((positive, ADMIN, None, {"tenant_id": TARGET}))
+        else:
+            runs = [
+                (positive, tenant_key, gw.model, None),
+                (negative, tenant_key, gw.model, None),
+                (positive, {}, None, None),  # no credentials
+            ]
+        for mode, headers, model, pinned in runs:
+            failures += run_operation(op, mode, headers, gw.url, model, pinned)
     elapsed = time.monotonic() - started
     assert not failures, "\n".join(failures)
     assert elapsed < BUDGET_S, elapsed

@@ -212,6 +212,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         log_level="info",
         log_config=uvicorn_log_config(s),
         access_log=False,
+        timeout_keep_alive=s.keep_alive_seconds,
     )
     return 0
 

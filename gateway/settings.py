@@ -50,6 +50,12 @@ class Settings(BaseSettings):
     # proxy and admin routes); past it a 408 and the connection closed. A client that
     # trickles a body held a connection and a task for as long as it liked.
     request_body_timeout: float = Field(30.0, gt=0)
+    # Seconds an idle client connection is kept open (uvicorn's own default is 5). Longer
+    # than the idle timeout of the load balancers a gateway runs behind (60 s on AWS's
+    # ALB and GCP's, 75 s nginx upstream keepalive): the side that closes first must be
+    # the balancer, or it sends a request on a connection the gateway is closing and
+    # answers its client a 502 of its own.
+    keep_alive_seconds: int = Field(75, ge=1, le=3600)
     # /metrics: a bearer token (401 without it); None leaves it open, for local development
     # only. Tenant labels are a stable digest of the tenant id unless set to "id".
     metrics_token: SecretStr | None = None
@@ -116,6 +122,12 @@ class Settings(BaseSettings):
     # concurrent stream into a 504); past it a request waits for a connection up to the
     # read timeout, then is a 503.
     upstream_max_connections: int = Field(1000, ge=1)
+    # Seconds an idle connection to the upstream is reused. Below the upstream server's
+    # own keep-alive (5 s for vLLM's and SGLang's uvicorn): httpx's default is 5 s too,
+    # and a request sent on a connection the upstream closed at that moment failed
+    # after it was sent, which is not retried (it may have run): a 502 for a working
+    # upstream (session 47).
+    upstream_keepalive_seconds: float = Field(2.0, gt=0, le=300)
     # What one HTTP upstream answer may hold in memory: a body not streamed, one SSE event
     # of a stream. Past either, reading stops and the client gets an upstream error (a 502,
     # or an error event mid-stream). Far above any real completion, logprobs included.

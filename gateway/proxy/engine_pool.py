@@ -392,6 +392,7 @@ def build_upstream(settings: Settings, salt: str) -> EnginePool:
         response_timeout=settings.upstream_response_timeout,
         retries=settings.upstream_retries,
         max_connections=settings.upstream_max_connections,
+        keepalive_seconds=settings.upstream_keepalive_seconds,
         max_body_bytes=settings.upstream_max_body_bytes,
         max_event_bytes=settings.upstream_max_event_bytes,
         cached_tokens=settings.upstream_cached_tokens,

@@ -38,8 +38,11 @@ def upstream_client(
     timeout: httpx.Timeout,
     transport: httpx.AsyncBaseTransport | None,
     max_connections: int,
+    keepalive_seconds: float = 2.0,
 ) -> httpx.AsyncClient:
-    """A client for ``base_url`` with at most ``max_connections`` at once, no cookies."""
+    """A client for ``base_url`` with at most ``max_connections`` at once, no cookies,
+    reusing a connection idle at most ``keepalive_seconds`` (below the upstream's own
+    keep-alive: gateway/settings.py ``upstream_keepalive_seconds``)."""
     return httpx.AsyncClient(
         base_url=base_url,
         headers=dict(headers),
@@ -49,5 +52,6 @@ def upstream_client(
         limits=httpx.Limits(
             max_connections=max_connections,
             max_keepalive_connections=min(max_connections, 100),
+            keepalive_expiry=keepalive_seconds,
         ),
     )

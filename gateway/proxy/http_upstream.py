@@ -112,6 +112,7 @@ class HttpUpstream:
         max_event_bytes: int = MAX_EVENT_BYTES,
         cached_tokens: str = "auto",
         max_connections: int = MAX_CONNECTIONS,
+        keepalive_seconds: float = 2.0,
     ) -> None:
         if cached_tokens not in ("auto", "pass", "hide"):
             raise ValueError(f"cached_tokens must be auto, pass or hide, not {cached_tokens!r}")
@@ -145,8 +146,8 @@ class HttpUpstream:
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, not {max_connections}")
         made = partial(upstream_client, self.base_url, self._headers, self._timeout, transport)
-        self.client = made(max_connections)
-        self._probe_client = made(PROBE_CONNECTIONS)
+        self.client = made(max_connections, keepalive_seconds)
+        self._probe_client = made(PROBE_CONNECTIONS, keepalive_seconds)
 
     def engine_metrics(self) -> bytes:
         return b""  # a remote engine serves its own /metrics

@@ -154,6 +154,8 @@ def test_neither_server_writes_uvicorns_access_log(monkeypatch: pytest.MonkeyPat
     finally:
         get_settings.cache_clear()
     assert seen["access_log"] is False and seen["port"] == 1
+    # idle client connections outlive a load balancer's (test_upstream_keepalive.py)
+    assert seen["timeout_keep_alive"] == 75
 
 
 @pytest.mark.parametrize(

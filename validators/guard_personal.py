@@ -92,6 +92,16 @@ _PROBLEM = (
 )
 
 
+#: "What happens if my card is declined?", "What do I do if my transfer is rejected?", "If
+#: my card gets frozen, …": a state supposed, whose answer is the same procedure for
+#: everyone; read in the clause itself, so "Is my account frozen? What happens then?"
+#: and "Can you check if my transfer was received?" stay personal (session 47).
+_NOT_SUPPOSED = (
+    r"(?<!happens\sif\s)(?<!happen\sif\s)(?<!what\sif\s)(?<!\sdo\sif\s)(?<!^if\s)"
+    r"(?<![.?!,;]\sif\s)(?<!in\scase\s)(?<!suppose\s)(?<!supposing\s)"
+)
+
+
 def _personal(
     name: str, pattern: str, *, unless: re.Pattern[str] | None = _PROCEDURAL
 ) -> GuardRule:
@@ -110,7 +120,7 @@ PERSONALIZED = Guard(
             "my_status",
             rf"{A}where(?:'s|\sis|\sare|s)\s(?:all\s)?my\s(?:[a-z'-]+\s)?(?:{_MY_ITEM}){Z}"
             rf"|{A}(?:why\s|when\s|how\scome\s)?{_STATE_VERB}\s(?:\w+\s){{0,2}}?my\s(?:[a-z'-]+\s)?(?:{_MY_ITEM}){Z}\s\w+"
-            rf"|{A}my\s(?:[a-z'-]+\s)?(?:{_MY_ITEM})\s{_STATE_VERB}{Z}"
+            rf"|{_NOT_SUPPOSED}{A}my\s(?:[a-z'-]+\s)?(?:{_MY_ITEM})\s{_STATE_VERB}{Z}"
             rf"|{A}(?:status|state)\sof\smy{Z}",
             unless=_TROUBLE,
         ),

@@ -343,6 +343,15 @@ def test_match_serializes() -> None:
         ("Has my card arrived yet?", True),
         ("Is my account frozen? How do I unfreeze it?", True),
         ("Why is my transfer still pending? What happens if it fails?", True),
+        # session 47: a state supposed in its own clause is the same procedure for all
+        ("What happens if my card is declined?", False),
+        ("What should I do if my card payment was declined?", False),
+        ("If my card gets declined, what should I do?", False),
+        ("In case my card is blocked, who do I call?", False),
+        # and the asker's own state beside it, or asked whether it holds
+        ("Can you check if my transfer was received?", True),
+        ("What happens if my card is declined? Why was my card declined yesterday?", True),
+        ("My card was declined, why?", True),
         # and their procedural controls
         ("How do I cancel my subscription?", False),
         ("What plans do you offer?", False),

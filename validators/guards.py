@@ -255,7 +255,12 @@ NUMERIC_COMPUTATION = Guard(
             rf"|{_NUM}\s*(?:%|percent)\soff|{A}(?:what\s(?:was|is)\smy\stotal|average\sprice)"
             rf"|{A}(?:conversion\sbetween|convert\s(?:(?:{_CONVERTED})\s(?:to|into)\s"
             rf"|[a-z]+\s(?:to|into)\s(?:[a-z]+\s)?(?:{_CONVERTED}){Z}))"
-            rf"|{A}how\smany\s[a-z]+\s(?:is|make|will\smake|are\sin|in)\s(?:a|an|one|{_NUM}){Z}"
+            # "how many ounces in 3 cups" is computed; "… in a cup", "calories in a banana"
+            # are one fact for everyone (session 47; before, refused as computations), but
+            # not a currency's worth ("how many pesos in one dollar": today's rate)
+            rf"|{A}how\smany\s[a-z]+\s(?:is|make|will\smake|are\sin|in)\s(?!one{Z}){_NUM}{Z}"
+            rf"|{A}how\smany\s(?:[a-z]+\s)?(?:{CURRENCY.pattern})\s(?:is|are|make|will\smake"
+            rf"|are\sin|in|for|to)\s(?:a|an|one|{_NUM}){Z}"
             r"|\bmath\s(?:problems?|equations?|questions?)|\bequations?\b",
         ),
         regex_rule(

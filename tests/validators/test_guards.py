@@ -86,7 +86,8 @@ FIRES = [
     ("numeric_computation", "expression", "100除以4"),
     ("numeric_computation", "keyword", "100减去4等于多少"),
     ("numeric_computation", "operation", "divide 100 by 12"),
-    ("numeric_computation", "operation", "how many teaspoons is one tablespoon"),
+    ("numeric_computation", "operation", "how many teaspoons is 3 tablespoons"),
+    ("numeric_computation", "operation", "how many pesos in one dollar"),  # today's rate
     ("numeric_computation", "percent_of", "what is 15% of 200"),
     ("numeric_computation", "percent_of", "百分之十五是多少"),
     ("numeric_computation", "how_much_is", "how much is 30 usd in euros"),
@@ -195,6 +196,9 @@ QUIET = [
     ("personalized", "怎么修改我的收货地址"),
     ("personalized", "如何查询我的余额"),
     ("numeric_computation", "How many cards can I have?"),
+    ("numeric_computation", "How many calories are in a banana?"),  # one fact (session 47)
+    ("numeric_computation", "how many teaspoons is one tablespoon"),
+    ("numeric_computation", "How many ounces in a cup?"),
     ("numeric_computation", "Transfers take 3-5 business days"),
     ("numeric_computation", "Is the branch open on 3/5?"),
     ("numeric_computation", "Call 555-123-4567"),

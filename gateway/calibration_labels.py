@@ -21,10 +21,11 @@ had its month of labels counted as if all were drawn alike.
 
 When there are more labels than the two windows hold, the lowest-scored window is
 every label below its highest score, but above that score only the newest are read:
-each of those stands for its share of all the labels there (its weight times their
-count over the number read). Read plainly, the two windows counted every low score
-and a fraction of the high ones, and low scores are where misfires are: the estimate
-leaned toward misfires (a review, session 46).
+those stand for all the labels there, misfires and correct ones apart (each class's
+read labels are scaled to weigh what all of that class's labels there weigh, summed
+over them row by row). Read plainly, the two windows counted every low score and a
+fraction of the high ones, and low scores are where misfires are: the estimate leaned
+toward misfires (a review, session 46).
 
 Why the lowest scores too: a range the labels disprove is cut off for good
 (gateway/calibration.py), and from then on new samples come only from above the cut.
@@ -106,31 +107,40 @@ def load_labels(
     with Session(db) as s:
         windows = [list(s.execute(query)) for query in (newest, lowest)]
         read = {row[0]: row[1:] for window in windows for row in window}
+        rows = [
+            (float(value), label == "misfire", _weight({"sampling": drawn}))
+            for _, (value, label, drawn) in sorted(read.items(), reverse=True)
+            if value is not None and math.isfinite(value) and 0.0 <= value <= 1.0
+        ]
+        known = [w for _, _, w in rows if w is not None]
+        typical = statistics.median_low(known) if known else 1.0
+        labels = [Label(v, misfire, typical if w is None else w) for v, misfire, w in rows]
         # Both windows full: above the lowest window's top score only the newest were read.
-        top = float(windows[1][-1][1]) if all(len(w) >= MAX_SAMPLES for w in windows) else None
-        above = 0 if top is None else int(s.scalar(_count(statement, score >= top)) or 0)
-    rows = [
-        (float(value), label == "misfire", _weight({"sampling": drawn}))
-        for _, (value, label, drawn) in sorted(read.items(), reverse=True)
-        if value is not None and math.isfinite(value) and 0.0 <= value <= 1.0
-    ]
-    known = [w for _, _, w in rows if w is not None]
-    typical = statistics.median_low(known) if known else 1.0
-    read_above = 0 if top is None else sum(v >= top for v, _, _ in rows)
-    share = above / read_above if read_above and above > read_above else 1.0
-    return [
-        Label(
-            v,
-            misfire,
-            (typical if w is None else w) * (share if top is not None and v >= top else 1.0),
-        )
-        for v, misfire, w in rows
-    ]
+        if all(len(w) >= MAX_SAMPLES for w in windows):
+            top = float(windows[1][-1][1])
+            labels = _standing_for_all(s, statement.where(score >= top), labels, top, typical)
+    return labels
 
 
-def _count(statement: Any, where: Any) -> Any:
-    """How many rows ``statement`` (a select of samples) gives with ``where`` added."""
-    return select(func.count()).select_from(statement.where(where).subquery())
+def _standing_for_all(
+    s: Session, above: Any, labels: list[Label], top: float, typical: float
+) -> list[Label]:
+    """``labels`` with those scored ``top`` or more weighted so that, misfires and correct
+    ones apart, they weigh what every such label of the tenant weighs (``above`` selects
+    them all; read row by row, a few columns each: labels are human reviews, tens of
+    thousands at most). Scaled by weight, not by count: a tenant that lowered its sample
+    rate has newest labels that weigh more each than the older ones they stand for
+    (a review: counted, the misfire rate of 11% read as 3.1%)."""
+    total = {True: 0.0, False: 0.0}
+    for _, _, label, drawn in s.execute(above.execution_options(yield_per=5000)):
+        weight = _weight({"sampling": drawn})
+        total[label == "misfire"] += typical if weight is None else weight
+    read = {True: 0.0, False: 0.0}
+    for x in labels:
+        if x.score >= top:
+            read[x.misfire] += x.weight
+    share = {k: total[k] / read[k] if read[k] > 0.0 else 1.0 for k in read}
+    return [x._replace(weight=x.weight * share[x.misfire]) if x.score >= top else x for x in labels]
 
 
 def count_uncounted_labels(db: Engine, tenant_id: str, verifier_models: Collection[str]) -> int:

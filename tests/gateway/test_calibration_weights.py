@@ -149,6 +149,30 @@ def test_past_the_windows_the_newest_stand_for_every_label_above_the_lowest(
     db.dispose()
 
 
+def test_past_the_windows_a_lowered_sample_rate_still_weighs_right(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The diff review's case: the first 300 labels drawn at probability 1, the newest 100
+    # at 0.01, misfires below 0.91. The newest 50 (weight 100 each) stand above the
+    # lowest window for 300-odd older labels of weight 1 and few newer ones: scaled by
+    # count, the 11% rate read as 3.1%; scaled by weight, per class, it is exact.
+    monkeypatch.setattr(calibration_labels, "MAX_SAMPLES", 50)
+    db = migrated(tmp_path)
+    rng = random.Random(7)
+    drawn = [(0.9 + 0.1 * rng.random(), 1.0 if i < 300 else 0.01) for i in range(400)]
+    with Session(db) as s, s.begin():
+        for score, p in drawn:
+            row = sample("t", score, "misfire" if score < 0.91 else "correct", utc_now())
+            row.entity_comparison = {"sampling": {"probability": p}}
+            s.add(row)
+    truth = math.fsum(1 / p for x, p in drawn if x < 0.91) / math.fsum(1 / p for _, p in drawn)
+    labels = load_labels(db, "t")
+    assert len(labels) < 100
+    rate = math.fsum(x.weight for x in labels if x.misfire) / math.fsum(x.weight for x in labels)
+    assert rate == pytest.approx(truth, rel=1e-9)
+    db.dispose()
+
+
 def test_weights_spanning_orders_of_magnitude_keep_the_sums_exact() -> None:
     # A sample rate once near 1e-6, later near 1: the sums above each cut are added
     # from the top down, so each is within rounding of its own exact sum. (Running

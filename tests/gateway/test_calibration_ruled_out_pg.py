@@ -51,3 +51,43 @@ def test_floors_on_postgres_keep_the_highest_and_go_with_the_tenant(pg_schema: s
     assert load_ruled_out(db, "acme", 0.01, ["en-1", "zh-1"]) == 0.0
     assert load_ruled_out(db, "other", 0.01, ["en-1", "zh-1"]) == 0.95  # the control
     db.dispose()
+
+
+def test_labels_past_the_windows_are_weighed_on_postgres(
+    pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read windows and the row-by-row sum of the labels above them (a server-side
+    cursor on PostgreSQL) give the rate over every label, as on SQLite
+    (tests/gateway/test_calibration_weights.py)."""
+    import math
+    import random
+
+    from sqlalchemy.orm import Session
+
+    import gateway.calibration_labels as calibration_labels
+    from gateway.models import MisfireSample
+    from gateway.tenants import utc_now
+
+    url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
+    upgrade_database(url)
+    db = create_engine(url)
+    TenantAdmin(TenantStore(db), None, None).add_tenant("admin", "t", None)
+    monkeypatch.setattr(calibration_labels, "MAX_SAMPLES", 50)
+    rng = random.Random(7)
+    drawn = [(0.9 + 0.1 * rng.random(), 1.0 if i < 300 else 0.01) for i in range(400)]
+    now = utc_now()
+    with Session(db) as s, s.begin():
+        for score, p in drawn:
+            s.add(MisfireSample(
+                tenant_id="t", created_at=now, request_id="r", entry_id=None,
+                partition_key="p", question="q", matched_question="m", served_answer="a",
+                score=0.95, threshold=0.8, verifier_score=score, labeled_at=now,
+                label="misfire" if score < 0.91 else "correct",
+                entity_comparison={"sampling": {"probability": p}},
+            ))  # fmt: skip
+    truth = math.fsum(1 / p for x, p in drawn if x < 0.91) / math.fsum(1 / p for _, p in drawn)
+    labels = calibration_labels.load_labels(db, "t")
+    rate = math.fsum(x.weight for x in labels if x.misfire) / math.fsum(x.weight for x in labels)
+    assert len(labels) < 100
+    assert rate == pytest.approx(truth, rel=1e-9)
+    db.dispose()

@@ -13,8 +13,12 @@ the asker (``-``) when a party does it to "me" / "us". A text read both ways ("I
 my friend to send me money": who sends is no longer clear) or neither way is no
 contrast; only two texts read one way each, oppositely, are refused (``default``
 "any", as the antonyms). The acts are those a person does to another and that do not
-mean the same thing turned round: sending, paying, lending, owing, inviting,
-referring, blocking, following, adding, messaging, sharing, gifting, transferring.
+mean the same thing turned round: sending, paying, lending, inviting, referring,
+blocking, following, adding, messaging, sharing, gifting, transferring. Not owing or
+requesting, whose converse is another act on the list ("I lent my friend money" is
+"my friend owes me money"; "request money from a friend" is "get a friend to pay me"),
+nor an act "from" a party ("transfer points from my friend": the party gives), nor
+"us" after "the" (the US).
 
 Chinese swaps of the same kind (我邀请朋友 / 朋友邀请我) are read by
 ``validators.roles_zh`` (its relation words), since they keep every character.
@@ -26,11 +30,11 @@ from validators.opposites import ActionPair
 
 _ACT = (
     r"(?:send|sends|sent|sending|pay|pays|paid|paying|lend|lends|lent|lending|loan|loaned"
-    r"|owe|owes|owed|owing|invite|invites|invited|inviting|refer|refers|referred|referring"
+    r"|invite|invites|invited|inviting|refer|refers|referred|referring"
     r"|block|blocks|blocked|blocking|follow|follows|followed|following|add|adds|added|adding"
     r"|message|messages|messaged|messaging|text|texts|texted|texting|share|shares|shared"
     r"|sharing|gift|gifts|gifted|gifting|transfer|transfers|transferred|transferring"
-    r"|give|gives|gave|giving|request|requests|requested|requesting)"
+    r"|give|gives|gave|giving)"
 )
 # a party other than the asker: "a friend", "someone else", "my son", "other users"
 _PARTY = (
@@ -41,7 +45,9 @@ _PARTY = (
     r"|son|daughter|kids?|children|child|parents?|mom|mum|dad|brother|sister|roommates?"
     r"|others)(?:\selse)?"
 )
-_GAP = r"(?:[a-z'’$_]+\s){0,4}?"  # what may stand between: "money to", "$_ to", "it back to"
+# what may stand between: "money to", "$_ to", "it back to"; not "from", which turns
+# the act round ("transfer points from my friend", "block messages from other users")
+_GAP = r"(?:(?!from\s)[a-z'’$_]+\s){0,4}?"
 # "I receive transfers from other people": the asker receives what the party sent
 _NOT_RECEIVING = r"(?!(?:receiv|get|got|accept|collect|tak|took|claim|obtain)[a-z'’]*\s)"
 _SELF = (
@@ -49,7 +55,7 @@ _SELF = (
     r"(?![a-z'’])"
 )
 _OTHER = (
-    rf"(?<![a-z'’]){_PARTY}\s(?:[a-z'’]+\s){{0,3}}?{_ACT}\s{_GAP}(?:to\s|with\s|for\s)?(?:me|us)"
+    rf"(?<![a-z'’]){_PARTY}\s(?:[a-z'’]+\s){{0,3}}?{_ACT}\s{_GAP}(?:to\s|with\s|for\s)?(?:me|(?<!the\s)(?-i:us))"
     r"(?![a-z'’])"
 )
 

@@ -15,11 +15,9 @@ DIFFERENT = [
     ("Can I send money to a friend?", "Can a friend send money to me?"),
     ("How do I block someone?", "What happens if someone blocks me?"),
     ("Can I invite a friend to my plan?", "Can a friend invite me to their plan?"),
-    ("I owe my friend money, what should I do?", "My friend owes me money, what should I do?"),
     ("How can I transfer $200 to my son?", "Can my son transfer $200 to me?"),
     ("Can I share my subscription with my wife?", "Can my wife share her subscription with me?"),
     ("How do I add a contact?", "Someone added me as a contact, who is it?"),
-    ("How do I request money from a friend?", "A friend requested money from me, is it safe?"),
 ]
 
 SAME = [
@@ -30,6 +28,12 @@ SAME = [
     # read both ways: no contrast
     ("I want my friend to send me money", "Can a friend send money to me?"),
     ("Can I send money to a friend?", "How do I send money?"),  # no party: no direction
+    # the diff review: converse acts, an act "from" a party, the US
+    ("I lent money to my friend, he won't pay it back", "My friend owes me and won't pay"),
+    ("How do I request money from a friend?", "How do I get a friend to pay me?"),
+    ("Can I transfer points from my friend to my account?", "Can my friend give me points?"),
+    ("How do I stop people from messaging me?", "How do I block messages from other users?"),
+    ("Can my family send money to the US?", "Can I send money to my family in the US?"),
 ]
 
 

@@ -17,6 +17,8 @@ DONE_OR_TO_COME = [
     ("Has my subscription been cancelled?", "Will my subscription be cancelled?"),
     ("订阅取消了吗", "订阅会取消吗"),
     ("你们停售了吗", "你们会不会停售"),
+    ("会员活动取消了吗", "会员活动会取消吗"),
+    ("Hi there, have you stopped selling gift cards?", "Will you stop selling gift cards?"),
 ]
 ONE_TENSE_OR_NONE = [
     ("Have you stopped selling gift cards?", "Did you stop selling gift cards?"),
@@ -24,6 +26,10 @@ ONE_TENSE_OR_NONE = [
     ("Has my card arrived?", "When will my card arrive?"),  # a status, not a decision
     ("How do I cancel my subscription?", "Will I be charged if I cancel?"),
     ("订阅取消了吗", "订阅是不是已经取消了"),
+    # the diff review: 会 of 会员, a word before 了, 停售 not 停 + 售
+    ("会员已经取消了吗", "会员取消成功了吗"),
+    ("会员卡停售了吗", "会员卡是不是停售了"),
+    ("会议取消了吗", "会议是不是取消了"),
 ]
 
 

@@ -292,10 +292,14 @@ class GatewayMetrics:
         self, changed: Collection[str], target_of: Callable[[str], float | None]
     ) -> None:
         """The change feed's callback: the tenants among ``changed`` whose target this
-        replica exports get it again (``target_of``: None for a tenant gone, whose
-        series :meth:`forget_deleted` drops)."""
-        for tenant_id in [t for t in changed if t in self._targeted]:
-            target = target_of(tenant_id)
+        replica exports get it again; every such tenant after a rebuild, which names
+        none (``target_of``: None for a tenant gone, whose series
+        :meth:`forget_deleted` drops). One that cannot be read keeps its value."""
+        for tenant_id in [t for t in (changed or list(self._targeted)) if t in self._targeted]:
+            try:
+                target = target_of(tenant_id)
+            except Exception:  # the database away: the next change or label sets it
+                continue
             if target is not None and tenant_id in self._targeted:
                 self.misfire_target.labels(tenant_id).set(target)
 

@@ -237,6 +237,7 @@ class GatewayMetrics:
             registry=r,
         )
         self._targeted: set[str] = set()  # tenants with a target series here
+        self.target_changes = 0  # policy changes followed: a label's read older than one is redone
         # Per finished request, by the misfire report's formulas (gateway/saved_metrics.py).
         self.prefill_flops_saved = Counter(
             "cachegate_prefill_flops_saved",
@@ -283,10 +284,17 @@ class GatewayMetrics:
             getattr(self, name).forget(tenant_id)
         self._targeted.discard(tenant_id)
 
-    def set_misfire_target(self, tenant_id: str, target: float) -> None:
-        """Export the tenant's ``target_misfire_rate`` (a label was counted for it)."""
+    def set_misfire_target(self, tenant_id: str, target: float, read_at: int | None = None) -> bool:
+        """Export the tenant's ``target_misfire_rate`` (a label was counted for it); with
+        ``read_at`` (:attr:`target_changes` before ``target`` was read), only when no
+        policy change was followed since, else False: read it again (a change applied
+        between the read and this set was overwritten by the older value: the diff
+        review of session 47)."""
+        if read_at is not None and read_at != self.target_changes:
+            return False
         self.misfire_target.labels(tenant_id).set(target)
         self._targeted.add(tenant_id)
+        return True
 
     def follow_targets(
         self, changed: Collection[str], target_of: Callable[[str], float | None]
@@ -295,6 +303,7 @@ class GatewayMetrics:
         replica exports get it again; every such tenant after a rebuild, which names
         none (``target_of``: None for a tenant gone, whose series
         :meth:`forget_deleted` drops). One that cannot be read keeps its value."""
+        self.target_changes += 1
         for tenant_id in [t for t in (changed or list(self._targeted)) if t in self._targeted]:
             try:
                 target = target_of(tenant_id)

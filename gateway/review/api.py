@@ -328,10 +328,13 @@ def review_router(admin: Any = require_admin) -> APIRouter:
                 metrics.misfire_labels_withdrawn_weighted.labels(out.tenant_id, previous).inc(
                     weight
                 )
-            # the bound the alert compares this tenant's rate with
-            target = await asyncio.to_thread(_target_of, request, out.tenant_id)
-            if target is not None:
-                metrics.set_misfire_target(out.tenant_id, target)
+            # the bound the alert compares this tenant's rate with (read again when the
+            # feed followed a policy change meanwhile, which the older read would undo)
+            for _ in range(3):
+                read_at = metrics.target_changes
+                target = await asyncio.to_thread(_target_of, request, out.tenant_id)
+                if target is None or metrics.set_misfire_target(out.tenant_id, target, read_at):
+                    break
         if await asyncio.to_thread(_is_gone, _sessions(request), out.tenant_id):
             metrics.forget_tenant(out.tenant_id)
         # This replica reads the tenant's labels again at its next lookup (a relabel

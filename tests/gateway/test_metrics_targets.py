@@ -46,3 +46,16 @@ def test_one_unreadable_policy_stops_no_other() -> None:
     m.forget_tenant("b")  # deleted: its series goes, and a rebuild does not bring it back
     m.follow_targets(frozenset(), target_of)
     assert f'{NAME}{{tenant="b"}}' not in generate_latest(m.registry).decode()
+
+
+def test_a_target_read_before_a_followed_change_is_not_set() -> None:
+    # A label's handler reads the target on a thread; the feed follows a policy change
+    # before it sets the gauge: the older value would undo the change, so it is refused
+    # and read again (the diff review of session 47).
+    m = GatewayMetrics()
+    m.set_misfire_target("a", 0.01)
+    read_at = m.target_changes
+    m.follow_targets(frozenset({"a"}), {"a": 0.05}.get)  # the change, followed meanwhile
+    assert not m.set_misfire_target("a", 0.01, read_at)  # the label's older read
+    assert exported(m, "a") == 0.05
+    assert m.set_misfire_target("a", 0.05, m.target_changes)  # read again: set

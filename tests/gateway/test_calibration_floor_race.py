@@ -16,11 +16,11 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 import gateway.calibrator as calibrator_module
+import gateway.review.api as review_api
 from gateway.admin.service import TenantAdmin
 from gateway.calibration_ruled_out import load_ruled_out
 from gateway.calibrator import Calibrator
 from gateway.models import MisfireSample
-import gateway.review.api as review_api
 from gateway.review.api import label_sample
 from gateway.tenants import TenantStore, enforce_foreign_keys, utc_now
 from migrations.runner import upgrade_database

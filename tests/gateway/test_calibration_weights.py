@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session
 
-from gateway.calibration import _Suffix, tenant_cut, weighted
 import gateway.calibration_labels as calibration_labels
+from gateway.calibration import _Suffix, tenant_cut, weighted
 from gateway.calibration_labels import load_labels
 from gateway.calibrator import Calibrator
 from gateway.reports.stats import weighted_wilson, wilson, wilson_at

@@ -114,6 +114,6 @@ def test_the_control_reusing_it_fails_after_sending(upstream_url: str) -> None:
 
 
 def test_the_default_reuse_is_below_common_upstream_keep_alives() -> None:
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None)
     assert settings.upstream_keepalive_seconds < 5.0  # vLLM's and SGLang's uvicorn
     assert settings.keep_alive_seconds > 60  # AWS's and GCP's balancers' idle timeout

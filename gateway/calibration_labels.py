@@ -167,6 +167,30 @@ def count_uncounted_labels(db: Engine, tenant_id: str, verifier_models: Collecti
         return int(s.scalar(statement) or 0)
 
 
+def count_labels_below_threshold(
+    db: Engine, tenant_id: str, verifier_models: Collection[str] | None, retrieval: Retrieval
+) -> int:
+    """A tenant's labelled, scored samples that ``load_labels`` leaves out for the
+    retrieval threshold in force (its embedder's, below the threshold): the report
+    shows them, so a cut back at the shipped one after a raised threshold is not read
+    as labels lost."""
+    statement = (
+        select(func.count())
+        .select_from(MisfireSample)
+        .where(MisfireSample.tenant_id == tenant_id)
+        .where(MisfireSample.label.is_not(None))
+        .where(MisfireSample.verifier_score.is_not(None))
+        .where(MisfireSample.embedder_id == retrieval.embedder_id)
+        .where(MisfireSample.score < retrieval.threshold - SIMILARITY_SLACK)
+    )
+    if verifier_models is not None:
+        if isinstance(verifier_models, str):
+            raise TypeError("verifier_models is a collection of score scale ids, not one id")
+        statement = statement.where(MisfireSample.verifier_model.in_(list(verifier_models)))
+    with Session(db) as s:
+        return int(s.scalar(statement) or 0)
+
+
 #: Sampling probabilities below this are not believed (a weight of a million already
 #: outweighs any label set a tenant reviews; smaller ones overflow Σw²).
 MIN_PROBABILITY = 1e-6

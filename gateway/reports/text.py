@@ -144,6 +144,11 @@ def verifier_lines(section: dict[str, Any] | None) -> list[str]:
             f"{interval} ({c['misfires']}/{c['served']} served labels), cut "
             f"{c['cut']:.4f} from {c['source']}{kept}, retrieval threshold "
             f"{c['retrieval_threshold']:.2f}"
+            + (
+                f"; {below} labels below it not counted"
+                if (below := c.get("labels_below_threshold"))
+                else ""
+            )
         )
     return lines
 

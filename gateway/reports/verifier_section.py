@@ -17,7 +17,11 @@ from collections.abc import Iterable
 from html import escape
 from typing import Any
 
-from gateway.calibration_labels import count_uncounted_labels
+from gateway.calibration_labels import (
+    Retrieval,
+    count_labels_below_threshold,
+    count_uncounted_labels,
+)
 from gateway.calibrator import Calibrator
 from gateway.reports.text import fmt_pct
 from gateway.state import GatewayState
@@ -37,10 +41,12 @@ def verifier_section(gw: GatewayState, tenant_ids: Iterable[str]) -> dict[str, A
     calibrator = verification.calibrator
     for tid in sorted(set(tenant_ids))[:MAX_TENANTS]:
         policy, _version = gw.tenants.policy(tid)
-        cut = calibrator.refresh(tid, policy.target_misfire_rate, verification.retrieval(policy))
+        retrieval = verification.retrieval(policy)
+        cut = calibrator.refresh(tid, policy.target_misfire_rate, retrieval)
         out[tid] = cut.to_dict() | {
             "retrieval_threshold": verification.retrieval_threshold(policy),
             "labels_not_counted": _not_counted(calibrator, tid),
+            "labels_below_threshold": _below_threshold(calibrator, tid, retrieval),
         }
     return {"enabled": True, "tenants": out}
 
@@ -56,6 +62,19 @@ def _not_counted(calibrator: Calibrator, tenant_id: str) -> int | None:
         return count_uncounted_labels(calibrator.db, tenant_id, calibrator.verifier_models)
     except Exception as exc:  # the cut above says what is known; this is a footnote
         log.warning("uncounted labels not read (%s)", type(exc).__name__)
+        return None
+
+
+def _below_threshold(calibrator: Calibrator, tenant_id: str, retrieval: Retrieval) -> int | None:
+    """Labels of hits below the retrieval threshold in force (None: unknown, as above)."""
+    if calibrator.db is None or calibrator.is_database_away:
+        return None
+    try:
+        return count_labels_below_threshold(
+            calibrator.db, tenant_id, calibrator.verifier_models, retrieval
+        )
+    except Exception as exc:  # a footnote, as the labels on old scales
+        log.warning("labels below the threshold not read (%s)", type(exc).__name__)
         return None
 
 
@@ -82,6 +101,7 @@ def verifier_html(section: dict[str, Any] | None) -> str:
                     str(c["source"]) + (" (kept: labels unreadable)" if c.get("is_kept") else ""),
                     f"{c['retrieval_threshold']:.2f}",
                     _count(c.get("labels_not_counted")),
+                    _count(c.get("labels_below_threshold")),
                 )
             )
             + "</tr>"
@@ -98,6 +118,7 @@ def verifier_html(section: dict[str, Any] | None) -> str:
             "cut from",
             "retrieval threshold",
             "labels on old scales",
+            "labels below the threshold",
         )
     )
     return (

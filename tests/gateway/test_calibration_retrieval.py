@@ -74,3 +74,18 @@ def test_the_lookups_cut_reads_the_tenants_own_threshold(tmp_path: Path) -> None
         cut = asyncio.run(checker.cut("t", policy))
         assert (cut.source == "raised", cut.labelled) == (raised, 100 if raised else 80)
         db.dispose()
+
+
+def test_the_report_counts_the_labels_left_below_the_threshold(tmp_path: Path) -> None:
+    from gateway.calibration_labels import count_labels_below_threshold
+    from gateway.reports.text import verifier_lines
+
+    db = seed(tmp_path)
+    assert count_labels_below_threshold(db, "t", None, Retrieval(EMBEDDER, 0.90)) == 20
+    assert count_labels_below_threshold(db, "t", None, Retrieval(EMBEDDER, 0.84)) == 0  # control
+    assert count_labels_below_threshold(db, "t", None, Retrieval("other:384:z", 0.90)) == 0
+    db.dispose()
+    cut = Calibrator(None, shipped).refresh("t", 0.01).to_dict()
+    shown = cut | {"retrieval_threshold": 0.9, "labels_below_threshold": 20}
+    lines = verifier_lines({"enabled": True, "tenants": {"t": shown}})
+    assert any("20 labels below it not counted" in line for line in lines)

@@ -211,7 +211,9 @@ def test_the_tenants_target_moves_the_cut_and_the_report_shows_it(
     assert (shown["served"], shown["misfires"]) == (1, 0)
     assert shown["low"] == 0.0 and 0.0 < shown["high"] < 1.0  # Wilson interval of 0/1
     assert (shown["labelled"], shown["labels_not_counted"]) == (1, 1)
+    assert shown["labels_below_threshold"] == 0  # served at the threshold in force
     assert 'id="verifier"' in html and "20.00%" in html and "labels on old scales" in html
+    assert "labels below the threshold" in html
 
 
 def samples(client: httpx.Client, tenant: str) -> list[dict[str, Any]]:

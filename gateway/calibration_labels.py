@@ -152,19 +152,14 @@ def count_uncounted_labels(db: Engine, tenant_id: str, verifier_models: Collecti
     if isinstance(verifier_models, str):
         raise TypeError("verifier_models is a collection of score scale ids, not one id")
     model = MisfireSample.verifier_model
-    statement = (
-        select(func.count())
-        .select_from(MisfireSample)
-        .where(MisfireSample.tenant_id == tenant_id)
-        .where(MisfireSample.label.is_not(None))
-        .where(MisfireSample.verifier_score.is_not(None))
-        .where(or_(model.is_(None), model.not_in(list(verifier_models))))
+    return _count_scored(
+        db,
+        tenant_id,
+        or_(model.is_(None), model.not_in(list(verifier_models))),
         # an exact repeat is served at 1.0 and read by no model (review/sampling.py):
         # no label on an old scale (before session 44 every labelled repeat counted)
-        .where(or_(model.is_not(None), MisfireSample.verifier_score != 1.0))
+        or_(model.is_not(None), MisfireSample.verifier_score != 1.0),
     )
-    with Session(db) as s:
-        return int(s.scalar(statement) or 0)
 
 
 def count_labels_below_threshold(
@@ -174,19 +169,27 @@ def count_labels_below_threshold(
     retrieval threshold in force (its embedder's, below the threshold): the report
     shows them, so a cut back at the shipped one after a raised threshold is not read
     as labels lost."""
+    if isinstance(verifier_models, str):
+        raise TypeError("verifier_models is a collection of score scale ids, not one id")
+    where = [
+        MisfireSample.embedder_id == retrieval.embedder_id,
+        MisfireSample.score < retrieval.threshold - SIMILARITY_SLACK,
+    ]
+    if verifier_models is not None:
+        where.append(MisfireSample.verifier_model.in_(list(verifier_models)))
+    return _count_scored(db, tenant_id, *where)
+
+
+def _count_scored(db: Engine, tenant_id: str, *where: Any) -> int:
+    """How many of the tenant's labelled samples with a verifier score meet ``where``."""
     statement = (
         select(func.count())
         .select_from(MisfireSample)
         .where(MisfireSample.tenant_id == tenant_id)
         .where(MisfireSample.label.is_not(None))
         .where(MisfireSample.verifier_score.is_not(None))
-        .where(MisfireSample.embedder_id == retrieval.embedder_id)
-        .where(MisfireSample.score < retrieval.threshold - SIMILARITY_SLACK)
+        .where(*where)
     )
-    if verifier_models is not None:
-        if isinstance(verifier_models, str):
-            raise TypeError("verifier_models is a collection of score scale ids, not one id")
-        statement = statement.where(MisfireSample.verifier_model.in_(list(verifier_models)))
     with Session(db) as s:
         return int(s.scalar(statement) or 0)
 

@@ -12,11 +12,10 @@ each message's role and text in order; completions: the prompt string, or the
 first tokens of a token-id prompt). The namespace is part of it because blocks
 are never shared across namespaces anyway: two tenants' identical prompts gain
 nothing from landing together, so they spread. Characters approximate the first
-prefix blocks without loading a tokenizer in the gateway: 256 characters are
-about 64 tokens, 4 blocks of 16. Requests that share a system prompt longer than
-``route_prefix_chars`` always land together; requests that diverge earlier (a
-short system prompt followed by different questions) may land on different
-replicas, and each replica then caches its own copy of the shared part.
+prefix blocks without loading a tokenizer in the gateway: 256 characters are about 64
+tokens, 4 blocks of 16. Requests sharing a system prompt longer than ``route_prefix_chars``
+always land together; requests that diverge earlier (a short system prompt, different
+questions) may land on different replicas, each then caching its own copy of the shared part.
 
 Failover (why each rule):
 

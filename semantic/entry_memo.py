@@ -11,7 +11,9 @@ exact:
   write cannot put the row it read: :meth:`put` takes the :meth:`generation` seen
   before the read and is dropped if anything was forgotten since;
 - another replica's writes reach this one through the change log, whose replay
-  forgets the rows (``semantic.replay``), as it updates the index;
+  forgets the rows (``semantic.replay``), as it updates the index, and keeps again
+  the ones it forgot with the rows it has just read (the replay of this replica's
+  own write among them: it must not leave a hot row out of memory);
 - a row is trusted for at most ``max_age`` seconds, a bound on staleness if the
   change feed stalls, and a row expired by its stored expiry is never returned
   (it is read again: another replica may have slid it).
@@ -102,12 +104,17 @@ class EntryMemo:
                 self._rows.popitem(last=False)
         return True
 
-    def forget(self, ids: Iterable[int]) -> None:
-        """Call after committing a write of these rows (or replaying another replica's)."""
+    def forget(self, ids: Iterable[int]) -> list[int]:
+        """Call after committing a write of these rows (or replaying another replica's);
+        returns the ids that were kept, so a replay that reads them again can keep them
+        again (:mod:`semantic.replay`)."""
+        dropped: list[int] = []
         with self._lock:
             self._generation += 1
             for entry_id in ids:
-                self._rows.pop(entry_id, None)
+                if self._rows.pop(entry_id, None) is not None:
+                    dropped.append(entry_id)
+        return dropped
 
     def forget_partition(self, partition_key: str) -> None:
         with self._lock:

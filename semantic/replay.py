@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from semantic.cache import SemanticCache
 from semantic.changes import CLEAR_PARTITION, DELETE, UPSERT, Change
 from semantic.errors import InvalidVectorError
+from semantic.store import StoredEntry
 
 
 @dataclass(frozen=True)
@@ -51,30 +52,42 @@ def replay(cache: SemanticCache, changes: Iterable[Change]) -> Replayed:
         elif change.op == CLEAR_PARTITION and change.partition_key:
             clears.add(change.partition_key)
     touched = [*upserts, *(i for ids in deletes.values() for i in ids)]
+    memo = cache.entries.memo
+    was_kept: set[int] = set()
 
     def forget() -> None:
         # The hit path's recently read rows (semantic/entry_memo.py): another replica
         # wrote them, and this one must read them again.
-        cache.entries.memo.forget(touched)
+        was_kept.update(memo.forget(touched))
         for key in clears:
-            cache.entries.memo.forget_partition(key)
+            memo.forget_partition(key)
 
     forget()  # before the lock too: a snapshot or rebuild can hold it for seconds
     with cache.write_lock:
         forget()  # and inside it, after any read that raced the first
         cache.settle()  # an entry whose fence went unread is not replayed before it
-        added, removed = _upserts(cache, upserts)
+        generation = memo.generation()
+        added, removed, rows = _upserts(cache, upserts)
         for key, ids in deletes.items():
             removed += cache.index.remove(key, ids)
         for key in sorted(clears):
             removed += _reconcile(cache, key)
+        # The rows the hit path was serving from memory, just read as they are now, go
+        # back: replaying this replica's own store would otherwise send its next hit to
+        # the database (and, were the database down by then, to the model). The put is
+        # dropped if any write forgot a row since ``generation`` (EntryMemo.put).
+        memo.put([rows[i] for i in was_kept if i in rows], generation)
     return Replayed(added, removed)
 
 
-def _upserts(cache: SemanticCache, upserts: dict[int, str | None]) -> tuple[int, int]:
+def _upserts(
+    cache: SemanticCache, upserts: dict[int, str | None]
+) -> tuple[int, int, dict[int, StoredEntry]]:
+    """(added, removed, the rows indexed): each upsert's row read again."""
     if not upserts:
-        return 0, 0
+        return 0, 0, {}
     rows = cache.entries.get_many(upserts)
+    indexed: dict[int, StoredEntry] = {}
     unsettled = cache.unsettled.ids()  # a fence a blip left unread: not indexed yet
     added = removed = 0
     for entry_id, logged_key in upserts.items():
@@ -88,12 +101,13 @@ def _upserts(cache: SemanticCache, upserts: dict[int, str | None]) -> tuple[int,
                     # tombstones the old position first).
                     cache.index.add(key, [entry_id], row.embedding.reshape(1, -1))
                     added += 1
+                    indexed[entry_id] = row
                     continue
             except InvalidVectorError:
                 pass  # a corrupt row is skipped, as rebuild() skips it
         if key is not None:  # gone, another embedder's or unusable: not searchable here
             removed += cache.index.remove(key, [entry_id])
-    return added, removed
+    return added, removed, indexed
 
 
 def _reconcile(cache: SemanticCache, key: str) -> int:

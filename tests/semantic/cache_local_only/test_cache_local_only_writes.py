@@ -30,6 +30,7 @@ from tests.semantic.cache_local_only.support import (
     OLD,
     SLIDING,
     TTL,
+    UNRELATED,
     blocked,
     memoized,
     stored_id,
@@ -198,7 +199,10 @@ def test_another_replicas_write_is_served_stale_until_replayed(
     assert [c.op for c in changes] == [op]
     replay(cache, changes)
 
-    assert not memoized(cache, entry_id, clock.now)
+    # The replay read the updated row again and keeps it (the memo held the old one);
+    # a deleted row is not kept.
+    found, _ = cache.entries.memo.get([entry_id], clock.now)
+    assert [r.answer for r in found.values()] == ([NEW] if after[0] else [])
     local_after = local_or_none(cache, chat(PARAPHRASE))
     if local_after is not None:
         assert local_after.answer != OLD
@@ -206,6 +210,25 @@ def test_another_replicas_write_is_served_stale_until_replayed(
     threaded = cache.lookup(chat(PARAPHRASE), TTL)
     assert (threaded.hit, threaded.reason, threaded.answer) == after
     assert cache.lookup(chat(PARAPHRASE), TTL, local_only=True) == threaded
+
+
+def test_replaying_this_replicas_own_store_keeps_its_hot_row_in_memory(
+    cache: SemanticCache, clock: ManualClock
+) -> None:
+    position = log_position(cache)
+    entry_id = stored_id(cache, STORED, OLD)
+    other_id = stored_id(cache, UNRELATED, NEW)
+    assert cache.lookup(chat(PARAPHRASE), TTL).entry_id == entry_id  # read, memoized
+    changes = changes_since(cache, position)
+    assert [c.entry_id for c in changes] == [entry_id, other_id]
+
+    # The feed replays this replica's own two stores after the hit read the first row.
+    replay(cache, changes)
+
+    assert memoized(cache, entry_id, clock.now)  # was: forgotten, the next hit read the DB
+    assert not memoized(cache, other_id, clock.now)  # replay reads do not fill the memo
+    local = cache.lookup(chat(PARAPHRASE), TTL, local_only=True)
+    assert (local.hit, local.entry_id, local.answer) == (True, entry_id, OLD)
 
 
 def test_an_expiry_slid_by_another_replica_is_read_again_not_taken_as_expired(

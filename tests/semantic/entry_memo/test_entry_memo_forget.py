@@ -35,7 +35,7 @@ def test_put_and_get_do_not_move_the_generation(memo: EntryMemo) -> None:
 
 def test_forget_drops_those_rows_only(memo: EntryMemo) -> None:
     put(memo, row(1), row(2), row(3))
-    memo.forget([2, 99])  # an unknown id is ignored
+    assert memo.forget([2, 99]) == [2]  # an unknown id is ignored; the kept are named
     assert kept_ids(memo) == [1, 3]
     assert memo.get([1, 2, 3], NOW)[1] == [2]
     memo.check_integrity()

@@ -50,20 +50,25 @@ def _is_metadata(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
 
 
+#: The tiers the OpenAI API documents. Another string skips the cache: OpenAI refuses
+#: it, and an upstream that knows a newer tier decides what it means (a skip costs a
+#: hit, never an answer).
+SERVICE_TIERS = frozenset({"auto", "default", "flex", "scale", "priority"})
+
 #: Fields left out of the cache key (``semantic/partition.py`` IGNORED_PARAMS) that the
-#: OpenAI API still type-checks, each with the check for the types it accepts (besides
-#: null): ``service_tier`` a string, ``store`` a boolean, ``metadata`` an object of
-#: strings.
+#: OpenAI API still checks, each with the check for the values it accepts (besides
+#: null): ``service_tier`` one of its tiers, ``store`` a boolean, ``metadata`` an
+#: object of strings.
 _TYPED_IGNORED: dict[str, Callable[[Any], bool]] = {
-    "service_tier": lambda v: isinstance(v, str),
+    "service_tier": lambda v: isinstance(v, str) and v in SERVICE_TIERS,
     "store": lambda v: isinstance(v, bool),
     "metadata": _is_metadata,
 }
 
 
 def mistyped_ignored_field(body: dict[str, Any]) -> str | None:
-    """The name of a field the cache key ignores whose value has a type the OpenAI API
-    refuses (``"metadata": 5``, ``"store": "yes"``, ``"service_tier": 7``), if any.
+    """The name of a field the cache key ignores whose value the OpenAI API refuses
+    (``"metadata": 5``, ``"store": "yes"``, ``"service_tier": 7`` or ``"gold"``), if any.
 
     Such a request skips the lookup and the backfill: the key ignores the field, so a
     hit answered 200 where OpenAI answers 400 and another upstream may read the value

@@ -7,7 +7,7 @@ Through the real gateway in front of a scripted vLLM-like upstream:
   an upstream that never names one gets none invented;
 - a hit reports ``service_tier`` null, whatever tier the client asked for, never the
   tier of the request that filled the cache (``hit_tier.py``): no tier served it;
-- a request whose ``service_tier``, ``store`` or ``metadata`` has a type the API
+- a request whose ``service_tier``, ``store`` or ``metadata`` has a value the API
   refuses skips the cache (``cacheable.py``): the upstream decides, nothing is stored.
 Each beside its control.
 """
@@ -153,6 +153,8 @@ WELL_TYPED: list[dict[str, Any]] = [
     {"store": True},
     {"store": None},
     {"service_tier": "auto"},
+    {"service_tier": "flex"},
+    {"service_tier": "priority"},
     {"service_tier": None},
 ]
 MISTYPED: list[tuple[dict[str, Any], str]] = [
@@ -163,6 +165,8 @@ MISTYPED: list[tuple[dict[str, Any], str]] = [
     ({"store": 1}, "store"),
     ({"service_tier": 7}, "service_tier"),
     ({"service_tier": True}, "service_tier"),
+    ({"service_tier": "gold"}, "service_tier"),  # a string, but no tier OpenAI has
+    ({"service_tier": "AUTO"}, "service_tier"),
 ]
 
 

@@ -6,7 +6,7 @@ its labels disprove, and reports that floor as ``band_cut``. From labels alone t
 floor can fall again: samples taken before a raise and labelled after it land *below*
 the disproved range, shift the bands it is tested in, and the range is served again
 (a review, session 40). :class:`gateway.calibrator.Calibrator` therefore keeps the
-highest floor per tenant, target and score scale here, and passes it back as
+highest floor per tenant, target, score scale and retrieval here, and passes it back as
 ``kept``: every replica, and a replica after a restart, reads it with the labels.
 
 The floor only rises while the labels stay as they were. A misfire relabelled
@@ -16,12 +16,20 @@ what they now give); a sample relabelled misfire deletes none, since more misfir
 rule out no less (before session 44 any relabel deleted every floor, so a reviewer
 finding one more misfire could lower the cut and re-serve a disproved range).
 Deleting the tenant deletes them too, so a tenant re-created under the id starts with
-none. A floor is saved only from labels that are still the tenant's (``labels_mark``
-before they were read, the same inside the save, under a share lock of the tenant's
-row that a relabel and a delete take exclusively): before session 43 a refresh that
-read the labels before a delete or a relabel committed saved its floor after, and the
-tenant re-created under the id (or the relabelled one) got a cut raised by labels it
-no longer had (a review). A stricter target keeps a looser one's floor too
+none. A floor is kept per retrieval too (embedder and threshold: migration 0016), since
+labels of hits below the threshold in force do not count (gateway/calibration_labels.py)
+and a floor holds only where every label it was computed from still counts: under the
+same embedder at the same or a lower threshold (:func:`applies`). So a tenant that
+raises its threshold to remove misfires just above the old one gets the cut its
+remaining labels give (before session 48 the floor they had set stayed), and one that
+lowers it back gets the floor back.
+
+A floor is saved only from labels that are still the tenant's (``labels_mark`` before
+they were read, the same inside the save, under a share lock of the tenant's row that a
+relabel and a delete take exclusively): before session 43 a refresh that read the
+labels before a delete or a relabel committed saved its floor after, and the tenant
+re-created under the id (or the relabelled one) got a cut raised by labels it no longer
+had (a review). A stricter target keeps a looser one's floor too
 (:func:`load_ruled_out`).
 """
 
@@ -35,6 +43,7 @@ from sqlalchemy import Engine, case, delete, func, select
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
+from gateway.calibration_labels import Retrieval
 from gateway.models import MisfireSample, Tenant, VerifierRuledOut
 from gateway.tenants import utc_now
 
@@ -48,6 +57,9 @@ LabelsMark = tuple[int, int, int, Any] | None
 
 #: The key of "every score scale" (a calibrator reading every scored sample).
 ALL_SCALES = "*"
+#: The retrieval key of "every label" (no retrieval given, and floors kept before
+#: migration 0016): such a floor holds under every retrieval, as it did.
+ALL_LABELS = "*"
 
 
 def scales_key(verifier_models: Collection[str] | None) -> str:
@@ -59,23 +71,56 @@ def scales_key(verifier_models: Collection[str] | None) -> str:
     return ",".join(sorted(set(verifier_models)))[:255]
 
 
+def retrieval_key(retrieval: Retrieval | None) -> str:
+    """The retrieval as one key, ``"<threshold>@<embedder id>"`` (``"*"``: none)."""
+    if retrieval is None:
+        return ALL_LABELS
+    return f"{retrieval.threshold:.6f}@{retrieval.embedder_id}"[:255]
+
+
+def applies(kept_under: str, retrieval: Retrieval | None) -> bool:
+    """Whether a floor kept under the retrieval key ``kept_under`` holds under
+    ``retrieval``: every label it was computed from counts there too (the same embedder
+    at the same or a lower threshold; every label when ``retrieval`` is None). A floor
+    of every label (``"*"``) or an unreadable key holds everywhere."""
+    if kept_under == ALL_LABELS or retrieval is None:
+        return True
+    threshold, at, embedder = kept_under.partition("@")
+    try:
+        saved = float(threshold)
+    except ValueError:
+        return True
+    if not at or not math.isfinite(saved):
+        return True
+    here, _, here_embedder = retrieval_key(retrieval).partition("@")
+    return embedder == here_embedder and saved >= float(here) - 1e-9
+
+
 def load_ruled_out(
-    db: Engine, tenant_id: str, target: float, verifier_models: Collection[str] | None
+    db: Engine,
+    tenant_id: str,
+    target: float,
+    verifier_models: Collection[str] | None,
+    retrieval: Retrieval | None = None,
 ) -> float:
     """The highest floor kept for the tenant and scales at ``target`` or a looser one
     (too many misfires for 2% are too many for 1%: before session 44 a tenant that
-    tightened its target got a cut below the range its 2% labels had kept ruled out);
-    0.0 when none (or unusable)."""
-    statement = select(func.max(VerifierRuledOut.band_cut)).where(
+    tightened its target got a cut below the range its 2% labels had kept ruled out),
+    among those that hold under ``retrieval`` (:func:`applies`); 0.0 when none (or
+    unusable)."""
+    statement = select(VerifierRuledOut.band_cut, VerifierRuledOut.retrieval).where(
         VerifierRuledOut.tenant_id == tenant_id,
         VerifierRuledOut.target >= target,
         VerifierRuledOut.scales == scales_key(verifier_models),
     )
     with Session(db) as s:
-        value = s.scalar(statement)
-    if value is None or not math.isfinite(value):
-        return 0.0
-    return min(1.0, max(0.0, float(value)))
+        rows = s.execute(statement).all()
+    held = [
+        float(cut)
+        for cut, under in rows
+        if cut is not None and math.isfinite(cut) and applies(under, retrieval)
+    ]
+    return min(1.0, max(0.0, max(held, default=0.0)))
 
 
 def _mark(s: Session, tenant_id: str) -> LabelsMark:
@@ -105,12 +150,14 @@ def save_ruled_out(
     verifier_models: Collection[str] | None,
     band_cut: float,
     mark: LabelsMark,
+    retrieval: Retrieval | None = None,
 ) -> bool:
-    """Keep ``band_cut`` as the floor unless a higher one is kept already (another
-    replica may have written meanwhile: the higher of the two stays); False, and
-    nothing kept, when the tenant's labels are no longer those marked before the floor
-    was computed from them (relabelled, deleted, the tenant gone or re-created)."""
-    key = (tenant_id, target, scales_key(verifier_models))
+    """Keep ``band_cut`` as the floor of the labels read under ``retrieval`` unless a
+    higher one is kept already (another replica may have written meanwhile: the higher
+    of the two stays); False, and nothing kept, when the tenant's labels are no longer
+    those marked before the floor was computed from them (relabelled, deleted, the
+    tenant gone or re-created)."""
+    key = (tenant_id, target, scales_key(verifier_models), retrieval_key(retrieval))
     for attempt in (1, 2):
         try:
             with Session(db) as s, s.begin():
@@ -126,6 +173,7 @@ def save_ruled_out(
                             tenant_id=key[0],
                             target=key[1],
                             scales=key[2],
+                            retrieval=key[3],
                             band_cut=band_cut,
                             updated_at=utc_now(),
                         )

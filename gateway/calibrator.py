@@ -39,8 +39,10 @@ from gateway.calibration import TARGET_GRID, CutInForce, tenant_cut
 from gateway.calibration_labels import Retrieval, load_labels
 from gateway.calibration_ruled_out import (
     LabelsMark,
+    applies,
     labels_mark,
     load_ruled_out,
+    retrieval_key,
     save_ruled_out,
 )
 from gateway.db_rest import backoff
@@ -86,8 +88,9 @@ class Calibrator:
         # was served again (a review, session 40). Also kept in the database
         # (gateway/calibration_ruled_out.py), read with the labels, for other replicas
         # and restarts; this copy holds it should that write fail.
-        self._band_cuts: dict[tuple[str, float], float] = {}
-        self._unsaved: dict[tuple[str, float], float] = {}  # floors a save failed for
+        # Keyed (tenant, target, retrieval key) as in the database.
+        self._band_cuts: dict[tuple[str, float, str], float] = {}
+        self._unsaved: dict[tuple[str, float, str], float] = {}  # floors a save failed for
         # While the database is away: no read before _next_try, and then one probe at a
         # time (a probe can hang far longer than ``retry`` on a dropped connection).
         self._away = False
@@ -136,14 +139,19 @@ class Calibrator:
             floors = self._unsaved if self.db else self._band_cuts
             # a looser target's too: what it ruled out, a stricter one rules out
             ruled_out = max(
-                (cut for (t, at), cut in floors.items() if t == tenant_id and at >= target),
+                (
+                    cut
+                    for (t, at, under), cut in floors.items()
+                    if t == tenant_id and at >= target and applies(under, retrieval)
+                ),
                 default=0.0,
             )
+        floor_key = (tenant_id, target, retrieval_key(retrieval))
         try:
             db, models = self.db, self.verifier_models
             mark = None if db is None else labels_mark(db, tenant_id)  # before they are read
             labels = [] if db is None else load_labels(db, tenant_id, models, retrieval)
-            stored = 0.0 if db is None else load_ruled_out(db, tenant_id, target, models)
+            stored = 0.0 if db is None else load_ruled_out(db, tenant_id, target, models, retrieval)
         except OUTAGE_ERRORS as exc:
             self._database_away(exc)
             return self._without_labels(tenant_id, target, shipped)
@@ -170,29 +178,35 @@ class Calibrator:
             if unchanged and not newer:
                 self._cuts[(tenant_id, target)] = (started, cut, True)
                 if cut.band_cut > shipped:  # a range its labels ruled out
-                    self._band_cuts[(tenant_id, target)] = max(ruled_out, cut.band_cut)
+                    self._band_cuts[floor_key] = max(ruled_out, cut.band_cut)
         # not for a tenant changed meanwhile (deleted: its floors were deleted with it)
         if unchanged and self.db is not None and cut.band_cut > max(shipped, stored):
-            saved = self._save_ruled_out(tenant_id, target, cut.band_cut, mark)
+            saved = self._save_ruled_out(tenant_id, target, cut.band_cut, mark, retrieval)
             with self._lock:
                 if saved is None:  # not written: kept here, and tried again next time
-                    self._unsaved[(tenant_id, target)] = cut.band_cut
+                    self._unsaved[floor_key] = cut.band_cut
                 else:  # written, or read from labels that are no longer the tenant's
-                    self._unsaved.pop((tenant_id, target), None)
+                    self._unsaved.pop(floor_key, None)
                 if saved is False:
-                    self._band_cuts.pop((tenant_id, target), None)
+                    self._band_cuts.pop(floor_key, None)
                     self._cuts.pop((tenant_id, target), None)  # read afresh next time
         return cut
 
     def _save_ruled_out(
-        self, tenant_id: str, target: float, band_cut: float, mark: LabelsMark
+        self,
+        tenant_id: str,
+        target: float,
+        band_cut: float,
+        mark: LabelsMark,
+        retrieval: Retrieval | None,
     ) -> bool | None:
         """Keep the floor in the database: True; False when its labels changed since
         they were read (calibration_ruled_out.py); None on a failure, logged (this
         process keeps it in memory, and the next refresh tries again)."""
         assert self.db is not None
         try:
-            return save_ruled_out(self.db, tenant_id, target, self.verifier_models, band_cut, mark)
+            models = self.verifier_models
+            return save_ruled_out(self.db, tenant_id, target, models, band_cut, mark, retrieval)
         except Exception as exc:
             log.warning("verifier ruled-out cut not saved (%s): kept in memory", type(exc).__name__)
             return None
@@ -285,10 +299,10 @@ class Calibrator:
         with self._lock:
             for key in [k for k in self._cuts if not tenant_ids or k[0] in tenant_ids]:
                 del self._cuts[key]
-            for key in [k for k in self._band_cuts if not tenant_ids or k[0] in tenant_ids]:
-                del self._band_cuts[key]
-            for key in [k for k in self._unsaved if not tenant_ids or k[0] in tenant_ids]:
-                del self._unsaved[key]
+            for floor in [k for k in self._band_cuts if not tenant_ids or k[0] in tenant_ids]:
+                del self._band_cuts[floor]
+            for floor in [k for k in self._unsaved if not tenant_ids or k[0] in tenant_ids]:
+                del self._unsaved[floor]
             if not tenant_ids:
                 self._generation_all += 1
                 self._generation.clear()  # every earlier read is stale by the line above

@@ -14,6 +14,7 @@ from typing import Any, cast
 from sqlalchemy.orm import Session
 
 from gateway.calibration_labels import Retrieval, load_labels
+from gateway.calibration_ruled_out import applies, load_ruled_out, retrieval_key
 from gateway.calibrator import Calibrator
 from gateway.policy import TenantPolicy
 from gateway.tenants import utc_now
@@ -89,3 +90,33 @@ def test_the_report_counts_the_labels_left_below_the_threshold(tmp_path: Path) -
     shown = cut | {"retrieval_threshold": 0.9, "labels_below_threshold": 20}
     lines = verifier_lines({"enabled": True, "tenants": {"t": shown}})
     assert any("20 labels below it not counted" in line for line in lines)
+
+
+def test_a_floor_holds_at_its_threshold_or_below_not_above(tmp_path: Path) -> None:
+    """The floor the misfires set at 0.84 (kept in the database) stays in force there and
+    below, on a replica started since too, but not once the tenant raised its threshold
+    past them (before session 48 it stayed: the cut never came down)."""
+    db = seed(tmp_path)
+    served_then = Calibrator(db, shipped).refresh("t", 0.01, Retrieval(EMBEDDER, 0.84))
+    assert served_then.source == "raised" and load_ruled_out(db, "t", 0.01, None) > 0.98
+    raised = Calibrator(db, shipped).refresh("t", 0.01, Retrieval(EMBEDDER, 0.90))
+    assert (raised.source, raised.cut, raised.misfires) == ("shipped", 0.98, 0)
+    for lower in (0.84, 0.80):  # lowered back, or below: the floor's labels count again
+        again = Calibrator(db, shipped).refresh("t", 0.01, Retrieval(EMBEDDER, lower))
+        assert again.cut >= served_then.cut, lower
+    # another embedder's retrieval does not read this one's floor (its labels count there
+    # whatever their similarity, so its own refresh raises the cut from them: the control)
+    assert load_ruled_out(db, "t", 0.01, None, Retrieval("other:384:z", 0.5)) == 0.0
+    assert Calibrator(db, shipped).refresh("t", 0.01, Retrieval("other:384:z", 0.5)).cut >= 0.99
+    db.dispose()
+
+
+def test_which_floors_hold_under_a_retrieval() -> None:
+    here = Retrieval(EMBEDDER, 0.9)
+    assert retrieval_key(here) == f"0.900000@{EMBEDDER}" and retrieval_key(None) == "*"
+    assert applies(retrieval_key(here), here)
+    assert applies(retrieval_key(Retrieval(EMBEDDER, 0.95)), here)  # a stricter one's
+    assert not applies(retrieval_key(Retrieval(EMBEDDER, 0.84)), here)
+    assert not applies(retrieval_key(Retrieval("other:384:z", 0.95)), here)
+    assert applies("*", here) and applies(retrieval_key(here), None)  # every label
+    assert applies("garbled", here) and applies("nan@x", here)  # unreadable: kept

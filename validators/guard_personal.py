@@ -43,7 +43,8 @@ _PROCEDURAL = re.compile(
         r"|how\sto|how\sis\sit\s(?:done|possible)|is\sit\spossible|can\si|could\si|may\si"
         r"|where\s(?:can|do|should|could)\si|what\s(?:do|should|would)\si\s(?:need|do|have)"
         r"|what\s(?:is|are)\sthe\s(?:steps?|process|procedure|way|requirements?|options?)"
-        r"|what\s(?:steps?|documents?)|what\shappens|steps\sto|i\s(?:want|need|would\slike)\sto"
+        r"|what\s(?:steps?|documents?)|what\shappens|what\sif|steps\sto"
+        r"|i\s(?:want|need|would\slike)\sto"
         r"|i'?d\slike\sto|do\syou\s(?:support|accept|offer|allow|charge)|is\sthere\sa\s(?:fee|charge|limit)"
         r"|tell\sme\show|help\sme\s(?:understand|figure)|show\sme\show|explain"
     )

@@ -21,6 +21,7 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from validators.counts import swapped_counts
 from validators.entities import Entities, compare_entities, entity_scope, extract_entities
 from validators.errors import InvalidEntitiesError, InvalidJudgeBandError, InvalidScoreError
 from validators.guards import first_guard
@@ -103,6 +104,10 @@ class Validator:
             _as_str(question), _as_str(cached_question)
         ):  # 咖啡比茶健康吗 / 茶比咖啡健康吗: the same words, the parties exchanged
             return "entity_mismatch:polarity"
+        if (kinds is None or "number" in kinds) and swapped_counts(
+            _as_str(question), _as_str(cached_question)
+        ):  # "two cards on one account" / "one card on two accounts": the counts swapped
+            return "entity_mismatch:number"
         if (
             self.judge is not None
             and self.judge_band is not None

@@ -1,0 +1,65 @@
+"""English questions counting the same nouns with the counts swapped
+(``validators.counts``), through the validator's check as a hit meets them."""
+
+from __future__ import annotations
+
+import pytest
+
+from validators.counts import counts, swapped_counts
+from validators.verify import Validator
+
+SWAPPED = [
+    # the misfire hunt of session 46: served as one question
+    ("Can I have two cards on one account?", "Can I have one card on two accounts?"),
+    ("Can I link 2 cards to 1 account?", "Can I link 1 card to 2 accounts?"),
+    ("Is there a fee for 3 transfers in 1 day?", "Is there a fee for 1 transfer in 3 days?"),
+    ("Can two people use one account?", "Can one person use two accounts?"),
+    ("I want 2 tickets for 3 nights", "I want 3 tickets for 2 nights"),
+    (
+        "Do you have a flat with 2 bedrooms and 3 baths?",
+        "Do you have a flat with 3 bedrooms and 2 baths?",
+    ),
+    ("How much for five boxes of ten pens?", "How much for ten boxes of five pens?"),
+]
+
+SAME = [
+    ("Can I have two cards on one account?", "Can I have 2 cards on 1 account?"),  # digits
+    ("Can I have two cards on one account?", "With one account, can I have two cards?"),
+    ("Can I have two cards on one account?", "Can I have two card on one account"),
+    ("Is it 2 or 3 days?", "Is it 3 or 2 days?"),  # one noun counted: nothing to swap
+    ("Which one has 2 bedrooms?", "Does the one with 2 bedrooms cost more?"),
+    ("Can I order 2 pizzas?", "Can I order 3 pizzas?"),  # the number kind's, not this one's
+    ("Is one of my two cards blocked?", "Is one of my 2 cards blocked?"),  # "one of"
+    ("Can 2 people share 2 rooms?", "Can 2 rooms be shared by 2 people?"),  # one number
+]
+
+
+@pytest.mark.parametrize(("a", "b"), SWAPPED)
+def test_the_counts_swapped_are_refused(a: str, b: str) -> None:
+    assert swapped_counts(a, b) and swapped_counts(b, a)
+    validator = Validator()
+    assert validator.check(b, a, validator.extract(a), 0.97) == "entity_mismatch:number"
+    # the control: the same question again is served
+    assert validator.check(a, a, validator.extract(a), 0.97) is None
+
+
+@pytest.mark.parametrize(("a", "b"), SAME)
+def test_the_same_counts_are_no_swap(a: str, b: str) -> None:
+    assert not swapped_counts(a, b) and not swapped_counts(b, a)
+
+
+def test_what_a_count_is() -> None:
+    assert counts("Two cards on one account, 3 days") == [(2, "card"), (1, "account"), (3, "day")]
+    assert counts("which one is free? a new one of those") == []  # a pronoun, "one of"
+    assert counts("$5 fee, 2.5 hours, 10 boxes") == [(10, "box")]  # amounts and decimals
+    assert counts("2 people, 3 children, 4 parties") == [
+        (2, "person"),
+        (3, "child"),
+        (4, "party"),
+    ]
+
+
+def test_a_tenant_comparing_no_numbers_is_not_refused_for_it() -> None:
+    a, b = SWAPPED[0]
+    validator = Validator()
+    assert validator.check(b, a, validator.extract(a), 0.97, kinds=["polarity"]) is None

@@ -1,0 +1,92 @@
+"""English questions that count the same things with the counts swapped.
+
+"Can I have two cards on one account?" and "Can I have one card on two accounts?",
+"Is there a fee for 3 transfers in 1 day?" and "... for 1 transfer in 3 days?": the
+same numbers and the same nouns, each number counting the other noun. The number
+kind compares the numbers as a set, so it sees {1, 2} twice, and the embedder and the
+verifier read the two as one question (session 46's misfire hunt left this family
+open). A pair is such a swap when both texts count at least two distinct nouns with
+at least two distinct numbers, the numbers and the nouns are the same on both sides,
+and which number counts which noun is not. Anything else is left to the other kinds:
+a count that differs is the number kind's, and a text that counts one thing only
+cannot swap.
+
+A count is a number (digits, or a number word up to ninety) right before a word that is
+not a function word ("two cards", "3 days"; not "one of", "one more", "2 or 3", "75
+plus 43"); the
+noun is compared singular ("accounts" is "account"). "one" after a word that makes it
+a pronoun ("which one", "a new one") counts nothing. Chinese is not read here: a
+Chinese swap keeps every character, and ``validators.roles_zh`` reads those around a
+relation word.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from validators.numbers import EN_TENS, EN_UNITS
+
+_WORDS = {**EN_UNITS, **EN_TENS}
+_NUMBER = "|".join(sorted(_WORDS, key=len, reverse=True))
+_COUNT = re.compile(
+    rf"(?<![A-Za-z0-9.,$€£¥])(\d+|{_NUMBER})\s+(?:-\s*)?([a-z][a-z'’]*)(?![A-Za-z0-9])", re.I
+)
+# Words after a number that are not what it counts, and words before "one" that make it
+# a pronoun.
+_NOT_COUNTED = frozenset({
+    "of", "or", "and", "to", "in", "on", "at", "for", "from", "by", "with", "per", "a",
+    "an", "the", "more", "less", "than", "times", "time", "x", "out", "off", "up", "over",
+    "under", "about", "each", "plus", "minus", "divided", "multiplied", "added",
+})  # fmt: skip
+_PRONOUN_BEFORE = frozenset({
+    "a", "an", "the", "this", "that", "which", "what", "each", "every", "any", "no", "some",
+    "new", "another", "other", "only", "same", "such", "whichever", "next", "last", "right",
+    "wrong",
+})  # fmt: skip
+
+
+_IRREGULAR = {"people": "person", "children": "child", "men": "man", "women": "woman"}
+
+
+def _singular(word: str) -> str:
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("ches", "shes", "sses", "xes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word
+
+
+def counts(text: str) -> list[tuple[int, str]]:
+    """The (number, singular noun) counts of ``text``, in order."""
+    out: list[tuple[int, str]] = []
+    lowered = text.lower()
+    for m in _COUNT.finditer(lowered):
+        number, noun = m.group(1), m.group(2).replace("’", "'")
+        if noun in _NOT_COUNTED or noun in _WORDS or noun.isdigit():
+            continue
+        if number == "one":
+            before = re.findall(r"[a-z]+", lowered[max(0, m.start() - 20) : m.start()])
+            if before and before[-1] in _PRONOUN_BEFORE:
+                continue
+        value = int(number) if number.isdigit() else _WORDS[number]
+        out.append((value, _singular(noun)))
+    return out
+
+
+def swapped_counts(a: str, b: str) -> bool:
+    """Whether ``b`` counts the nouns ``a`` counts, with the same numbers, each number
+    counting another noun (the module docstring)."""
+    ca, cb = counts(a), counts(b)
+    if len(ca) < 2 or len(cb) < 2:
+        return False
+    numbers, nouns = Counter(n for n, _ in ca), Counter(w for _, w in ca)
+    if len(numbers) < 2 or len(nouns) < 2:
+        return False
+    if numbers != Counter(n for n, _ in cb) or nouns != Counter(w for _, w in cb):
+        return False
+    return Counter(ca) != Counter(cb)

@@ -19,7 +19,7 @@ from gateway.db_rest import DbDeadlineError, within
 from gateway.errors import RateLimitError
 from gateway.proxy.concurrency import TenantConcurrency, take_slot
 from gateway.proxy.ratelimit import REQUEST_LIMIT_HEADERS, RateLimiter
-from gateway.proxy.token_limit import TOKEN_LIMIT_HEADERS, check_tokens
+from gateway.proxy.token_limit import TOKEN_LIMIT_HEADERS, check_tokens, token_standing
 from gateway.state import GatewayState
 from gateway.tenants import TenantContext
 
@@ -70,18 +70,44 @@ async def authenticate(request: Request) -> TenantContext:
         return tenants.from_memory(key)
 
 
-def hold_slot(request: Request, ctx: TenantContext) -> None:
+async def hold_slot(request: Request, ctx: TenantContext) -> None:
     """Take one of the tenant's in-flight slots (429 ``too_many_concurrent_requests``
     when its ``max_concurrent_requests`` are all held: ``gateway/proxy/concurrency.py``),
-    before its rate-limit token, so a refused request spends none."""
+    before its rate-limit token, so a refused request spends none. The 429 carries the
+    tenant's x-ratelimit-* headers all the same, read without taking from the buckets
+    (before session 48 it had none, where every other 429 of the tenant has them)."""
     slots: TenantConcurrency | None = getattr(request.app.state, "concurrency", None)
     if slots is None:
         return
     try:
         take_slot(request.scope.setdefault("state", {}), slots, ctx)
-    except RateLimitError:
+    except RateLimitError as err:
         state(request).metrics.concurrency_refused.labels(ctx.tenant_id).inc()
+        err.headers = await _standing(request.app.state.rate_limiter, ctx) | err.headers
         raise
+
+
+async def _standing(limiter: RateLimiter, ctx: TenantContext) -> dict[str, str]:
+    """Where the tenant's buckets stand, nothing taken; none for a tenant without limits
+    or while the store rests, hangs or fails (the 429 goes out without them)."""
+    policy = ctx.policy
+    if policy.rate_limit_rpm is None and policy.rate_limit_tpm is None:
+        return {}
+    if limiter.would_bypass():
+        return {}
+    try:
+        return await within(
+            RATE_LIMIT_DEADLINE_SECONDS, _read_both, limiter, ctx, pool=RATE_LIMIT_POOL
+        )
+    except DbDeadlineError as exc:  # a store that hangs, as rate_limit() reads it
+        limiter.store_hung(exc)
+    except Exception as exc:  # the refusal stands without them
+        log.warning("rate-limit headers of a 429 not read (%s)", type(exc).__name__)
+    return {}
+
+
+def _read_both(limiter: RateLimiter, ctx: TenantContext) -> dict[str, str]:
+    return limiter.standing(ctx) | token_standing(limiter, ctx)
 
 
 async def rate_limit(request: Request, ctx: TenantContext) -> None:

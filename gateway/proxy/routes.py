@@ -140,7 +140,7 @@ async def embeddings(request: Request) -> Response:
     the tenant's ``rate_limit_tpm``); the in-process engine has none."""
     gw = state(request)
     ctx = await authenticated(authenticate(request), gw.metrics)
-    hold_slot(request, ctx)  # released once the response has ended (ReleaseSlots)
+    await hold_slot(request, ctx)  # released once the response has ended (ReleaseSlots)
     await rate_limit(request, ctx)
     forward = getattr(gw.upstream, "forward", None)
     if forward is None:
@@ -189,7 +189,7 @@ async def _handle(request: Request, kind: Kind) -> Response:
     gw = state(request)
     # The `auth` span; the access line's tenant (its digest keyed as the metrics' label).
     ctx = await authenticated(authenticate(request), gw.metrics)
-    hold_slot(request, ctx)  # released once the response has ended (ReleaseSlots)
+    await hold_slot(request, ctx)  # released once the response has ended (ReleaseSlots)
     await rate_limit(request, ctx)
     try:
         body = await read_json(request, gw.max_body_bytes, gw.body_timeout)

@@ -66,6 +66,16 @@ def token_headers(tpm: int, tokens: float | None) -> dict[str, str]:
     }
 
 
+def token_standing(limiter: RateLimiter, ctx: TenantContext) -> dict[str, str]:
+    """The token bucket's headers, nothing taken (for a 429 of another limit); none for
+    a tenant without ``rate_limit_tpm``. Runs on a thread."""
+    tpm = ctx.policy.rate_limit_tpm
+    if tpm is None:
+        return {}
+    read = limiter.store.take(token_bucket_key(ctx.tenant_id, ctx.namespace_id), tpm, 0.0, ALWAYS)
+    return token_headers(tpm, read.tokens)
+
+
 def check_tokens(limiter: RateLimiter, ctx: TenantContext) -> dict[str, str]:
     """Admit the request if the tenant's token bucket holds a token (taking none), or
     raise a 429; the headers saying where the bucket stands. Runs on a thread."""

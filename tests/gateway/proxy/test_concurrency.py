@@ -110,6 +110,7 @@ def test_a_tenant_past_its_cap_is_refused_and_served_again_once_a_slot_is_back(
     assert r.json()["error"]["code"] == "too_many_concurrent_requests"
     assert r.json()["error"]["type"] == "rate_limit_error"
     assert r.headers["retry-after"] == "1"
+    assert "x-ratelimit-limit-requests" not in r.headers  # no rate limit: none to tell
     # control: another tenant with the same cap is served meanwhile
     with gw.http(other) as client:
         assert client.post("/v1/completions", json=body(gw, max_tokens=2)).status_code == 200
@@ -153,13 +154,19 @@ def test_errors_and_clients_that_leave_give_their_slots_back(gw: Gateway) -> Non
 
 
 def test_a_refused_request_spends_no_rate_limit_token(gw: Gateway) -> None:
-    _, key = gw.tenant("rpm", TenantPolicy(max_concurrent_requests=1, rate_limit_rpm=2))
+    policy = TenantPolicy(max_concurrent_requests=1, rate_limit_rpm=2, rate_limit_tpm=100_000)
+    _, key = gw.tenant("rpm", policy)
     thread, statuses = stream_in_background(gw, key)  # token 1 of 2, and the only slot
     assert wait_until(lambda: in_flight(gw, key) == 1)
     with gw.http(key) as client:
         for _ in range(3):
             r = client.post("/v1/completions", json=body(gw, max_tokens=2))
             assert r.json()["error"]["code"] == "too_many_concurrent_requests"
+            # where the buckets stand, as on the tenant's other answers (session 48)
+            assert r.headers["x-ratelimit-limit-requests"] == "2"
+            assert r.headers["x-ratelimit-remaining-requests"] == "1"
+            assert r.headers["x-ratelimit-limit-tokens"] == "100000"
+            assert r.headers["retry-after"] == "1"
     thread.join(timeout=60)
     assert statuses == [200]
     with gw.http(key) as client:  # token 2 is still there

@@ -213,3 +213,34 @@ def _weight(comparison: object) -> float | None:
     """1 / the sampling probability recorded with a sample; None when absent or unusable."""
     p = recorded_probability(comparison)
     return None if p is None else 1.0 / p
+
+
+def lowest_misfire_similarity(
+    db: Engine,
+    tenant_id: str,
+    verifier_models: Collection[str] | None,
+    retrieval: Retrieval | None,
+) -> float | None:
+    """The lowest similarity among the misfires :func:`load_labels` counts under
+    ``retrieval`` that its embedder scored; None without a retrieval or such a misfire.
+    A floor those labels set holds while the threshold stays at or below it
+    (gateway/calibration_ruled_out.py): raising it further removes a misfire."""
+    if retrieval is None:
+        return None
+    if isinstance(verifier_models, str):
+        raise TypeError("verifier_models is a collection of score scale ids, not one id")
+    score = MisfireSample.verifier_score
+    statement = select(func.min(MisfireSample.score)).where(
+        MisfireSample.tenant_id == tenant_id,
+        MisfireSample.label == "misfire",
+        score.is_not(None),
+        score >= 0.0,
+        score <= 1.0,
+        MisfireSample.embedder_id == retrieval.embedder_id,
+        MisfireSample.score >= retrieval.threshold - SIMILARITY_SLACK,
+    )
+    if verifier_models is not None:
+        statement = statement.where(MisfireSample.verifier_model.in_(list(verifier_models)))
+    with Session(db) as s:
+        value = s.scalar(statement)
+    return float(value) if value is not None and math.isfinite(value) else None

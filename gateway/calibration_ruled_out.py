@@ -6,7 +6,7 @@ its labels disprove, and reports that floor as ``band_cut``. From labels alone t
 floor can fall again: samples taken before a raise and labelled after it land *below*
 the disproved range, shift the bands it is tested in, and the range is served again
 (a review, session 40). :class:`gateway.calibrator.Calibrator` therefore keeps the
-highest floor per tenant, target, score scale and retrieval here, and passes it back as
+highest floor per tenant, target, score scale and evidence here, and passes it back as
 ``kept``: every replica, and a replica after a restart, reads it with the labels.
 
 The floor only rises while the labels stay as they were. A misfire relabelled
@@ -16,13 +16,20 @@ what they now give); a sample relabelled misfire deletes none, since more misfir
 rule out no less (before session 44 any relabel deleted every floor, so a reviewer
 finding one more misfire could lower the cut and re-serve a disproved range).
 Deleting the tenant deletes them too, so a tenant re-created under the id starts with
-none. A floor is kept per retrieval too (embedder and threshold: migration 0016), since
-labels of hits below the threshold in force do not count (gateway/calibration_labels.py)
-and a floor holds only where every label it was computed from still counts: under the
-same embedder at the same or a lower threshold (:func:`applies`). So a tenant that
-raises its threshold to remove misfires just above the old one gets the cut its
-remaining labels give (before session 48 the floor they had set stayed), and one that
-lowers it back gets the floor back.
+none.
+
+Labels of hits below the retrieval threshold in force do not count
+(gateway/calibration_labels.py), so a floor is kept with the evidence it rests on
+(migration 0016): the lowest similarity among the misfires it was computed from that
+the embedder in force scored, ``"<similarity>@<embedder id>"``. It holds while every
+one of those misfires still counts: under that embedder, at a threshold no higher than
+that similarity; under any other embedder, whose lookups count that one's labels
+whatever their similarity (:func:`applies`). So a tenant that raises its threshold past
+a misfire gets the cut its remaining labels give (before session 48 the floor it had
+set stayed), while a raise past no misfire, or a new embedder, leaves the floor as it
+was (a first version keyed by the threshold alone dropped it there: a review). A floor
+whose misfires the embedder did not score, and those kept before migration 0016, hold
+everywhere (``"*"``).
 
 A floor is saved only from labels that are still the tenant's (``labels_mark`` before
 they were read, the same inside the save, under a share lock of the tenant's row that a
@@ -43,7 +50,7 @@ from sqlalchemy import Engine, case, delete, func, select
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
-from gateway.calibration_labels import Retrieval
+from gateway.calibration_labels import SIMILARITY_SLACK, Retrieval
 from gateway.models import MisfireSample, Tenant, VerifierRuledOut
 from gateway.tenants import utc_now
 
@@ -57,8 +64,9 @@ LabelsMark = tuple[int, int, int, Any] | None
 
 #: The key of "every score scale" (a calibrator reading every scored sample).
 ALL_SCALES = "*"
-#: The retrieval key of "every label" (no retrieval given, and floors kept before
-#: migration 0016): such a floor holds under every retrieval, as it did.
+#: The evidence key of a floor that holds under every retrieval (its misfires were not
+#: scored by the embedder in force, no retrieval was given, or it was kept before
+#: migration 0016).
 ALL_LABELS = "*"
 
 
@@ -71,29 +79,35 @@ def scales_key(verifier_models: Collection[str] | None) -> str:
     return ",".join(sorted(set(verifier_models)))[:255]
 
 
-def retrieval_key(retrieval: Retrieval | None) -> str:
-    """The retrieval as one key, ``"<threshold>@<embedder id>"`` (``"*"``: none)."""
-    if retrieval is None:
+def evidence_key(retrieval: Retrieval | None, lowest_misfire: float | None) -> str:
+    """The key of a floor computed under ``retrieval`` whose misfires that its embedder
+    scored lie at ``lowest_misfire`` similarity or above (``"*"``: no such misfire).
+    Rounded down to the micro, so a rounding never drops a floor that holds."""
+    if retrieval is None or lowest_misfire is None or not math.isfinite(lowest_misfire):
         return ALL_LABELS
-    return f"{retrieval.threshold:.6f}@{retrieval.embedder_id}"[:255]
+    micros = math.floor(lowest_misfire * 1_000_000)
+    return f"{micros / 1_000_000:.6f}@{retrieval.embedder_id}"[:255]
 
 
-def applies(kept_under: str, retrieval: Retrieval | None) -> bool:
-    """Whether a floor kept under the retrieval key ``kept_under`` holds under
-    ``retrieval``: every label it was computed from counts there too (the same embedder
-    at the same or a lower threshold; every label when ``retrieval`` is None). A floor
-    of every label (``"*"``) or an unreadable key holds everywhere."""
-    if kept_under == ALL_LABELS or retrieval is None:
+def applies(evidence: str, retrieval: Retrieval | None) -> bool:
+    """Whether a floor of key ``evidence`` holds under ``retrieval``: every misfire it
+    was computed from still counts there (module docstring). Under its embedder the
+    threshold must not exceed the lowest of them (labels count from the threshold less
+    ``SIMILARITY_SLACK``); under another, or without a retrieval, they all count. An
+    unreadable key holds everywhere."""
+    if evidence == ALL_LABELS or retrieval is None:
         return True
-    threshold, at, embedder = kept_under.partition("@")
+    similarity, at, embedder = evidence.partition("@")
     try:
-        saved = float(threshold)
+        lowest = float(similarity)
     except ValueError:
         return True
-    if not at or not math.isfinite(saved):
+    if not at or not math.isfinite(lowest):
         return True
-    here, _, here_embedder = retrieval_key(retrieval).partition("@")
-    return embedder == here_embedder and saved >= float(here) - 1e-9
+    if embedder != retrieval.embedder_id[: 255 - len(similarity) - 1]:  # as the key cut it
+        return True  # another embedder's lookups count these misfires whatever their similarity
+    # the stored similarity is rounded down by up to a micro: kept one micro longer
+    return retrieval.threshold - SIMILARITY_SLACK <= lowest + 1e-6
 
 
 def load_ruled_out(
@@ -108,7 +122,7 @@ def load_ruled_out(
     tightened its target got a cut below the range its 2% labels had kept ruled out),
     among those that hold under ``retrieval`` (:func:`applies`); 0.0 when none (or
     unusable)."""
-    statement = select(VerifierRuledOut.band_cut, VerifierRuledOut.retrieval).where(
+    statement = select(VerifierRuledOut.band_cut, VerifierRuledOut.evidence).where(
         VerifierRuledOut.tenant_id == tenant_id,
         VerifierRuledOut.target >= target,
         VerifierRuledOut.scales == scales_key(verifier_models),
@@ -150,14 +164,14 @@ def save_ruled_out(
     verifier_models: Collection[str] | None,
     band_cut: float,
     mark: LabelsMark,
-    retrieval: Retrieval | None = None,
+    evidence: str = ALL_LABELS,
 ) -> bool:
-    """Keep ``band_cut`` as the floor of the labels read under ``retrieval`` unless a
+    """Keep ``band_cut`` as the floor of key ``evidence`` (:func:`evidence_key`) unless a
     higher one is kept already (another replica may have written meanwhile: the higher
     of the two stays); False, and nothing kept, when the tenant's labels are no longer
     those marked before the floor was computed from them (relabelled, deleted, the
     tenant gone or re-created)."""
-    key = (tenant_id, target, scales_key(verifier_models), retrieval_key(retrieval))
+    key = (tenant_id, target, scales_key(verifier_models), evidence[:255])
     for attempt in (1, 2):
         try:
             with Session(db) as s, s.begin():
@@ -173,7 +187,7 @@ def save_ruled_out(
                             tenant_id=key[0],
                             target=key[1],
                             scales=key[2],
-                            retrieval=key[3],
+                            evidence=key[3],
                             band_cut=band_cut,
                             updated_at=utc_now(),
                         )

@@ -36,13 +36,13 @@ from dataclasses import replace
 from sqlalchemy import Engine
 
 from gateway.calibration import TARGET_GRID, CutInForce, tenant_cut
-from gateway.calibration_labels import Retrieval, load_labels
+from gateway.calibration_labels import Retrieval, load_labels, lowest_misfire_similarity
 from gateway.calibration_ruled_out import (
     LabelsMark,
     applies,
+    evidence_key,
     labels_mark,
     load_ruled_out,
-    retrieval_key,
     save_ruled_out,
 )
 from gateway.db_rest import backoff
@@ -146,12 +146,15 @@ class Calibrator:
                 ),
                 default=0.0,
             )
-        floor_key = (tenant_id, target, retrieval_key(retrieval))
         try:
             db, models = self.db, self.verifier_models
             mark = None if db is None else labels_mark(db, tenant_id)  # before they are read
             labels = [] if db is None else load_labels(db, tenant_id, models, retrieval)
             stored = 0.0 if db is None else load_ruled_out(db, tenant_id, target, models, retrieval)
+            # what a floor from these labels rests on (calibration_ruled_out.py)
+            lowest = (
+                None if db is None else lowest_misfire_similarity(db, tenant_id, models, retrieval)
+            )
         except OUTAGE_ERRORS as exc:
             self._database_away(exc)
             return self._without_labels(tenant_id, target, shipped)
@@ -166,6 +169,8 @@ class Calibrator:
                 self._away, self._failures = False, 0
             log.warning("tenant calibration readable again: cuts from the database")
         looser = self._looser(target)
+        evidence = evidence_key(retrieval, lowest)
+        floor_key = (tenant_id, target, evidence)
         ruled_out = max(ruled_out, stored)
         cut = tenant_cut(labels, target, shipped, refine=usable, looser=looser, kept=ruled_out)
         with self._lock:
@@ -181,7 +186,7 @@ class Calibrator:
                     self._band_cuts[floor_key] = max(ruled_out, cut.band_cut)
         # not for a tenant changed meanwhile (deleted: its floors were deleted with it)
         if unchanged and self.db is not None and cut.band_cut > max(shipped, stored):
-            saved = self._save_ruled_out(tenant_id, target, cut.band_cut, mark, retrieval)
+            saved = self._save_ruled_out(tenant_id, target, cut.band_cut, mark, evidence)
             with self._lock:
                 if saved is None:  # not written: kept here, and tried again next time
                     self._unsaved[floor_key] = cut.band_cut
@@ -198,7 +203,7 @@ class Calibrator:
         target: float,
         band_cut: float,
         mark: LabelsMark,
-        retrieval: Retrieval | None,
+        evidence: str,
     ) -> bool | None:
         """Keep the floor in the database: True; False when its labels changed since
         they were read (calibration_ruled_out.py); None on a failure, logged (this
@@ -206,7 +211,7 @@ class Calibrator:
         assert self.db is not None
         try:
             models = self.verifier_models
-            return save_ruled_out(self.db, tenant_id, target, models, band_cut, mark, retrieval)
+            return save_ruled_out(self.db, tenant_id, target, models, band_cut, mark, evidence)
         except Exception as exc:
             log.warning("verifier ruled-out cut not saved (%s): kept in memory", type(exc).__name__)
             return None

@@ -152,7 +152,7 @@ class MisfireSample(Base):
 
 class VerifierRuledOut(Base):
     """The verifier cut below which a tenant's labels ruled every range out, per target,
-    score scale and retrieval (gateway/calibration_ruled_out.py; migrations 0013 and
+    score scale and evidence (gateway/calibration_ruled_out.py; migrations 0013 and
     0016). Kept so that labels arriving later below such a range (a review backlog)
     cannot re-serve it, across restarts and replicas; deleted with the tenant, and when
     a label changes."""
@@ -163,9 +163,9 @@ class VerifierRuledOut(Base):
     target: Mapped[float] = mapped_column(Float, primary_key=True)
     # the score scales in force, sorted and joined by "," ("*": every scale)
     scales: Mapped[str] = mapped_column(String(255), primary_key=True)
-    # the retrieval its labels were read under, "<threshold>@<embedder id>" ("*": every
-    # label, and the floors kept before migration 0016)
-    retrieval: Mapped[str] = mapped_column(String(255), primary_key=True, server_default="*")
+    # what the floor rests on: its misfires' lowest similarity by the embedder in force,
+    # "<similarity>@<embedder id>" ("*": holds everywhere; the floors kept before 0016)
+    evidence: Mapped[str] = mapped_column(String(255), primary_key=True, server_default="*")
     band_cut: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 

@@ -14,7 +14,7 @@ from typing import Any, cast
 from sqlalchemy.orm import Session
 
 from gateway.calibration_labels import Retrieval, load_labels
-from gateway.calibration_ruled_out import applies, load_ruled_out, retrieval_key
+from gateway.calibration_ruled_out import applies, evidence_key, load_ruled_out
 from gateway.calibrator import Calibrator
 from gateway.policy import TenantPolicy
 from gateway.tenants import utc_now
@@ -92,31 +92,34 @@ def test_the_report_counts_the_labels_left_below_the_threshold(tmp_path: Path) -
     assert any("20 labels below it not counted" in line for line in lines)
 
 
-def test_a_floor_holds_at_its_threshold_or_below_not_above(tmp_path: Path) -> None:
-    """The floor the misfires set at 0.84 (kept in the database) stays in force there and
-    below, on a replica started since too, but not once the tenant raised its threshold
-    past them (before session 48 it stayed: the cut never came down)."""
+def test_a_floor_holds_until_the_threshold_passes_one_of_its_misfires(tmp_path: Path) -> None:
+    """The floor the misfires at similarity 0.86 set (kept in the database) stays in force
+    at any threshold up to 0.86, on a replica started since too, and under another
+    embedder, whose lookups count them whatever their similarity; once the threshold
+    passes them it goes (before session 48 it stayed: the cut never came down)."""
     db = seed(tmp_path)
     served_then = Calibrator(db, shipped).refresh("t", 0.01, Retrieval(EMBEDDER, 0.84))
     assert served_then.source == "raised" and load_ruled_out(db, "t", 0.01, None) > 0.98
+    for kept in (0.80, 0.84, 0.85, 0.86, "other"):  # a raise past no misfire keeps it
+        retrieval = Retrieval("other:384:z", 0.5) if kept == "other" else Retrieval(EMBEDDER, kept)
+        assert load_ruled_out(db, "t", 0.01, None, retrieval) >= served_then.cut, kept
+        again = Calibrator(db, shipped).refresh("t", 0.01, retrieval)
+        assert again.cut >= served_then.cut, kept
     raised = Calibrator(db, shipped).refresh("t", 0.01, Retrieval(EMBEDDER, 0.90))
     assert (raised.source, raised.cut, raised.misfires) == ("shipped", 0.98, 0)
-    for lower in (0.84, 0.80):  # lowered back, or below: the floor's labels count again
-        again = Calibrator(db, shipped).refresh("t", 0.01, Retrieval(EMBEDDER, lower))
-        assert again.cut >= served_then.cut, lower
-    # another embedder's retrieval does not read this one's floor (its labels count there
-    # whatever their similarity, so its own refresh raises the cut from them: the control)
-    assert load_ruled_out(db, "t", 0.01, None, Retrieval("other:384:z", 0.5)) == 0.0
-    assert Calibrator(db, shipped).refresh("t", 0.01, Retrieval("other:384:z", 0.5)).cut >= 0.99
+    assert load_ruled_out(db, "t", 0.01, None, Retrieval(EMBEDDER, 0.90)) == 0.0
     db.dispose()
 
 
 def test_which_floors_hold_under_a_retrieval() -> None:
     here = Retrieval(EMBEDDER, 0.9)
-    assert retrieval_key(here) == f"0.900000@{EMBEDDER}" and retrieval_key(None) == "*"
-    assert applies(retrieval_key(here), here)
-    assert applies(retrieval_key(Retrieval(EMBEDDER, 0.95)), here)  # a stricter one's
-    assert not applies(retrieval_key(Retrieval(EMBEDDER, 0.84)), here)
-    assert not applies(retrieval_key(Retrieval("other:384:z", 0.95)), here)
-    assert applies("*", here) and applies(retrieval_key(here), None)  # every label
+    rested = evidence_key(here, 0.9234567)
+    assert rested == f"0.923456@{EMBEDDER}"  # rounded down: never drops a floor that holds
+    assert applies(rested, here) and applies(rested, Retrieval(EMBEDDER, 0.923457))
+    assert not applies(rested, Retrieval(EMBEDDER, 0.924))  # past its lowest misfire
+    assert applies(rested, Retrieval("other:384:z", 0.99))  # another embedder counts them
+    assert evidence_key(here, None) == "*" and evidence_key(None, 0.95) == "*"
+    assert applies("*", here) and applies(rested, None)  # every label
     assert applies("garbled", here) and applies("nan@x", here)  # unreadable: kept
+    long_id = "e" * 300  # an id the key cuts short still reads as its own embedder
+    assert not applies(evidence_key(Retrieval(long_id, 0.8), 0.85), Retrieval(long_id, 0.9))

@@ -1,7 +1,7 @@
-"""Migration 0016 adds ``verifier_ruled_out.retrieval`` to the table's key
+"""Migration 0016 adds ``verifier_ruled_out.evidence`` to the table's key
 (gateway/calibration_ruled_out.py): a floor kept before it reads ``"*"`` (it holds
 under every retrieval, as it did) and floors of one tenant, target and scale may then
-differ by retrieval; the downgrade keeps the highest of them, one row a key."""
+differ by evidence; the downgrade keeps the highest of them, one row a key."""
 
 from __future__ import annotations
 
@@ -21,18 +21,18 @@ def rows(url: str) -> list[tuple[object, ...]]:
     try:
         with engine.connect() as conn:
             names = {c["name"] for c in inspect(conn).get_columns("verifier_ruled_out")}
-            picked = "tenant_id, band_cut" + (", retrieval" if "retrieval" in names else "")
+            picked = "tenant_id, band_cut" + (", evidence" if "evidence" in names else "")
             query = f"SELECT {picked} FROM verifier_ruled_out ORDER BY tenant_id, band_cut"
             return [tuple(r) for r in conn.execute(text(query))]
     finally:
         engine.dispose()
 
 
-def insert(url: str, tenant: str, band_cut: float, retrieval: str | None = None) -> None:
+def insert(url: str, tenant: str, band_cut: float, evidence: str | None = None) -> None:
     columns = "tenant_id, target, scales, band_cut, updated_at"
     values = f"'{tenant}', 0.01, 'm', {band_cut}, {AT}"
-    if retrieval is not None:
-        columns, values = f"{columns}, retrieval", f"{values}, '{retrieval}'"
+    if evidence is not None:
+        columns, values = f"{columns}, evidence", f"{values}, '{evidence}'"
     engine = create_engine(url)
     with engine.begin() as conn:
         conn.execute(text(f"INSERT INTO verifier_ruled_out ({columns}) VALUES ({values})"))
@@ -42,9 +42,7 @@ def insert(url: str, tenant: str, band_cut: float, retrieval: str | None = None)
 @pytest.mark.parametrize(
     "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
-def test_retrieval_up_and_down(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
+def test_evidence_up_and_down(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     if backend == "sqlite":
         url = f"sqlite:///{tmp_path / 'ruled_out.db'}"
     else:
@@ -53,8 +51,8 @@ def test_retrieval_up_and_down(
     insert(url, "a", 0.99)  # kept before the upgrade
     upgrade_database(url, "0016")
     assert rows(url) == [("a", 0.99, "*")]
-    insert(url, "a", 0.995, "0.900000@minilm")  # the same key but for the retrieval
-    insert(url, "b", 0.97)  # a replica of before the upgrade writes no retrieval
-    assert rows(url) == [("a", 0.99, "*"), ("a", 0.995, "0.900000@minilm"), ("b", 0.97, "*")]
+    insert(url, "a", 0.995, "0.860000@minilm")  # the same key but for the evidence
+    insert(url, "b", 0.97)  # a replica of before the upgrade writes no evidence
+    assert rows(url) == [("a", 0.99, "*"), ("a", 0.995, "0.860000@minilm"), ("b", 0.97, "*")]
     command.downgrade(alembic_config(url), "0015")
     assert rows(url) == [("a", 0.995), ("b", 0.97)]  # the strictest of each key stays

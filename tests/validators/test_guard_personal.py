@@ -40,10 +40,15 @@ from validators import first_guard
         ("What should I do if my card payment was declined?", False),
         ("If my card gets declined, what should I do?", False),
         ("In case my card is blocked, who do I call?", False),
-        # session 48: "what if" supposes as "what happens if" does
+        # session 48: "what if" supposes a state of the item it names
         ("What if my payment is pending for a week?", False),
         ("What if my top up is reverted?", False),
         ("Why is my payment still pending?", True),  # the control: its state asked
+        # and not beyond its clause (the diff review)
+        ("What is my balance? What if I spend 50 dollars?", True),
+        ("What is my credit limit and what if I go over it?", True),
+        ("My transfer from yesterday is still pending, what if it never arrives?", True),
+        ("What if I redeem my rewards points now, how many points will I have left?", True),
         # and the asker's own state beside it, or asked whether it holds
         ("Can you check if my transfer was received?", True),
         ("What happens if my card is declined? Why was my card declined yesterday?", True),

@@ -11,13 +11,15 @@ and which number counts which noun is not. Anything else is left to the other ki
 a count that differs is the number kind's, and a text that counts one thing only
 cannot swap.
 
-A count is a number (digits, or a number word up to ninety) right before a word that is
-not a function word ("two cards", "3 days"; not "one of", "one more", "2 or 3", "75
-plus 43"); the
-noun is compared singular ("accounts" is "account"). "one" after a word that makes it
-a pronoun ("which one", "a new one") counts nothing. Chinese is not read here: a
-Chinese swap keeps every character, and ``validators.roles_zh`` reads those around a
-relation word.
+A count is a number (digits, "a single", or number words up to ninety-nine: "twenty-five")
+right before a word, after spaces or a hyphen ("two cards", "a 3-day hold"), that is not
+a function or arithmetic word ("one of", "one more", "2 or 3", "75 plus 43" count
+nothing); the noun is compared singular ("accounts" is "account", "IDs" "id", "people"
+"person"). "one" after a word that makes it a pronoun ("which one", "a new one") counts
+nothing. Not read: a noun with a modifier on one side only ("two accounts" / "two bank
+accounts" count "account" and "bank"), which leaves such a swap to the verifier.
+Chinese is not read here: a Chinese swap keeps every character, and
+``validators.roles_zh`` reads those around a relation word.
 """
 
 from __future__ import annotations
@@ -28,9 +30,14 @@ from collections import Counter
 from validators.numbers import EN_TENS, EN_UNITS
 
 _WORDS = {**EN_UNITS, **EN_TENS}
+_UNIT = "|".join(sorted((w for w, v in EN_UNITS.items() if 0 < v < 10), key=len, reverse=True))
 _NUMBER = "|".join(sorted(_WORDS, key=len, reverse=True))
+# digits, "a single", "twenty-five" / "twenty five", or a number word; then "-" or spaces
+# ("a 3-day hold") and the word counted
 _COUNT = re.compile(
-    rf"(?<![A-Za-z0-9.,$€£¥])(\d+|{_NUMBER})\s+(?:-\s*)?([a-z][a-z'’]*)(?![A-Za-z0-9])", re.I
+    rf"(?<![A-Za-z0-9.,$€£¥-])(\d+|a\s+single|(?:{'|'.join(EN_TENS)})[\s-](?:{_UNIT})(?![a-z])"
+    rf"|{_NUMBER})(?:\s*-\s*|\s+)([a-z][a-z'’]*)(?![A-Za-z0-9])",
+    re.I,
 )
 # Words after a number that are not what it counts, and words before "one" that make it
 # a pronoun.
@@ -41,7 +48,7 @@ _NOT_COUNTED = frozenset({
 })  # fmt: skip
 _PRONOUN_BEFORE = frozenset({
     "a", "an", "the", "this", "that", "which", "what", "each", "every", "any", "no", "some",
-    "new", "another", "other", "only", "same", "such", "whichever", "next", "last", "right",
+    "new", "another", "other", "same", "such", "whichever", "next", "last", "right",
     "wrong",
 })  # fmt: skip
 
@@ -54,11 +61,19 @@ def _singular(word: str) -> str:
         return _IRREGULAR[word]
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"
-    if word.endswith(("ches", "shes", "sses", "xes")):
+    if word.endswith(("ches", "shes", "sses", "xes", "uses")):
         return word[:-2]
-    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
-        return word[:-1]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 2:
+        return word[:-1]  # "ids" too
     return word
+
+
+def _value(number: str) -> int:
+    if number.isdigit():
+        return int(number)
+    if number.startswith("a"):  # "a single"
+        return 1
+    return sum(_WORDS[w] for w in re.split(r"[\s-]+", number))  # "twenty-five": 20 + 5
 
 
 def counts(text: str) -> list[tuple[int, str]]:
@@ -73,8 +88,7 @@ def counts(text: str) -> list[tuple[int, str]]:
             before = re.findall(r"[a-z]+", lowered[max(0, m.start() - 20) : m.start()])
             if before and before[-1] in _PRONOUN_BEFORE:
                 continue
-        value = int(number) if number.isdigit() else _WORDS[number]
-        out.append((value, _singular(noun)))
+        out.append((_value(number), _singular(noun)))
     return out
 
 

@@ -20,6 +20,13 @@ SWAPPED = [
         "Do you have a flat with 3 bedrooms and 2 baths?",
     ),
     ("How much for five boxes of ten pens?", "How much for ten boxes of five pens?"),
+    # the diff review's: "a single", "only one", "3-day", "IDs", "twenty-five", "buses"
+    ("Can I have two cards on a single account?", "Can I have a single card on two accounts?"),
+    ("Can I have two cards on only one account?", "Can I have only one card on two accounts?"),
+    ("Is there a 3-day hold on 2 checks?", "Is there a 2-day hold on 3 checks?"),
+    ("Can I open 2 accounts with 1 ID?", "Can I open 1 account with 2 IDs?"),
+    ("Can I add twenty-five users to five teams?", "Can I add five users to twenty-five teams?"),
+    ("Can I ride 2 buses on 1 ticket?", "Can I ride 1 bus on 2 tickets?"),
 ]
 
 SAME = [
@@ -31,6 +38,10 @@ SAME = [
     ("Can I order 2 pizzas?", "Can I order 3 pizzas?"),  # the number kind's, not this one's
     ("Is one of my two cards blocked?", "Is one of my 2 cards blocked?"),  # "one of"
     ("Can 2 people share 2 rooms?", "Can 2 rooms be shared by 2 people?"),  # one number
+    ("Is the fee 2 dollars for 1 transfer?", "Is it 1 transfer for 2 dollars?"),
+    ("Do I get 1 point for every 2 dollars?", "Is it 2 dollars spent per 1 point earned?"),
+    ("It took 3 days for 2 payments to arrive", "2 payments took 3 days to arrive"),
+    ("Can I add twenty-five users?", "Can I add twenty five users?"),
 ]
 
 
@@ -52,6 +63,11 @@ def test_what_a_count_is() -> None:
     assert counts("Two cards on one account, 3 days") == [(2, "card"), (1, "account"), (3, "day")]
     assert counts("which one is free? a new one of those") == []  # a pronoun, "one of"
     assert counts("$5 fee, 2.5 hours, 10 boxes") == [(10, "box")]  # amounts and decimals
+    assert counts("a 3-day hold, twenty-five users, a single ID") == [
+        (3, "day"),
+        (25, "user"),
+        (1, "id"),
+    ]
     assert counts("2 people, 3 children, 4 parties") == [
         (2, "person"),
         (3, "child"),

@@ -108,6 +108,20 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
     ("public", r"public(?:ly)?", r"private(?:ly)?"),
     ("east", r"east(?:ern)?|eastbound", r"west(?:ern)?(?!\sunion)|westbound"),
     ("north", r"north(?:ern)?|northbound", r"south(?:ern)?|southbound"),
+    # Session 48 (a misfire hunt, served at verifier 0.983-0.996): lengthen / shorten a
+    # loan term, postpone / bring forward a start date, pause / resume a subscription
+    ("length", r"extend(?:s|ed|ing)?|lengthen(?:s|ed|ing)?", r"shorten(?:s|ed|ing)?"),
+    (
+        "postpone",
+        r"postpon(?:e|es|ed|ing)|push(?:es|ed|ing)?\s(?:\w+\s){0,4}?back|defer(?:s|red|ring)?",
+        r"(?:bring(?:s|ing)?|brought)\s(?:\w+\s){0,4}?forward|mov(?:e|es|ed|ing)\s(?:\w+\s){0,4}?"
+        r"(?:forward|earlier)",
+    ),
+    (
+        "pause",
+        r"paus(?:e|es|ed|ing)|suspend(?:s|ed|ing)?",
+        r"resum(?:e|es|ed|ing)|unpaus(?:e|es|ed|ing)|reactivat(?:e|es|ed|ing)",
+    ),
 )
 
 #: Chinese poles of the same scales (and of one more: rise / fall, 涨 / 跌), as whole
@@ -130,4 +144,11 @@ ZH_ANTONYMS: dict[str, tuple[str, str]] = {
     # session 45: 加密 / 解密, 压缩 / 解压 (a review)
     "encrypt": ("加密", "解密"),
     "compress": ("压缩", "解压"),
+    # session 48: 延长 / 缩短, 暂停 / 恢复 (a misfire hunt)
+    "length": ("延长|加长", "缩短"),
+    "pause": ("暂停", "恢复"),
+    "transfer": (
+        "给别人转账|转账给别人|转给别人|转出|汇出",
+        "收别人的转账|接收转账|收到转账|转入|汇入",
+    ),
 }

@@ -31,6 +31,7 @@ ENTITY_KINDS: tuple[str, ...] = (
 )
 #: Version of the extraction rules; stored in ``Entities.to_dict()`` so that
 #: entities persisted by other rules are re-extracted rather than compared.
+#: 13: seven contrast sets and four antonyms, 第一次 no number (session 48);
 #: 12: the asker acting or acted on, a decision done or to come, Chinese acts of one
 #: person on another (session 47);
 #: 11: an age limit a minimum unless it says maximum, "within 30 days" / 七天内 before,
@@ -39,7 +40,7 @@ ENTITY_KINDS: tuple[str, ...] = (
 #: contrast sets (session 45);
 #: 9: a month abbreviated after "in" (a date), Chinese durations (session 44); 8: "not
 #: happy" read as "unhappy" (session 40); 7: places (session 39)
-ENTITIES_VERSION = 12
+ENTITIES_VERSION = 13
 _VERSION_KEY = "_v"
 _MENTIONS_KEY = "_m"
 

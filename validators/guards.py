@@ -174,8 +174,14 @@ TIME_SENSITIVE = Guard(
         ),
         regex_rule(
             "weather",
-            en_words(r"weather|forecast|temperature\soutside|is\sit\s(?:raining|snowing)")
-            + r"|天气|气温|预报|下雨吗",
+            # not weather as a policy's condition: "refund if a flight is cancelled because
+            # of bad weather", "weather-related delays", 因天气原因 (session 48's hunt)
+            en_words(
+                r"(?<!bad\s)(?<!severe\s)(?<!extreme\s)(?<!inclement\s)(?<!poor\s)"
+                r"(?<!adverse\s)(?<!to\s)(?<!because\sof\s)weather(?![\s-]related|\sconditions\spermit)"
+                r"|forecast|temperature\soutside|is\sit\s(?:raining|snowing)"
+            )
+            + r"|天气(?!原因|因素)|气温|预报|下雨吗",
         ),
         regex_rule(
             "clock",

@@ -260,9 +260,17 @@ def extract_amounts(scan: Scanner) -> None:
     scan.take(CURRENCY, _currency)
 
 
+#: "The first time" is an occasion, not a count: 第一次 is 首次, which holds no numeral
+#: (session 48: a hunt found 首次登录 / 第一次登录 refused, one side read as the number 1).
+#: The first time against every time is the ``occasion`` contrast set; against the second
+#: time the other side's number still refuses.
+ZH_FIRST = re.compile(r"第一次|第一回|头一次|头一回")
+
+
 def extract_numbers(scan: Scanner) -> None:
     """Whatever numeric text is left: the last extractor to run."""
     scan.drop(ZH_LEXICAL)
+    scan.drop(ZH_FIRST)
     scan.take(LONG_DIGITS, _identifier)
     scan.take(ALNUM_CODE, _identifier)
     scan.take(ORDINAL, _ordinal)

@@ -48,6 +48,30 @@ REFUSED = [
     ("员工离职需要办理哪些手续？", "老板离职需要办理哪些手续？"),
     ("国内运费多少", "国际运费多少"),
     ("经济舱可以带多少行李", "商务舱可以带多少行李"),
+    # session 48's misfire hunt: served at verifier 0.983-0.997
+    ("What is the ticket price per person?", "What is the ticket price per group?"),
+    ("Is the entrance fee for individuals?", "Is the entrance fee for groups?"),
+    ("How many vouchers can be used per booking?", "How many vouchers per customer?"),
+    ("How many devices can stream per account?", "How many devices can stream per profile?"),
+    ("Is interest on a savings account taxable?", "Is interest on a checking account taxable?"),
+    ("Documents to open a personal bank account?", "Documents to open a business bank account?"),
+    ("How do I activate the primary card?", "How do I activate the secondary card?"),
+    ("Can I close a joint account online?", "Can I close an individual account online?"),
+    ("Can I extend the loan term?", "Can I shorten the loan term?"),
+    ("Can I postpone the policy start date?", "Can I bring the policy start date forward?"),
+    ("How do I pause my meal kit subscription?", "How do I resume my meal kit subscription?"),
+    ("Do I need to verify the first time I log in?", "Do I need to verify every time I log in?"),
+    ("个人门票多少钱", "团体门票多少钱"),
+    ("个人怎么开发票", "公司怎么开发票"),
+    ("个人会员年费多少钱", "家庭会员年费多少钱"),
+    ("优惠券每人限用几张", "优惠券每单限用几张"),
+    ("主卡怎么激活", "副卡怎么激活"),
+    ("怎么寄快递", "怎么收快递"),
+    ("快递怎么寄件", "快递怎么取快递"),
+    ("首次登录需要验证吗", "每次登录都需要验证吗"),
+    ("怎么给别人转账", "怎么收别人的转账"),
+    ("贷款期限可以延长吗", "贷款期限可以缩短吗"),
+    ("会员可以暂停吗", "会员可以恢复吗"),
 ]
 
 KEPT = [
@@ -65,6 +89,20 @@ KEPT = [
     ("Who hosted the event?", "Who was the host of the event?"),
     ("Where do I enter my driver's license?", "Where do I add my driver's license?"),
     ("Is this toy for boys or girls?", "Is this toy for girls?"),  # both named: no contrast
+    # session 48: the same member in other words, or one side naming none
+    ("What is the price per person?", "How much is it per head?"),
+    ("How many coupons per order?", "How many coupons can I use on each order?"),
+    ("首次开通会员多少钱", "第一次开通会员要多少钱"),  # 首次 is 第一次
+    ("首次办理信用卡需要什么材料", "第一次办信用卡需要哪些材料"),
+    ("团体票多少钱", "团体门票价格是多少"),
+    ("个人信息怎么修改", "怎么修改个人信息"),
+    ("How do I open a savings account?", "How can I open a savings account online?"),
+    ("Can I pause my subscription?", "Is it possible to pause my plan?"),
+    ("怎么寄快递", "寄快递怎么操作"),
+    ("How many disposable cards per account?", "How many disposable cards per person?"),
+    ("申请退货后要自己去寄快递吗", "退货可以预约快递上门取件吗"),  # 上门取件: a pickup to send
+    ("公司让写绩效自评怎么写", "绩效考核的个人总结写什么"),  # no party asks
+    ("tell me the current account balance", "what is my savings account balance"),
 ]
 
 

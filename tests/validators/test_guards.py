@@ -27,6 +27,7 @@ FIRES = [
     ("time_sensitive", "markets", "美元汇率是多少"),
     ("time_sensitive", "weather", "Will it rain? What's the weather like?"),
     ("time_sensitive", "weather", "明天天气如何"),
+    ("time_sensitive", "weather", "What is the weather like in Paris today?"),
     ("time_sensitive", "clock", "what time is it in dallas"),
     ("time_sensitive", "clock", "今天几号"),
     ("time_sensitive", "traffic", "how's traffic on I-95"),
@@ -153,6 +154,10 @@ FIRES = [
 ]
 
 QUIET = [
+    # weather as a policy's condition, not today's state (session 48's misfire hunt)
+    ("time_sensitive", "Can I get a full refund if the airline cancels because of bad weather?"),
+    ("time_sensitive", "Are weather-related delays compensated?"),
+    ("time_sensitive", "因天气原因航班取消可以退款吗"),
     # questions about codes, and everyday verbs with a programming noun's homonym
     ("code_generation", "How do I generate a new PIN code?"),
     ("code_generation", "I didn't receive my verification code"),

@@ -8,6 +8,7 @@ from tests.validators.conftest import mismatch
 from validators import extract_entities
 
 SAME = [
+    ("首次开通会员多少钱", "第一次开通会员要多少钱"),  # 第一次 is 首次, no count (session 48)
     # amounts in every spelling
     ("I want to transfer $20", "I'd like to send 20 dollars"),
     ("I want to transfer $20", "I want to transfer 20 USD"),
@@ -78,6 +79,7 @@ DIFFERENT = [
     ("What was my first transaction?", "What was my second transaction?", "number"),
     ("I was charged twice", "I was charged three times", "number"),
     ("第一次转账", "第二次转账", "number"),
+    ("首次转账", "第三次转账", "number"),  # the first time against the third: a number still
 ]
 
 

@@ -28,6 +28,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.metrics_auth import require_metrics_token
 from gateway.ops import start_operations
 from gateway.proxy.concurrency import ReleaseSlots, TenantConcurrency
+from gateway.proxy.concurrency_shared import build_slot_store
 from gateway.proxy.engine_pool import EnginePool, build_upstream
 from gateway.proxy.judge import UpstreamJudge
 from gateway.proxy.openapi_docs import document_openai_routes
@@ -255,6 +256,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
         )
         metrics.watch_feed(feed)  # cachegate_replica_sync_lag_seconds
         app.state.rate_limiter.bind_metrics(metrics.registry)  # cachegate_ratelimit_store_*
+        app.state.concurrency.bind_metrics(metrics.registry)  # cachegate_concurrency_store_*
         if verification is not None:  # cachegate_verifier_calibration_database_away
             metrics.watch_calibrator(verification.calibrator)
         if tracer is not None:
@@ -296,6 +298,7 @@ def create_app(settings: Settings | None = None, components: Components | None =
             await ops.aclose()
             await asyncio.to_thread(app.state.gateway.pipeline.close)
             await upstream.aclose()
+            await asyncio.to_thread(app.state.concurrency.close)  # queued lease releases
             if cache is not None:
                 await asyncio.to_thread(cache.close)  # the last batched hit counts first
                 cache.entries.close()
@@ -315,7 +318,8 @@ def create_app(settings: Settings | None = None, components: Components | None =
     app.state.body_timeout = settings.request_body_timeout  # and their deadline
     # Shared by the replicas through Redis or PostgreSQL (gateway/proxy/ratelimit_shared.py).
     app.state.rate_limiter = RateLimiter(store=build_bucket_store(settings))
-    app.state.concurrency = TenantConcurrency()  # policy max_concurrent_requests, per replica
+    # policy max_concurrent_requests, shared by the replicas (gateway/proxy/concurrency.py)
+    app.state.concurrency = TenantConcurrency(build_slot_store(settings))
     install_error_handlers(app)
     # Gives back the slot a request took, whatever ended it (gateway/proxy/concurrency.py).
     app.add_middleware(ReleaseSlots)

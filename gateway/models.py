@@ -91,6 +91,18 @@ class RateLimitBucket(Base):
     allowed: Mapped[bool] = mapped_column(Boolean)
 
 
+class ConcurrencyLease(Base):
+    """A request in flight of a tenant with ``max_concurrent_requests``, shared by the
+    gateway replicas on PostgreSQL (gateway/proxy/concurrency_shared.py); ``expires_at``
+    is the database server's epoch seconds, renewed while the request runs."""
+
+    __tablename__ = "concurrency_leases"
+
+    slot_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    lease_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    expires_at: Mapped[float] = mapped_column(Float)
+
+
 class ServerSecret(Base):
     """Secrets generated on first start and shared by every replica (e.g. the KV salt)."""
 

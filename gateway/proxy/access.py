@@ -10,6 +10,7 @@ the key is answered from memory (the store then rests) and the limit is not enfo
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from fastapi import Request
@@ -17,7 +18,7 @@ from fastapi.responses import Response
 
 from gateway.db_rest import DbDeadlineError, within
 from gateway.errors import RateLimitError
-from gateway.proxy.concurrency import TenantConcurrency, take_slot
+from gateway.proxy.concurrency import Claim, TenantConcurrency, keep_slot
 from gateway.proxy.ratelimit import REQUEST_LIMIT_HEADERS, RateLimiter
 from gateway.proxy.token_limit import TOKEN_LIMIT_HEADERS, check_tokens, token_standing
 from gateway.state import GatewayState
@@ -80,10 +81,31 @@ async def hold_slot(request: Request, ctx: TenantContext) -> None:
     if slots is None:
         return
     try:
-        take_slot(request.scope.setdefault("state", {}), slots, ctx)
+        keep_slot(request.scope.setdefault("state", {}), await _take_slot(slots, ctx))
     except RateLimitError as err:
         state(request).metrics.concurrency_refused.labels(ctx.tenant_id).inc()
         err.headers = await _standing(request.app.state.rate_limiter, ctx) | err.headers
+        raise
+
+
+async def _take_slot(slots: TenantConcurrency, ctx: TenantContext) -> Callable[[], None] | None:
+    """The slot's release: through the shared store, off the event loop, within the rate
+    limit's deadline (past it the store is taken as hung and this replica counts), or
+    counted here at once when there is no store or it rests."""
+    if not slots.asks_store(ctx):
+        return slots.acquire(ctx)
+    claim = Claim()
+    try:
+        return await within(
+            RATE_LIMIT_DEADLINE_SECONDS, slots.acquire_shared, ctx, claim, pool=RATE_LIMIT_POOL
+        )
+    except DbDeadlineError as exc:
+        claim.abandon()  # a lease the hung call takes later is given back when it lands
+        if slots.shared is not None:
+            slots.shared.hung(exc)
+        return slots.acquire(ctx)
+    except BaseException:  # cancelled (the client left) or refused: hold nothing
+        claim.abandon()
         raise
 
 

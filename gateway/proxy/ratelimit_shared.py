@@ -30,6 +30,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Engine
 
 from gateway.proxy.ratelimit import DEBT_MINUTES, BucketStore, LocalBuckets, Taken
 from gateway.settings import Settings
@@ -112,11 +113,14 @@ PURGE_EVERY_S = 60.0
 PURGE_BATCH = 1000
 
 
-class _FailOpen:
+class FailOpen:
     """Allow on a store failure, logging the first failure of each outage; a circuit
     breaker in front of the store (see the module)."""
 
     name = "shared"
+    #: What the log says of the store, and of what is done while it is away.
+    role = "rate-limit"
+    degraded = "not limiting"
     _errors: tuple[type[Exception], ...] = ()
 
     def __init__(
@@ -183,8 +187,10 @@ class _FailOpen:
             self.bypassed += 1
         if first:
             log.error(
-                "%s rate-limit store unavailable, not limiting (retried every %.0f s): %r",
+                "%s %s store unavailable, %s (retried every %.0f s): %r",
                 self.name,
+                self.role,
+                self.degraded,
                 self.cooldown,
                 exc,
             )
@@ -194,10 +200,10 @@ class _FailOpen:
         with self._lock:
             was_open, self._open_until = self._open_until is not None, None
         if was_open:
-            log.info("%s rate-limit store is back", self.name)
+            log.info("%s %s store is back", self.name, self.role)
 
 
-class RedisBuckets(_FailOpen):
+class RedisBuckets(FailOpen):
     name = "redis"
 
     def __init__(
@@ -228,30 +234,36 @@ class RedisBuckets(_FailOpen):
         return Taken(True, 0.0)
 
 
-class PostgresBuckets(_FailOpen):
+def store_engine(url: str, timeout: float) -> Engine:
+    """A PostgreSQL engine for a shared store on the request path: every statement,
+    lock waits included, bounded by ``timeout``."""
+    parsed = make_url(url)
+    # Keep the URL's own options (a search_path, say) beside the statement timeout,
+    # which comes last so that it wins: it bounds the request path (lock waits too).
+    given = parsed.query.get("options")
+    own = [given] if isinstance(given, str) else list(given or ())
+    options = " ".join([*own, f"-c statement_timeout={int(timeout * 1000)}"])
+    # The store's TCP keepalives and tcp_user_timeout: the statement timeout is the
+    # server's, so without them a host that stops answering holds each call (and
+    # the pool's pre-ping) for the operating system's TCP timeout, minutes.
+    args = postgres_connect_args(parsed, connect_timeout=timeout, lock_timeout_ms=None)
+    return create_engine(
+        parsed.difference_update_query(["options"]),
+        pool_pre_ping=True,
+        pool_timeout=timeout,
+        connect_args=args | {"options": options},
+        hide_parameters=True,  # bound values never in an error's text (tenant ids)
+    )
+
+
+class PostgresBuckets(FailOpen):
     name = "postgresql"
 
     def __init__(self, url: str, timeout: float = 1.0, cooldown: float = COOLDOWN_S) -> None:
         super().__init__(cooldown)
         # Down, or not migrated.
         self._errors = (sa_exc.DBAPIError, sa_exc.TimeoutError)
-        parsed = make_url(url)
-        # Keep the URL's own options (a search_path, say) beside the statement timeout,
-        # which comes last so that it wins: it bounds the request path (lock waits too).
-        given = parsed.query.get("options")
-        own = [given] if isinstance(given, str) else list(given or ())
-        options = " ".join([*own, f"-c statement_timeout={int(timeout * 1000)}"])
-        # The store's TCP keepalives and tcp_user_timeout: the statement timeout is the
-        # server's, so without them a host that stops answering holds each call (and
-        # the pool's pre-ping) for the operating system's TCP timeout, minutes.
-        args = postgres_connect_args(parsed, connect_timeout=timeout, lock_timeout_ms=None)
-        self.engine = create_engine(
-            parsed.difference_update_query(["options"]),
-            pool_pre_ping=True,
-            pool_timeout=timeout,
-            connect_args=args | {"options": options},
-            hide_parameters=True,  # bound values never in an error's text (tenant ids)
-        )
+        self.engine = store_engine(url, timeout)
         self._next_purge = 0.0  # monotonic time of the next purge of stale rows
 
     def take(self, tenant_id: str, rpm: int, cost: float = 1.0, need: float = 1.0) -> Taken:

@@ -73,7 +73,7 @@ def test_a_good_configuration_with_an_http_engine_passes(tmp_path: Path, engine_
     areas = {c.area for c in checks}
     assert {"config", "database", "redis", "upstream", "embedder"} <= areas
     assert only(checks, "upstream", "OK").message == f"{engine_url} serves tiny"
-    assert any("migration head 0016" in c.message for c in checks if c.area == "database")
+    assert any("migration head 0017" in c.message for c in checks if c.area == "database")
     assert "0 failure(s), 0 warning(s)" in format_checks(checks)
 
 
@@ -136,7 +136,7 @@ def test_wrong_database_url_fails_with_the_fix(tmp_path: Path) -> None:
 def test_schema_behind_ahead_and_not_yet_created(tmp_path: Path) -> None:
     behind = settings(tmp_path, database_url=migrated(tmp_path / "old", "0003"))
     warn = only(diagnose(behind), "database", "WARN")
-    assert warn.message == "schema at 0003, behind the migration head 0016"
+    assert warn.message == "schema at 0003, behind the migration head 0017"
 
     ahead_url = migrated(tmp_path / "new")
     with sqlite3.connect(ahead_url.removeprefix("sqlite:///")) as conn:

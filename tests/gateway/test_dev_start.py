@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, select
 
-from gateway.app import _dev_tenant
+from gateway.app_parts import dev_tenant
 from gateway.cli import DEV_TENANT, build_parser, serve_settings
 from gateway.models import Tenant
 from gateway.settings import Settings
@@ -22,7 +22,7 @@ def _settings(tmp_path: Path, **extra: object) -> Settings:
 
 def _tenants_after_start(s: Settings, url: str) -> list[str]:
     store = TenantStore(create_engine(url))
-    _dev_tenant(s, store)  # what the app's start-up runs
+    dev_tenant(s, store)  # what the app's start-up runs
     with store.sessions() as db:
         return list(db.scalars(select(Tenant.id)))
 
@@ -74,11 +74,11 @@ def test_the_printed_curl_works_as_pasted(
     upgrade_database(url)
     s = serve_settings(build_parser().parse_args(["serve", "--dev"]), _settings(tmp_path))
     store = TenantStore(create_engine(url))
-    _dev_tenant(s, store, "SmolLM2-135M-Instruct.Q4_1")
+    dev_tenant(s, store, "SmolLM2-135M-Instruct.Q4_1")
     out = capsys.readouterr().out
     assert '"model": "SmolLM2-135M-Instruct.Q4_1", "max_tokens": 128' in out
     other = serve_settings(
         build_parser().parse_args(["serve", "--dev"]), _settings(tmp_path, dev_tenant="other")
     )
-    _dev_tenant(other, store, None)
+    dev_tenant(other, store, None)
     assert '"model": "<see /v1/models>", "max_tokens": 128' in capsys.readouterr().out

@@ -25,7 +25,8 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.app import Components
 from gateway.policy import TenantPolicy
-from gateway.proxy.http_upstream import MAX_LIST_BYTES, HttpUpstream
+from gateway.proxy.http_upstream import HttpUpstream
+from gateway.proxy.upstream_models import MAX_LIST_BYTES
 from protocol.headers import (
     KEY_HEADER,
     KV_REUSE_HEADER,

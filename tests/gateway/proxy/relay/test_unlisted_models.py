@@ -14,7 +14,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.app import Components
-from gateway.proxy.http_upstream import MISSING_REREAD_SECONDS
+from gateway.proxy.upstream_models import MISSING_REREAD_SECONDS
 from semantic import Embedder
 from tests.gateway.conftest import Gateway, assert_openai_error, gateway_settings, running_gateway
 from tests.gateway.proxy.relay.support import CHAT, MODEL, Scripted, answer, ask

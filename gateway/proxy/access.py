@@ -53,6 +53,8 @@ RATE_LIMIT_DEADLINE_SECONDS = 2.0
 #: The shared rate-limit store's calls: threads of their own (see rate_limit()); a store
 #: that hangs holds at most the probe's, the breaker letting the rest through.
 RATE_LIMIT_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cachegate-ratelimit")
+#: The shared in-flight slots' takes, on threads of their own for the same reason.
+SLOT_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cachegate-slots")
 
 
 async def authenticate(request: Request) -> TenantContext:
@@ -97,11 +99,13 @@ async def _take_slot(slots: TenantConcurrency, ctx: TenantContext) -> Callable[[
     claim = Claim()
     try:
         return await within(
-            RATE_LIMIT_DEADLINE_SECONDS, slots.acquire_shared, ctx, claim, pool=RATE_LIMIT_POOL
+            RATE_LIMIT_DEADLINE_SECONDS, slots.acquire_shared, ctx, claim, pool=SLOT_POOL
         )
     except DbDeadlineError as exc:
         claim.abandon()  # a lease the hung call takes later is given back when it lands
-        if slots.shared is not None:
+        # A take still queued for a thread says nothing of the store (a burst): only one
+        # the store kept waiting opens the breaker.
+        if claim.started and slots.shared is not None:
             slots.shared.hung(exc)
         return slots.acquire(ctx)
     except BaseException:  # cancelled (the client left) or refused: hold nothing

@@ -48,6 +48,7 @@ class Claim:
 
     release: Callable[[], None] | None = None
     abandoned: bool = False
+    started: bool = False  # the take reached the store's thread (not a busy pool's queue)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def land(self, release: Callable[[], None] | None) -> Callable[[], None] | None:
@@ -86,14 +87,17 @@ class TenantConcurrency:
     def acquire_shared(self, ctx: TenantContext, claim: Claim) -> Callable[[], None] | None:
         """:meth:`acquire` through the shared store (blocking); counted here when the
         store fails. The release lands in ``claim`` (see :class:`Claim`)."""
+        claim.started = True
         cap = ctx.policy.max_concurrent_requests
         if cap is None or self.shared is None:
             return claim.land(self.acquire(ctx))
         key, shared = self._key(ctx), self.shared
-        taken, lease = shared.acquire(key, cap)
-        if taken.tokens is None:  # not asked, or failed: this replica's count
+        # Requests counted here while the store was away are not in it: they take room.
+        room = cap - self.in_flight(ctx)
+        taken, lease = shared.acquire(key, room) if room > 0 else (None, "")
+        if taken is not None and taken.tokens is None:  # not asked, or failed: counted here
             return claim.land(self.acquire(ctx))
-        if not taken.allowed:
+        if taken is None or not taken.allowed:
             with self._lock:
                 self._refused[key] = self._refused.get(key, 0) + 1
             raise _refusal(ctx, cap)
@@ -111,9 +115,11 @@ class TenantConcurrency:
         if cap is None:
             return None
         key = self._key(ctx)
+        # The leases this replica holds in the store count too (taken before it went away).
+        leased = self.shared.held_for(key) if self.shared is not None else 0
         with self._lock:
             held = self._in_flight.get(key, 0)
-            if held >= cap:
+            if held + leased >= cap:
                 self._refused[key] = self._refused.get(key, 0) + 1
                 refused = True
             else:

@@ -11,15 +11,17 @@ advisory lock on the tenant's key in PostgreSQL).
 A replica that dies with requests in flight cannot give their leases back, so a lease
 lasts ``lease_s`` (30 s) and the replica renews the ones it holds every ``lease_s / 3``
 on a thread of its own: a stream of ten minutes keeps its slot, a dead replica's slots
-come back within ``lease_s``. A release is a round trip too, so it goes on that
-thread's queue and the request's end never waits for the store.
+come back within ``lease_s``. A release is a round trip too, so that thread makes it
+(the request's end never waits for the store), batched with the others waiting, and
+tries again one that failed until its lease would have expired anyway.
 
 When the store fails or hangs (a circuit breaker, as for the shared rate limit:
 ``gateway/proxy/ratelimit_shared.py``) the cap is counted on each replica instead,
 which is what it was before session 49: degraded to N × the cap, never unlimited and
-never refusing everyone. A lease lost while the store was away (expired for want of
-renewals) is not put back; its request ends uncounted, so for a while the tenant may
-hold one more than its cap.
+never refusing everyone. Each replica counts both kinds together (its leases in the
+store and the requests it counted itself), so the switch either way admits no more
+than the cap on that replica. A lease that expired while the store was away (for want
+of renewals) is not put back: its request ends uncounted by the store.
 
 :func:`build_slot_store` picks the store as the rate limiter does: Redis when a Redis
 URL is set, else PostgreSQL when that is the database (table ``concurrency_leases``,
@@ -29,7 +31,6 @@ migration 0017), else none (SQLite: one replica, counted in memory).
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 import uuid
@@ -75,21 +76,26 @@ return 1
 
 _NOW = "extract(epoch FROM clock_timestamp())"
 # Serialises takes of one tenant's slots across replicas for the transaction (a count
-# then an insert would otherwise let two takes both see cap − 1).
+# then an insert would otherwise let two takes both see cap − 1). Correct under READ
+# COMMITTED only, where each statement after the lock sees what committed before it was
+# granted: the store's engine pins that level (ratelimit_shared.store_engine).
 _PG_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 49))")
 _PG_EXPIRE = text(f"DELETE FROM concurrency_leases WHERE slot_key = :key AND expires_at < {_NOW}")
+# The count before, and whether the lease went in: one round trip.
 _PG_TAKE = text(
-    "INSERT INTO concurrency_leases (slot_key, lease_id, expires_at) "
-    f"SELECT CAST(:key AS varchar), CAST(:lease AS varchar), {_NOW} + :ttl "
-    "WHERE (SELECT count(*) FROM concurrency_leases WHERE slot_key = CAST(:key AS varchar)) "
-    "< :cap "
-    "RETURNING 1"
+    "WITH held AS (SELECT count(*) AS n FROM concurrency_leases "
+    "WHERE slot_key = CAST(:key AS varchar)), "
+    "taken AS (INSERT INTO concurrency_leases (slot_key, lease_id, expires_at) "
+    f"SELECT CAST(:key AS varchar), CAST(:lease AS varchar), {_NOW} + :ttl FROM held "
+    "WHERE held.n < :cap RETURNING 1) "
+    "SELECT held.n, (SELECT count(*) FROM taken) FROM held"
 )
-_PG_HELD = text("SELECT count(*) FROM concurrency_leases WHERE slot_key = :key")
+_PAIRS = "(SELECT * FROM unnest(CAST(:keys AS varchar[]), CAST(:leases AS varchar[])))"
 _PG_RENEW = text(
-    f"UPDATE concurrency_leases SET expires_at = {_NOW} + :ttl WHERE lease_id = ANY(:leases)"
+    f"UPDATE concurrency_leases SET expires_at = {_NOW} + :ttl "
+    f"WHERE (slot_key, lease_id) IN {_PAIRS}"
 )
-_PG_RELEASE = text("DELETE FROM concurrency_leases WHERE slot_key = :key AND lease_id = :lease")
+_PG_RELEASE = text(f"DELETE FROM concurrency_leases WHERE (slot_key, lease_id) IN {_PAIRS}")
 # Leases of tenants nobody has asked for since they expired (a replica that died, a
 # tenant gone quiet), in batches, now and then: each take drops its own tenant's.
 _PG_PURGE = text(
@@ -98,11 +104,18 @@ _PG_PURGE = text(
 )
 PURGE_EVERY_S = 60.0
 
+Pair = tuple[str, str]  # (tenant key, lease id)
+
 
 class SlotStore(FailOpen):
-    """Leases of in-flight requests in a shared store, behind a circuit breaker: a call
+    """Leases of in-flight requests in a shared store, behind a circuit breaker: a take
     the breaker lets through unasked (or one that failed) says so (``tokens`` None), and
-    the caller counts the request on its replica instead."""
+    the caller counts the request on its replica instead.
+
+    Releases and renewals run on one worker thread, in batches (one round trip for all
+    the releases waiting). A release is not subject to the breaker: one that fails (or
+    a take that failed and may have landed) is kept and tried again at each round until
+    its lease would have expired anyway (``releases_expired`` counts those)."""
 
     role = "in-flight slot"
     degraded = "counting each replica's own"
@@ -110,26 +123,40 @@ class SlotStore(FailOpen):
     def __init__(self, lease_s: float = LEASE_S, cooldown: float = COOLDOWN_S) -> None:
         super().__init__(cooldown)
         self.lease_s = lease_s
+        self.releases_expired = 0
         self._held: dict[str, set[str]] = {}  # key -> the leases this replica holds
+        self._releasing: dict[Pair, float] = {}  # -> monotonic time its lease is moot
         self._held_lock = threading.Lock()
-        self._jobs: queue.Queue[Callable[[], object] | None] = queue.Queue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
         self._worker: threading.Thread | None = None
 
     def acquire(self, key: str, cap: int) -> tuple[Taken, str]:
-        """Take a lease of ``key``'s slots under ``cap``: (the store's answer, the lease
-        id). ``Taken.tokens`` is the leases held after the call, None when the store
-        was not asked; ``allowed`` False is a refusal."""
+        """Take a lease of ``key``'s slots while fewer than ``cap`` are held: (the
+        store's answer, the lease id). ``Taken.tokens`` is the leases held after the
+        call, None when the store was not asked or failed; ``allowed`` False: refused."""
         lease = uuid.uuid4().hex
-        taken = self._guarded(lambda: self._acquire(key, cap, lease))
-        if taken.allowed and taken.tokens is not None:
+        asked = False
+
+        def attempt() -> Taken:
+            nonlocal asked
+            asked = True
+            return self._acquire(key, cap, lease)
+
+        taken = self._guarded(attempt)
+        if taken.tokens is not None and taken.allowed:
             with self._held_lock:
                 self._held.setdefault(key, set()).add(lease)
-            self._start()
+        elif taken.tokens is None and asked:  # failed: it may have landed all the same
+            self._give_back([(key, lease)])
+        else:
+            return taken, lease
+        self._start()
         return taken, lease
 
     def release(self, key: str, lease: str) -> None:
-        """Give a lease back: no longer renewed at once, deleted from the store on the
-        worker thread (never on the caller's: the event loop's)."""
+        """Give a lease back: no longer renewed at once, deleted from the store by the
+        worker (never on the caller's thread: the event loop's)."""
         with self._held_lock:
             leases = self._held.get(key)
             if leases is None or lease not in leases:
@@ -137,53 +164,100 @@ class SlotStore(FailOpen):
             leases.discard(lease)
             if not leases:
                 del self._held[key]
-        self._jobs.put(lambda: self._guarded(lambda: self._release(key, lease)))
+        self._give_back([(key, lease)])
         self._start()
+
+    def held_for(self, key: str) -> int:
+        """Leases of ``key`` this replica holds in the store."""
+        with self._held_lock:
+            return len(self._held.get(key, ()))
 
     def held_here(self) -> int:
         """Leases this replica holds (given back ones excluded)."""
         with self._held_lock:
             return sum(len(leases) for leases in self._held.values())
 
+    def releasing(self) -> int:
+        """Releases not yet confirmed by the store."""
+        with self._held_lock:
+            return len(self._releasing)
+
     def renew_now(self) -> None:
         """Renew every lease this replica holds (the worker does so every lease_s / 3)."""
         with self._held_lock:
-            held = {key: sorted(leases) for key, leases in self._held.items()}
+            held = [(key, lease) for key, leases in self._held.items() for lease in leases]
         if held:
             self._guarded(lambda: self._renew(held))
 
+    def flush_releases(self) -> None:
+        """Delete the given-back leases from the store, all in one round trip."""
+        now = time.monotonic()
+        with self._held_lock:
+            moot = [pair for pair, until in self._releasing.items() if until <= now]
+            for pair in moot:
+                del self._releasing[pair]
+            self.releases_expired += len(moot)
+            batch = list(self._releasing)
+        if not batch:
+            return
+        try:
+            self._release(batch)
+        except self._errors as exc:
+            self._failed(exc)  # kept: tried again at the next round
+            return
+        with self._held_lock:
+            for pair in batch:
+                self._releasing.pop(pair, None)
+        self._ok()
+
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the worker once the releases queued are done (a later take starts one
-        again: an app's lifespan may run more than once)."""
+        """Give back every lease still held (the process is going away), stop the worker
+        and close the connections. A later take starts again (a lifespan may rerun)."""
         with self._held_lock:
             worker, self._worker = self._worker, None
+            pairs = [(key, lease) for key, leases in self._held.items() for lease in leases]
+            self._held.clear()
+        self._give_back(pairs)
         if worker is not None:
-            self._jobs.put(None)
+            self._stop.set()
+            self._wake.set()
             worker.join(timeout)
+        self._run(self.flush_releases)  # on this thread, once more
+        self._dispose()
+
+    def _give_back(self, pairs: list[Pair]) -> None:
+        if not pairs:
+            return
+        until = time.monotonic() + self.lease_s
+        with self._held_lock:
+            for pair in pairs:
+                self._releasing[pair] = until
+        self._wake.set()
 
     def _start(self) -> None:
         with self._held_lock:
             if self._worker is not None:
                 return
+            self._stop = stop = threading.Event()
             worker = self._worker = threading.Thread(
-                target=self._work, name="cachegate-slot-leases", daemon=True
+                target=self._work, args=(stop,), name="cachegate-slot-leases", daemon=True
             )
-        worker.start()
+        try:
+            worker.start()
+        except RuntimeError:  # no thread to be had: the next call tries again
+            log.exception("the in-flight lease worker did not start")
+            with self._held_lock:
+                self._worker = None
 
-    def _work(self) -> None:
-        """Releases as they come, renewals every lease_s / 3 (None in the queue: closed)."""
+    def _work(self, stop: threading.Event) -> None:
+        """Releases as they come (batched), renewals every lease_s / 3."""
         next_renewal = time.monotonic() + self.lease_s / 3
-        while True:
-            try:
-                job = self._jobs.get(timeout=max(0.0, next_renewal - time.monotonic()))
-            except queue.Empty:
-                job = self.renew_now
-            if job is None:
-                return
-            self._run(job)
+        while not stop.is_set():
+            self._wake.wait(max(0.0, next_renewal - time.monotonic()))
+            self._wake.clear()
+            self._run(self.flush_releases)
             if time.monotonic() >= next_renewal:
-                if job is not self.renew_now:
-                    self._run(self.renew_now)
+                self._run(self.renew_now)
                 next_renewal = time.monotonic() + self.lease_s / 3
 
     @staticmethod
@@ -196,11 +270,21 @@ class SlotStore(FailOpen):
     def _acquire(self, key: str, cap: int, lease: str) -> Taken:
         raise NotImplementedError
 
-    def _release(self, key: str, lease: str) -> Taken:
+    def _release(self, pairs: list[Pair]) -> None:
         raise NotImplementedError
 
-    def _renew(self, held: dict[str, list[str]]) -> Taken:
+    def _renew(self, pairs: list[Pair]) -> Taken:
         raise NotImplementedError
+
+    def _dispose(self) -> None:
+        raise NotImplementedError
+
+
+def _by_key(pairs: list[Pair]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for key, lease in pairs:
+        grouped.setdefault(key, []).append(lease)
+    return grouped
 
 
 class RedisSlots(SlotStore):
@@ -221,19 +305,25 @@ class RedisSlots(SlotStore):
         return max(1, int(self.lease_s * 1000))
 
     def _acquire(self, key: str, cap: int, lease: str) -> Taken:
-        taken, held = self._take(keys=[KEY_PREFIX + key], args=[cap, self._ms(), lease])
+        args: list[str | int] = [cap, self._ms(), lease]
+        taken, held = self._take(keys=[KEY_PREFIX + key], args=args, client=self.client)
         return Taken(bool(taken), 0.0 if taken else 1.0, float(held))
 
-    def _release(self, key: str, lease: str) -> Taken:
-        self.client.zrem(KEY_PREFIX + key, lease)
-        return Taken(True, 0.0, 0.0)
-
-    def _renew(self, held: dict[str, list[str]]) -> Taken:
+    def _release(self, pairs: list[Pair]) -> None:
         pipe = self.client.pipeline(transaction=False)
-        for key, leases in held.items():
+        for key, leases in _by_key(pairs).items():
+            pipe.zrem(KEY_PREFIX + key, *leases)
+        pipe.execute()
+
+    def _renew(self, pairs: list[Pair]) -> Taken:
+        pipe = self.client.pipeline(transaction=False)
+        for key, leases in _by_key(pairs).items():
             self._extend(keys=[KEY_PREFIX + key], args=[self._ms(), *leases], client=pipe)
         pipe.execute()
         return Taken(True, 0.0, 0.0)
+
+    def _dispose(self) -> None:
+        self.client.close()
 
 
 class PostgresSlots(SlotStore):
@@ -250,21 +340,24 @@ class PostgresSlots(SlotStore):
         with self.engine.begin() as conn:
             conn.execute(_PG_LOCK, values)
             conn.execute(_PG_EXPIRE, values)
-            taken = conn.execute(_PG_TAKE, values).first() is not None
-            held = int(conn.execute(_PG_HELD, values).scalar_one())
+            before, taken = conn.execute(_PG_TAKE, values).one()
         self._purge_now_and_then()
-        return Taken(taken, 0.0 if taken else 1.0, float(held))
+        return Taken(bool(taken), 0.0 if taken else 1.0, float(before + taken))
 
-    def _release(self, key: str, lease: str) -> Taken:
+    def _pairs(self, pairs: list[Pair]) -> dict[str, list[str]]:
+        return {"keys": [key for key, _ in pairs], "leases": [lease for _, lease in pairs]}
+
+    def _release(self, pairs: list[Pair]) -> None:
         with self.engine.begin() as conn:
-            conn.execute(_PG_RELEASE, {"key": key, "lease": lease})
+            conn.execute(_PG_RELEASE, self._pairs(pairs))
+
+    def _renew(self, pairs: list[Pair]) -> Taken:
+        with self.engine.begin() as conn:
+            conn.execute(_PG_RENEW, self._pairs(pairs) | {"ttl": self.lease_s})
         return Taken(True, 0.0, 0.0)
 
-    def _renew(self, held: dict[str, list[str]]) -> Taken:
-        leases = [lease for group in held.values() for lease in group]
-        with self.engine.begin() as conn:
-            conn.execute(_PG_RENEW, {"ttl": self.lease_s, "leases": leases})
-        return Taken(True, 0.0, 0.0)
+    def _dispose(self) -> None:
+        self.engine.dispose()
 
     def _purge_now_and_then(self) -> None:
         now = time.monotonic()
@@ -300,7 +393,14 @@ class SlotStoreCollector:
             labels=["store"],
         )
         opened.add_metric(labels, 1.0 if self.store.is_open else 0.0)
-        yield from (failures, opened)
+        expired = CounterMetricFamily(
+            "cachegate_concurrency_store_releases_expired",
+            "Leases given back that the store could not be told of before they expired "
+            "(it was away): each held its tenant's slot until then",
+            labels=["store"],
+        )
+        expired.add_metric(labels, self.store.releases_expired)
+        yield from (failures, opened, expired)
 
 
 def build_slot_store(settings: Settings) -> SlotStore | None:

@@ -249,6 +249,9 @@ def store_engine(url: str, timeout: float) -> Engine:
     args = postgres_connect_args(parsed, connect_timeout=timeout, lock_timeout_ms=None)
     return create_engine(
         parsed.difference_update_query(["options"]),
+        # Whatever the server's default: the stores' statements are written for READ
+        # COMMITTED (a statement after a lock wait sees what committed meanwhile).
+        isolation_level="READ COMMITTED",
         pool_pre_ping=True,
         pool_timeout=timeout,
         connect_args=args | {"options": options},

@@ -8,8 +8,9 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -21,6 +22,8 @@ from gateway.errors import RateLimitError
 from gateway.policy import TenantPolicy
 from gateway.proxy.concurrency import Claim, TenantConcurrency
 from gateway.proxy.concurrency_shared import PostgresSlots, RedisSlots, SlotStore
+from gateway.proxy.ratelimit import Taken
+from gateway.proxy.ratelimit_shared import store_engine
 from gateway.tenants import TenantContext
 from migrations.runner import upgrade_database
 from prefix.model.loader import LoadedModel
@@ -45,27 +48,50 @@ def _redis_up() -> bool:
         return False
 
 
+class Stores:
+    """Stores of one kind on one server, each standing for a replica; ``away`` cuts one
+    replica off its store (a client of a closed port) until the block ends."""
+
+    def __init__(self, kind: str, url: str) -> None:
+        self.kind, self.url = kind, url
+        self.made: list[SlotStore] = []
+
+    def make(self, **kw: Any) -> SlotStore:
+        store: SlotStore = (
+            RedisSlots(REDIS_URL, **kw) if self.kind == "redis" else PostgresSlots(self.url, **kw)
+        )
+        self.made.append(store)
+        return store
+
+    @contextmanager
+    def away(self, store: SlotStore) -> Iterator[None]:
+        if isinstance(store, RedisSlots):
+            live = store.client
+            store.client = redis.Redis.from_url("redis://127.0.0.1:9/0", socket_timeout=0.2)
+            try:
+                yield
+            finally:
+                store.client = live
+            return
+        assert isinstance(store, PostgresSlots)
+        live_engine = store.engine
+        store.engine = store_engine("postgresql+psycopg://postgres@127.0.0.1:9/test", 0.5)
+        try:
+            yield
+        finally:
+            store.engine = live_engine
+
+
 @pytest.fixture(params=["postgresql", "redis"])
-def make_store(request: pytest.FixtureRequest, pg_schema: str) -> Iterator[type[SlotStore]]:
-    """Stores of one kind on one server (each stands for a replica), closed afterwards."""
-    made: list[SlotStore] = []
-    if request.param == "redis":
-        if not _redis_up():
-            pytest.skip("Redis on 127.0.0.1:6379 is unreachable")
-
-        def build(**kw: float) -> SlotStore:
-            made.append(RedisSlots(REDIS_URL, **kw))
-            return made[-1]
-    else:
-        url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
+def stores(request: pytest.FixtureRequest, pg_schema: str) -> Iterator[Stores]:
+    url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
+    if request.param == "redis" and not _redis_up():
+        pytest.skip("Redis on 127.0.0.1:6379 is unreachable")
+    if request.param == "postgresql":
         upgrade_database(url)
-
-        def build(**kw: float) -> SlotStore:
-            made.append(PostgresSlots(url, **kw))
-            return made[-1]
-
-    yield build  # type: ignore[misc]
-    for store in made:
+    made = Stores(request.param, url)
+    yield made
+    for store in made.made:
         store.close()
 
 
@@ -73,8 +99,8 @@ def _key() -> str:
     return f"t-{uuid.uuid4().hex}"  # Redis is shared with other runs: a key of its own
 
 
-def test_two_replicas_share_the_cap_and_get_slots_back(make_store: type[SlotStore]) -> None:
-    one, two = make_store(), make_store()
+def test_two_replicas_share_the_cap_and_get_slots_back(stores: Stores) -> None:
+    one, two = stores.make(), stores.make()
     key, other = _key(), _key()
     (a, lease_a), (b, _) = one.acquire(key, 2), two.acquire(key, 2)
     assert a.allowed and b.allowed and a.tokens == 1.0 and b.tokens == 2.0
@@ -90,18 +116,18 @@ def test_two_replicas_share_the_cap_and_get_slots_back(make_store: type[SlotStor
 
 
 def test_a_dead_replicas_leases_expire_and_a_live_ones_are_renewed(
-    make_store: type[SlotStore],
+    stores: Stores,
 ) -> None:
-    dead, live, other = make_store(lease_s=1.0), make_store(lease_s=1.0), make_store()
+    dead, live, other = stores.make(lease_s=1.0), stores.make(lease_s=1.0), stores.make()
     key_dead, key_live = _key(), _key()
     assert dead.acquire(key_dead, 1)[0].allowed
-    dead.close()  # no more renewals: as if the process had died with the request held
     assert live.acquire(key_live, 1)[0].allowed  # its worker renews every ~0.33 s
-    assert not other.acquire(key_dead, 1)[0].allowed  # held while the lease runs
-    time.sleep(2.0)
-    assert other.acquire(key_dead, 1)[0].allowed  # the dead one's slot came back
-    assert not other.acquire(key_live, 1)[0].allowed  # the live one's is still held
-    assert live.held_here() == 1 and live.failures == 0
+    with stores.away(dead):  # no renewal reaches the store: as a replica that died
+        assert not other.acquire(key_dead, 1)[0].allowed  # held while the lease runs
+        time.sleep(2.0)
+        assert other.acquire(key_dead, 1)[0].allowed  # the dead one's slot came back
+        assert not other.acquire(key_live, 1)[0].allowed  # the live one's is still held
+    assert live.held_here() == 1 and live.failures == 0 and dead.failures > 0
 
 
 def test_a_store_that_is_down_or_not_migrated_counts_on_the_replica(pg_schema: str) -> None:
@@ -110,7 +136,8 @@ def test_a_store_that_is_down_or_not_migrated_counts_on_the_replica(pg_schema: s
     for store in stores:
         taken, _ = store.acquire(_key(), 1)
         assert taken.allowed and taken.tokens is None  # not known: the caller counts
-        assert store.is_open and store.failures == 1
+        # failed (and the worker's give-back of a take that may have landed, too)
+        assert store.is_open and store.failures >= 1
         slots = TenantConcurrency(store)
         ctx = TenantContext("t", "t", TenantPolicy(max_concurrent_requests=1), 1, _key())
         assert not slots.asks_store(ctx)  # the breaker rests: counted here at once
@@ -139,11 +166,11 @@ def test_a_store_that_is_down_or_not_migrated_counts_on_the_replica(pg_schema: s
 
 
 def test_a_take_that_lands_after_its_request_gave_up_is_given_back(
-    make_store: type[SlotStore],
+    stores: Stores,
 ) -> None:
     """The request path stops waiting for a store that hangs, and a client may leave
     while the take is out: whichever comes second gives the lease back."""
-    store = make_store()
+    store = stores.make()
     slots = TenantConcurrency(store)
     ctx = TenantContext("t", "t", TenantPolicy(max_concurrent_requests=1), 1, _key())
     claim = Claim()
@@ -182,6 +209,99 @@ def test_postgres_purges_expired_leases_of_quiet_tenants(pg_schema: str) -> None
         keys = conn.execute(text("SELECT slot_key FROM concurrency_leases")).scalars().all()
     assert "quiet" not in keys and len(keys) == 1
     store.close()
+
+
+def test_a_release_the_store_missed_is_made_when_it_is_back(stores: Stores) -> None:
+    """A release is not subject to the breaker: one that failed, or that came while the
+    breaker was open, is kept and made at the next round once the store answers."""
+    one, two = stores.make(), stores.make()
+    key = _key()
+    _, first = one.acquire(key, 2)
+    _, second = one.acquire(key, 2)
+    with stores.away(one):
+        one.release(key, first)
+        assert wait_until(lambda: one.is_open)  # the worker's release failed
+        one.release(key, second)  # while the breaker is open
+        one.flush_releases()
+        assert one.releasing() == 2 and one.held_here() == 0
+        assert not two.acquire(key, 2)[0].allowed  # both still held in the store
+    one.flush_releases()  # the next round (the worker's, within lease_s / 3)
+    assert one.releasing() == 0 and not one.is_open and one.releases_expired == 0
+    assert [two.acquire(key, 2)[0].allowed for _ in range(3)] == [True, True, False]
+
+
+def test_a_replica_counts_its_leases_and_its_own_together_as_the_store_comes_and_goes(
+    stores: Stores,
+) -> None:
+    store = stores.make()
+    slots = TenantConcurrency(store)
+    ctx = TenantContext("t", "t", TenantPolicy(max_concurrent_requests=2), 1, _key())
+    leased = slots.acquire_shared(ctx, Claim())  # in the store
+    assert leased is not None and store.held_for(ctx.namespace_id) == 1
+    with stores.away(store):
+        local = slots.acquire_shared(ctx, Claim())  # the store fails: counted here
+        assert local is not None and slots.in_flight(ctx) == 1
+        with pytest.raises(RateLimitError):  # one leased + one here: the cap of 2
+            slots.acquire_shared(ctx, Claim())
+    store.flush_releases()
+    store._ok()  # the breaker closes (as a probe's success would)
+    leased()
+    assert wait_until(lambda: store.releasing() == 0)
+    assert slots.acquire_shared(ctx, Claim()) is not None  # in the store: 1 + 1 here
+    with pytest.raises(RateLimitError):  # the store holds 1, this replica 1 of its own
+        slots.acquire_shared(ctx, Claim())
+    local()
+    assert slots.acquire_shared(ctx, Claim()) is not None  # room again, in the store
+    assert store.held_for(ctx.namespace_id) == 2
+
+
+def test_closing_gives_back_what_is_held_and_a_later_take_starts_again(stores: Stores) -> None:
+    one, two = stores.make(), stores.make()
+    key = _key()
+    assert one.acquire(key, 1)[0].allowed
+    one.close()  # the process is going away: its leases are deleted, not left to expire
+    assert two.acquire(key, 1)[0].allowed
+    other = _key()
+    taken, lease = one.acquire(other, 1)  # a lifespan that runs again
+    assert taken.allowed
+    one.release(other, lease)
+    assert wait_until(lambda: two.acquire(other, 1)[0].allowed)  # its worker runs again
+
+
+def test_postgres_takes_hold_the_cap_under_any_default_isolation(pg_schema: str) -> None:
+    """The advisory lock serialises takes under READ COMMITTED only; the store pins it,
+    so a server whose default is REPEATABLE READ still admits exactly the cap."""
+    url = f"{PG_SERVER_URL}?options=-csearch_path%3D{pg_schema}"
+    upgrade_database(url)
+    strict = url + "%20-cdefault_transaction_isolation%3Drepeatable%5C%20read"
+    pair = [PostgresSlots(strict), PostgresSlots(strict)]
+    with pair[0].engine.connect() as conn:  # control: the server's default is changed
+        assert conn.execute(text("SHOW default_transaction_isolation")).scalar() == (
+            "repeatable read"
+        )
+    for _ in range(3):
+        key = _key()
+        results: list[Taken] = []
+        barrier = threading.Barrier(12)
+
+        def take(
+            store: SlotStore,
+            key: str = key,
+            results: list[Taken] = results,
+            barrier: threading.Barrier = barrier,
+        ) -> None:
+            barrier.wait()
+            results.append(store.acquire(key, 3)[0])
+
+        threads = [threading.Thread(target=take, args=(pair[i % 2],)) for i in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sum(r.allowed and r.tokens is not None for r in results) == 3
+        assert all(r.tokens is not None for r in results)  # every one answered
+    for store in pair:
+        store.close()
 
 
 # ------------------------------------------------------------ two live replicas

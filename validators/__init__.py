@@ -45,7 +45,7 @@ from validators.guards import GUARDS, Guard, GuardMatch, GuardRule, first_guard
 from validators.judge import Judge, JudgeBand, JudgeVerdict, LocalModelJudge, parse_yes_no
 from validators.scan import EntitySpan
 from validators.text import MAX_TEXT_CHARS, prepare
-from validators.verify import JUDGE_REFUSED, Validator
+from validators.verify import JUDGE_REFUSED, Validator, pair_mismatch
 
 __all__ = [
     "ENTITIES_VERSION",
@@ -81,6 +81,7 @@ __all__ = [
     "extract_entities",
     "find_entities",
     "first_guard",
+    "pair_mismatch",
     "parse_yes_no",
     "prepare",
 ]

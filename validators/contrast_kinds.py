@@ -1,8 +1,9 @@
 """Contrast sets of who or which kind (``validators.contrasts`` reads them): the parties
 of a transaction or relationship, the population a dose or a price is for, a customer's
 tier, a travel class, a room, a jurisdiction's level, a channel, a product (sessions
-38-46). Each entry is ``(set name, ((member, English regex, Chinese alternatives),
-...))``; an empty English or Chinese part reads nothing in that language."""
+38-46), an address and a product's edition (session 49). Each entry is ``(set name,
+((member, English regex, Chinese alternatives), ...))``; an empty English or Chinese
+part reads nothing in that language."""
 
 from __future__ import annotations
 
@@ -288,6 +289,41 @@ KIND_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         (
             ("app", r"(?:mobile\s)?app(?:s)?", "手机端|客户端"),
             ("website", r"web\s?sites?|web\sbrowsers?", "网页版|官网"),
+        ),
+    ),
+    # Session 49's misfire hunt (served at verifier 0.989-0.996): the email address / the
+    # mailing address on an account, the basic / the pro edition (基础版 / 专业版).
+    (
+        "address",
+        (
+            ("email", r"e-?mail\saddress(?:es)?", "邮箱地址|电子邮箱|邮件地址"),
+            (
+                "postal",
+                r"(?:mailing|postal|home|street|physical|residential)\saddress(?:es)?",
+                "邮寄地址|家庭住址|家庭地址|居住地址|通讯地址",
+            ),
+            ("billing", r"billing\saddress(?:es)?", "账单地址"),
+            ("shipping", r"(?:shipping|delivery)\saddress(?:es)?", "收货地址|配送地址|送货地址"),
+        ),
+    ),
+    (
+        "edition",
+        tuple(
+            (
+                name,
+                # not "an ad-free plan"
+                rf"(?<!-)(?:{en})\s(?:plans?|tiers?|versions?|editions?|memberships?|subscriptions?"
+                r"|packages?)",
+                zh,
+            )
+            for name, en, zh in (
+                ("free", "free", "免费版"),
+                ("basic", "basic|starter", "基础版|入门版"),
+                ("standard", "standard", "标准版"),
+                ("pro", "pro|professional", "专业版"),
+                ("premium", "premium|plus", "高级版|旗舰版"),
+                ("enterprise", "enterprise", "企业版"),
+            )
         ),
     ),
 )

@@ -21,6 +21,7 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from validators.asked_for import asks_for_other
 from validators.counts import swapped_counts
 from validators.entities import Entities, compare_entities, entity_scope, extract_entities
 from validators.errors import InvalidEntitiesError, InvalidJudgeBandError, InvalidScoreError
@@ -100,14 +101,9 @@ class Validator:
         comparison = compare_entities(new, old, kinds)
         if comparison.mismatch_kind is not None:
             return f"entity_mismatch:{comparison.mismatch_kind}"
-        if (kinds is None or "polarity" in kinds) and swapped_roles(
-            _as_str(question), _as_str(cached_question)
-        ):  # 咖啡比茶健康吗 / 茶比咖啡健康吗: the same words, the parties exchanged
-            return "entity_mismatch:polarity"
-        if (kinds is None or "number" in kinds) and swapped_counts(
-            _as_str(question), _as_str(cached_question)
-        ):  # "two cards on one account" / "one card on two accounts": the counts swapped
-            return "entity_mismatch:number"
+        refused = pair_mismatch(question, cached_question, kinds)
+        if refused is not None:
+            return f"entity_mismatch:{refused[0]}"
         if (
             self.judge is not None
             and self.judge_band is not None
@@ -127,6 +123,30 @@ class Validator:
             except InvalidEntitiesError:
                 pass  # stale or corrupt: the question text is the ground truth
         return extract_entities(cached_question)
+
+
+#: Checks that read the two texts together, beside the entities each one holds: (the
+#: entity kind a tenant switches them with, the check's name, the check).
+PAIR_CHECKS = (
+    # 咖啡比茶健康吗 / 茶比咖啡健康吗: the same words, the parties exchanged
+    ("polarity", "swapped_roles", swapped_roles),
+    # "When is the next bus to the airport?" / "Where is …": what is asked for (session 49)
+    ("polarity", "asks_for_other", asks_for_other),
+    # "two cards on one account" / "one card on two accounts": the counts swapped
+    ("number", "swapped_counts", swapped_counts),
+)
+
+
+def pair_mismatch(
+    question: object, cached_question: object, kinds: Collection[str] | None = None
+) -> tuple[str, str] | None:
+    """The first pair check that tells the two texts apart: (its entity kind, its
+    name); None when none does (the entity kinds compared, ``kinds``: None for all)."""
+    a, b = _as_str(question), _as_str(cached_question)
+    for kind, name, check in PAIR_CHECKS:
+        if (kinds is None or kind in kinds) and check(a, b):
+            return kind, name
+    return None
 
 
 def _as_str(text: object) -> str:

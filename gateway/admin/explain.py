@@ -37,6 +37,7 @@ from validators import (
     ValidatorError,
     compare_entities,
     extract_entities,
+    pair_mismatch,
 )
 
 
@@ -67,7 +68,14 @@ def _entity_comparison(
         return None
     entry = live.entry
     comparison = compare_entities(extract_entities(question), _entities(entry), kinds)
-    return {"entry_id": entry.id} | comparison.to_dict()
+    shown = {"entry_id": entry.id} | comparison.to_dict()
+    # A check of the two texts together ("two cards on one account" / "one card on two
+    # accounts"): the kind the refusal names, which no kind's values show (session 49).
+    pair = pair_mismatch(question, entry.question, kinds)
+    shown["pair_check"] = None if pair is None else pair[1]
+    if comparison.mismatch_kind is None and pair is not None:
+        shown |= {"matches": False, "mismatch_kind": pair[0], "mismatches": [pair[0]]}
+    return shown
 
 
 def _candidate(c: TraceCandidate, unread: Mapping[int, str]) -> ExplainCandidate:

@@ -235,7 +235,9 @@ class ExplainResponse(BaseModel):
     )
     candidates: list[ExplainCandidate]
     entity_comparison: dict[str, Any] | None = Field(
-        description="The question's entities against the best candidate's, kind by kind"
+        description="The question's entities against the best candidate's, kind by kind; "
+        "`pair_check` names the check of the two texts together that refused them "
+        "(swapped_roles, asks_for_other, swapped_counts), null when none did"
     )
     steps: list[ExplainStep]
 

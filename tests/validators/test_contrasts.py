@@ -72,6 +72,15 @@ REFUSED = [
     ("怎么给别人转账", "怎么收别人的转账"),
     ("贷款期限可以延长吗", "贷款期限可以缩短吗"),
     ("会员可以暂停吗", "会员可以恢复吗"),
+    # session 49's misfire hunt: served at verifier 0.989-0.996
+    (
+        "How do I change the email address on the account?",
+        "How do I change the mailing address on the account?",
+    ),
+    ("Where do I update my billing address?", "Where do I update my shipping address?"),
+    ("What does the basic plan include?", "What does the pro plan include?"),
+    ("基础版多少钱？", "专业版多少钱？"),
+    ("怎么修改收货地址", "怎么修改邮箱地址"),
 ]
 
 KEPT = [
@@ -103,6 +112,11 @@ KEPT = [
     ("申请退货后要自己去寄快递吗", "退货可以预约快递上门取件吗"),  # 上门取件: a pickup to send
     ("公司让写绩效自评怎么写", "绩效考核的个人总结写什么"),  # no party asks
     ("tell me the current account balance", "what is my savings account balance"),
+    # session 49: the same address or edition in other words, one side naming none
+    ("How do I change my home address?", "How do I update my mailing address?"),
+    ("What is the price of the premium plan?", "How much is the premium subscription?"),
+    ("Is the ad-free plan more expensive?", "How much is the premium tier?"),
+    ("How do I change my address?", "How do I change my billing address?"),
 ]
 
 

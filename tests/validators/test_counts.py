@@ -27,6 +27,20 @@ SWAPPED = [
     ("Can I open 2 accounts with 1 ID?", "Can I open 1 account with 2 IDs?"),
     ("Can I add twenty-five users to five teams?", "Can I add five users to twenty-five teams?"),
     ("Can I ride 2 buses on 1 ticket?", "Can I ride 1 bus on 2 tickets?"),
+    # session 49's misfire hunt: a modifier on one side (the noun is the phrase's last word)
+    ("Can I have two cards on one bank account?", "Can I have one card on two accounts?"),
+    ("Can I add two users to one business account?", "Can I add one user to two accounts?"),
+    ("Can I use two coupons on one order?", "Can I use one coupon on two online orders?"),
+    (
+        "Can I register two cars under one insurance policy?",
+        "Can I register one car under two policies?",
+    ),
+    ("Can I bring two carry-on bags for one passenger?", "Can I bring one bag for two passengers?"),
+    # the first words swapped where the heads are one noun (PAWS-X)
+    (
+        "It has six Sydney actors and one Melbourne actor",
+        "It has six Melbourne actors and one Sydney actor",
+    ),
 ]
 
 SAME = [
@@ -38,6 +52,9 @@ SAME = [
     ("Can I order 2 pizzas?", "Can I order 3 pizzas?"),  # the number kind's, not this one's
     ("Is one of my two cards blocked?", "Is one of my 2 cards blocked?"),  # "one of"
     ("Can 2 people share 2 rooms?", "Can 2 rooms be shared by 2 people?"),  # one number
+    # a modifier more or less on one side is the same count (session 49)
+    ("Can I have two cards on one bank account?", "Can I have two cards on a single account?"),
+    ("Can I use two coupons on one order?", "Can I use 2 discount coupons on 1 order?"),
     ("Is the fee 2 dollars for 1 transfer?", "Is it 1 transfer for 2 dollars?"),
     ("Do I get 1 point for every 2 dollars?", "Is it 2 dollars spent per 1 point earned?"),
     ("It took 3 days for 2 payments to arrive", "2 payments took 3 days to arrive"),
@@ -73,6 +90,13 @@ def test_what_a_count_is() -> None:
         (3, "child"),
         (4, "party"),
     ]
+    # the noun is the phrase's last word, up to a function word or a participle
+    assert counts("two bank accounts on one debit card linked to 3 carry-on bags") == [
+        (2, "account"),
+        (1, "card"),
+        (3, "bag"),
+    ]
+    assert counts("one card arrived, two cards i have") == [(1, "card"), (2, "card")]
 
 
 def test_a_tenant_comparing_no_numbers_is_not_refused_for_it() -> None:

@@ -252,6 +252,48 @@ def test_explain_names_the_entity_mismatch(gw: Gateway, client: httpx.Client) ->
     assert relaxed["would_hit"] is True and "amount" not in relaxed["entity_comparison"]["kinds"]
 
 
+@pytest.mark.parametrize(
+    ("tenant", "stored_text", "asked", "kind", "check"),
+    [
+        (
+            "why-asked",
+            "When is the next bus to the airport?",
+            "Where is the next bus to the airport?",
+            "polarity",
+            "asks_for_other",
+        ),
+        (
+            "why-counts",
+            "Can I have two cards on one bank account?",
+            "Can I have one card on two accounts?",
+            "number",
+            "swapped_counts",
+        ),
+    ],
+)
+def test_explain_names_a_check_of_the_pair(
+    gw: Gateway,
+    client: httpx.Client,
+    tenant: str,
+    stored_text: str,
+    asked: str,
+    kind: str,
+    check: str,
+) -> None:
+    """A refusal by a check of the two texts together names its kind and the check
+    (before session 49 the comparison said the entities matched)."""
+    new_tenant(client, tenant)
+    stored = seed(gw, tenant, chat(gw.model, stored_text))
+    report = explain(client, tenant, body=chat(gw.model, asked))
+    assert report["reason"] == f"entity_mismatch:{kind}", report
+    comparison = report["entity_comparison"]
+    assert comparison["entry_id"] == stored and comparison["matches"] is False
+    assert comparison["mismatch_kind"] == kind and comparison["pair_check"] == check
+    assert gw.semantic_verdict(tenant, chat(gw.model, asked)) == report["reason"]
+    same = explain(client, tenant, body=chat(gw.model, stored_text))  # control
+    assert same["would_hit"] is True and same["entity_comparison"]["pair_check"] is None
+
+
 def test_explain_other_tenant_sees_an_empty_partition(gw: Gateway, client: httpx.Client) -> None:
     new_tenant(client, "why-a")
     new_tenant(client, "why-b")

@@ -138,6 +138,9 @@ def test_a_chinese_paraphrase_is_served_through_the_multilingual_embedder(
         # Negative control: an unrelated question with the same shape is not served.
         header = stored_then_asked(g, "你们几点开门几点关门", "如何开具发票", **tenant)[1]
         assert header.startswith("miss:"), header
+        # What is asked for (session 49): retrieved (0.98) and refused by the pair check
+        header = stored_then_asked(g, "年终奖什么时候发？", "年终奖发多少？")[1]
+        assert header == "miss:entity_mismatch:polarity", header
 
 
 def test_the_routed_embedder_serves_english_and_chinese_on_one_gateway(

@@ -71,4 +71,17 @@ CASES = [
         "Classify the sentiment: I hate this phone.",
         "miss:entity_mismatch:polarity",
     ),
+    # session 49's misfire hunt: served at verifier 0.996 before the pair checks
+    (
+        "asked_for_other",
+        "When is the next bus to the airport?",
+        "Where is the next bus to the airport?",
+        "miss:entity_mismatch:polarity",
+    ),
+    (
+        "count_swap_modifier",
+        "Can I have two cards on one bank account?",
+        "Can I have one card on two accounts?",
+        "miss:entity_mismatch:number",
+    ),
 ]

@@ -292,15 +292,28 @@ KIND_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ),
     ),
     # Session 49's misfire hunt (served at verifier 0.989-0.996): the email address / the
-    # mailing address on an account, the basic / the pro edition (基础版 / 专业版).
+    # mailing address on an account, the basic / the pro edition (基础版 / 专业版). Two
+    # sets of addresses: one's medium, and a physical one's use ("mailing" is neither
+    # use: it is the home address to a bank, the shipping one to a shop).
     (
-        "address",
+        "address_medium",
         (
             ("email", r"e-?mail\saddress(?:es)?", "邮箱地址|电子邮箱|邮件地址"),
             (
-                "postal",
-                r"(?:mailing|postal|home|street|physical|residential)\saddress(?:es)?",
-                "邮寄地址|家庭住址|家庭地址|居住地址|通讯地址",
+                "physical",
+                r"(?:mailing|postal|home|street|physical|residential|billing|shipping|delivery)"
+                r"\saddress(?:es)?",
+                "邮寄地址|家庭住址|家庭地址|居住地址|通讯地址|账单地址|收货地址|配送地址|送货地址",
+            ),
+        ),
+    ),
+    (
+        "address_use",
+        (
+            (
+                "home",
+                r"(?:home|street|residential)\saddress(?:es)?",
+                "家庭住址|家庭地址|居住地址",
             ),
             ("billing", r"billing\saddress(?:es)?", "账单地址"),
             ("shipping", r"(?:shipping|delivery)\saddress(?:es)?", "收货地址|配送地址|送货地址"),
@@ -321,7 +334,8 @@ KIND_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
                 ("basic", "basic|starter", "基础版|入门版"),
                 ("standard", "standard", "标准版"),
                 ("pro", "pro|professional", "专业版"),
-                ("premium", "premium|plus", "高级版|旗舰版"),
+                # not "plus": a "Disney Plus subscription", a "device plus subscription"
+                ("premium", "premium", "高级版|旗舰版"),
                 ("enterprise", "enterprise", "企业版"),
             )
         ),

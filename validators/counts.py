@@ -68,7 +68,8 @@ _PHRASE_ENDS = frozenset({
     "could", "will", "would", "should", "may", "might", "must", "have", "has", "had", "i",
     "you", "we", "they", "he", "she", "it", "my", "your", "our", "their", "that", "which",
     "who", "if", "but", "so", "as", "into", "onto", "between", "than", "when", "where",
-    "while", "because", "open", "left", "total", "only", "ago", "later", "now",
+    "while", "because", "open", "left", "total", "only", "ago", "later", "now", "today",
+    "tomorrow", "tonight", "yesterday", "free", "each", "every", "instead", "too", "again",
 })  # fmt: skip
 
 

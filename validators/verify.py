@@ -21,7 +21,7 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from validators.asked_for import asks_for_other
+from validators.asked_for import asks_for_other, narrows_choice
 from validators.counts import swapped_counts
 from validators.entities import Entities, compare_entities, entity_scope, extract_entities
 from validators.errors import InvalidEntitiesError, InvalidJudgeBandError, InvalidScoreError
@@ -132,6 +132,8 @@ PAIR_CHECKS = (
     ("polarity", "swapped_roles", swapped_roles),
     # "When is the next bus to the airport?" / "Where is …": what is asked for (session 49)
     ("polarity", "asks_for_other", asks_for_other),
+    # "Is coffee or tea healthier?" / "Is tea healthier?": one option of a choice
+    ("polarity", "narrows_choice", narrows_choice),
     # "two cards on one account" / "one card on two accounts": the counts swapped
     ("number", "swapped_counts", swapped_counts),
 )

@@ -68,13 +68,16 @@ def _entity_comparison(
         return None
     entry = live.entry
     comparison = compare_entities(extract_entities(question), _entities(entry), kinds)
-    shown = {"entry_id": entry.id} | comparison.to_dict()
+    shown = {"entry_id": entry.id} | comparison.to_dict() | {"pair_check": None}
+    if comparison.mismatch_kind is not None:  # the pair checks run only after the kinds
+        return shown
     # A check of the two texts together ("two cards on one account" / "one card on two
-    # accounts"): the kind the refusal names, which no kind's values show (session 49).
+    # accounts"): the kind the refusal names, which no kind's values show (session 49;
+    # ``kinds`` keeps each kind's comparison of values).
     pair = pair_mismatch(question, entry.question, kinds)
-    shown["pair_check"] = None if pair is None else pair[1]
-    if comparison.mismatch_kind is None and pair is not None:
+    if pair is not None:
         shown |= {"matches": False, "mismatch_kind": pair[0], "mismatches": [pair[0]]}
+        shown["pair_check"] = pair[1]
     return shown
 
 
@@ -141,7 +144,8 @@ class Explainer:
         except InvalidTextError as exc:  # the question cannot be validated at all
             raise BadRequestError(f"question: {exc}", param="question") from None
         assert decision.trace is not None  # a traced lookup always carries its trace
-        comparison = _entity_comparison(
+        comparison = await asyncio.to_thread(  # regular expressions over user text
+            _entity_comparison,
             decision.trace.question,
             decision.trace.candidates,
             policy.semantic_policy().entity_kinds,

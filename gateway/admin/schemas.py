@@ -237,7 +237,8 @@ class ExplainResponse(BaseModel):
     entity_comparison: dict[str, Any] | None = Field(
         description="The question's entities against the best candidate's, kind by kind; "
         "`pair_check` names the check of the two texts together that refused them "
-        "(swapped_roles, asks_for_other, swapped_counts), null when none did"
+        "(swapped_roles, asks_for_other, narrows_choice, swapped_counts), null when none "
+        "did; those run only when every kind's values match"
     )
     steps: list[ExplainStep]
 

@@ -117,6 +117,25 @@ KEPT = [
     ("What is the price of the premium plan?", "How much is the premium subscription?"),
     ("Is the ad-free plan more expensive?", "How much is the premium tier?"),
     ("How do I change my address?", "How do I change my billing address?"),
+    # the diff review's: no order in these sets, "plus" no edition, "mailing" no use
+    (
+        "How do I upgrade from the free plan to the pro plan?",
+        "How do I upgrade to the pro plan from the free plan?",
+    ),
+    (
+        "Can my billing address be different from my shipping address?",
+        "Can my shipping address be different from my billing address?",
+    ),
+    (
+        "Does the basic plan include a Disney Plus subscription?",
+        "Is a Disney Plus subscription included in the basic plan?",
+    ),
+    (
+        "Can I change the mailing address on my order?",
+        "Can I change the shipping address on my order?",
+    ),
+    ("如何修改邮寄地址？", "如何修改收货地址？"),
+    ("怎么从免费版升级到专业版", "专业版怎么从免费版升级"),
 ]
 
 

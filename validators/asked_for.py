@@ -106,6 +106,8 @@ _EN = [
     (name, re.compile(rf"{_EN_START}(?:{pattern})(?:'s)?(?![a-z'])", re.I))
     for name, pattern in _EN_CLASSES
 ]
+#: 寄到哪里了: where it has got to (a state), whatever the verb.
+_GOT_TO = re.compile(r"哪(?:里|儿)?了")
 #: Where a thing is, against when it arrives: one question ("Where is my refund?" /
 #: "When will I get my refund?", 快递到哪了 / 快递什么时候到).
 _ARRIVES = re.compile(
@@ -163,8 +165,11 @@ def asks_for_other(a: str, b: str) -> bool:
     kind_b, rest_b = _asked(b)
     if kind_a is None or kind_b is None or frozenset((kind_a, kind_b)) not in _CLASH:
         return False
-    if {kind_a, kind_b} == {"place", "time"} and _ARRIVES.search(b if kind_b == "time" else a):
-        return False
+    if {kind_a, kind_b} == {"place", "time"}:
+        when, where = (b, a) if kind_b == "time" else (a, b)
+        # not "Where are cards delivered to?": a destination, not a state
+        if _ARRIVES.search(when) and (not _ARRIVES.search(where) or _GOT_TO.search(where)):
+            return False
     words_a, words_b = _words(rest_a, zh), _words(rest_b, zh)
     shared = words_a & words_b
     return bool(shared) and len(words_a ^ words_b) <= 1

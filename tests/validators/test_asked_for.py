@@ -29,6 +29,8 @@ REFUSED = [
     ("多久可以提现一次？", "一次可以提现多少？"),
     ("考试在哪里？", "考试是什么时候？"),
     ("When's the next bus to the airport?", "Where's the next bus to the airport?"),
+    # where it goes, not where it is: no state, so "delivered" makes it no arrival
+    ("When are cards delivered?", "Where are cards delivered to?"),
 ]
 
 SERVED = [

@@ -35,7 +35,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.metrics_auth import require_metrics_token
 from gateway.ops import start_operations
 from gateway.proxy.concurrency import ReleaseSlots, TenantConcurrency
-from gateway.proxy.concurrency_shared import build_slot_store
+from gateway.proxy.concurrency_stores import build_slot_store
 from gateway.proxy.engine_pool import EnginePool
 from gateway.proxy.judge import UpstreamJudge
 from gateway.proxy.openapi_docs import document_openai_routes

@@ -93,7 +93,7 @@ class RateLimitBucket(Base):
 
 class ConcurrencyLease(Base):
     """A request in flight of a tenant with ``max_concurrent_requests``, shared by the
-    gateway replicas on PostgreSQL (gateway/proxy/concurrency_shared.py); ``expires_at``
+    gateway replicas on PostgreSQL (gateway/proxy/concurrency_stores.py); ``expires_at``
     is the database server's epoch seconds, renewed while the request runs."""
 
     __tablename__ = "concurrency_leases"

@@ -21,7 +21,8 @@ from gateway.app import Components
 from gateway.errors import RateLimitError
 from gateway.policy import TenantPolicy
 from gateway.proxy.concurrency import Claim, TenantConcurrency
-from gateway.proxy.concurrency_shared import PostgresSlots, RedisSlots, SlotStore
+from gateway.proxy.concurrency_shared import SlotStore
+from gateway.proxy.concurrency_stores import PostgresSlots, RedisSlots
 from gateway.proxy.ratelimit import Taken
 from gateway.proxy.ratelimit_shared import store_engine
 from gateway.tenants import TenantContext

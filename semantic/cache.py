@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -38,21 +38,19 @@ from numpy.typing import ArrayLike, NDArray
 
 from semantic.candidates import choose, decided_result, trace_candidates
 from semantic.embedder_base import TextEmbedder
-from semantic.errors import InvalidRequestError, WouldBlockError
+from semantic.errors import WouldBlockError
 from semantic.fences import Unsettled, drop_if_overtaken, raise_fence
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
 from semantic.hits import confirm_pending, served_hit
-from semantic.index import check_vectors
-from semantic.json_copy import json_copy
 from semantic.partition import SemanticQuery
 from semantic.partitioned_index import PartitionedIndex
 from semantic.policy import DEFAULT_POLICY, SemanticPolicy
 from semantic.question_vectors import QuestionVectors, memo_scope
 from semantic.rebuild import rebuild_index
 from semantic.results import BELOW_THRESHOLD, EMPTY, UNSUPPORTED_TEXT, LookupResult, StoreResult
-from semantic.storable import store_skip_reason
-from semantic.store import EntryStore, NewEntry, StoredEntry
+from semantic.storable import new_entry, store_skip_reason
+from semantic.store import EntryStore, StoredEntry
 from semantic.trace import NO_TRACE, LookupTrace
 from semantic.verification import HitVerifier
 
@@ -306,31 +304,8 @@ class SemanticCache:
         skip = store_skip_reason(self, query, response, policy)  # the backfill's check too
         if skip is not None:
             return StoreResult(False, key, reason=skip)
-        if embedding is None:
-            vector = self._embed(memo_scope(query), query.question)
-        else:
-            vectors = check_vectors(embedding, self.embedder.dim)
-            if vectors.shape[0] != 1:
-                raise InvalidRequestError("store() takes one embedding")
-            vector = vectors[0]
-        answer = json_copy(dict(response), "response body")
-        entities = None
-        if self.validator is not None:
-            extracted = self.validator.extract(query.question, scope=memo_scope(query))
-            entities = json_copy(extracted, "entities")
-        now = self.now()
-        ttl = policy.ttl_seconds
-        new = NewEntry(
-            partition_key=key,
-            tenant=query.tenant,
-            question=query.question,
-            answer=answer,
-            embedding=vector,
-            embedder_id=self.embedder_id,
-            entities=entities,
-            expires_at=now + timedelta(seconds=ttl) if ttl else None,
-            ttl_seconds=ttl,
-        )
+        new, now = new_entry(self, query, response, policy, key, embedding)
+        vector = new.embedding
         with self.writing(wait) as taken:
             if not taken:
                 return StoreResult(False, key, reason="busy")

@@ -7,20 +7,27 @@ have evicted good entries for nothing; the backfill asks this first, and makes r
 only for an answer that will be stored.
 
 ``SemanticCache.store`` decides with this same function, so the reason is the one the
-store gives.
+store gives, and builds the row it writes with :func:`new_entry`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from numpy.typing import ArrayLike
+
 from semantic.cacheability import uncacheable_reason
+from semantic.errors import InvalidRequestError
+from semantic.index import check_vectors
+from semantic.json_copy import json_copy
 from semantic.partition import SemanticQuery
 from semantic.policy import SemanticPolicy
 from semantic.question_vectors import memo_scope
 from semantic.results import UNSUPPORTED_TEXT
+from semantic.entries import NewEntry
 
 if TYPE_CHECKING:
     from semantic.cache import SemanticCache
@@ -44,3 +51,43 @@ def store_skip_reason(
     if skip is None and not cache.is_supported(query.question, memo_scope(query)):
         skip = UNSUPPORTED_TEXT
     return skip
+
+
+def new_entry(
+    cache: SemanticCache,
+    query: SemanticQuery,
+    response: Mapping[str, Any],
+    policy: SemanticPolicy,
+    key: str,
+    embedding: ArrayLike | None,
+) -> tuple[NewEntry, datetime]:
+    """The row ``cache.store`` writes, every field validated before the database is
+    touched: the question's vector (``embedding`` from its lookup, else embedded now), a
+    JSON copy of the answer and of the question's entities, and its expiry; with the
+    time it was made (read after the embedding, which may take a while)."""
+    if embedding is None:
+        vector = cache.vectors.vector(memo_scope(query), query.question)
+    else:
+        vectors = check_vectors(embedding, cache.embedder.dim)
+        if vectors.shape[0] != 1:
+            raise InvalidRequestError("store() takes one embedding")
+        vector = vectors[0]
+    answer = json_copy(dict(response), "response body")
+    entities = None
+    if cache.validator is not None:
+        extracted = cache.validator.extract(query.question, scope=memo_scope(query))
+        entities = json_copy(extracted, "entities")
+    now = cache.now()
+    ttl = policy.ttl_seconds
+    new = NewEntry(
+        partition_key=key,
+        tenant=query.tenant,
+        question=query.question,
+        answer=answer,
+        embedding=vector,
+        embedder_id=cache.embedder_id,
+        entities=entities,
+        expires_at=now + timedelta(seconds=ttl) if ttl else None,
+        ttl_seconds=ttl,
+    )
+    return new, now

@@ -94,7 +94,9 @@ class Settings(BaseSettings):
     # reports a cold cache elsewhere (openai, sglang, not yet known), where the count
     # could reveal what other tenants sent (gateway/proxy/cache_counts.py); "pass"
     # always (one tenant, or an SGLang that honours cache_salt); "hide" always (a vLLM
-    # too old to honour cache_salt, or a proxy before it that drops the field).
+    # too old to honour cache_salt, or a proxy before it that drops the field). The
+    # upstream's x-ratelimit-* (its account's limits: every tenant's traffic) pass only
+    # under "pass".
     upstream_cached_tokens: Literal["auto", "pass", "hide"] = "auto"
     models_refresh_seconds: float = Field(60.0, gt=0)  # how long the model list is reused
     # A model the upstream's /v1/models does not list: "refuse" (404 model_not_found,

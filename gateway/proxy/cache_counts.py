@@ -22,10 +22,14 @@ field                                          hidden as
 =============================================  ========================================
 
 Headers too: the upstream's ``openai-processing-ms`` (its prompt time: a sharper cache
-timer) and, on answers that are not its own refusal, its ``x-ratelimit-*`` headers,
-which count the gateway's one account: every tenant's requests and tokens, so a tenant
-read the others' traffic from them (a review, session 41). A 429/503 of the upstream
-keeps them (they explain the refusal; gateway/proxy/relay.py ``upstream_error``).
+timer), where the counts are hidden, and, on answers that are not its own refusal, its
+``x-ratelimit-*`` headers, which count the gateway's one account: every tenant's
+requests and tokens, so a tenant read the others' traffic from them (a review, session
+41). Those are dropped whatever the upstream's cache (since session 50: an isolated
+dialect had passed them, and a managed endpoint in front of vLLM sends them); only
+``CACHEGATE_UPSTREAM_CACHED_TOKENS=pass`` (one tenant, or tenants that may see each
+other) passes them. A 429/503 of the upstream keeps them (they explain the refusal;
+gateway/proxy/relay.py ``upstream_error``).
 
 ``prompt_tokens`` is never touched. What this cannot see: a field of another server's
 that names the count differently, a price that reflects a cache discount (OpenRouter's
@@ -43,11 +47,14 @@ from typing import Any
 REMOVED = ("timings", "prompt_progress", "__verbose")
 
 
-def hide_shared_headers(passed: dict[str, str]) -> None:
-    """Drop, from the headers an answer passes on, what tells of other tenants."""
-    for name in [n for n in passed if n.startswith("x-ratelimit-")]:
-        del passed[name]
-    passed.pop("openai-processing-ms", None)
+def hide_shared_headers(passed: dict[str, str], *, limits: bool, timer: bool) -> None:
+    """Drop, from the headers an answer passes on, what tells of other tenants: the
+    account's ``limits`` and the prompt's ``timer`` (the module docstring)."""
+    if limits:
+        for name in [n for n in passed if n.startswith("x-ratelimit-")]:
+            del passed[name]
+    if timer:
+        passed.pop("openai-processing-ms", None)
 
 
 def _count(value: Any) -> int | None:

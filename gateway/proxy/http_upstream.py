@@ -171,7 +171,8 @@ class HttpUpstream(ModelListing):
             if not req.cache_kv:  # KV no later request can reuse: not kept there
                 headers[KV_REUSE_HEADER] = "off"
         timeout = self._timeout if body.get("stream") is True else self._whole_timeout
-        # its prompt time (a cache timer), its account's limits (cache_counts.py)
+        # its cached counts and prompt time (a cache timer); its account's limits are
+        # hidden whatever its cache (cache_counts.py)
         hide = self._hides_cached(d)
         try:
             response = await self._open(path, body, headers, timeout, hide)
@@ -186,8 +187,7 @@ class HttpUpstream(ModelListing):
             hide = self._hides_cached(d)  # as the request went out (generic once refused)
             response = await self._open(path, body, headers, timeout, hide)
         passed = passed_headers(response, upstream_id)  # the id sent, echoed: not passed
-        if hide:
-            hide_shared_headers(passed)
+        hide_shared_headers(passed, limits=self.hides_limits, timer=hide)
         asked = asks_for_usage(body, added_usage)  # a usage chunk, of the client's own
         try:
             if body.get("stream") is True:
@@ -209,6 +209,13 @@ class HttpUpstream(ModelListing):
             raise UpstreamError("the upstream stream broke") from exc
         finally:
             await response.aclose()
+
+    @property
+    def hides_limits(self) -> bool:
+        """Whether the upstream's ``x-ratelimit-*`` are kept from clients: they count the
+        gateway's one account, every tenant's traffic, whatever its cache; ``pass`` alone
+        passes them (cache_counts.py)."""
+        return self.cached_tokens != "pass"
 
     def _hides_cached(self, d: Dialect) -> bool:
         """Whether clients are kept from what tells of other tenants (cached tokens, the
@@ -233,8 +240,7 @@ class HttpUpstream(ModelListing):
         response = await self._open(path, body, headers, self._whole_timeout, hide)
         try:
             passed = passed_headers(response, upstream_id)
-            if hide:
-                hide_shared_headers(passed)
+            hide_shared_headers(passed, limits=self.hides_limits, timer=hide)
             raw, whole = await read_capped(response, self.max_body_bytes)
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError("the upstream stopped answering") from exc
@@ -253,7 +259,7 @@ class HttpUpstream(ModelListing):
         body: dict[str, Any],
         headers: dict[str, str],
         timeout: httpx.Timeout,
-        hide_shared: bool,
+        hide_timer: bool,
     ) -> httpx.Response:
         for attempt in range(self.retries + 1):
             try:
@@ -285,6 +291,7 @@ class HttpUpstream(ModelListing):
                 # it may have run the request, so it is not sent again.
                 raise UpstreamError("the upstream failed before answering", code=DROPPED) from exc
             if response.status_code >= 400:
-                raise await upstream_error(response, headers.get("x-request-id", ""), hide_shared)
+                request_id = headers.get("x-request-id", "")
+                raise await upstream_error(response, request_id, self.hides_limits, hide_timer)
             return response
         raise AssertionError("unreachable")

@@ -87,15 +87,18 @@ MAX_SAID_CHARS = 2000  # of an upstream's error string put in the gateway's own 
 
 
 async def upstream_error(
-    response: httpx.Response, request_id: str, hide_shared: bool = False
+    response: httpx.Response,
+    request_id: str,
+    hide_limits: bool = False,
+    hide_timer: bool = False,
 ) -> GatewayError:
-    """The upstream's error answer as the client gets it. ``hide_shared``: its account's
-    limits and prompt time are kept from the client (cache_counts.py) unless the error
-    is the refusal they explain (a 429 or 503)."""
+    """The upstream's error answer as the client gets it. ``hide_limits`` /
+    ``hide_timer``: its account's limits / prompt time are kept from the client
+    (cache_counts.py) unless the error is the refusal they explain (a 429 or 503)."""
     status = response.status_code
     passed = passed_headers(response, request_id)
-    if hide_shared and status not in RELAYED_STATUSES:
-        hide_shared_headers(passed)
+    if status not in RELAYED_STATUSES:
+        hide_shared_headers(passed, limits=hide_limits, timer=hide_timer)
     try:
         raw, whole = await read_capped(response, MAX_ERROR_BYTES)
     except httpx.HTTPError:

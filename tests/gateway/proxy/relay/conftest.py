@@ -1,5 +1,6 @@
 """Per module: a scripted upstream (its handler swapped per test) and a live gateway
-in front of it, with one tenant."""
+in front of it, with one tenant. A module's ``GATEWAY_SETTINGS`` (a dict) adds to the
+gateway's settings."""
 
 from __future__ import annotations
 
@@ -25,10 +26,14 @@ def up() -> Iterator[Scripted]:
 
 @pytest.fixture(scope="module")
 def gw(
-    up: Scripted, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+    up: Scripted,
+    embedder: Embedder,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[Gateway]:
     data_dir: Path = tmp_path_factory.mktemp("relay")
-    settings = gateway_settings(data_dir, upstream_url=up.url)
+    extra = getattr(request.module, "GATEWAY_SETTINGS", {})
+    settings = gateway_settings(data_dir, upstream_url=up.url, **extra)
     with running_gateway(settings, Components(embedder=embedder)) as gateway:
         yield gateway
 

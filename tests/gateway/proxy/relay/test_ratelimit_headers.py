@@ -18,6 +18,11 @@ from gateway.tenants import TenantContext
 from tests.gateway.conftest import Gateway, assert_openai_error
 from tests.gateway.proxy.relay.support import Scripted, answer, ask
 
+# The upstream's x-ratelimit-* pass to clients only under this setting (they count the
+# gateway's one account: gateway/proxy/cache_counts.py); what is tested here is how
+# they pass and mix with the tenant's own, so it is on.
+GATEWAY_SETTINGS = {"upstream_cached_tokens": "pass"}
+
 CHAT = "/v1/chat/completions"
 
 

@@ -21,6 +21,11 @@ from gateway.proxy.token_limit import embedding_tokens
 from tests.gateway.conftest import Gateway, wait_until
 from tests.gateway.proxy.relay.support import MODEL, Scripted, answer, ask
 
+# The upstream's x-ratelimit-* pass to clients only under this setting (they count the
+# gateway's one account: gateway/proxy/cache_counts.py); what is tested here is how
+# they pass and mix with the tenant's own, so it is on.
+GATEWAY_SETTINGS = {"upstream_cached_tokens": "pass"}
+
 CHAT = "/v1/chat/completions"
 TPM = 60_000  # 1,000 a second: the charges below take seconds to refill
 

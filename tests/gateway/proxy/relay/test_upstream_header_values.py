@@ -16,6 +16,11 @@ from fastapi.responses import JSONResponse, Response
 from tests.gateway.conftest import Gateway
 from tests.gateway.proxy.relay.support import CHAT, Scripted, answer, ask
 
+# The upstream's x-ratelimit-* pass to clients only under this setting (they count the
+# gateway's one account: gateway/proxy/cache_counts.py); what is tested here is how
+# they pass and mix with the tenant's own, so it is on.
+GATEWAY_SETTINGS = {"upstream_cached_tokens": "pass"}
+
 
 def test_passed_headers_carry_only_what_they_mean(
     gw: Gateway, up: Scripted, tenant: tuple[str, str]

@@ -37,6 +37,11 @@ from tests.gateway.proxy.relay.support import (
 )
 from tests.live_server import serving
 
+# The upstream's x-ratelimit-* pass to clients only under this setting (they count the
+# gateway's one account: gateway/proxy/cache_counts.py); what is tested here is how
+# they pass and mix with the tenant's own, so it is on.
+GATEWAY_SETTINGS = {"upstream_cached_tokens": "pass"}
+
 # ----------------------------------------------------------------- 1. 429 and 503
 
 

@@ -55,20 +55,34 @@ def _is_metadata(value: Any) -> bool:
 #: hit, never an answer).
 SERVICE_TIERS = frozenset({"auto", "default", "flex", "scale", "priority"})
 
+def _is_whole_number(value: Any) -> bool:
+    """vLLM's ``priority`` (an int; pydantic also takes 2.0, not 2.5 or true)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
 #: Fields left out of the cache key (``semantic/partition.py`` IGNORED_PARAMS) that the
-#: OpenAI API still checks, each with the check for the values it accepts (besides
-#: null): ``service_tier`` one of its tiers, ``store`` a boolean, ``metadata`` an
-#: object of strings.
+#: OpenAI API (or vLLM) still checks, each with the check for the values it accepts
+#: (besides null): ``service_tier`` one of its tiers, ``store`` a boolean, ``metadata``
+#: an object of strings, ``safety_identifier`` and ``prompt_cache_key`` strings
+#: (OpenAI), ``request_id`` a string and ``priority`` a whole number (vLLM; since
+#: session 50: a hit had answered 200 where they answer 400).
 _TYPED_IGNORED: dict[str, Callable[[Any], bool]] = {
     "service_tier": lambda v: isinstance(v, str) and v in SERVICE_TIERS,
     "store": lambda v: isinstance(v, bool),
     "metadata": _is_metadata,
+    "safety_identifier": lambda v: isinstance(v, str),
+    "prompt_cache_key": lambda v: isinstance(v, str),
+    "request_id": lambda v: isinstance(v, str),
+    "priority": _is_whole_number,
 }
 
 
 def mistyped_ignored_field(body: dict[str, Any]) -> str | None:
     """The name of a field the cache key ignores whose value the OpenAI API refuses
-    (``"metadata": 5``, ``"store": "yes"``, ``"service_tier": 7`` or ``"gold"``), if any.
+    (``"metadata": 5``, ``"store": "yes"``, ``"service_tier": 7`` or ``"gold"``,
+    ``"priority": "high"``), if any.
 
     Such a request skips the lookup and the backfill: the key ignores the field, so a
     hit answered 200 where OpenAI answers 400 and another upstream may read the value

@@ -7,7 +7,8 @@ Through the real gateway in front of a scripted vLLM-like upstream:
   an upstream that never names one gets none invented;
 - a hit reports ``service_tier`` null, whatever tier the client asked for, never the
   tier of the request that filled the cache (``hit_tier.py``): no tier served it;
-- a request whose ``service_tier``, ``store`` or ``metadata`` has a value the API
+- a request whose ``service_tier``, ``store``, ``metadata``, ``safety_identifier``,
+  ``prompt_cache_key``, ``request_id`` or ``priority`` has a value the API (or vLLM)
   refuses skips the cache (``cacheable.py``): the upstream decides, nothing is stored.
 Each beside its control.
 """
@@ -156,6 +157,12 @@ WELL_TYPED: list[dict[str, Any]] = [
     {"service_tier": "flex"},
     {"service_tier": "priority"},
     {"service_tier": None},
+    {"safety_identifier": "user-7f3a"},
+    {"prompt_cache_key": "faq-v2"},
+    {"request_id": "client-7"},
+    {"priority": 0},
+    {"priority": -3},
+    {"priority": 2.0},
 ]
 MISTYPED: list[tuple[dict[str, Any], str]] = [
     ({"metadata": 5}, "metadata"),
@@ -167,6 +174,13 @@ MISTYPED: list[tuple[dict[str, Any], str]] = [
     ({"service_tier": True}, "service_tier"),
     ({"service_tier": "gold"}, "service_tier"),  # a string, but no tier OpenAI has
     ({"service_tier": "AUTO"}, "service_tier"),
+    # session 50's review: these had been hits, where OpenAI and vLLM answer 400
+    ({"safety_identifier": {"a": 1}}, "safety_identifier"),
+    ({"prompt_cache_key": 5}, "prompt_cache_key"),
+    ({"request_id": 12345}, "request_id"),
+    ({"priority": "high"}, "priority"),
+    ({"priority": True}, "priority"),
+    ({"priority": 1.5}, "priority"),
 ]
 
 

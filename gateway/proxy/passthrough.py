@@ -14,6 +14,14 @@ a field this reads that has the wrong type (``choices`` not a list, a choice or 
 is skipped here, never a crash, and the body is then marked as an error
 (``UNREADABLE``), which the cacheability rules refuse to store: what the client got
 is not what the body would say.
+
+Fields this does not know are kept as an SDK keeps them (since session 50: they were
+dropped, so a hit replayed a streamed miss's answer without them and a body's with
+them): a choice's (SGLang's ``matched_stop``) as its last value that was not null, a
+delta's string (another server's text) concatenated. A delta field of another type
+(OpenRouter's ``reasoning_details``, a list of fragments its body merges) cannot be
+put back together as the body would have it, so such an answer is not stored
+(``UNREBUILT``): a hit replays all of an answer or none.
 """
 
 from __future__ import annotations
@@ -33,6 +41,19 @@ UNREADABLE = {
     "param": None,
     "code": None,
 }
+# A stream with a delta field that cannot be put back together: not stored either.
+UNREBUILT = {
+    "message": "the upstream's stream carried a field the gateway cannot put back together",
+    "type": "upstream_error",
+    "param": None,
+    "code": None,
+}
+# A choice's fields read below; any other is kept (``_Choice.extra``).
+_CHOICE_FIELDS = frozenset({"index", "finish_reason", "stop_reason", "logprobs", "delta", "text"})
+# A delta's fields read below (``role``: a message's is always the assistant's).
+_DELTA_FIELDS = frozenset(
+    {*_TEXT_FIELDS, "role", "tool_calls", "function_call", "audio", "annotations"}
+)
 
 
 @dataclass
@@ -47,6 +68,8 @@ class _Choice:
     #: vLLM's ``stop_reason`` (null, or the stop string or token id that ended the
     #: answer), as its chunks named it; absent when no chunk had one.
     stop_reason: dict[str, Any] = field(default_factory=dict)
+    #: Choice fields of other servers', each as its last chunk that was not null said.
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class StreamAssembly:
@@ -58,6 +81,7 @@ class StreamAssembly:
         self.usage: dict[str, Any] | None = None  # the upstream's own usage chunk
         self.choices: dict[int, _Choice] = {}
         self.unreadable = False  # a chunk had a field of the wrong type: never stored
+        self.unrebuilt = False  # a delta field that cannot be put back: never stored
 
     def add(self, chunk: dict[str, Any]) -> None:
         # Named, not every key: a chunk can carry per-chunk noise (OpenAI's random
@@ -98,6 +122,9 @@ class StreamAssembly:
             c.stop_reason = {"stop_reason": stop}
         if raw.get("logprobs"):
             c.logprobs.append(raw["logprobs"])
+        for name in raw.keys() - _CHOICE_FIELDS:
+            if raw[name] is not None or name not in c.extra:
+                c.extra[name] = raw[name]
         if self.kind == "completion":
             self._add_text(c, "text", raw.get("text"))
             return
@@ -119,6 +146,14 @@ class StreamAssembly:
             c.annotations.extend(annotations)
         elif annotations is not None:
             self.unreadable = True
+        for name in delta.keys() - _DELTA_FIELDS:
+            value = delta[name]
+            if isinstance(value, str):
+                c.text.setdefault(name, []).append(value)
+            elif value is None:
+                c.text.setdefault(name, [])  # named null: null in the message too
+            else:
+                self.unrebuilt = True
 
     def _add_text(self, c: _Choice, name: str, value: Any) -> None:
         if isinstance(value, str):
@@ -138,15 +173,21 @@ class StreamAssembly:
             if isinstance(details, dict) and isinstance(usage.get("prompt_tokens_details"), dict):
                 usage["prompt_tokens_details"] = details | usage["prompt_tokens_details"]
         body = self.head | {"object": obj, "choices": choices, "usage": usage}
-        return body | {"error": dict(UNREADABLE)} if self.unreadable else body
+        if self.unreadable:
+            return body | {"error": dict(UNREADABLE)}
+        return body | {"error": dict(UNREBUILT)} if self.unrebuilt else body
 
     def _choice(self, index: int, c: _Choice) -> dict[str, Any]:
-        joined = {name: "".join(parts) for name, parts in c.text.items()}
-        out: dict[str, Any] = {
-            "index": index,
-            "finish_reason": c.finish_reason,
-            "logprobs": c.logprobs or None,
-        } | c.stop_reason
+        joined = {name: "".join(parts) if parts else None for name, parts in c.text.items()}
+        out: dict[str, Any] = (
+            c.extra
+            | {
+                "index": index,
+                "finish_reason": c.finish_reason,
+                "logprobs": c.logprobs or None,
+            }
+            | c.stop_reason
+        )
         if self.kind == "completion":
             return out | {"text": joined.get("text", "")}
         message: dict[str, Any] = {"role": "assistant", "content": joined.get("content")}

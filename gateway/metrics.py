@@ -237,6 +237,7 @@ class GatewayMetrics:
             registry=r,
         )
         self._targeted: set[str] = set()  # tenants with a target series here
+        self._minted: dict[str, str] = {}  # tenant id -> the namespace its series count
         self.target_changes = 0  # policy changes followed: a label's read older than one is redone
         # Per finished request, by the misfire report's formulas (gateway/saved_metrics.py).
         self.prefill_flops_saved = Counter(
@@ -283,6 +284,14 @@ class GatewayMetrics:
         for name in self._tenant_metrics:
             getattr(self, name).forget(tenant_id)
         self._targeted.discard(tenant_id)
+        self._minted.pop(tenant_id, None)
+
+    def saw(self, tenant_id: str, namespace_id: str) -> None:
+        """A request of ``tenant_id`` authenticated: its series are of the tenant minted
+        ``namespace_id`` (the first one seen until they are forgotten), so a tenant
+        deleted and created again under its id is told apart (:meth:`forget_deleted`)."""
+        if namespace_id and tenant_id not in self._minted:
+            self._minted[tenant_id] = namespace_id
 
     def set_misfire_target(self, tenant_id: str, target: float, read_at: int | None = None) -> bool:
         """Export the tenant's ``target_misfire_rate`` (a label was counted for it); with
@@ -314,10 +323,15 @@ class GatewayMetrics:
 
     def forget_deleted(self, changed: Collection[str], namespace_id: Callable[[str], str]) -> None:
         """The change feed's callback: forget the tenants among ``changed`` that no
-        longer exist (deleted through any replica). A rebuild names none: labels are
-        digests, so series of tenants this replica cannot name stay."""
+        longer exist (deleted through any replica) or exist as another tenant (created
+        again under the id before this replica heard of the delete: since session 50,
+        whose review found the old tenant's counts in the new one's stats). A rebuild
+        names none: labels are digests, so series of tenants this replica cannot name
+        stay."""
         for tenant_id in changed:
-            if not namespace_id(tenant_id):
+            current = namespace_id(tenant_id)
+            minted = self._minted.get(tenant_id)
+            if not current or (minted is not None and minted != current):
                 self.forget_tenant(tenant_id)
 
     def watch_feed(self, feed: ChangeFeed) -> None:

@@ -58,6 +58,12 @@ SLOT_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="cachegate-slot
 
 
 async def authenticate(request: Request) -> TenantContext:
+    ctx = await _authenticate(request)
+    state(request).metrics.saw(ctx.tenant_id, ctx.namespace_id)  # whose series these are
+    return ctx
+
+
+async def _authenticate(request: Request) -> TenantContext:
     tenants, key = state(request).tenants, bearer(request)
     ctx = tenants.cached(key)
     if ctx is not None:

@@ -55,6 +55,7 @@ def _is_metadata(value: Any) -> bool:
 #: hit, never an answer).
 SERVICE_TIERS = frozenset({"auto", "default", "flex", "scale", "priority"})
 
+
 def _is_whole_number(value: Any) -> bool:
     """vLLM's ``priority`` (an int; pydantic also takes 2.0, not 2.5 or true)."""
     if isinstance(value, bool):

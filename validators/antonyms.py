@@ -122,6 +122,23 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
         r"paus(?:e|es|ed|ing)|suspend(?:s|ed|ing)?",
         r"resum(?:e|es|ed|ing)|unpaus(?:e|es|ed|ing)|reactivat(?:e|es|ed|ing)",
     ),
+    # Session 50 (a misfire hunt, served at verifier 0.985-0.996): a font bigger / smaller,
+    # a warranty longer / shorter ("no longer" is no comparison), a bag heavier / lighter,
+    # a screen brighter / darker, an upload sped up / slowed down, the full / a partial
+    # refund (and the whole / part of a trip)
+    ("size", r"bigger|larger", r"smaller"),
+    ("long", r"(?<!no\s)(?<!any\s)longer", r"shorter"),
+    ("heavy", r"heavier", r"lighter"),
+    ("bright", r"brighter", r"darker|dimmer"),
+    ("wide", r"wider", r"narrower"),
+    ("thick", r"thicker", r"thinner"),
+    ("speed", r"speed(?:s|ing)?\sup|sped\sup", r"slow(?:s|ing|ed)?\sdown"),
+    (
+        "whole",
+        r"full(?=\s(?:refunds?|amount|price|payment|balance|cost|fare|tuition|course|year))"
+        r"|in\sfull|(?:the\s)?(?:entire|whole)",
+        r"partial(?:ly)?|part\sof",
+    ),
 )
 
 #: Chinese poles of the same scales (and of one more: rise / fall, 涨 / 跌), as whole
@@ -147,6 +164,11 @@ ZH_ANTONYMS: dict[str, tuple[str, str]] = {
     # session 48: 延长 / 缩短, 暂停 / 恢复 (a misfire hunt)
     "length": ("延长|加长", "缩短"),
     "pause": ("暂停", "恢复"),
+    # session 50: 更大 / 更小, 更长 / 更短, 更粗 / 更细, 全额 / 部分退款 (a misfire hunt)
+    "size": ("更大|调大|放大|变大", "更小|调小|缩小|变小"),
+    "long": ("更长|变长", "更短|变短"),
+    "thick": ("更粗|加粗|变粗", "更细|变细"),
+    "whole": ("全额|全部(?=费用|金额|报销|退款|退还)", "一部分|部分(?=费用|金额|报销|退款|退还)"),
     "transfer": (
         "给别人转账|转账给别人|转给别人|转出|汇出",
         "收别人的转账|接收转账|收到转账|转入|汇入",

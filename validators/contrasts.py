@@ -36,6 +36,7 @@ from itertools import combinations
 
 from validators.contrast_kinds import KIND_SETS
 from validators.contrast_scopes import SCOPE_SETS, UNORDERED
+from validators.contrast_settings import SETTING_SETS
 
 _A = r"(?<![A-Za-z])"
 _Z = r"(?![A-Za-z])"
@@ -46,7 +47,7 @@ def _en(words: str) -> str:
 
 
 #: (set name, ((member name, English regex, Chinese alternatives), ...))
-CONTRAST_SETS = (*KIND_SETS, *SCOPE_SETS)
+CONTRAST_SETS = (*KIND_SETS, *SCOPE_SETS, *SETTING_SETS)
 
 
 def _member(en: str, zh: str) -> str:

@@ -120,6 +120,16 @@ _HOW_RATES_WORK = re.compile(
     NOCASE | re.DOTALL,
 )
 
+#: "latest" as a deadline, a policy that does not change with time (session 50's misfire
+#: hunt: "What is the latest I can check in?", "the latest time to return an item", "the
+#: latest check-out time" were never cached); "at the latest" too.
+_DEADLINE = (
+    r"\s(?:(?:possible\s)?(?:time|date|day|hour)s?\s)?(?:(?:that\s)?(?:i|we|you|one|they|he|she)"
+    r"\s(?:can|could|may|might|should|must|am\sable|is\sable|are\sable)|to\s)"
+    r"|\s(?:check[\s-]?(?:in|out)|arrival|departure|cancell?ation|return|submission|booking"
+    r"|sign[\s-]?up|registration|drop[\s-]?off|pick[\s-]?up|deadline)"
+)
+
 TIME_SENSITIVE = Guard(
     "time_sensitive",
     "answers that change with time: now/current/latest, news, prices and rates, weather, the clock",
@@ -140,7 +150,10 @@ TIME_SENSITIVE = Guard(
         ),
         regex_rule(
             "latest",
-            en_words(r"latest|newest|most\srecent|up[\s-]to[\s-]date|breaking|just\sreleased")
+            en_words(
+                rf"(?<!at\sthe\s)latest(?!{_DEADLINE})|newest|most\srecent|up[\s-]to[\s-]date"
+                r"|breaking|just\sreleased"
+            )
             + r"|最新|最近的?(?:新闻|消息|动态)",
             unless=_UPDATE_HOWTO,
         ),

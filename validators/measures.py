@@ -46,7 +46,9 @@ _AFTER_A_TIME = _A_TIME + r"\s(?:after|past|since|later)\b"
 # answers); only after these, since 前 / 后 end many words (目前, 提前, 前天, 售后, 然后).
 _ZH_BEFORE_AFTER = (
     "(?:(?<=[饭餐税婚睡])|(?<=(?<![技艺学美算战])术)|(?<=(?<![资房财生地])产)"
-    "|(?<=考试|起飞|登机|发货|入住|下单|付款|退房|出院|手术|分娩)){}"
+    "|(?<=考试|起飞|登机|发货|入住|下单|付款|退房|出院|手术|分娩"
+    # session 50 (a misfire hunt): the events of a job, a school year and a contract
+    "|离职|入职|退休|毕业|转正|开学|放假|过期|签约|到账|签收|注销|结婚|怀孕)){}"
 )
 
 

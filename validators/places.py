@@ -104,7 +104,11 @@ _OUTSIDE_AFTER = re.compile("以外|之外|境外")
 _FROM_BEFORE = re.compile(r"(?<![A-Za-z])from\s+(?:the\s+)?$", re.IGNORECASE)
 _TO_BEFORE = re.compile(r"(?<![A-Za-z])(?:to|into|towards?)\s+(?:the\s+)?$", re.IGNORECASE)
 _ZH_FROM_BEFORE = re.compile("(?:从|由|自)$")
-_ZH_TO_BEFORE = re.compile("(?:到|至|往|去|前往|寄往|寄到|发往|运往|汇往|转到|飞往|飞到|回)$")
+# 到 after a verb it completes (收到, 找到, 拿到 …) names what was got, not where to: 收到美国
+# 寄来的包裹 is from the US (session 50's misfire hunt: read as "to", refused against 从美国)
+_ZH_TO_BEFORE = re.compile(
+    "(?:(?<![收得找拿遇达看听做受感])到|至|往|去|前往|寄往|寄到|发往|运往|汇往|转到|飞往|飞到|回)$"
+)
 _ZH_ROUTE = re.compile(
     "的?(?:到|至|飞往|飞到|飞|去|前往|寄往|寄到|寄|发往|发到|运往|运到|转账到|转到|汇到|汇往)"
 )

@@ -56,6 +56,21 @@ DIFFERENT = [
     ("饭前可以吃布洛芬吗", "饭后可以吃布洛芬吗"),
     ("税前工资一万要交多少税", "税后工资一万要交多少税"),
     ("术前需要禁食多久", "术后需要禁食多久"),
+    # session 50's misfire hunt (verifier 0.985-0.997): comparatives and the whole / a part
+    ("How do I make the font bigger?", "How do I make the font smaller?"),
+    ("Can I get a longer warranty?", "Can I get a shorter warranty?"),
+    ("Is a heavier bag allowed on board?", "Is a lighter bag allowed on board?"),
+    ("How do I make the screen brighter?", "How do I make the screen darker?"),
+    ("How do I speed up my uploads?", "How do I slow down my uploads?"),
+    ("Do I get a full refund if I cancel?", "Do I get a partial refund if I cancel?"),
+    ("Is the whole trip covered by insurance?", "Is part of the trip covered by insurance?"),
+    ("怎么把字体调大", "怎么把字体调小"),
+    ("能换更长的数据线吗", "能换更短的数据线吗"),
+    ("取消订单能全额退款吗", "取消订单能部分退款吗"),
+    # 前 / 后 after the events of a job, a school year, a contract
+    ("离职前要办什么手续", "离职后要办什么手续"),
+    ("毕业前可以申请吗", "毕业后可以申请吗"),
+    ("签约前可以退定金吗", "签约后可以退定金吗"),
 ]
 
 SAME = [
@@ -79,6 +94,9 @@ SAME = [
     ("技术前沿有哪些", "有哪些技术前沿"),
     ("目前的利率是多少", "现在利率是多少"),
     ("售后电话是多少", "售后服务电话"),
+    # a comparison named on one side, or the same pole in other words
+    ("Can I get a bigger room?", "Can I upgrade my room?"),
+    ("Can I pay the full amount now?", "Can I pay the full balance now?"),
 ]
 
 
@@ -90,6 +108,8 @@ def test_words_that_only_look_like_a_direction() -> None:
     assert poles("How do I cash in my card rewards?") == set()  # cashed in or out alike
     assert poles("Which way is the money going?") == set()
     assert poles("Do prices go up in winter?") == {"antonym_level:+"}  # the control
+    assert poles("I no longer need my card") == set()  # "no longer": no comparison
+    assert poles("Is there a shorter way?") == {"antonym_long:-"}  # the control
 
 
 @pytest.mark.parametrize(("a", "b"), DIFFERENT)

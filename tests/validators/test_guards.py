@@ -14,6 +14,8 @@ FIRES = [
     ("time_sensitive", "now", "目前的利率是多少"),
     ("time_sensitive", "latest", "What is the latest iPhone?"),
     ("time_sensitive", "latest", "最新的政策是什么"),
+    ("time_sensitive", "latest", "What is the latest news on the merger?"),
+    ("time_sensitive", "latest", "What are the latest interest rates?"),
     ("time_sensitive", "current_value", "What's the current price of gold?"),
     ("time_sensitive", "current_value", "today's score for the Lakers"),
     ("time_sensitive", "current_value", "实时路况怎么样"),
@@ -158,6 +160,12 @@ QUIET = [
     ("time_sensitive", "Can I get a full refund if the airline cancels because of bad weather?"),
     ("time_sensitive", "Are weather-related delays compensated?"),
     ("time_sensitive", "因天气原因航班取消可以退款吗"),
+    # "latest" as a deadline, a policy (session 50's misfire hunt)
+    ("time_sensitive", "What is the latest I can check in?"),
+    ("time_sensitive", "What's the latest time I can cancel a reservation?"),
+    ("time_sensitive", "What is the latest check-out time?"),
+    ("time_sensitive", "What is the latest time to return an item?"),
+    ("time_sensitive", "Do I have to submit it by Friday at the latest?"),
     # questions about codes, and everyday verbs with a programming noun's homonym
     ("code_generation", "How do I generate a new PIN code?"),
     ("code_generation", "I didn't receive my verification code"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from validators import compare_entities, extract_entities
-from validators.places import find_places
+from validators.places import find_places, place_values
 
 
 def same_answer(a: str, b: str) -> bool:
@@ -100,10 +100,20 @@ def test_another_city_side_or_direction_is_refused(a: str, b: str) -> None:
         ("从北京到上海的高铁多少钱", "北京到上海高铁票价"),
         ("I'm in Canada, can I send money to the US?", "Can I send money to the US from Canada?"),
         ("去日本需要签证吗？", "请问中国公民前往日本需要办理签证吗？"),  # a nationality, no place
+        # 到 completing a verb (收到, 找到) names what was got, not where to (session 50)
+        ("收到美国寄来的包裹要交税吗", "从美国寄来的包裹要交税吗"),
+        ("收到日本寄来的快递要交关税吗", "从日本寄来的快递要交关税吗"),
+        ("我能收到国外的汇款吗", "可以从国外给我汇款吗"),
     ],
 )
 def test_one_city_or_route_in_other_words_is_served(a: str, b: str) -> None:
     assert same_answer(a, b)
+
+
+def test_to_completing_a_verb_names_no_destination() -> None:
+    assert "route:to:us" not in place_values("收到美国寄来的包裹")
+    assert "route:to:us" in place_values("把包裹寄到美国")  # the controls
+    assert "route:to:us" in place_values("我想到美国留学")  # 想 + 到美国: still a destination
 
 
 def test_a_capitalised_city_is_still_a_name() -> None:

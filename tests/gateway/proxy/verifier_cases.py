@@ -84,4 +84,17 @@ CASES = [
         "Can I have one card on two accounts?",
         "miss:entity_mismatch:number",
     ),
+    # session 50's misfire hunt: served at verifier 0.995-0.997 before the sets
+    (
+        "network_setting",
+        "How much is a visit to an in-network doctor?",
+        "How much is a visit to an out-of-network doctor?",
+        "miss:entity_mismatch:polarity",
+    ),
+    (
+        "comparative",
+        "How do I make the font bigger?",
+        "How do I make the font smaller?",
+        "miss:entity_mismatch:polarity",
+    ),
 ]

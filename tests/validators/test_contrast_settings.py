@@ -1,0 +1,49 @@
+"""Contrast sets of inside or outside a boundary, and of who runs a group
+(validators/contrast_settings.py): the hand-written pairs session 50's misfire hunt
+found served through the defaults (verifier 0.986-0.997) are refused; paraphrases,
+a text naming no member and 不在本地 / 在外地 (one place, said two ways) are not."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.validators.conftest import mismatch
+from validators import extract_entities
+
+REFUSED = [
+    ("How much is a visit to an in-network doctor?", "How much is an out-of-network doctor?"),
+    ("What is the in-state tuition fee?", "What is the out-of-state tuition fee?"),
+    ("How long is recovery after inpatient surgery?", "… after outpatient surgery?"),
+    ("Is on-campus housing guaranteed?", "Is off-campus housing guaranteed?"),
+    ("When does the indoor pool open?", "When does the outdoor pool open?"),
+    ("Where is my inbox?", "Where is my outbox?"),
+    ("Can the group owner remove a member?", "Can a group member remove the owner?"),
+    ("Can an admin reset a group member's password?", "Can a moderator reset a password?"),
+    ("省内医保报销比例是多少", "省外医保报销比例是多少"),
+    ("校内住宿怎么申请", "校外住宿怎么申请"),
+    ("网内通话怎么收费", "网外通话怎么收费"),
+    ("室内泳池几点开放", "室外泳池几点开放"),
+    ("住院费用怎么报销", "门诊费用怎么报销"),
+    ("群主怎么移除群成员", "群成员怎么移除群主"),
+]
+
+KEPT = [
+    ("Is my doctor in-network?", "Is my doctor in network?"),
+    ("How do I find an in-network dentist?", "How do I find a dentist?"),  # one side only
+    ("Is there an indoor pool?", "Do you have an indoor swimming pool?"),
+    ("我已经毕业不在本地了，成绩单能寄给我吗", "人在外地没法去学校取成绩单怎么办"),
+    (
+        "What's the difference between in-network and out-of-network care?",
+        "How do in-network and out-of-network costs compare?",
+    ),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), REFUSED)
+def test_another_setting_or_role_is_refused(a: str, b: str) -> None:
+    assert mismatch(a, b) == "polarity", (extract_entities(a), extract_entities(b))
+
+
+@pytest.mark.parametrize(("a", "b"), KEPT)
+def test_the_same_setting_or_none_is_kept(a: str, b: str) -> None:
+    assert mismatch(a, b) is None, (extract_entities(a), extract_entities(b))

@@ -1,0 +1,76 @@
+"""Contrast sets of inside or outside a boundary, and of who runs a group (``validators.
+contrasts`` reads them). Session 50's misfire hunt through the defaults found them
+served at verifier 0.986-0.997: an in-network / out-of-network doctor, in-state /
+out-of-state tuition, inpatient / outpatient surgery, on-campus / off-campus housing,
+an indoor / outdoor pool, 省内 / 省外医保, 校内 / 校外住宿, 网内 / 网外通话, 市内 / 市外打车;
+and a group's owner / admin / member ("Can the owner remove a member?" / "Can a member
+remove the owner?", 群主 / 群成员). Entries as in ``validators.contrast_kinds``.
+
+Chinese members are the boundary's character with 内 / 外 before what is inside it
+(医保, 住宿, 通话 …), never 外 alone (外卖, 外币, 外国 are other words) nor 内 alone (内容,
+内存). 国内 / 境内 against 国际 / 境外 is the ``reach`` set of ``contrast_kinds``.
+"""
+
+from __future__ import annotations
+
+#: Sets of settings (the module docstring).
+SETTING_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
+    (
+        "network",
+        (
+            ("in", r"in[\s-]network", "网内"),
+            ("out", r"out[\s-]of[\s-]network|non[\s-]network", "网外"),
+        ),
+    ),
+    (
+        "region",
+        (
+            (
+                "in",
+                r"in[\s-](?:state|province)|(?:state|province)\sresidents?",
+                "省内|市内",
+            ),
+            (
+                "out",
+                r"out[\s-]of[\s-](?:state|province)|non[\s-]residents?",
+                "省外|市外|外省|外市|外地|异地",
+            ),
+        ),
+    ),
+    (
+        "care_setting",
+        (
+            ("inpatient", r"inpatients?", "住院"),
+            ("outpatient", r"outpatients?", "门诊"),
+        ),
+    ),
+    (
+        "campus",
+        (
+            ("on", r"on[\s-]campus", "校内"),
+            ("off", r"off[\s-]campus", "校外"),
+        ),
+    ),
+    (
+        "indoor",
+        (
+            ("indoor", r"indoors?", "室内"),
+            ("outdoor", r"outdoors?", "室外|户外"),
+        ),
+    ),
+    ("mailbox", (("inbox", r"inbox(?:es)?", "收件箱"), ("outbox", r"outbox(?:es)?", "发件箱"))),
+    (
+        "group_role",
+        (
+            ("owner", r"(?:group|team|account|channel|server|workspace)\sowners?", "群主"),
+            ("admin", r"admins?|administrators?", "管理员"),
+            ("moderator", r"moderators?|mods", "版主"),
+            (
+                "member",
+                r"(?:group|team|channel|server|workspace)\smembers?|(?<!family\s)members?"
+                r"(?=\sof\sthe\s(?:group|team|channel))",
+                "群成员|群友",
+            ),
+        ),
+    ),
+)

@@ -76,9 +76,16 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
             # pole refused the paraphrase: session 38's review); only before what a
             # setting turns off, not "stop a payment" (a cancellation)
             r"|stop(?:s|ped|ping)?\s(?:\w+\s){0,2}?(?:auto[\s-]?renew\w*|(?:automatic\s)?renewals?"
-            r"|notifications?|alerts?|reminders?|e-?mails?|texts?|messages?)"
+            r"|notifications?|alerts?|reminders?|e-?mails?|texts?|messages?"
+            # session 50's misfire hunt: "stop location tracking", "get rid of ads" were
+            # refused against "turn off …" (the minus pole on one side only)
+            r"|tracking|ads|adverts?|advertisements?|autoplay|auto[\s-]?pay)"
+            r"|get(?:s|ting)?\srid\sof\s(?:the\s|all\s)?(?:ads|adverts?|advertisements?|pop[\s-]?ups?"
+            r"|notifications?|alerts?)"
         )
-        + "|关闭|关掉|关上|停用|禁用",
+        + "|关闭|关掉|关上|停用|禁用"
+        # 去掉 / 停止 ads or pushes is turning them off (关闭广告 / 去掉广告)
+        + "|(?:去掉|停止)(?=广告|推送|消息通知)",
         "+",
     ),
     ActionPair(

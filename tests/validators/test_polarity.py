@@ -79,6 +79,11 @@ SAME = [
     ("我不记得怎么改密码", "怎么改密码"),
     ("不过我想问一下怎么改密码", "我想问一下怎么改密码"),
     ("我想转账不过失败了", "我想转账但是失败了"),
+    # turning a setting off in other words (session 50's misfire hunt: refused before)
+    ("How do I turn off location tracking?", "How do I stop location tracking?"),
+    ("How do I turn off ads?", "How do I get rid of ads?"),
+    ("怎么关闭广告", "怎么去掉广告"),
+    ("怎么关闭推送", "怎么停止推送"),
 ]
 
 DIFFERENT = [
@@ -87,6 +92,8 @@ DIFFERENT = [
     ("How do I turn notifications on?", "How do I turn notifications off?"),
     ("How do I activate my card?", "How do I deactivate my card?"),
     ("怎么开启通知", "怎么关闭通知"),
+    ("How do I turn on location tracking?", "How do I stop location tracking?"),
+    ("怎么开启推送", "怎么停止推送"),
     ("How do I disable 2FA?", "How do I use 2FA?"),  # one-sided reversing pole
     ("How can I not pay the fee", "How can I pay the fee"),
     ("Why did my card arrive?", "Why didn't my card arrive?"),

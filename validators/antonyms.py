@@ -32,7 +32,12 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
     ("best", r"best", r"worst"),
     ("great", r"great|excellent|amazing|wonderful", r"terrible|awful|horrible|poor"),
     ("positive", r"positive", r"negative"),
-    ("cheap", r"cheap(?:er|est)?|inexpensive", r"expensive|pricey|costly"),
+    # "least expensive" is the cheapest (session 50's misfire hunt: refused against it)
+    (
+        "cheap",
+        r"cheap(?:er|est)?|inexpensive|(?:least|less)\s(?:expensive|pricey|costly)",
+        r"(?<!least\s)(?<!less\s)(?:expensive|pricey|costly)",
+    ),
     ("fast", r"fast(?:er|est)?|quick(?:er|est|ly)?", r"slow(?:er|est|ly)?"),
     ("early", r"early|earlier", r"late"),
     ("hot", r"hot(?:ter|test)?", r"cold(?:er|est)?"),

@@ -56,7 +56,7 @@ def _advice(name: str, terms: str, zh: str, unless: re.Pattern[str] | None = Non
 
 
 #: Pharmacy and clinic administration: refilling, picking up or transferring a
-#: prescription, booking a doctor, paying or claiming a bill (医保码, 结算, 挂号, 报销):
+#: prescription, booking or seeing a doctor, paying or claiming a bill (医保码, 结算, 挂号, 报销):
 #: the same steps for everyone, no advice about a body (session 46's review: 83 of 719
 #: health-administration topic questions were refused). Not when a dose, a symptom, a
 #: side effect or whether to take something is asked too.
@@ -69,7 +69,11 @@ _HEALTH_ADMIN = re.compile(
     r"|剂量|吃几|吃多少|副作用|症状|发烧|发热|过敏|疼|痛|咳|吐|孕|哺乳|还要吃|能不能吃|可以吃|该吃|急诊))"
     r"(?:.*\b(?:refill\w*|pick(?:\s|-)?(?:up|it\sup)|transfer\w*|renew\w*|deliver\w*|ready"
     r"|book\w*|schedule\w*|reschedul\w*|appointments?|insurance|copays?|bill(?:s|ing)?"
-    r"|invoices?|records?|portal|receipts?|reimburse\w*|claims?)\b"
+    r"|invoices?|records?|portal|receipts?|reimburse\w*|claims?"
+    # how or where to see one, whether a drug is sold without a prescription (session
+    # 50's misfire hunt: "How do I see a doctor on the weekend?" was never cached)
+    r"|(?:how|where|when)\s(?:do|can|could)\s(?:i|we)\ssee\s(?:a\s)?(?:doctor|gp|physician|nurse)"
+    r"|without\s(?:a\s)?prescriptions?)\b"
     r"|.*(?:医保码|医保卡|医保|结算|报销|挂号|预约|转诊|缴费|发票|取药|病历|出院手续|理赔))",
     NOCASE | re.DOTALL,
 )

@@ -63,6 +63,7 @@ DIFFERENT = [
     ("How do I make the screen brighter?", "How do I make the screen darker?"),
     ("How do I speed up my uploads?", "How do I slow down my uploads?"),
     ("Do I get a full refund if I cancel?", "Do I get a partial refund if I cancel?"),
+    ("What is the least expensive plan?", "What is the most expensive plan?"),
     ("Is the whole trip covered by insurance?", "Is part of the trip covered by insurance?"),
     ("怎么把字体调大", "怎么把字体调小"),
     ("能换更长的数据线吗", "能换更短的数据线吗"),
@@ -97,6 +98,7 @@ SAME = [
     # a comparison named on one side, or the same pole in other words
     ("Can I get a bigger room?", "Can I upgrade my room?"),
     ("Can I pay the full amount now?", "Can I pay the full balance now?"),
+    ("What is the cheapest phone plan?", "What is the least expensive phone plan?"),
 ]
 
 

@@ -149,6 +149,8 @@ FIRES = [
     ("high_risk", "medical", "Can I take my prescription with alcohol?"),
     ("high_risk", "medical", "What dose of my prescription should I take?"),
     ("high_risk", "legal", "这样做违法吗"),
+    ("high_risk", "medical", "Should I see a doctor for my headache?"),
+    ("high_risk", "medical", "How do I see a doctor about my chest pain?"),
     ("high_risk", "financial_advice", "Should I invest in bitcoin?"),
     ("high_risk", "financial_advice", "Which stocks should I buy?"),
     ("high_risk", "financial_advice", "给我一些投资建议"),
@@ -160,6 +162,9 @@ QUIET = [
     ("time_sensitive", "Can I get a full refund if the airline cancels because of bad weather?"),
     ("time_sensitive", "Are weather-related delays compensated?"),
     ("time_sensitive", "因天气原因航班取消可以退款吗"),
+    # how to see a doctor, whether a drug is sold without a prescription (session 50)
+    ("high_risk", "How do I see a doctor on the weekend?"),
+    ("high_risk", "Can I buy it without a prescription?"),
     # "latest" as a deadline, a policy (session 50's misfire hunt)
     ("time_sensitive", "What is the latest I can check in?"),
     ("time_sensitive", "What's the latest time I can cancel a reservation?"),

@@ -3,8 +3,10 @@ contrasts`` reads them). Session 50's misfire hunt through the defaults found th
 served at verifier 0.986-0.997: an in-network / out-of-network doctor, in-state /
 out-of-state tuition, inpatient / outpatient surgery, on-campus / off-campus housing,
 an indoor / outdoor pool, 省内 / 省外医保, 校内 / 校外住宿, 网内 / 网外通话, 市内 / 市外打车;
-and a group's owner / admin / member ("Can the owner remove a member?" / "Can a member
-remove the owner?", 群主 / 群成员). Entries as in ``validators.contrast_kinds``.
+a group's owner / admin / member ("Can the owner remove a member?" / "Can a member
+remove the owner?", 群主 / 群成员); and the device or system a step is done on (the
+desktop / the mobile app, 电脑端 / 手机端, iOS / Android, at 0.983-0.994). Entries as in
+``validators.contrast_kinds``.
 
 Chinese members are the boundary's character with 内 / 外 before what is inside it
 (医保, 住宿, 通话 …), never 外 alone (外卖, 外币, 外国 are other words) nor 内 alone (内容,
@@ -59,6 +61,33 @@ SETTING_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ),
     ),
     ("mailbox", (("inbox", r"inbox(?:es)?", "收件箱"), ("outbox", r"outbox(?:es)?", "发件箱"))),
+    # the device or system a step is done on (session 50: desktop / mobile app, 电脑端 /
+    # 手机端, 苹果 / 安卓 served at 0.983-0.994): a phone only as what something is done on
+    # or from ("my phone number" is no device)
+    (
+        "device_form",
+        (
+            (
+                "desktop",
+                r"desktop(?:\s(?:app|version|site|client))?|(?:on|from|with|using|via)\s"
+                r"(?:my\s|a\s|the\s|your\s)?(?:computers?|laptops?|pcs?|desktops?)",
+                "电脑端|电脑版|PC端|桌面版|电脑上",
+            ),
+            (
+                "mobile",
+                r"mobile\s(?:app|version|site|browser)|(?:on|from|with|using|via)\s"
+                r"(?:my\s|a\s|the\s|your\s)?(?:phones?|smartphones?|mobiles?|tablets?)",
+                "手机端|手机版|移动端|手机上",
+            ),
+        ),
+    ),
+    (
+        "mobile_os",
+        (
+            ("ios", r"ios|ipados", "苹果手机|苹果系统|iOS"),
+            ("android", r"android", "安卓"),
+        ),
+    ),
     (
         "group_role",
         (

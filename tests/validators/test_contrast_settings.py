@@ -1,6 +1,6 @@
 """Contrast sets of inside or outside a boundary, and of who runs a group
 (validators/contrast_settings.py): the hand-written pairs session 50's misfire hunt
-found served through the defaults (verifier 0.986-0.997) are refused; paraphrases,
+found served through the defaults (verifier 0.983-0.997) are refused; paraphrases,
 a text naming no member and 不在本地 / 在外地 (one place, said two ways) are not."""
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ REFUSED = [
     ("室内泳池几点开放", "室外泳池几点开放"),
     ("住院费用怎么报销", "门诊费用怎么报销"),
     ("群主怎么移除群成员", "群成员怎么移除群主"),
+    ("How do I log out of the desktop app?", "How do I log out of the mobile app?"),
+    ("电脑端怎么退出登录", "手机端怎么退出登录"),
+    ("苹果手机怎么下载app", "安卓怎么下载app"),
 ]
 
 KEPT = [
@@ -32,6 +35,8 @@ KEPT = [
     ("How do I find an in-network dentist?", "How do I find a dentist?"),  # one side only
     ("Is there an indoor pool?", "Do you have an indoor swimming pool?"),
     ("我已经毕业不在本地了，成绩单能寄给我吗", "人在外地没法去学校取成绩单怎么办"),
+    ("Can I update my phone number on my computer?", "How do I update my phone number?"),
+    ("How do I pay with my phone?", "Can I pay using my phone?"),
     (
         "What's the difference between in-network and out-of-network care?",
         "How do in-network and out-of-network costs compare?",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from numpy.typing import ArrayLike
 
 from semantic.cacheability import uncacheable_reason
+from semantic.entries import NewEntry
 from semantic.errors import InvalidRequestError
 from semantic.index import check_vectors
 from semantic.json_copy import json_copy
@@ -27,7 +28,6 @@ from semantic.partition import SemanticQuery
 from semantic.policy import SemanticPolicy
 from semantic.question_vectors import memo_scope
 from semantic.results import UNSUPPORTED_TEXT
-from semantic.entries import NewEntry
 
 if TYPE_CHECKING:
     from semantic.cache import SemanticCache

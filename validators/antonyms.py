@@ -142,7 +142,7 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
         "whole",
         r"full(?=\s(?:refunds?|amount|price|payment|balance|cost|fare|tuition|course|year))"
         r"|in\sfull|(?:the\s)?(?:entire|whole)",
-        r"partial(?:ly)?|part\sof",
+        r"partial(?:ly)?|(?<!every\s)(?<!any\s)(?<!all\s)(?<!each\s)part\sof",
     ),
 )
 

@@ -114,5 +114,13 @@ SCOPE_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
 #: is "upgrade to the pro plan from the free plan", "may the billing address differ from
 #: the shipping address" asks what its mirror asks).
 UNORDERED = frozenset(
-    [*(name for name, _ in SCOPE_SETS), "address_medium", "address_use", "edition"]
+    [
+        *(name for name, _ in SCOPE_SETS),
+        "address_medium",
+        "address_use",
+        "edition",
+        # session 50: "files from my phone on my computer" is "… to my PC from my phone"
+        "device_form",
+        "mobile_os",
+    ]
 )

@@ -69,14 +69,17 @@ SETTING_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         (
             (
                 "desktop",
-                r"desktop(?:\s(?:app|version|site|client))?|(?:on|from|with|using|via)\s"
+                r"desktop(?:\s(?:app|version|site|client))?|(?:on|onto|from|to|into|with|using|via)\s"
                 r"(?:my\s|a\s|the\s|your\s)?(?:computers?|laptops?|pcs?|desktops?)",
                 "电脑端|电脑版|PC端|桌面版|电脑上",
             ),
             (
                 "mobile",
-                r"mobile\s(?:app|version|site|browser)|(?:on|from|with|using|via)\s"
-                r"(?:my\s|a\s|the\s|your\s)?(?:phones?|smartphones?|mobiles?|tablets?)",
+                r"mobile\s(?:app|version|site|browser)|(?:on|onto|from|to|into|with|using|via)\s"
+                r"(?:my\s|a\s|the\s|your\s)?(?:phones?|smartphones?|mobiles?|tablets?)"
+                # "with my phone number", "my phone bill": no device (the diff review)
+                r"(?!['’]?s?\s(?:numbers?|bills?|plans?|calls?|lines?|carriers?|company|service"
+                r"|support|contacts?|files?|photos?|data))",
                 "手机端|手机版|移动端|手机上",
             ),
         ),

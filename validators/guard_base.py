@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from validators.entities import find_entities
 from validators.scan import EntitySpan
@@ -41,6 +41,12 @@ class GuardMatch:
                 "start": self.start, "end": self.end}  # fmt: skip
 
 
+class Searcher(Protocol):
+    """What a rule matches with: a compiled regex, or anything that searches like one."""
+
+    def search(self, string: str, /) -> re.Match[str] | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class GuardRule:
     """A regex rule, or (``entity_kinds`` set) a rule that fires when the
@@ -49,7 +55,7 @@ class GuardRule:
     do I" turns "my balance" from the asker's data into a how-to question)."""
 
     name: str
-    pattern: re.Pattern[str] | None = None
+    pattern: Searcher | None = None
     entity_kinds: frozenset[str] = frozenset()
     unless: re.Pattern[str] | None = None
 

@@ -122,13 +122,17 @@ _HOW_RATES_WORK = re.compile(
 
 #: "latest" as a deadline, a policy that does not change with time (session 50's misfire
 #: hunt: "What is the latest I can check in?", "the latest time to return an item", "the
-#: latest check-out time" were never cached); "at the latest" too.
+#: latest check-out time" were never cached), and "… at the latest" ending a clause; not
+#: "the latest return policy", "at the latest Apple event", "the latest you can tell me"
+#: (the diff review).
 _DEADLINE = (
-    r"\s(?:(?:possible\s)?(?:time|date|day|hour)s?\s)?(?:(?:that\s)?(?:i|we|you|one|they|he|she)"
-    r"\s(?:can|could|may|might|should|must|am\sable|is\sable|are\sable)|to\s)"
+    r"\s(?:(?:possible\s)?(?:time|date|day|hour)s?\s)?(?:(?:that\s)?(?:i|we|one|they|he|she)"
+    r"\s(?:can|could|may|might|should|must|am\sable|is\sable|are\sable)|to\s(?!know|hear|say))"
     r"|\s(?:check[\s-]?(?:in|out)|arrival|departure|cancell?ation|return|submission|booking"
-    r"|sign[\s-]?up|registration|drop[\s-]?off|pick[\s-]?up|deadline)"
+    r"|sign[\s-]?up|registration|drop[\s-]?off|pick[\s-]?up)(?:\s(?:time|date|day|hour)s?)?"
+    r"(?=\s*(?:[?.!,;]|$)|\s(?:for|on|at|in)\s(?:my|a|an|the|this|our)\b)"
 )
+_AT_THE_LATEST = r"(?<!at\sthe\s)latest|(?<=at\sthe\s)latest(?!\s*(?:[?.!,;]|$))"
 
 TIME_SENSITIVE = Guard(
     "time_sensitive",
@@ -151,7 +155,7 @@ TIME_SENSITIVE = Guard(
         regex_rule(
             "latest",
             en_words(
-                rf"(?<!at\sthe\s)latest(?!{_DEADLINE})|newest|most\srecent|up[\s-]to[\s-]date"
+                rf"(?:{_AT_THE_LATEST})(?!{_DEADLINE})|newest|most\srecent|up[\s-]to[\s-]date"
                 r"|breaking|just\sreleased"
             )
             + r"|最新|最近的?(?:新闻|消息|动态)",

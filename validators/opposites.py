@@ -93,11 +93,26 @@ _NOT_LEGAL_ZH = re.compile("不合法")  # 不合法吗 / 违法吗, as "not leg
 _NOT_ANTONYMS = (
     (
         re.compile(
-            r"(?:(?<![A-Za-z])(?:not|never)|n['’]t)\s+(?:succeed(?:ed)?|successful(?:ly)?)"
-            r"(?![A-Za-z])|(?:没有?|未能?|不)成功",
+            r"(?:(?<![A-Za-z])(?:not|never)|n['’]t)\s+(?:succeed(?:ed)?|successful(?:ly)?"
+            # session 50's misfire hunt: "the payment doesn't go through" is "fails",
+            # 无法登录 is 登录失败 (refused before)
+            # (a subject between: "Why didn't my top-up go through?"); not "hasn't gone
+            # through", "isn't going through": still pending (BANKING77 files them apart
+            # from a failed top-up)
+            r"|(?:(?:my|the|your|our|this|that|a|an)\s+)?(?:[\w'-]+\s+)?(?:go|goes|went)\sthrough)"
+            r"(?![A-Za-z])|(?:没有?|未能?|不)成功|(?:无法|没法)(?=登录|登陆|支付|付款|转账|提现|注册|下单|充值)",
             re.IGNORECASE,
         ),
         "antonym_success",
+    ),
+    # "I don't remember my password" is "I forgot my password" (session 50)
+    (
+        re.compile(
+            r"(?:(?<![A-Za-z])(?:not|never)|n['’]t)\s+(?:remember|recall)(?![A-Za-z])"
+            r"|不记得|想不起",
+            re.IGNORECASE,
+        ),
+        "antonym_forgot",
     ),
 )
 NEGATED_BY_PREFIXED = "negation:prefixed"  # a text whose every negation is such a "not"
@@ -161,6 +176,15 @@ ANTONYM_PAIRS = (
         ActionPair("antonym_" + name, plus, minus, "any")
         for name, (plus, minus) in ZH_ANTONYMS.items()
         if name not in {n for n, _, _ in ANTONYMS}
+    ),
+    # A pole alone, which refuses nothing: "forgot" explains a "don't remember" on the
+    # other side (``negation_explained``), and "help me remember my PIN" is one question
+    # with "I forgot my PIN" (a remember / forget pair refused it: CLINC150, session 50).
+    ActionPair(
+        "antonym_forgot",
+        r"(?!)",
+        en_words(r"forg(?:et|ets|ot|otten|etting)") + "|忘了|忘记|忘掉",
+        "any",
     ),
 )
 # who / which kind: buyer / seller, adult / child, economy / business class (contrasts.py)

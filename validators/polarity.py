@@ -80,12 +80,13 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
             # session 50's misfire hunt: "stop location tracking", "get rid of ads" were
             # refused against "turn off …" (the minus pole on one side only)
             r"|tracking|ads|adverts?|advertisements?|autoplay|auto[\s-]?pay)"
-            r"|get(?:s|ting)?\srid\sof\s(?:the\s|all\s)?(?:ads|adverts?|advertisements?|pop[\s-]?ups?"
-            r"|notifications?|alerts?)"
+            r"|(?:get(?:s|ting)?\srid\sof|block(?:s|ed|ing)?|mut(?:e|es|ed|ing)|silenc(?:e|es|ed|ing)"
+            r"|prevent(?:s|ed|ing)?)\s(?:the\s|all\s|these\s|those\s)?(?:ads|adverts?|advertisements?"
+            r"|pop[\s-]?ups?|notifications?|alerts?|location\stracking|tracking)"
         )
         + "|关闭|关掉|关上|停用|禁用"
         # 去掉 / 停止 ads or pushes is turning them off (关闭广告 / 去掉广告)
-        + "|(?:去掉|停止)(?=广告|推送|消息通知)",
+        + "|(?:去掉|停止|屏蔽|去除|免|跳过|拦截)(?=广告|推送|消息通知|通知)",
         "+",
     ),
     ActionPair(

@@ -218,9 +218,9 @@ class HttpUpstream(ModelListing):
         return self.cached_tokens != "pass"
 
     def _hides_cached(self, d: Dialect) -> bool:
-        """Whether clients are kept from what tells of other tenants (cached tokens, the
-        account's limits: ``gateway/proxy/cache_counts.py``): ``auto``, where isolation
-        is not known to hold."""
+        """Whether clients are kept from what tells of other tenants' prompts (cached
+        tokens, the prompt time: ``gateway/proxy/cache_counts.py``): ``auto``, where
+        isolation is not known to hold (the account's limits: :attr:`hides_limits`)."""
         return not d.isolated if self.cached_tokens == "auto" else self.cached_tokens == "hide"
 
     async def forward(
@@ -235,7 +235,7 @@ class HttpUpstream(ModelListing):
         body = with_unique_keys(body, suffix)
         upstream_id = upstream_request_id(request_id, suffix)
         headers = {"x-request-id": upstream_id}
-        # the account's limits count every tenant's embeddings too (cache_counts.py)
+        # the prompt time, where isolation is not known to hold (cache_counts.py)
         hide = self._hides_cached(await self._request_dialect() or UNKNOWN)
         response = await self._open(path, body, headers, self._whole_timeout, hide)
         try:

@@ -18,10 +18,12 @@ is not what the body would say.
 Fields this does not know are kept as an SDK keeps them (since session 50: they were
 dropped, so a hit replayed a streamed miss's answer without them and a body's with
 them): a choice's (SGLang's ``matched_stop``) as its last value that was not null, a
-delta's string (another server's text) concatenated. A delta field of another type
-(OpenRouter's ``reasoning_details``, a list of fragments its body merges) cannot be
-put back together as the body would have it, so such an answer is not stored
-(``UNREBUILT``): a hit replays all of an answer or none.
+delta's string (another server's text) concatenated, one only ever null or empty
+(OpenRouter's ``reasoning_details: []`` on every chunk) as it came; a number is a
+token's (Together's ``token_id``), no part of the answer. A delta field holding a list
+or an object that is not empty (OpenRouter's ``reasoning_details`` fragments, which
+its body merges) cannot be put back together as the body would have it, so such an
+answer is not stored (``UNREBUILT``): a hit replays all of an answer or none.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class _Choice:
     stop_reason: dict[str, Any] = field(default_factory=dict)
     #: Choice fields of other servers', each as its last chunk that was not null said.
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Delta fields of other servers' that only ever came null or empty, as they came.
+    empty: dict[str, Any] = field(default_factory=dict)
 
 
 class StreamAssembly:
@@ -150,8 +154,12 @@ class StreamAssembly:
             value = delta[name]
             if isinstance(value, str):
                 c.text.setdefault(name, []).append(value)
-            elif value is None:
-                c.text.setdefault(name, [])  # named null: null in the message too
+            elif value is None or value == [] or value == {}:
+                # named empty (OpenRouter's `reasoning_details: []` on every chunk): empty
+                # in the message too, unless a chunk gave it text
+                c.empty.setdefault(name, value)
+            elif isinstance(value, int | float):
+                pass  # per token (Together's `token_id`): no part of a whole answer
             else:
                 self.unrebuilt = True
 
@@ -178,7 +186,7 @@ class StreamAssembly:
         return body | {"error": dict(UNREBUILT)} if self.unrebuilt else body
 
     def _choice(self, index: int, c: _Choice) -> dict[str, Any]:
-        joined = {name: "".join(parts) if parts else None for name, parts in c.text.items()}
+        joined = c.empty | {name: "".join(parts) for name, parts in c.text.items()}
         out: dict[str, Any] = (
             c.extra
             | {

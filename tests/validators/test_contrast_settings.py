@@ -37,6 +37,13 @@ KEPT = [
     ("我已经毕业不在本地了，成绩单能寄给我吗", "人在外地没法去学校取成绩单怎么办"),
     ("Can I update my phone number on my computer?", "How do I update my phone number?"),
     ("How do I pay with my phone?", "Can I pay using my phone?"),
+    # a phone number or bill is no device; one text naming both devices, in any order
+    ("How do I log in with my phone number?", "How do I sign in on the desktop app?"),
+    (
+        "How do I access my phone's files on my computer?",
+        "How do I move files from my phone to my PC?",
+    ),
+    ("Does the warranty cover the entire phone?", "Is every part of the phone covered?"),
     (
         "What's the difference between in-network and out-of-network care?",
         "How do in-network and out-of-network costs compare?",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from validators import GUARDS, Guard, GuardMatch, UnknownGuardError, first_guard
@@ -151,6 +153,15 @@ FIRES = [
     ("high_risk", "legal", "这样做违法吗"),
     ("high_risk", "medical", "Should I see a doctor for my headache?"),
     ("high_risk", "medical", "How do I see a doctor about my chest pain?"),
+    # the diff review of session 50: still advice
+    ("high_risk", "medical", "How can I see a doctor about suicidal thoughts?"),
+    ("high_risk", "medical", "How do I see a doctor for my anxiety?"),
+    ("high_risk", "medical", "Can I get antibiotics without a prescription for my UTI?"),
+    ("high_risk", "medical", "Can I buy codeine without a prescription?"),
+    ("time_sensitive", "latest", "Who won at the latest Olympics?"),
+    ("time_sensitive", "latest", "What is the latest return policy?"),
+    ("time_sensitive", "latest", "What's the latest check-in guidance for COVID?"),
+    ("time_sensitive", "latest", "What's the latest you can tell me about the outage?"),
     ("high_risk", "financial_advice", "Should I invest in bitcoin?"),
     ("high_risk", "financial_advice", "Which stocks should I buy?"),
     ("high_risk", "financial_advice", "给我一些投资建议"),
@@ -162,9 +173,11 @@ QUIET = [
     ("time_sensitive", "Can I get a full refund if the airline cancels because of bad weather?"),
     ("time_sensitive", "Are weather-related delays compensated?"),
     ("time_sensitive", "因天气原因航班取消可以退款吗"),
-    # how to see a doctor, whether a drug is sold without a prescription (session 50)
+    # how to see a doctor, about nothing named (session 50)
     ("high_risk", "How do I see a doctor on the weekend?"),
-    ("high_risk", "Can I buy it without a prescription?"),
+    ("high_risk", "Where can I see a doctor tonight?"),
+    # "at the latest" ending a clause
+    ("time_sensitive", "Do I have to submit it by Friday at the latest, or Monday?"),
     # "latest" as a deadline, a policy (session 50's misfire hunt)
     ("time_sensitive", "What is the latest I can check in?"),
     ("time_sensitive", "What's the latest time I can cancel a reservation?"),
@@ -378,3 +391,23 @@ def test_high_risk_means_advice_not_facts(text: str, refused: bool) -> None:
 def test_time_sensitive_means_todays_state(text: str, refused: bool) -> None:
     match = first_guard(text, ["time_sensitive"])
     assert (match is not None) is refused, match
+
+
+def test_advice_rules_read_a_long_text_in_linear_time() -> None:
+    """A term, then a lookahead for a situation marker tried after every term: 20 kB of
+    "on my a " took 7 s, 100 kB minutes (the diff review of session 50). Two scans now;
+    the bound is loose (the old form took over a hundred times it)."""
+    from validators.guards import HIGH_RISK
+    from validators.text import prepare
+
+    rules = [r for r in HIGH_RISK.rules if r.name in ("medical", "legal")]
+    for text in ("on my a " * 12_000, "how do I see a " * 6_000, "sue " * 24_000):
+        started = time.monotonic()
+        for rule in rules:
+            rule.find(prepare(text))
+        assert time.monotonic() - started < 2.0
+    # the controls: a term and a marker in either order, and neither alone
+    medical = next(r for r in rules if r.name == "medical")
+    assert medical.find("What dose of ibuprofen should I take?") is not None
+    assert medical.find("I have a headache, what now?") is not None
+    assert medical.find("What are the side effects of aspirin?") is None

@@ -84,6 +84,21 @@ SAME = [
     ("How do I turn off ads?", "How do I get rid of ads?"),
     ("怎么关闭广告", "怎么去掉广告"),
     ("怎么关闭推送", "怎么停止推送"),
+    # and their own synonyms (the diff review: one-sided, they refused each other)
+    ("How do I get rid of ads?", "How do I block ads?"),
+    ("How do I get rid of notifications?", "How do I mute notifications?"),
+    ("How do I stop location tracking?", "How do I prevent location tracking?"),
+    ("怎么去掉广告", "怎么屏蔽广告"),
+    ("怎么停止推送", "怎么屏蔽推送"),
+    ("怎么去掉广告", "怎么跳过广告"),
+    # a negated verb against its word of failure (session 50's misfire hunt)
+    ("I forgot my password", "I don't remember my password"),
+    ("I forgot my PIN, what do I do?", "I can't remember my PIN"),
+    ("help me remember my pin number", "i forgot the pin number"),
+    ("My payment failed", "My payment doesn't go through"),
+    ("Why did my top-up fail?", "Why didn't my top-up go through?"),
+    ("无法登录怎么办", "登录失败怎么办"),
+    ("忘记密码怎么办", "不记得密码怎么办"),
 ]
 
 DIFFERENT = [
@@ -93,6 +108,8 @@ DIFFERENT = [
     ("How do I activate my card?", "How do I deactivate my card?"),
     ("怎么开启通知", "怎么关闭通知"),
     ("How do I turn on location tracking?", "How do I stop location tracking?"),
+    ("My payment went through", "My payment didn't go through"),  # nothing explains it
+    ("I forgot my password", "I didn't forget my password"),
     ("怎么开启推送", "怎么停止推送"),
     ("How do I disable 2FA?", "How do I use 2FA?"),  # one-sided reversing pole
     ("How can I not pay the fee", "How can I pay the fee"),

@@ -67,6 +67,27 @@ def test_a_deltas_other_text_is_concatenated_and_other_values_are_not_stored() -
     assert fragments["error"] == UNREBUILT  # not stored: cacheability refuses an error
 
 
+def test_empty_and_per_token_delta_fields_do_not_stop_the_store() -> None:
+    """OpenRouter sends ``reasoning_details: []`` on every chunk of every model, Together
+    a ``token_id`` in each delta (the diff review, session 50: such streams were never
+    stored): kept empty, and dropped, as a body would have them."""
+    openrouter = assembled(
+        {"delta": {"role": "assistant", "content": "Sa", "reasoning_details": []}},
+        {"delta": {"content": "lut", "reasoning_details": []}, "native_finish_reason": "stop"},
+        {"delta": {"content": "", "reasoning_details": []}, "finish_reason": "stop"},
+    )
+    assert "error" not in openrouter
+    choice = openrouter["choices"][0]
+    assert choice["message"] == {"role": "assistant", "content": "Salut", "reasoning_details": []}
+    assert choice["native_finish_reason"] == "stop"
+    together = assembled(
+        {"delta": {"content": "Hi", "token_id": 30}},
+        {"delta": {"content": " there", "token_id": 31}, "finish_reason": "stop"},
+    )
+    assert "error" not in together
+    assert together["choices"][0]["message"] == {"role": "assistant", "content": "Hi there"}
+
+
 def upstream(up: Scripted, calls: list[dict[str, Any]], details: bool) -> None:
     """An SGLang-like upstream: ``matched_stop`` on its choices and ``thinking`` text;
     with ``details``, OpenRouter's ``reasoning_details`` too."""
@@ -141,7 +162,7 @@ def test_a_stream_with_fragments_is_not_stored_a_body_with_them_is(
     upstream(up, calls, details=True)
     with gw.http(gw.tenant("fields-details")[1]) as http:
         ask(http, "What is the capital of Italy?", True)
-        time.sleep(0.5)  # a stored answer would be stored by now
+        time.sleep(1.0)  # a stored answer would be stored by now
         again = ask(http, "What is the capital of Italy?", False)
         assert again.headers["x-cachegate-cache"] == "miss"  # the stream was not stored
         # the control: the body it answered that time was stored whole, fragments too

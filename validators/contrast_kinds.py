@@ -39,8 +39,9 @@ KIND_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         "parcel",
         (
-            ("sender", r"senders?", "寄件人|发件人"),
-            ("recipient", r"recipients?|receivers?|addressees?", "收件人"),
+            # shipper / consignee: session 51 (served at 0.99 as "who pays the duties")
+            ("sender", r"senders?|shippers?|consignors?", "寄件人|发件人|发货人|托运人"),
+            ("recipient", r"recipients?|receivers?|addressees?|consignees?", "收件人|收货人"),
         ),
     ),
     (

@@ -7,6 +7,8 @@ in one text name no roles, so no order is read (``UNORDERED``)."""
 
 from __future__ import annotations
 
+from validators.contrast_roles import CATEGORY_NAMES
+
 #: Sets of scopes (the module docstring).
 SCOPE_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     # Session 48 (a misfire hunt through the defaults, served at verifier 0.983-0.997):
@@ -122,5 +124,7 @@ UNORDERED = frozenset(
         # session 50: "files from my phone on my computer" is "… to my PC from my phone"
         "device_form",
         "mobile_os",
+        # session 51: sibling categories ("generic and brand-name drugs")
+        *CATEGORY_NAMES,
     ]
 )

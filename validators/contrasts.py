@@ -35,6 +35,7 @@ from collections.abc import Set
 from itertools import combinations
 
 from validators.contrast_kinds import KIND_SETS
+from validators.contrast_roles import CATEGORY_SETS, ROLE_SETS
 from validators.contrast_scopes import SCOPE_SETS, UNORDERED
 from validators.contrast_settings import SETTING_SETS
 
@@ -47,7 +48,7 @@ def _en(words: str) -> str:
 
 
 #: (set name, ((member name, English regex, Chinese alternatives), ...))
-CONTRAST_SETS = (*KIND_SETS, *SCOPE_SETS, *SETTING_SETS)
+CONTRAST_SETS = (*KIND_SETS, *SCOPE_SETS, *SETTING_SETS, *ROLE_SETS, *CATEGORY_SETS)
 
 
 def _member(en: str, zh: str) -> str:

@@ -31,6 +31,8 @@ ENTITY_KINDS: tuple[str, ...] = (
 )
 #: Version of the extraction rules; stored in ``Entities.to_dict()`` so that
 #: entities persisted by other rules are re-extracted rather than compared.
+#: 16: a review's and a hiring's roles, shipper / consignee, generic / brand-name
+#: drugs, degrees, hourly / salaried pay (session 51);
 #: 15: inside / outside a boundary, a group's roles, comparatives, the whole / a part,
 #: 前 / 后 the events of a job, 到 completing a verb no destination (session 50);
 #: 14: an address's kind and a product's edition (session 49);
@@ -43,7 +45,7 @@ ENTITY_KINDS: tuple[str, ...] = (
 #: contrast sets (session 45);
 #: 9: a month abbreviated after "in" (a date), Chinese durations (session 44); 8: "not
 #: happy" read as "unhappy" (session 40); 7: places (session 39)
-ENTITIES_VERSION = 15
+ENTITIES_VERSION = 16
 _VERSION_KEY = "_v"
 _MENTIONS_KEY = "_m"
 

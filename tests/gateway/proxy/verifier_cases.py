@@ -97,4 +97,17 @@ CASES = [
         "How do I make the font smaller?",
         "miss:entity_mismatch:polarity",
     ),
+    # session 51: served before the sets (cosine 0.878 / 0.976, verifier 0.996 / 0.994)
+    (
+        "pay_basis",
+        "Do hourly employees get overtime?",
+        "Do salaried employees get overtime?",
+        "miss:entity_mismatch:polarity",
+    ),
+    (
+        "review_roles",
+        "Can the reviewer see the author's name?",
+        "Can the author see the reviewer's name?",
+        "miss:entity_mismatch:polarity",
+    ),
 ]

@@ -19,6 +19,13 @@ Words that are mostly something else are left out ("like" is mostly a prepositio
 
 from __future__ import annotations
 
+# what a minor / major one is of (a minor is also a child: only before these)
+_HARM = (
+    r"(?:injur(?:y|ies)|damage|scratch(?:es)?|dents?|accidents?|offen[cs]es?|violations?"
+    r"|surger(?:y|ies)|burns?|cuts?|symptoms?|issues?|problems?|repairs?|cracks?|illness(?:es)?"
+    r"|side\seffects?|bugs?|updates?|upgrades?)"
+)
+
 ANTONYMS: tuple[tuple[str, str, str], ...] = (
     ("love", r"lov(?:e|es|ed|ing)", r"hat(?:e|es|ed|ing)"),
     # "like" only as a verb after a subject: "I like", "do you like", "customers like"
@@ -144,6 +151,22 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
         r"|in\sfull|(?:the\s)?(?:entire|whole)",
         r"partial(?:ly)?|(?<!every\s)(?<!any\s)(?<!all\s)(?<!each\s)part\sof",
     ),
+    # Session 51 (a misfire hunt, served at verifier 0.984-0.996): short- / long-term
+    # disability, a temporary / permanent filling or card; mild / severe dehydration, a
+    # minor / serious offence. Not a start against an end ("早餐几点开始 / 几点结束" is one
+    # intent of the topic pool: the hours answer both) nor required / recommended (CLINC150
+    # files "the required / recommended oil change" and travel shots under one intent)
+    (
+        "term",
+        r"short[\s-](?:term|stay)|temporar(?:y|ily)",
+        r"long[\s-](?:term|stay)|permanent(?:ly)?",
+    ),
+    ("severity", r"mild(?:ly)?|slight(?:ly)?", r"severe(?:ly)?"),
+    (
+        "minor",
+        rf"minor(?=\s{_HARM})",
+        rf"(?:major|serious)(?=\s{_HARM})",
+    ),
 )
 
 #: Chinese poles of the same scales (and of one more: rise / fall, 涨 / 跌), as whole
@@ -174,6 +197,11 @@ ZH_ANTONYMS: dict[str, tuple[str, str]] = {
     "long": ("更长|变长", "更短|变短"),
     "thick": ("更粗|加粗|变粗", "更细|变细"),
     "whole": ("全额|全部(?=费用|金额|报销|退款|退还)", "一部分|部分(?=费用|金额|报销|退款|退还)"),
+    # session 51: 短期 / 长期, 轻微 / 严重, 最低 / 推荐配置 (a misfire hunt); a system's
+    # minimum configuration against the one recommended, not 要求 / 建议 at large
+    "term": ("短期|临时|短租", "长期|永久|长租"),
+    "severity": ("轻微|轻度", "严重|重度"),
+    "requirement": ("最低配置|最低要求|要求的配置", "推荐配置|建议配置|推荐的配置"),
     "transfer": (
         "给别人转账|转账给别人|转给别人|转出|汇出",
         "收别人的转账|接收转账|收到转账|转入|汇入",

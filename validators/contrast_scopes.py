@@ -8,6 +8,7 @@ in one text name no roles, so no order is read (``UNORDERED``)."""
 from __future__ import annotations
 
 from validators.contrast_roles import CATEGORY_NAMES
+from validators.contrast_variants import VARIANT_NAMES
 
 #: Sets of scopes (the module docstring).
 SCOPE_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
@@ -126,5 +127,6 @@ UNORDERED = frozenset(
         "mobile_os",
         # session 51: sibling categories ("generic and brand-name drugs")
         *CATEGORY_NAMES,
+        *VARIANT_NAMES,
     ]
 )

@@ -38,6 +38,7 @@ from validators.contrast_kinds import KIND_SETS
 from validators.contrast_roles import CATEGORY_SETS, ROLE_SETS
 from validators.contrast_scopes import SCOPE_SETS, UNORDERED
 from validators.contrast_settings import SETTING_SETS
+from validators.contrast_variants import VARIANT_SETS
 
 _A = r"(?<![A-Za-z])"
 _Z = r"(?![A-Za-z])"
@@ -48,7 +49,14 @@ def _en(words: str) -> str:
 
 
 #: (set name, ((member name, English regex, Chinese alternatives), ...))
-CONTRAST_SETS = (*KIND_SETS, *SCOPE_SETS, *SETTING_SETS, *ROLE_SETS, *CATEGORY_SETS)
+CONTRAST_SETS = (
+    *KIND_SETS,
+    *SCOPE_SETS,
+    *SETTING_SETS,
+    *ROLE_SETS,
+    *CATEGORY_SETS,
+    *VARIANT_SETS,
+)
 
 
 def _member(en: str, zh: str) -> str:
@@ -88,6 +96,33 @@ _JOINED = re.compile(
 )
 
 
+# the head both members qualify, said after each: 成人票和儿童票, "adult tickets and child
+# tickets" (session 51: "成人票和儿童票价格一样吗" against the reverse was refused as a role swap)
+_HEAD_EN = re.compile(r"\s+[a-z'-]+", re.IGNORECASE)
+_HAN_HEAD = re.compile(r"[\u4e00-\u9fff]{1,2}")
+
+
+def _joined(text: str, end_a: int, start_b: int, end_b: int) -> bool:
+    """Whether the two members at ``end_a`` and ``start_b`` are joined by "and" / "or" /
+    和, directly or each before the same head word."""
+    if _JOINED.fullmatch(text, end_a, start_b):
+        return True
+    after = text[end_b:].lower()
+    return any(
+        _JOINED.fullmatch(text, end_a + len(head), start_b) is not None
+        and after.startswith(head.lower())
+        for head in _heads(text[end_a:start_b])
+    )
+
+
+def _heads(gap: str) -> list[str]:
+    """The words that may be a head right after the first member: one or two Chinese
+    characters, or one English word."""
+    if (m := _HEAD_EN.match(gap)) is not None:
+        return [m.group()]
+    return [gap[:n] for n in (1, 2) if _HAN_HEAD.fullmatch(gap[:n])]
+
+
 def contrast_values(text: str) -> set[str]:
     """The polarity values of the contrast sets, from one search per member: each pair's
     ``contrast_<set>_<a>_<b>:+`` / ``:-`` (the pairs of :func:`contrast_pairs`, which
@@ -110,7 +145,7 @@ def contrast_values(text: str) -> set[str]:
             if b in named:
                 out.add(f"contrast_{name}_{a}_{b}:-")
         two = len(first) >= 2 and not passive and name not in UNORDERED
-        if two and not _JOINED.fullmatch(text, first[0][1], first[1][0]):
+        if two and not _joined(text, first[0][1], first[1][0], first[1][1]):
             out.add(f"order_{name}:{first[0][2]}>{first[1][2]}")
     return out
 

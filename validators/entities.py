@@ -86,7 +86,8 @@ ABSENT = "absent"
 
 def _scan(text: str) -> tuple[Scanner, str]:
     """The scanner after every extractor, and the working copy polarity reads (masked
-    by the extractors of values, not yet by those of words: units, languages, names)."""
+    by the extractors of values, not yet by those of words: units, languages, names;
+    words that only look like values, 二手 or 第一次, are left for it to read)."""
     scan = Scanner(text)
     extract_contacts(scan)
     extract_instructions(scan)
@@ -99,7 +100,7 @@ def _scan(text: str) -> tuple[Scanner, str]:
     extract_amounts(scan)
     extract_years(scan)
     extract_numbers(scan)
-    polar = scan.work
+    polar = scan.words_unmasked(scan.work)
     extract_languages(scan)
     extract_units(scan)
     extract_names(scan)

@@ -269,8 +269,9 @@ ZH_FIRST = re.compile(r"第一次|第一回|头一次|头一回")
 
 def extract_numbers(scan: Scanner) -> None:
     """Whatever numeric text is left: the last extractor to run."""
-    scan.drop(ZH_LEXICAL)
-    scan.drop(ZH_FIRST)
+    # words for the polarity rules (二手 is second-hand, 第一次 the first time: session 51)
+    scan.drop(ZH_LEXICAL, words=True)
+    scan.drop(ZH_FIRST, words=True)
     scan.take(LONG_DIGITS, _identifier)
     scan.take(ALNUM_CODE, _identifier)
     scan.take(ORDINAL, _ordinal)

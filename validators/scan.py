@@ -35,12 +35,15 @@ class EntitySpan:
 class Scanner:
     """Holds the prepared text, the masked working copy and what was found."""
 
-    __slots__ = ("found", "text", "work")
+    __slots__ = ("found", "text", "words", "work")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.work = text
         self.found: list[EntitySpan] = []
+        #: spans masked as words that only look like values (:meth:`drop` with
+        #: ``words=True``): the rules that read words may still read them
+        self.words: list[tuple[int, int]] = []
 
     def take(self, pattern: re.Pattern[str], handler: Handler) -> None:
         """Run ``pattern`` over the working copy. For each match the handler
@@ -65,10 +68,22 @@ class Scanner:
         """Record a value read at ``start:end`` without masking it."""
         self.found.append(EntitySpan(kind, value, start, end, self.text[start:end]))
 
-    def drop(self, pattern: re.Pattern[str]) -> None:
+    def drop(self, pattern: re.Pattern[str], *, words: bool = False) -> None:
         """Mask every match of ``pattern`` without recording anything
-        (greetings, hedges, lexicalized words that only look like entities)."""
-        self.mask([(m.start(), m.end()) for m in pattern.finditer(self.work)])
+        (greetings, hedges, lexicalized words that only look like entities). With
+        ``words``, the spans are words (二手, 第一次) that :meth:`words_unmasked` gives
+        back to the rules that read words."""
+        spans = [(m.start(), m.end()) for m in pattern.finditer(self.work)]
+        if words:
+            self.words += spans
+        self.mask(spans)
+
+    def words_unmasked(self, work: str) -> str:
+        """``work`` (a copy of the working text) with the :meth:`drop` ``words`` spans
+        read again from the text."""
+        for start, end in self.words:
+            work = work[:start] + self.text[start:end] + work[end:]
+        return work
 
     def mask(self, spans: Iterable[tuple[int, int]]) -> None:
         spans = sorted(spans)

@@ -72,6 +72,14 @@ DIFFERENT = [
     ("离职前要办什么手续", "离职后要办什么手续"),
     ("毕业前可以申请吗", "毕业后可以申请吗"),
     ("签约前可以退定金吗", "签约后可以退定金吗"),
+    # session 51's misfire hunt (served at verifier 0.984-0.996)
+    ("Does short-term disability cover surgery?", "Does long-term disability cover surgery?"),
+    ("How long does a temporary filling last?", "How long does a permanent filling last?"),
+    ("Is mild dehydration dangerous?", "Is severe dehydration dangerous?"),
+    ("Is a minor offense on my record?", "Is a serious offense on my record?"),
+    ("短期租房要交押金吗", "长期租房要交押金吗"),
+    ("轻微划痕可以免费修吗", "严重划痕可以免费修吗"),
+    ("这个游戏的最低配置是什么", "这个游戏的推荐配置是什么"),
 ]
 
 SAME = [
@@ -99,6 +107,12 @@ SAME = [
     ("Can I get a bigger room?", "Can I upgrade my room?"),
     ("Can I pay the full amount now?", "Can I pay the full balance now?"),
     ("What is the cheapest phone plan?", "What is the least expensive phone plan?"),
+    # the same pole in other words; a minor as a person; a start against an end and
+    # required against recommended, which one intent of the shared data asks alike
+    ("Can I get a temporary card?", "Can I get a short-term card?"),
+    ("Can a minor open an account?", "Is there a serious fee for accounts?"),
+    ("早餐几点开始", "自助早餐几点结束"),
+    ("at how many miles am i required to get my oil changed", "what is the recommended interval"),
 ]
 
 

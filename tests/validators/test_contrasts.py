@@ -69,6 +69,8 @@ REFUSED = [
     ("怎么寄快递", "怎么收快递"),
     ("快递怎么寄件", "快递怎么取快递"),
     ("首次登录需要验证吗", "每次登录都需要验证吗"),
+    # 第一次 holds a numeral: masked from the numbers, it was read by no rule (session 51)
+    ("第一次登录需要验证吗", "每次登录都需要验证吗"),
     ("怎么给别人转账", "怎么收别人的转账"),
     ("贷款期限可以延长吗", "贷款期限可以缩短吗"),
     ("会员可以暂停吗", "会员可以恢复吗"),
@@ -170,6 +172,12 @@ def test_every_set_has_two_members_and_every_pair_a_name() -> None:
             "How can a student reset a teacher's?",
         ),
         ("买家可以给卖家退款吗", "卖家可以给买家退款吗"),
+        # a word after the first member that is not said after the second is no head
+        (
+            "Does the buyer pay the seller or the bank?",
+            "Does the seller pay the buyer or the bank?",
+        ),
+        ("买家付款给卖家吗", "卖家付款给买家吗"),
     ],
 )
 def test_the_same_two_members_in_swapped_roles_are_refused(a: str, b: str) -> None:
@@ -182,6 +190,12 @@ def test_the_same_two_members_in_swapped_roles_are_refused(a: str, b: str) -> No
         ("Can a buyer and a seller both cancel?", "Can a seller and a buyer both cancel?"),
         ("What fees do buyers and sellers pay?", "What fees do sellers or buyers pay?"),
         ("买家和卖家都可以取消吗", "卖家和买家都可以取消吗"),
+        # each before the same head (session 51: refused as a role swap before)
+        ("成人票和儿童票价格一样吗", "儿童票和成人票价格一样吗"),
+        (
+            "Are adult tickets and child tickets the same price?",
+            "Are child tickets and adult tickets the same price?",
+        ),
         ("Can the host let the guest in?", "Can a guest be let in by the host?"),  # passive
         ("Can the host let the guest in?", "Can the host let a guest in early?"),
     ],

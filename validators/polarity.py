@@ -115,8 +115,13 @@ ACTION_PAIRS: tuple[ActionPair, ...] = (
         "existence",
         _en(r"add(?:s|ed|ing)?|creat(?:e|es|ed|ing)|open(?:s|ed|ing)?")
         + "|添加|新增|创建|新建|开户",
-        # not "close to the airport" (near: session 45), nor "closer", "closest"
-        _en(r"remov(?:e|es|ed|ing)|delet(?:e|es|ed|ing)|clos(?:es|ed|ing)|close(?!\s(?:to|by))")
+        # not "close to the airport" (near: session 45), nor "closer", "closest"; "shut" is
+        # closed (session 51: "Is the pharmacy shut on Sundays?" was refused against
+        # "… closed …"), "shut down / off" a toggle's, "shut up / shut it" no closing
+        _en(
+            r"remov(?:e|es|ed|ing)|delet(?:e|es|ed|ing)|clos(?:es|ed|ing)|close(?!\s(?:to|by))"
+            r"|shut(?!\s(?:\w+\s){0,2}?(?:off|down|up)|\s(?:it|your|my)(?![a-z]))"
+        )
         + "|删除|移除|删掉|销户|注销",
         "+",
     ),

@@ -99,6 +99,9 @@ SAME = [
     ("Why did my top-up fail?", "Why didn't my top-up go through?"),
     ("无法登录怎么办", "登录失败怎么办"),
     ("忘记密码怎么办", "不记得密码怎么办"),
+    # "shut" is closed (session 51); "shut up" closes nothing
+    ("Is the pharmacy closed on Sundays?", "Is the pharmacy shut on Sundays?"),
+    ("stop", "just shut up"),
 ]
 
 DIFFERENT = [
@@ -180,6 +183,7 @@ DIFFERENT = [
     ("我不记得密码了", "我记得密码"),
     ("我不同意这个条款怎么办", "我同意这个条款怎么办"),
     ("考试不过怎么办", "考试过了怎么办"),
+    ("Is the restaurant shut on Mondays?", "Is the restaurant open on Mondays?"),
 ]
 
 

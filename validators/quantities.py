@@ -267,6 +267,13 @@ def extract_amounts(scan: Scanner) -> None:
 ZH_FIRST = re.compile(r"第一次|第一回|头一次|头一回")
 
 
+#: "More than one" is "multiple" (no count: "Can I hold more than one currency?" asks
+#: "Can I hold multiple currencies?", refused as a number before session 51), as 不止一
+#: is 多. Against "one" the other side's count still refuses. ("Charged twice" against
+#: "double charged" stays a number: BANKING77 also says "two of the same charges".)
+MORE_THAN_ONE = re.compile(r"(?<![A-Za-z])more\sthan\s(?:one|1)(?![A-Za-z0-9])|不止一", _I)
+
+
 def extract_numbers(scan: Scanner) -> None:
     """Whatever numeric text is left: the last extractor to run."""
     # words for the polarity rules (二手 is second-hand, 第一次 the first time: session 51)
@@ -276,6 +283,7 @@ def extract_numbers(scan: Scanner) -> None:
     scan.take(ALNUM_CODE, _identifier)
     scan.take(ORDINAL, _ordinal)
     scan.drop(ORDINAL_IDIOMS)
+    scan.drop(MORE_THAN_ONE)
     scan.take(ORDINAL_WORD, _ordinal_word)
     scan.take(DIGITS, _digits)
     scan.take(EN_WORDS, _make_en_words(scan.work))

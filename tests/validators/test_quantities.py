@@ -45,6 +45,10 @@ SAME = [
     ("I was charged twice", "I was charged two times"),
     ("At first it worked, now it fails", "It worked, now it fails"),
     ("wait a second, where is my card", "where is my card"),
+    # "more than one" is "multiple", no count (session 51)
+    ("Can I hold more than one currency?", "Can I hold multiple currencies?"),
+    ("can i take more than one carry on", "how many carry ons am i allowed"),
+    ("不止一件商品可以一起退吗", "多件商品可以一起退吗"),
 ]
 
 DIFFERENT = [
@@ -80,6 +84,8 @@ DIFFERENT = [
     ("I was charged twice", "I was charged three times", "number"),
     ("第一次转账", "第二次转账", "number"),
     ("首次转账", "第三次转账", "number"),  # the first time against the third: a number still
+    ("Can I have one card?", "Can I have more than one card?", "number"),
+    ("Can I have two cards?", "Can I have more than one card?", "number"),
 ]
 
 

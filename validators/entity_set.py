@@ -32,7 +32,9 @@ ENTITY_KINDS: tuple[str, ...] = (
 #: Version of the extraction rules; stored in ``Entities.to_dict()`` so that
 #: entities persisted by other rules are re-extracted rather than compared.
 #: 16: a review's and a hiring's roles, shipper / consignee, generic / brand-name
-#: drugs, degrees, hourly / salaried pay (session 51);
+#: drugs, degrees, hourly / salaried pay, how long cover lasts, severity, a product's
+#: variant and an item's condition; members before a shared head unordered, "shut"
+#: closed, 二手 / 第一次 read by the word rules, "more than one" no count (session 51);
 #: 15: inside / outside a boundary, a group's roles, comparatives, the whole / a part,
 #: 前 / 后 the events of a job, 到 completing a verb no destination (session 50);
 #: 14: an address's kind and a product's edition (session 49);

@@ -39,7 +39,7 @@ KIND_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         "parcel",
         (
-            # shipper / consignee: session 51 (served at 0.99 as "who pays the duties")
+            # shipper / consignee: session 51 (left to the verifier: 0.979 against its cut)
             ("sender", r"senders?|shippers?|consignors?", "寄件人|发件人|发货人|托运人"),
             ("recipient", r"recipients?|receivers?|addressees?|consignees?", "收件人|收货人"),
         ),

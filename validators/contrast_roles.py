@@ -1,10 +1,11 @@
 """Contrast sets of the roles of a review or a hiring, and of sibling categories: which
 kind of drug, of degree or of pay (``validators.contrasts`` reads them). Session 50's
-misfire hunt through the defaults left them to the verifier, which served them at
-0.982-0.996: "Can the reviewer see the author's name?" / "Can the author see the
-reviewer's name?", an interviewer's question against a candidate's (面试官 / 求职者),
-generic against brand-name drugs, undergraduate against graduate tuition (本科生 /
-研究生), overtime for hourly against salaried staff. Entries as in
+misfire hunt left them to the verifier, and through the defaults (MiniLM cosine /
+verifier score) some were served: hourly / salaried overtime (0.878 / 0.996),
+undergraduate / graduate tuition (0.903 / 0.986), "Can the reviewer see the author's
+name?" against the reverse (0.976 / 0.994); others were held back by the retrieval
+threshold alone, the verifier serving them: generic / brand-name drugs (0.840 / 0.996),
+an interviewer's question against a candidate's (0.741 / 0.993). Entries as in
 ``validators.contrast_kinds``; the shipper and the consignee of a parcel are members of
 its ``parcel`` set (sender / recipient).
 

@@ -7,10 +7,10 @@ paperback, an analog / digital watch, a manual / automatic car, 无线 / 有线�
 or wireless" and "wireless or wired" ask one thing.
 
 Words that are mostly something else are anchored: "manual" and "automatic" only before
-a gearbox or a car (a manual top-up asks what an automatic one does; the user manual is a
-booklet), "used"
-only before what is sold or worn ("I used my card" is none), "digital" only before a
-watch, clock, display or camera (a digital card or wallet is none).
+a gearbox or a car (a manual top-up asks what an automatic one does; the user manual is
+a booklet), "used" only before what is sold or worn ("I used my card" is none),
+"digital" only before a watch, clock, display or camera (a digital card or wallet is
+none).
 """
 
 from __future__ import annotations

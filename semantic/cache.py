@@ -26,6 +26,7 @@ that trace, so what it reports is what serving does.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -39,7 +40,7 @@ from numpy.typing import ArrayLike, NDArray
 from semantic.candidates import choose, decided_result, trace_candidates
 from semantic.embedder_base import TextEmbedder
 from semantic.errors import WouldBlockError
-from semantic.fences import Unsettled, drop_if_overtaken, raise_fence
+from semantic.fences import Stored, Unsettled, drop_if_overtaken, raise_fence
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
 from semantic.hits import confirm_pending, served_hit
@@ -53,6 +54,8 @@ from semantic.storable import new_entry, store_skip_reason
 from semantic.store import EntryStore, StoredEntry
 from semantic.trace import NO_TRACE, LookupTrace
 from semantic.verification import HitVerifier
+
+log = logging.getLogger("cachegate.semantic")
 
 Clock = Callable[[], datetime]
 
@@ -341,6 +344,28 @@ class SemanticCache:
                 removed = self.entries.delete_where(partition_key=partition_key, tenant=tenant)
             self._remove_from_index(removed)
         return len(removed)
+
+    def withdraw(
+        self,
+        entry_id: int,
+        partition_key: str,
+        tenant: str,
+        asked_at: datetime | None,
+        is_orphan: Callable[[], bool],
+    ) -> None:
+        """Take out an entry just stored whose writer could not be confirmed (the
+        caller's check after the commit failed, the database away): deleted now, or,
+        when that delete fails too, kept out of this index and deleted once
+        ``is_orphan`` (asked when the database is back) says its writer is gone.
+        The delete's error goes on in that second case."""
+        with self._write_lock:
+            try:
+                self._remove_from_index(self.entries.delete([entry_id]))
+            except Exception:
+                self._remove_from_index([(entry_id, partition_key)])
+                self.unsettled.add(Stored(tenant, asked_at, entry_id, partition_key, is_orphan))
+                log.error("entry %d: neither its writer's check nor its delete worked", entry_id)
+                raise
 
     def purge_expired(self, tenant: str | None = None) -> int:
         """Delete every expired entry (of one ``tenant``, or all) now (lookups also do it

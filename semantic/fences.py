@@ -20,13 +20,17 @@ after an invalidation, never one from before it kept.
 A database blip can fail both the fence read and the delete that stands in for it,
 after the entry committed: such an entry is kept in :class:`Unsettled` (in memory,
 never in this replica's index) and settled by the cache's next write or its close:
-the fence read again, the entry deleted if an invalidation overtook it.
+the fence read again, the entry deleted if an invalidation overtook it. The caller
+may add its own question (``Stored.is_orphan``: the gateway asks whether the tenant
+that wrote the entry is still the one of that id, when its check after the commit
+could not be read either).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -71,12 +75,15 @@ def is_fenced(store: EntryStore, tenant: str, asked_at: datetime) -> bool:
 
 
 class Stored(NamedTuple):
-    """An entry whose fence was never read: the question's tenant and time."""
+    """An entry whose fence was never read: the question's tenant and time;
+    ``is_orphan``, when given, says (or raises, the database still away) whether its
+    writer is gone, which deletes it too."""
 
     tenant: str
-    asked_at: datetime
+    asked_at: datetime | None
     entry_id: int
     partition_key: str = ""
+    is_orphan: Callable[[], bool] | None = None
 
 
 class Unsettled:
@@ -108,21 +115,26 @@ class Unsettled:
             return [(s.entry_id, s.partition_key) for s in self._entries.values()]
 
     def settle(self, store: EntryStore) -> list[tuple[int, str]]:
-        """Read each entry's fence again; delete those an invalidation overtook and
-        return what was deleted (for the caller's index). The first failure stops it
-        (the database is still away): the rest wait for the next call."""
+        """Read each entry's fence again; delete those an invalidation overtook (or whose
+        writer is gone) and return what was deleted (for the caller's index). The first
+        failure stops it (the database is still away): the rest wait for the next call."""
         with self._lock:
             pending = list(self._entries.values())
         deleted: list[tuple[int, str]] = []
         for stored in pending:
             try:
-                if is_fenced(store, stored.tenant, stored.asked_at):
+                if _overtaken(store, stored):
                     deleted.extend(store.delete([stored.entry_id]))
             except Exception:
                 break  # the database is still away: the rest wait too
             with self._lock:
                 self._entries.pop(stored.entry_id, None)
         return deleted
+
+
+def _overtaken(store: EntryStore, stored: Stored) -> bool:
+    fenced = stored.asked_at is not None and is_fenced(store, stored.tenant, stored.asked_at)
+    return fenced or (stored.is_orphan is not None and stored.is_orphan())
 
 
 def drop_if_overtaken(

@@ -169,8 +169,15 @@ class TenantAdmin:
     def add_tenant(
         self, actor: str, tenant_id: str, name: str | None, policy: TenantPolicy | None = None
     ) -> TenantOut:
-        """A new tenant (and its first policy); :class:`ConflictError` if it exists."""
+        """A new tenant (and its first policy); :class:`ConflictError` if it exists.
+
+        Entries left under the id by an earlier tenant of it are deleted first: a
+        backfill that committed after that tenant's delete, and could not re-check it
+        then (the database away, its replica gone before the database came back), would
+        be listed and counted as the new tenant's. Never served: the new tenant's
+        partitions are under its own minted id."""
         now = utc_now()
+        swept = self._drop_leftovers(tenant_id)
         try:
             with self.sessions.begin() as s:
                 if s.get(Tenant, tenant_id) is not None:
@@ -186,6 +193,8 @@ class TenantAdmin:
                 s.add(tenant)
                 s.flush()
                 details: dict[str, Any] = {"name": tenant.name}
+                if swept:
+                    details["leftover_entries_deleted"] = swept
                 if policy is not None:
                     s.add(policy_row(tenant_id, 1, policy, actor))
                     details["policy_version"] = 1
@@ -272,6 +281,14 @@ class TenantAdmin:
         if self.limiter is not None:  # its incarnation's bucket and counts only
             self.limiter.forget(tenant_id, minted)
         return entries, keys, versions
+
+    def _drop_leftovers(self, tenant_id: str) -> int:
+        """Delete the entries of an id no tenant holds (0 where one does: its own).
+        A tenant created under the id between the check and the sweep loses what it
+        stored in those milliseconds: cache entries, never a wrong owner."""
+        if self.rows is None or not self.is_absent(tenant_id):
+            return 0
+        return self._drop_entries(tenant_id)
 
     def is_absent(self, tenant_id: str) -> bool:
         """No tenant holds the id now (none created again since a delete)."""

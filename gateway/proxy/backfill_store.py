@@ -4,7 +4,10 @@ own beyond the cache and the tenant lookup it is given).
 The answer is stored only once the tenant's bounds have room for it, and only while
 the tenant is the one the request authenticated as: checked before the store under
 this process's write lock, and again once the entry is committed, since a delete
-through another replica does not take that lock.
+through another replica does not take that lock. A check after the commit that the
+database cannot answer takes the entry back out too (``SemanticCache.withdraw``): a
+delete whose sweeps ran before the commit would leave it under the tenant id, listed
+and counted as the tenant's if the id is created again (until session 52 it was kept).
 """
 
 from __future__ import annotations
@@ -66,14 +69,26 @@ def store_within_bounds(
         result = cache.store(
             query, response, sem, embedding=embedding, partition_key=key, asked_at=asked_at
         )
-        if result.stored and minted_id is not None and not minted_after(minted_id, ctx):
+        if result.stored and minted_id is not None and result.entry_id is not None:
             # The write lock is this process's: a delete through another replica can
             # commit between the check above and the store. Checked again once the entry
             # is committed, the two orders are covered: a delete committed before this
             # read is seen here (the entry goes), one committed after it runs its second
             # entry sweep after the entry was committed (TenantAdmin.delete).
-            cache.invalidate(entry_id=result.entry_id)
-            return StoreResult(False, key, reason="tenant_deleted")
+            def is_orphan(minted: Callable[[str], str] = minted_id) -> bool:
+                return not still_minted(minted, ctx)
+
+            try:
+                orphan = is_orphan()
+            except StoreUnavailableError:
+                # Unknown: the entry goes (a miss later, never a wrong owner), or, when
+                # its delete fails too, waits out of the index for the database.
+                log.warning("could not re-check the tenant after a backfill; entry withdrawn")
+                cache.withdraw(result.entry_id, key, ctx.tenant_id, asked_at, is_orphan)
+                raise
+            if orphan:
+                cache.withdraw(result.entry_id, key, ctx.tenant_id, asked_at, lambda: True)
+                return StoreResult(False, key, reason="tenant_deleted")
         return result
 
 
@@ -85,13 +100,3 @@ def still_minted(minted_id: Callable[[str], str], ctx: TenantContext) -> bool:
         return minted_id(ctx.tenant_id) == ctx.namespace_id
     except sa_exc.SQLAlchemyError as exc:
         raise StoreUnavailableError("the tenant database did not answer") from exc
-
-
-def minted_after(minted_id: Callable[[str], str], ctx: TenantContext) -> bool:
-    """The check after the store: a database that cannot answer now keeps the entry (it
-    was the tenant's a moment ago, and the delete's own sweep follows any delete)."""
-    try:
-        return still_minted(minted_id, ctx)
-    except StoreUnavailableError:
-        log.warning("could not re-check the tenant after a backfill; the entry is kept")
-        return True

@@ -1,8 +1,10 @@
 """Backfills the pipeline must skip although the answer is good (gateway/proxy/
 pipeline.py): the index's write lock held by a rebuild or snapshot (``skipped:busy``,
 bounded wait), and a tenant deleted, maybe re-created, since the request was
-authenticated (``skipped:tenant_deleted``). Each with its positive control. Real
-embedder and validators, a real SQLite file."""
+authenticated (``skipped:tenant_deleted``), or a check of it after the store that the
+database cannot answer (the entry withdrawn); and an id created again starts with no
+entry an old tenant of it left. Each with its positive control. Real embedder and
+validators, a real SQLite file."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine
+from sqlalchemy import exc as sa_exc
 
-from gateway.admin.service import TenantAdmin
+from gateway.admin.service import ConflictError, TenantAdmin
 from gateway.metrics import GatewayMetrics
 from gateway.policy import TenantPolicy
 from gateway.proxy.pipeline import Pipeline
@@ -119,3 +122,68 @@ def test_a_delete_through_another_replica_during_the_store_leaves_no_entry(
     decision = lookup(pipe, kept, q)
     assert backfill(pipe, kept, decision, answer("Sucre.")) == "stored"
     assert lookup(pipe, kept, q).status == "hit"
+
+
+def test_a_tenant_check_the_database_cannot_answer_withdraws_the_entry(
+    cache: SemanticCache, db_file: Path
+) -> None:
+    # A delete through another replica commits, both its entry sweeps with it, after the
+    # check before the store and before the entry; then the database fails the check
+    # after the store. The entry was kept (the sweep "follows any delete": not this
+    # one), listed and counted as the tenant's once the id was created again.
+    tenants = TenantStore(create_engine(f"sqlite:///{db_file}"))
+    admin = TenantAdmin(tenants, cache, None)
+    admin.add_tenant("test", "blip", None, TenantPolicy())
+    minted = TenantContext("blip", "blip", TenantPolicy(), 1, tenants.namespace_id("blip"))
+    calls = 0
+
+    def deleted_then_unreadable(tenant_id: str) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise sa_exc.OperationalError("SELECT", {}, Exception("test: database away"))
+        minted_now = tenants.namespace_id(tenant_id)
+        admin.delete("test", tenant_id)  # whole, before the entry commits
+        return minted_now
+
+    pipe = Pipeline(cache, GatewayMetrics(), minted_id=deleted_then_unreadable)
+    decision = lookup(pipe, minted, body("What is the capital of Ecuador?"))
+    calls = 0
+    assert backfill(pipe, minted, decision, answer("Quito.")) == "error:store_unavailable"
+    assert calls == 2
+    assert cache.entries.count(tenant="blip") == 0  # before the fix: 1, the old tenant's
+    admin.add_tenant("test", "blip", None, TenantPolicy())
+    # Positive control: the tenant created again stores and is served its own answer.
+    again = TenantContext("blip", "blip", TenantPolicy(), 1, tenants.namespace_id("blip"))
+    pipe = Pipeline(cache, GatewayMetrics(), minted_id=tenants.namespace_id)
+    q = body("What is the capital of Ecuador?")
+    assert backfill(pipe, again, lookup(pipe, again, q), answer("Quito.")) == "stored"
+    assert lookup(pipe, again, q).status == "hit"
+    assert cache.entries.count(tenant="blip") == 1
+
+
+def test_a_tenant_created_again_starts_with_no_entry_its_old_tenant_left(
+    cache: SemanticCache, db_file: Path
+) -> None:
+    # An entry an old tenant of the id left behind (a replica that stored it during an
+    # outage and died before it could take it back out) is deleted when the id is
+    # created again; an existing tenant's entries are untouched by a failed create.
+    tenants = TenantStore(create_engine(f"sqlite:///{db_file}"))
+    admin = TenantAdmin(tenants, cache, None)
+    for tenant_id in ("old", "kept"):
+        admin.add_tenant("test", tenant_id, None, TenantPolicy())
+    unchecked = Pipeline(cache, GatewayMetrics())  # no tenant check: the dead replica's
+    for tenant_id in ("old", "kept"):
+        context = TenantContext(tenant_id, tenant_id, TenantPolicy(), 1)
+        decision = lookup(unchecked, context, body("What is the capital of Uruguay?"))
+        assert backfill(unchecked, context, decision, answer("Montevideo.")) == "stored"
+    admin.delete("test", "old")
+    leftover = TenantContext("old", "old", TenantPolicy(), 1)
+    decision = lookup(unchecked, leftover, body("What is the capital of Paraguay?"))
+    assert backfill(unchecked, leftover, decision, answer("Asunción.")) == "stored"
+    assert cache.entries.count(tenant="old") == 1
+    admin.add_tenant("test", "old", None, TenantPolicy())
+    assert cache.entries.count(tenant="old") == 0
+    with pytest.raises(ConflictError):
+        admin.add_tenant("test", "kept", None, TenantPolicy())
+    assert cache.entries.count(tenant="kept") == 1  # the control: its own entry stays

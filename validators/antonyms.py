@@ -20,6 +20,14 @@ Words that are mostly something else are left out ("like" is mostly a prepositio
 from __future__ import annotations
 
 # what a minor / major one is of (a minor is also a child: only before these)
+# what "all of" / "some of" is read before: a sum one holds or owes, not "all of my
+# identification details" against "part of bank policy", nor "some of my card payments"
+# (BANKING77 files each with its other side)
+_OWNED = (
+    r"(?:my|the|your|our|this|that)\s(?:[a-z]+\s)?(?:money|funds|balance|savings|pension"
+    r"|deposit|points|miles|credits?|shares|stocks?|invoice|bill|loan|debt|salary|bonus"
+    r"|allowance|leave|pto|vacation\sdays|refund|premium|fees?|tuition|rewards|cashback)(?![a-z])"
+)
 _HARM = (
     r"(?:injur(?:y|ies)|damage|scratch(?:es)?|dents?|accidents?|offen[cs]es?|violations?"
     r"|surger(?:y|ies)|burns?|cuts?|symptoms?|issues?|problems?|repairs?|cracks?|illness(?:es)?"
@@ -145,11 +153,16 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
     ("wide", r"wider", r"narrower"),
     ("thick", r"thicker", r"thinner"),
     ("speed", r"speed(?:s|ing)?\sup|sped\sup", r"slow(?:s|ing|ed)?\sdown"),
+    # session 52: all of / some of what one owns or owes ("Can I withdraw part of my
+    # pension?" / "… all of my pension?", "pay part of the invoice" / "the full invoice",
+    # served at verifier 0.989-0.996 in a misfire hunt)
     (
         "whole",
-        r"full(?=\s(?:refunds?|amount|price|payment|balance|cost|fare|tuition|course|year))"
-        r"|in\sfull|(?:the\s)?(?:entire|whole)",
-        r"partial(?:ly)?|(?<!every\s)(?<!any\s)(?<!all\s)(?<!each\s)part\sof",
+        r"full(?=\s(?:refunds?|amount|price|payment|balance|cost|fare|tuition|course|year"
+        r"|invoice|bill|deposit|pension|loan|sum|order))"
+        rf"|in\sfull|(?:the\s)?(?:entire|whole)|all\sof\s{_OWNED}",
+        r"partial(?:ly)?|(?<!every\s)(?<!any\s)(?<!all\s)(?<!each\s)part\sof"
+        rf"|some\sof\s{_OWNED}",
     ),
     # Session 51 (a misfire hunt, served at verifier 0.984-0.996): short- / long-term
     # disability, a temporary / permanent filling or card; mild / severe dehydration, a
@@ -196,7 +209,9 @@ ZH_ANTONYMS: dict[str, tuple[str, str]] = {
     "size": ("更大|调大|放大|变大", "更小|调小|缩小|变小"),
     "long": ("更长|变长", "更短|变短"),
     "thick": ("更粗|加粗|变粗", "更细|变细"),
-    "whole": ("全额|全部(?=费用|金额|报销|退款|退还)", "一部分|部分(?=费用|金额|报销|退款|退还)"),
+    # session 52: 全部 / 一部分 of anything (医保报销全部 / 一部分药费, 股票全部 / 一部分卖掉,
+    # served at 0.9955-0.9965 in a misfire hunt); 部分 alone only before an amount
+    "whole": ("全额|全部", "一部分|部分(?=费用|金额|报销|退款|退还)"),
     # session 51: 短期 / 长期, 轻微 / 严重, 最低 / 推荐配置 (a misfire hunt); a system's
     # minimum configuration against the one recommended, not 要求 / 建议 at large
     "term": ("短期|临时|短租", "长期|永久|长租"),

@@ -123,7 +123,7 @@ KIND_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         "reach",
         (
-            ("domestic", r"domestic(?:ally)?|within\sthe\scountry", "国内"),
+            ("domestic", r"domestic(?:ally)?|within\sthe\scountry", "国内|境内"),
             ("international", r"international(?:ly)?|overseas|abroad", "国际|境外|海外"),
         ),
     ),
@@ -169,12 +169,12 @@ KIND_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             (
                 "business",
                 r"(?:business|corporate|company)\s(?:bank\s)?(?:accounts?|cards?|customers?|users?|plans?)",
-                "企业账户|企业用户|企业版|公司账户",
+                "企业账户|企业用户|企业版|公司账户|企业贷款|企业网银|企业信用卡|经营贷",
             ),
             (
                 "personal",
                 r"(?:personal|individual)\s(?:bank\s)?(?:accounts?|cards?|customers?|users?|plans?)",
-                "个人账户|个人用户|个人版",
+                "个人账户|个人用户|个人版|个人贷款|个人网银|个人信用卡|个人消费贷",
             ),
         ),
     ),

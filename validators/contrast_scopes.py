@@ -108,6 +108,8 @@ SCOPE_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         (
             ("first", r"(?:the\s)?first\stime", "首次|第一次|头一次"),
             ("every", r"every\stime|each\stime", "每次|每一次"),
+            # session 52: 首次 / 再次申领护照 (served at 0.995 in a misfire hunt)
+            ("again", r"(?:a|the)\ssecond\stime", "再次|第二次|重新申领|重新申请|补办"),
         ),
     ),
 )

@@ -8,6 +8,12 @@ remove the owner?", 群主 / 群成员); and the device or system a step is done
 desktop / the mobile app, 电脑端 / 手机端, iOS / Android, at 0.983-0.994). Entries as in
 ``validators.contrast_kinds``.
 
+Session 52's hunt added inside / outside a building or premises ("smoke inside / outside
+the hotel", pets on the terrace), within / outside a town or a network, peak / off-peak
+(高峰 / 低谷, 峰电 / 谷电), 园区内 / 外 and 本地 / 外地 students or residents (served at
+0.986-0.997). "Outside the EU" is a place (``validators.places``) and "outside business
+hours" no setting; 本地 only of who lives there ("户籍不在本地" is 外地).
+
 Chinese members are the boundary's character with 内 / 外 before what is inside it
 (医保, 住宿, 通话 …), never 外 alone (外卖, 外币, 外国 are other words) nor 内 alone (内容,
 内存). 国内 / 境内 against 国际 / 境外 is the ``reach`` set of ``contrast_kinds``.
@@ -15,13 +21,29 @@ Chinese members are the boundary's character with 内 / 外 before what is insid
 
 from __future__ import annotations
 
+# session 52 (a misfire hunt: "Is delivery free within the city?" / "… outside the city?",
+# smoking inside / outside the hotel, calls within / outside the network, a shuttle in
+# peak / off-peak hours, served at verifier 0.993-0.996): inside or outside only of a
+# building or a town, never "outside the EU" (a place: validators.places) or "outside
+# business hours"
+_LOCALITY = r"(?:city|town|village|area|zone|region|county|borough|district|city\slimits)"
+_PREMISES = (
+    r"(?:the\s|our\s|your\s|a\s)(?:hotel|restaurant|building|terminal|store|shop|mall|venue"
+    r"|stadium|arena|airport|station|museum|cinema|theat(?:er|re)|park|office|branch|cafe"
+    r"|bar|club|gym|hospital|school|room|lobby|premises|bank|campus|library|church)s?"
+)
+
 #: Sets of settings (the module docstring).
 SETTING_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         "network",
         (
-            ("in", r"in[\s-]network", "网内"),
-            ("out", r"out[\s-]of[\s-]network|non[\s-]network", "网外"),
+            ("in", r"in[\s-]network|within\s(?:the\s|our\s|your\s)?network", "网内"),
+            (
+                "out",
+                r"out[\s-]of[\s-]network|non[\s-]network|outside\s(?:the\s|our\s|your\s)?network",
+                "网外",
+            ),
         ),
     ),
     (
@@ -29,12 +51,15 @@ SETTING_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         (
             (
                 "in",
-                r"in[\s-](?:state|province)|(?:state|province)\sresidents?",
-                "省内|市内",
+                r"in[\s-](?:state|province)|(?:state|province)\sresidents?"
+                rf"|within\s(?:the\s)?{_LOCALITY}",
+                # 本地 only of who lives there: "户籍不在本地" is 外地 (the topic pool)
+                "省内|市内|本地(?=学生|居民|户口|户籍人|人(?!员))",
             ),
             (
                 "out",
-                r"out[\s-]of[\s-](?:state|province)|non[\s-]residents?",
+                r"out[\s-]of[\s-](?:state|province)|non[\s-]residents?"
+                rf"|outside\s(?:the\s)?{_LOCALITY}",
                 "省外|市外|外省|外市|外地|异地",
             ),
         ),
@@ -49,15 +74,32 @@ SETTING_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         "campus",
         (
-            ("on", r"on[\s-]campus", "校内"),
-            ("off", r"off[\s-]campus", "校外"),
+            ("on", r"on[\s-]campus", "校内|园区内"),
+            ("off", r"off[\s-]campus", "校外|园区外"),
         ),
     ),
     (
         "indoor",
         (
-            ("indoor", r"indoors?", "室内"),
-            ("outdoor", r"outdoors?", "室外|户外"),
+            ("indoor", rf"indoors?|inside\s{_PREMISES}", "室内"),
+            (
+                "outdoor",
+                rf"outdoors?|outside\s{_PREMISES}|on\s(?:the|our|your)\s(?:[a-z]+\s)?"
+                r"(?:terrace|patio|balcony|deck)",
+                "室外|户外",
+            ),
+        ),
+    ),
+    (
+        "peak",
+        (
+            (
+                "peak",
+                r"(?<!off[\s-])(?<!off)(?<!non[\s-])peak(?=[\s-](?:hours?|times?|seasons?|rates?"
+                r"|fares?|tickets?|periods?|travel|days?|pricing|prices?|tariffs?))",
+                "(?<!非)高峰|峰时|峰电|峰段|旺季",
+            ),
+            ("off_peak", r"off[\s-]?peak|non[\s-]peak", "非高峰|低谷|谷时|谷电|谷段|平峰|淡季"),
         ),
     ),
     ("mailbox", (("inbox", r"inbox(?:es)?", "收件箱"), ("outbox", r"outbox(?:es)?", "发件箱"))),

@@ -31,6 +31,9 @@ ENTITY_KINDS: tuple[str, ...] = (
 )
 #: Version of the extraction rules; stored in ``Entities.to_dict()`` so that
 #: entities persisted by other rules are re-extracted rather than compared.
+#: 17: inside / outside a building, a town or a network, peak / off-peak, 境内, 园区内
+#: / 外, 本地学生, all of / some of a sum and 全部 / 一部分, 续保 / 到期前 / 后, 个人 /
+#: 企业贷款, 首次 / 再次, Chinese swaps around 到 (session 52);
 #: 16: a review's and a hiring's roles, shipper / consignee, generic / brand-name
 #: drugs, degrees, hourly / salaried pay, how long cover lasts, severity, a product's
 #: variant and an item's condition; members before a shared head unordered, "shut"
@@ -47,7 +50,7 @@ ENTITY_KINDS: tuple[str, ...] = (
 #: contrast sets (session 45);
 #: 9: a month abbreviated after "in" (a date), Chinese durations (session 44); 8: "not
 #: happy" read as "unhappy" (session 40); 7: places (session 39)
-ENTITIES_VERSION = 16
+ENTITIES_VERSION = 17
 _VERSION_KEY = "_v"
 _MENTIONS_KEY = "_m"
 

@@ -48,7 +48,10 @@ _ZH_BEFORE_AFTER = (
     "(?:(?<=[饭餐税婚睡])|(?<=(?<![技艺学美算战])术)|(?<=(?<![资房财生地])产)"
     "|(?<=考试|起飞|登机|发货|入住|下单|付款|退房|出院|手术|分娩"
     # session 50 (a misfire hunt): the events of a job, a school year and a contract
-    "|离职|入职|退休|毕业|转正|开学|放假|过期|签约|到账|签收|注销|结婚|怀孕)){}"
+    "|离职|入职|退休|毕业|转正|开学|放假|过期|签约|到账|签收|注销|结婚|怀孕"
+    # session 52 (a misfire hunt: 续保前 / 续保后可以退保吗 served at 0.994): a policy's,
+    # a plan's and an account's events
+    "|续保|续约|续费|到期|开通|激活|注册|报名|缴费|安装)){}"
 )
 
 

@@ -70,6 +70,8 @@ DIFFERENT = [
     ("取消订单能全额退款吗", "取消订单能部分退款吗"),
     # 前 / 后 after the events of a job, a school year, a contract
     ("离职前要办什么手续", "离职后要办什么手续"),
+    ("保单续保前可以退保吗？", "保单续保后可以退保吗？"),  # session 52
+    ("会员到期前可以退款吗", "会员到期后可以退款吗"),
     ("毕业前可以申请吗", "毕业后可以申请吗"),
     ("签约前可以退定金吗", "签约后可以退定金吗"),
     # session 51's misfire hunt (served at verifier 0.984-0.996)
@@ -80,6 +82,14 @@ DIFFERENT = [
     ("短期租房要交押金吗", "长期租房要交押金吗"),
     ("轻微划痕可以免费修吗", "严重划痕可以免费修吗"),
     ("这个游戏的最低配置是什么", "这个游戏的推荐配置是什么"),
+    # session 52's misfire hunt (served at verifier 0.987-0.996): all of / some of a sum,
+    # 全部 / 一部分 of anything
+    ("Can I withdraw part of my pension?", "Can I withdraw all of my pension?"),
+    ("Can I withdraw some of my deposit early?", "Can I withdraw my whole deposit early?"),
+    ("Can I pay part of the invoice now?", "Can I pay the full invoice now?"),
+    ("Can I cash out some of my rewards?", "Can I cash out all of my rewards?"),
+    ("医保能报销全部药费吗？", "医保能报销一部分药费吗？"),
+    ("股票可以卖掉一部分吗？", "股票可以全部卖掉吗？"),
 ]
 
 SAME = [
@@ -113,6 +123,11 @@ SAME = [
     ("Can a minor open an account?", "Is there a serious fee for accounts?"),
     ("早餐几点开始", "自助早餐几点结束"),
     ("at how many miles am i required to get my oil changed", "what is the recommended interval"),
+    # "all of" / "some of" only of a sum one holds or owes: BANKING77 files each of these
+    # with its other side (the cost check of session 52)
+    ("Is the identity check part of bank policy?", "Why do you need all of my ID details?"),
+    ("Can I get all of this money back?", "Some of my card payments look wrong, why?"),
+    ("Can I withdraw all of my savings?", "How do I withdraw all of my savings?"),
 ]
 
 

@@ -28,6 +28,18 @@ REFUSED = [
     ("How do I log out of the desktop app?", "How do I log out of the mobile app?"),
     ("电脑端怎么退出登录", "手机端怎么退出登录"),
     ("苹果手机怎么下载app", "安卓怎么下载app"),
+    # session 52's misfire hunt (served at verifier 0.986-0.997): inside / outside a
+    # building, a town or a network, peak / off-peak, 境内 / 境外, 园区内 / 外, 本地 / 外地
+    ("Can I smoke inside the hotel?", "Can I smoke outside the hotel?"),
+    ("Are pets allowed inside the restaurant?", "Are pets allowed on the restaurant terrace?"),
+    ("Is delivery free within the city?", "Is delivery free outside the city?"),
+    ("Are calls within the network free?", "Are calls outside the network free?"),
+    ("Is the shuttle free during peak hours?", "Is the shuttle free during off-peak hours?"),
+    ("How much is a peak-time ticket?", "How much is an off-peak ticket?"),
+    ("境外就医可以报销吗？", "境内就医可以报销吗？"),
+    ("园区内可以停车吗", "园区外可以停车吗"),
+    ("本地学生可以申请这个助学金吗？", "外地学生可以申请这个助学金吗？"),
+    ("高峰时段电价是多少", "低谷时段电价是多少"),
 ]
 
 KEPT = [
@@ -35,6 +47,11 @@ KEPT = [
     ("How do I find an in-network dentist?", "How do I find a dentist?"),  # one side only
     ("Is there an indoor pool?", "Do you have an indoor swimming pool?"),
     ("我已经毕业不在本地了，成绩单能寄给我吗", "人在外地没法去学校取成绩单怎么办"),
+    ("请问户籍不在本地，驾照到期能在工作的城市换吗？", "人在外地驾照要到期，回不去老家怎么办"),
+    # outside a place is validators.places' (a country), outside hours no setting; both
+    # poles in one text contrast with nothing
+    ("Can I call support outside business hours?", "Can I call support inside the app?"),
+    ("用电高峰和低谷的电价一样吗", "非高峰时段电价是多少"),
     ("Can I update my phone number on my computer?", "How do I update my phone number?"),
     ("How do I pay with my phone?", "Can I pay using my phone?"),
     # a phone number or bill is no device; one text naming both devices, in any order

@@ -83,6 +83,10 @@ REFUSED = [
     ("What does the basic plan include?", "What does the pro plan include?"),
     ("基础版多少钱？", "专业版多少钱？"),
     ("怎么修改收货地址", "怎么修改邮箱地址"),
+    # session 52's misfire hunt (served at 0.995-0.997): 个人 / 企业贷款, 首次 / 再次申领
+    ("个人贷款利率是多少？", "企业贷款利率是多少？"),
+    ("首次申领护照需要什么材料？", "再次申领护照需要什么材料？"),
+    ("What do I need to apply for the first time?", "What do I need to apply a second time?"),
 ]
 
 KEPT = [

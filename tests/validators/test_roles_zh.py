@@ -21,6 +21,9 @@ SWAPPED = [
     ("我邀请朋友注册有奖励吗", "朋友邀请我注册有奖励吗"),
     ("我拉黑了他会怎么样", "他拉黑了我会怎么样"),
     ("我关注了她会有通知吗", "她关注了我会有通知吗"),
+    # what is moved from one to the other (session 52's misfire hunt: served at 0.996)
+    ("怎么把微信里的钱转到银行卡？", "怎么把银行卡里的钱转到微信？"),
+    ("安卓手机的数据怎么迁移到苹果手机？", "苹果手机的数据怎么迁移到安卓手机？"),
 ]
 
 SAME = [
@@ -32,6 +35,7 @@ SAME = [
     ("咖啡比茶健康吗", "咖啡是不是比茶健康"),  # other characters: not this rule's
     ("怎么邀请朋友", "朋友怎么邀请"),  # one party: nothing to exchange
     ("如何关注公众号", "公众号如何关注"),
+    ("怎么把钱转到银行卡", "钱怎么转到银行卡"),  # one party moves: nothing exchanged
 ]
 
 

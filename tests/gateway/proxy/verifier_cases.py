@@ -110,4 +110,17 @@ CASES = [
         "Can the author see the reviewer's name?",
         "miss:entity_mismatch:polarity",
     ),
+    # session 52: served before the rules (verifier 0.996 / 0.989)
+    (
+        "premises",
+        "Can I smoke inside the hotel?",
+        "Can I smoke outside the hotel?",
+        "miss:entity_mismatch:polarity",
+    ),
+    (
+        "part_of_a_sum",
+        "Can I withdraw part of my pension?",
+        "Can I withdraw all of my pension?",
+        "miss:entity_mismatch:polarity",
+    ),
 ]

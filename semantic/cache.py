@@ -364,7 +364,7 @@ class SemanticCache:
             except Exception:
                 self._remove_from_index([(entry_id, partition_key)])
                 self.unsettled.add(Stored(tenant, asked_at, entry_id, partition_key, is_orphan))
-                log.error("entry %d: neither its writer's check nor its delete worked", entry_id)
+                log.error("entry %d: its delete failed; kept out of the index", entry_id)
                 raise
 
     def purge_expired(self, tenant: str | None = None) -> int:

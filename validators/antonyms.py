@@ -160,9 +160,10 @@ ANTONYMS: tuple[tuple[str, str, str], ...] = (
         "whole",
         r"full(?=\s(?:refunds?|amount|price|payment|balance|cost|fare|tuition|course|year"
         r"|invoice|bill|deposit|pension|loan|sum|order))"
-        rf"|in\sfull|(?:the\s)?(?:entire|whole)|all\sof\s{_OWNED}",
-        r"partial(?:ly)?|(?<!every\s)(?<!any\s)(?<!all\s)(?<!each\s)part\sof"
-        rf"|some\sof\s{_OWNED}",
+        # "some or all of my pension" asks what "all or some of" asks (the diff review)
+        rf"|in\sfull|(?:the\s)?(?:entire|whole)|(?<!some\sor\s)(?<!part\sor\s)all\sof\s{_OWNED}",
+        r"partial(?:ly)?|(?<!every\s)(?<!any\s)(?<!all\s)(?<!each\s)(?<!all\sor\s)part\sof"
+        rf"|(?<!all\sor\s)some\sof\s{_OWNED}",
     ),
     # Session 51 (a misfire hunt, served at verifier 0.984-0.996): short- / long-term
     # disability, a temporary / permanent filling or card; mild / severe dehydration, a

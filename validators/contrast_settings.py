@@ -24,13 +24,21 @@ from __future__ import annotations
 # session 52 (a misfire hunt: "Is delivery free within the city?" / "… outside the city?",
 # smoking inside / outside the hotel, calls within / outside the network, a shuttle in
 # peak / off-peak hours, served at verifier 0.993-0.996): inside or outside only of a
-# building or a town, never "outside the EU" (a place: validators.places) or "outside
-# business hours"
-_LOCALITY = r"(?:city|town|village|area|zone|region|county|borough|district|city\slimits)"
+# building or a town, never "outside the EU" (a place: validators.places) nor "outside
+# (our) office hours", "within the area code" (what follows names no place: the diff
+# review)
+_NOT_A_PLACE = (
+    r"(?!(?:['’]s)?\s(?:hours|hrs|times?|days?|codes?|numbers?|phones?|emails?|address(?:es)?|opening"
+    r"|closing|managers?|staff))"
+)
+_LOCALITY = (
+    r"(?:city|town|village|area|zone|region|county|borough|district|city\slimits)" + _NOT_A_PLACE
+)
 _PREMISES = (
     r"(?:the\s|our\s|your\s|a\s)(?:hotel|restaurant|building|terminal|store|shop|mall|venue"
     r"|stadium|arena|airport|station|museum|cinema|theat(?:er|re)|park|office|branch|cafe"
     r"|bar|club|gym|hospital|school|room|lobby|premises|bank|campus|library|church)s?"
+    + _NOT_A_PLACE
 )
 
 #: Sets of settings (the module docstring).
@@ -54,7 +62,7 @@ SETTING_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
                 r"in[\s-](?:state|province)|(?:state|province)\sresidents?"
                 rf"|within\s(?:the\s)?{_LOCALITY}",
                 # 本地 only of who lives there: "户籍不在本地" is 外地 (the topic pool)
-                "省内|市内|本地(?=学生|居民|户口|户籍人|人(?!员))",
+                "省内|市内|(?<!非)(?<!不是)本地(?=学生|居民|户口|户籍|人(?!员))",
             ),
             (
                 "out",
@@ -95,11 +103,18 @@ SETTING_SETS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         (
             (
                 "peak",
-                r"(?<!off[\s-])(?<!off)(?<!non[\s-])peak(?=[\s-](?:hours?|times?|seasons?|rates?"
+                # "outside (of) peak hours" and 避开高峰 / 高峰期以外 are off-peak (the
+                # diff review)
+                r"(?<!off[\s-])(?<!off)(?<!non[\s-])(?<!outside\s)(?<!outside\sof\s)"
+                r"(?<!avoid\s)(?<!avoiding\s)peak(?=[\s-](?:hours?|times?|seasons?|rates?"
                 r"|fares?|tickets?|periods?|travel|days?|pricing|prices?|tariffs?))",
-                "(?<!非)高峰|峰时|峰电|峰段|旺季",
+                "(?<![非避])(?<!避开)高峰(?!期?(?:以外|之外))|(?<![高平])峰时|峰电|峰段|旺季",
             ),
-            ("off_peak", r"off[\s-]?peak|non[\s-]peak", "非高峰|低谷|谷时|谷电|谷段|平峰|淡季"),
+            (
+                "off_peak",
+                r"off[\s-]?peak|non[\s-]peak|(?:outside|avoid(?:ing)?)\s(?:of\s)?(?:the\s)?peak",
+                "非高峰|避开高峰|错峰|高峰期?(?:以外|之外)|低谷|谷时|谷电|谷段|平峰|淡季",
+            ),
         ),
     ),
     ("mailbox", (("inbox", r"inbox(?:es)?", "收件箱"), ("outbox", r"outbox(?:es)?", "发件箱"))),

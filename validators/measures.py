@@ -44,6 +44,7 @@ _AFTER_A_TIME = _A_TIME + r"\s(?:after|past|since|later)\b"
 # 前 / 后 straight after what they are before or after (no 之 / 以): 饭前 / 饭后, 税前 /
 # 税后, 术前 / 术后 (session 44: a review found 饭前 / 饭后吃布洛芬 served each other's
 # answers); only after these, since 前 / 后 end many words (目前, 提前, 前天, 售后, 然后).
+# (前端 / 后台 / 前台 are a front end, a back end and a front desk: no order)
 _ZH_BEFORE_AFTER = (
     "(?:(?<=[饭餐税婚睡])|(?<=(?<![技艺学美算战])术)|(?<=(?<![资房财生地])产)"
     "|(?<=考试|起飞|登机|发货|入住|下单|付款|退房|出院|手术|分娩"
@@ -51,7 +52,7 @@ _ZH_BEFORE_AFTER = (
     "|离职|入职|退休|毕业|转正|开学|放假|过期|签约|到账|签收|注销|结婚|怀孕"
     # session 52 (a misfire hunt: 续保前 / 续保后可以退保吗 served at 0.994): a policy's,
     # a plan's and an account's events
-    "|续保|续约|续费|到期|开通|激活|注册|报名|缴费|安装)){}"
+    "|续保|续约|续费|到期|开通|激活|注册|报名|缴费|安装)){}(?![端台])"
 )
 
 

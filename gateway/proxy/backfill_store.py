@@ -83,7 +83,7 @@ def store_within_bounds(
             except StoreUnavailableError:
                 # Unknown: the entry goes (a miss later, never a wrong owner), or, when
                 # its delete fails too, waits out of the index for the database.
-                log.warning("could not re-check the tenant after a backfill; entry withdrawn")
+                log.warning("could not re-check the tenant after a backfill; withdrawing it")
                 cache.withdraw(result.entry_id, key, ctx.tenant_id, asked_at, is_orphan)
                 raise
             if orphan:

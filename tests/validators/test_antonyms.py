@@ -8,6 +8,8 @@ import pytest
 from tests.validators.conftest import mismatch
 from validators import extract_entities
 from validators.antonyms import ANTONYMS
+from validators.polarity import polarity_values
+from validators.text import prepare
 
 DIFFERENT = [
     ("Classify the sentiment: I love this phone.", "Classify the sentiment: I hate this phone."),
@@ -128,6 +130,9 @@ SAME = [
     ("Is the identity check part of bank policy?", "Why do you need all of my ID details?"),
     ("Can I get all of this money back?", "Some of my card payments look wrong, why?"),
     ("Can I withdraw all of my savings?", "How do I withdraw all of my savings?"),
+    # "some or all of" asks what "all or some of" asks (the diff review)
+    ("Can I withdraw some or all of my pension?", "Can I withdraw all or some of my pension?"),
+    ("Can I repay part or all of my loan early?", "Can I repay all or part of the loan early?"),
 ]
 
 
@@ -156,3 +161,9 @@ def test_one_pole_or_none_matches(a: str, b: str) -> None:
 def test_every_antonym_pair_is_a_polarity_pair() -> None:
     assert len({name for name, _, _ in ANTONYMS}) == len(ANTONYMS)
     assert extract_entities("I hate it")["polarity"] == {"positive", "antonym_love:-"}
+
+
+@pytest.mark.parametrize("text", ["注册后台怎么进", "安装前端要多久", "入住前台在哪", "开通后台权限"])
+def test_a_front_end_back_end_or_front_desk_is_no_order(text: str) -> None:
+    # 前端 / 后台 / 前台 end no event (the diff review of session 52: 注册后台 read "after")
+    assert not any(v.startswith("order:") for v in polarity_values(prepare(text)))

@@ -9,6 +9,8 @@ import pytest
 
 from tests.validators.conftest import mismatch
 from validators import extract_entities
+from validators.polarity import polarity_values
+from validators.text import prepare
 
 REFUSED = [
     ("How much is a visit to an in-network doctor?", "How much is an out-of-network doctor?"),
@@ -52,6 +54,13 @@ KEPT = [
     # poles in one text contrast with nothing
     ("Can I call support outside business hours?", "Can I call support inside the app?"),
     ("用电高峰和低谷的电价一样吗", "非高峰时段电价是多少"),
+    # outside peak hours and 避开高峰 are off-peak; 非本地 is 外地 (the diff review)
+    ("Is the shuttle free outside peak hours?", "Is the shuttle free during off-peak hours?"),
+    ("Are tickets cheaper outside of peak times?", "Are off-peak tickets cheaper?"),
+    ("高峰期以外的时间票价多少", "非高峰期票价多少"),
+    ("避开高峰期出行票价便宜吗", "非高峰期出行票价便宜吗"),
+    ("非本地学生可以报名吗", "外地学生可以报名吗"),
+    ("非本地户籍人员可以办居住证吗", "外地人可以办居住证吗"),
     ("Can I update my phone number on my computer?", "How do I update my phone number?"),
     ("How do I pay with my phone?", "Can I pay using my phone?"),
     # a phone number or bill is no device; one text naming both devices, in any order
@@ -76,3 +85,20 @@ def test_another_setting_or_role_is_refused(a: str, b: str) -> None:
 @pytest.mark.parametrize(("a", "b"), KEPT)
 def test_the_same_setting_or_none_is_kept(a: str, b: str) -> None:
     assert mismatch(a, b) is None, (extract_entities(a), extract_entities(b))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Can I call you outside our office hours?",
+        "Is the number within the area code?",
+        "Is the store open outside the shop's opening hours?",
+        "非高峰时段电价是多少",  # 高峰时 inside it is no peak
+        "平峰时段电价是多少",
+    ],
+)
+def test_hours_and_codes_name_no_setting_and_off_peak_only_one(text: str) -> None:
+    # (the diff review of session 52: each read as a setting, or as both peak poles)
+    values = {v for v in polarity_values(prepare(text)) if v.startswith("contrast_")}
+    assert not any(v.startswith(("contrast_indoor", "contrast_region")) for v in values)
+    assert len({v for v in values if v.startswith("contrast_peak")}) <= 1, values

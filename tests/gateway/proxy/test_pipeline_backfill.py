@@ -18,11 +18,13 @@ from sqlalchemy import create_engine
 from sqlalchemy import exc as sa_exc
 
 from gateway.admin.service import ConflictError, TenantAdmin
+from gateway.errors import ServiceUnavailableError
 from gateway.metrics import GatewayMetrics
 from gateway.policy import TenantPolicy
 from gateway.proxy.pipeline import Pipeline
 from gateway.tenants import TenantContext, TenantStore
 from semantic import Embedder, SemanticCache
+from semantic.errors import StoreUnavailableError
 from tests.gateway.proxy.pipeline_support import answer, backfill, body, ctx, lookup, real_cache
 
 
@@ -187,3 +189,23 @@ def test_a_tenant_created_again_starts_with_no_entry_its_old_tenant_left(
     with pytest.raises(ConflictError):
         admin.add_tenant("test", "kept", None, TenantPolicy())
     assert cache.entries.count(tenant="kept") == 1  # the control: its own entry stays
+
+
+def test_creating_a_tenant_while_the_semantic_store_is_away_is_a_503(
+    cache: SemanticCache, db_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sweep of an old tenant's entries cannot run: the create is refused whole (as a
+    # delete is), never a tenant created over entries it would be listed with.
+    tenants = TenantStore(create_engine(f"sqlite:///{db_file}"))
+    admin = TenantAdmin(tenants, cache, None)
+
+    def away(**kwargs: object) -> list[tuple[int, str]]:
+        raise StoreUnavailableError("test: the semantic store is away")
+
+    monkeypatch.setattr(cache.entries, "delete_where", away)
+    with pytest.raises(ServiceUnavailableError):
+        admin.add_tenant("test", "later", None, TenantPolicy())
+    assert tenants.namespace_id("later") == ""  # not created
+    monkeypatch.undo()  # the positive control: once it answers, the tenant is created
+    admin.add_tenant("test", "later", None, TenantPolicy())
+    assert tenants.namespace_id("later")

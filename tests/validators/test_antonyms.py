@@ -163,7 +163,9 @@ def test_every_antonym_pair_is_a_polarity_pair() -> None:
     assert extract_entities("I hate it")["polarity"] == {"positive", "antonym_love:-"}
 
 
-@pytest.mark.parametrize("text", ["注册后台怎么进", "安装前端要多久", "入住前台在哪", "开通后台权限"])
+@pytest.mark.parametrize(
+    "text", ["注册后台怎么进", "安装前端要多久", "入住前台在哪", "开通后台权限"]
+)
 def test_a_front_end_back_end_or_front_desk_is_no_order(text: str) -> None:
     # 前端 / 后台 / 前台 end no event (the diff review of session 52: 注册后台 read "after")
     assert not any(v.startswith("order:") for v in polarity_values(prepare(text)))

@@ -26,7 +26,6 @@ that trace, so what it reports is what serving does.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -41,6 +40,7 @@ from semantic.candidates import choose, decided_result, trace_candidates
 from semantic.embedder_base import TextEmbedder
 from semantic.errors import WouldBlockError
 from semantic.fences import Stored, Unsettled, drop_if_overtaken, raise_fence
+from semantic.fences import withdraw as withdraw_entry
 from semantic.hit_counter import DEFAULT_FLUSH_SECONDS, HitCounter
 from semantic.hit_validator import HitValidator
 from semantic.hits import confirm_pending, served_hit
@@ -54,8 +54,6 @@ from semantic.storable import new_entry, store_skip_reason
 from semantic.store import EntryStore, StoredEntry
 from semantic.trace import NO_TRACE, LookupTrace
 from semantic.verification import HitVerifier
-
-log = logging.getLogger("cachegate.semantic")
 
 Clock = Callable[[], datetime]
 
@@ -353,19 +351,13 @@ class SemanticCache:
         asked_at: datetime | None,
         is_orphan: Callable[[], bool],
     ) -> None:
-        """Take out an entry just stored whose writer could not be confirmed (the
-        caller's check after the commit failed, the database away): deleted now, or,
-        when that delete fails too, kept out of this index and deleted once
-        ``is_orphan`` (asked when the database is back) says its writer is gone.
-        The delete's error goes on in that second case."""
+        """Take out an entry just stored whose writer the caller could not confirm: out of
+        this index at once, deleted now or once ``is_orphan`` answers (``fences.withdraw``:
+        the delete's error goes on)."""
+        stored = Stored(tenant, asked_at, entry_id, partition_key, is_orphan)
         with self._write_lock:
-            try:
-                self._remove_from_index(self.entries.delete([entry_id]))
-            except Exception:
-                self._remove_from_index([(entry_id, partition_key)])
-                self.unsettled.add(Stored(tenant, asked_at, entry_id, partition_key, is_orphan))
-                log.error("entry %d: its delete failed; kept out of the index", entry_id)
-                raise
+            self._remove_from_index([(entry_id, partition_key)])
+            withdraw_entry(self.entries, self.unsettled, stored)
 
     def purge_expired(self, tenant: str | None = None) -> int:
         """Delete every expired entry (of one ``tenant``, or all) now (lookups also do it

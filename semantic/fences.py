@@ -137,6 +137,18 @@ def _overtaken(store: EntryStore, stored: Stored) -> bool:
     return fenced or (stored.is_orphan is not None and stored.is_orphan())
 
 
+def withdraw(store: EntryStore, unsettled: Unsettled, stored: Stored) -> None:
+    """Delete an entry just stored whose writer could not be confirmed (the gateway's
+    tenant check after the commit failed); when that delete fails too, keep it in
+    ``unsettled``, settled once ``stored.is_orphan`` answers, and let the error go on."""
+    try:
+        store.delete([stored.entry_id])
+    except Exception:
+        unsettled.add(stored)
+        log.error("entry %d: its delete failed; kept out of the index", stored.entry_id)
+        raise
+
+
 def drop_if_overtaken(
     store: EntryStore,
     tenant: str,

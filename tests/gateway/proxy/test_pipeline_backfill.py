@@ -39,6 +39,15 @@ def cache(embedder: Embedder, db_file: Path) -> Iterator[SemanticCache]:
         yield semantic
 
 
+def tenant_store(db_file: Path) -> TenantStore:
+    return TenantStore(create_engine(f"sqlite:///{db_file}"))
+
+
+def minted_as(tenants: TenantStore, tenant_id: str) -> TenantContext:
+    """The tenant as a request authenticated now would carry it (its minted id)."""
+    return TenantContext(tenant_id, tenant_id, TenantPolicy(), 1, tenants.namespace_id(tenant_id))
+
+
 def test_a_backfill_does_not_wait_for_a_rebuild(cache: SemanticCache) -> None:
     # A rebuild (or an index snapshot) holds the write lock for seconds to minutes; the
     # answer the model already gave is skipped as busy instead of waiting for it.
@@ -74,11 +83,11 @@ def test_a_backfill_for_a_tenant_deleted_meanwhile_is_not_stored(
 ) -> None:
     # A request authenticated before its tenant was deleted (and maybe re-created under
     # the same id) must not leave its answer to be listed and counted as the new one's.
-    tenants = TenantStore(create_engine(f"sqlite:///{db_file}"))
+    tenants = tenant_store(db_file)
     admin = TenantAdmin(tenants, None, None)
     admin.add_tenant("test", "gone", None, TenantPolicy())
     pipe = Pipeline(cache, GatewayMetrics(), minted_id=tenants.namespace_id)
-    minted = TenantContext("gone", "gone", TenantPolicy(), 1, tenants.namespace_id("gone"))
+    minted = minted_as(tenants, "gone")
     q1, q2 = body("What is the capital of Chile?"), body("What is the capital of Peru?")
     assert backfill(pipe, minted, lookup(pipe, minted, q1), answer("Santiago.")) == "stored"
     decision = lookup(pipe, minted, q2)
@@ -95,10 +104,10 @@ def test_a_delete_through_another_replica_during_the_store_leaves_no_entry(
     # The write lock is per process: another replica's delete can commit after the
     # check before the store and before the entry. The check after the store sees it
     # and takes the entry back out (the delete's sweep then finds nothing of it).
-    tenants = TenantStore(create_engine(f"sqlite:///{db_file}"))
+    tenants = tenant_store(db_file)
     admin = TenantAdmin(tenants, None, None)
     admin.add_tenant("test", "raced", None, TenantPolicy())
-    minted = TenantContext("raced", "raced", TenantPolicy(), 1, tenants.namespace_id("raced"))
+    minted = minted_as(tenants, "raced")
     calls = 0
 
     def deleted_after_first_check(tenant_id: str) -> str:
@@ -119,7 +128,7 @@ def test_a_delete_through_another_replica_during_the_store_leaves_no_entry(
     assert lookup(pipe, minted, q).status != "hit"
     # Positive control: a tenant that is not deleted keeps its answer, checked twice.
     admin.add_tenant("test", "kept", None, TenantPolicy())
-    kept = TenantContext("kept", "kept", TenantPolicy(), 1, tenants.namespace_id("kept"))
+    kept = minted_as(tenants, "kept")
     pipe = Pipeline(cache, GatewayMetrics(), minted_id=tenants.namespace_id)
     decision = lookup(pipe, kept, q)
     assert backfill(pipe, kept, decision, answer("Sucre.")) == "stored"
@@ -133,10 +142,10 @@ def test_a_tenant_check_the_database_cannot_answer_withdraws_the_entry(
     # check before the store and before the entry; then the database fails the check
     # after the store. The entry was kept (the sweep "follows any delete": not this
     # one), listed and counted as the tenant's once the id was created again.
-    tenants = TenantStore(create_engine(f"sqlite:///{db_file}"))
+    tenants = tenant_store(db_file)
     admin = TenantAdmin(tenants, cache, None)
     admin.add_tenant("test", "blip", None, TenantPolicy())
-    minted = TenantContext("blip", "blip", TenantPolicy(), 1, tenants.namespace_id("blip"))
+    minted = minted_as(tenants, "blip")
     calls = 0
 
     def deleted_then_unreadable(tenant_id: str) -> str:
@@ -156,7 +165,7 @@ def test_a_tenant_check_the_database_cannot_answer_withdraws_the_entry(
     assert cache.entries.count(tenant="blip") == 0  # before the fix: 1, the old tenant's
     admin.add_tenant("test", "blip", None, TenantPolicy())
     # Positive control: the tenant created again stores and is served its own answer.
-    again = TenantContext("blip", "blip", TenantPolicy(), 1, tenants.namespace_id("blip"))
+    again = minted_as(tenants, "blip")
     pipe = Pipeline(cache, GatewayMetrics(), minted_id=tenants.namespace_id)
     q = body("What is the capital of Ecuador?")
     assert backfill(pipe, again, lookup(pipe, again, q), answer("Quito.")) == "stored"
@@ -170,7 +179,7 @@ def test_a_tenant_created_again_starts_with_no_entry_its_old_tenant_left(
     # An entry an old tenant of the id left behind (a replica that stored it during an
     # outage and died before it could take it back out) is deleted when the id is
     # created again; an existing tenant's entries are untouched by a failed create.
-    tenants = TenantStore(create_engine(f"sqlite:///{db_file}"))
+    tenants = tenant_store(db_file)
     admin = TenantAdmin(tenants, cache, None)
     for tenant_id in ("old", "kept"):
         admin.add_tenant("test", tenant_id, None, TenantPolicy())
@@ -196,7 +205,7 @@ def test_creating_a_tenant_while_the_semantic_store_is_away_is_a_503(
 ) -> None:
     # The sweep of an old tenant's entries cannot run: the create is refused whole (as a
     # delete is), never a tenant created over entries it would be listed with.
-    tenants = TenantStore(create_engine(f"sqlite:///{db_file}"))
+    tenants = tenant_store(db_file)
     admin = TenantAdmin(tenants, cache, None)
 
     def away(**kwargs: object) -> list[tuple[int, str]]:

@@ -307,10 +307,10 @@ class SemanticCache:
             return StoreResult(False, key, reason=skip)
         new, now = new_entry(self, query, response, policy, key, embedding)
         vector = new.embedding
+        self.settle()
         with self.writing(wait) as taken:
             if not taken:
                 return StoreResult(False, key, reason="busy")
-            self.settle()
             entry, created = self.entries.upsert(new, now=now)
             fenced = drop_if_overtaken(
                 self.entries, query.tenant, asked_at, entry.id, self.unsettled, key
@@ -369,10 +369,14 @@ class SemanticCache:
 
     def settle(self) -> None:
         """Read the fences a database blip left unread and delete what they overtook
-        (``Unsettled``: each write, each replay of the change log, and close call it)."""
+        (``Unsettled``: each write, each replay of the change log, and close call it),
+        outside the write lock, one caller at a time: a database that hangs holds up that
+        caller, not every write (a rebuild racing a delete indexes a row gone: unserved)."""
         if len(self.unsettled):
-            with self._write_lock:
-                self._remove_from_index(self.unsettled.settle(self.entries))
+            deleted = self.unsettled.settle(self.entries)
+            if deleted:
+                with self._write_lock:
+                    self._remove_from_index(deleted)
 
     def _remove_from_index(self, removed: Iterable[tuple[int, str]]) -> None:
         by_partition: dict[str, list[int]] = {}

@@ -93,6 +93,9 @@ class Unsettled:
     def __init__(self) -> None:
         self._entries: dict[int, Stored] = {}
         self._lock = threading.Lock()
+        # One settle at a time: a second caller goes on (the next write settles the rest)
+        # rather than wait behind a database that hangs.
+        self._settling = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -117,19 +120,25 @@ class Unsettled:
     def settle(self, store: EntryStore) -> list[tuple[int, str]]:
         """Read each entry's fence again; delete those an invalidation overtook (or whose
         writer is gone) and return what was deleted (for the caller's index). The first
-        failure stops it (the database is still away): the rest wait for the next call."""
-        with self._lock:
-            pending = list(self._entries.values())
-        deleted: list[tuple[int, str]] = []
-        for stored in pending:
-            try:
-                if _overtaken(store, stored):
-                    deleted.extend(store.delete([stored.entry_id]))
-            except Exception:
-                break  # the database is still away: the rest wait too
+        failure stops it (the database is still away): the rest wait for the next call,
+        as they do while another caller is settling."""
+        if not self._settling.acquire(blocking=False):
+            return []
+        try:
             with self._lock:
-                self._entries.pop(stored.entry_id, None)
-        return deleted
+                pending = list(self._entries.values())
+            deleted: list[tuple[int, str]] = []
+            for stored in pending:
+                try:
+                    if _overtaken(store, stored):
+                        deleted.extend(store.delete([stored.entry_id]))
+                except Exception:
+                    break  # the database is still away: the rest wait too
+                with self._lock:
+                    self._entries.pop(stored.entry_id, None)
+            return deleted
+        finally:
+            self._settling.release()
 
 
 def _overtaken(store: EntryStore, stored: Stored) -> bool:

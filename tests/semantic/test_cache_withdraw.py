@@ -8,6 +8,7 @@ Through the gateway's backfill: tests/gateway/proxy/test_pipeline_backfill.py.""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -105,3 +106,39 @@ def test_a_writer_that_cannot_be_asked_yet_keeps_it_unsettled(
     assert not cache.lookup(chat(PARAPHRASE)).hit
     cache.close()  # a graceful shutdown settles it: the writer is gone, the entry too
     assert len(cache.unsettled) == 0 and cache.entries.count(tenant="tenant-a") == 0
+
+
+def test_a_writer_check_that_hangs_stalls_no_other_write(
+    cache: SemanticCache, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check of an unsettled entry's writer asks the tenant database; one that hangs
+    (rather than fails) holds up the write that settles it, not every other write of the
+    cache (a review, session 52: it ran under the write lock), nor a second settle."""
+    entry_id, key = stored(cache, clock)
+    asked, release = threading.Event(), threading.Event()
+
+    def is_orphan() -> bool:
+        asked.set()
+        release.wait(30)
+        return True
+
+    refused_delete(cache, monkeypatch)
+    with pytest.raises(StoreUnavailableError):
+        cache.withdraw(entry_id, key, "tenant-a", clock(), is_orphan)
+    monkeypatch.undo()
+    first = threading.Thread(target=cache.store, args=(OTHER, reply("9 to 5")))
+    first.start()  # this write settles first, and waits on the hanging check
+    assert asked.wait(30)
+    try:
+        second = threading.Thread(target=cache.store, args=(chat("Do you ship abroad?"), reply()))
+        second.start()
+        second.join(10)
+        assert not second.is_alive()  # not queued behind the hanging check
+        assert cache.lookup(chat("Do you ship abroad?")).hit
+        assert len(cache.unsettled) == 1  # its own settle went on without waiting either
+    finally:
+        release.set()
+        first.join(30)
+    assert not first.is_alive() and cache.lookup(OTHER).hit
+    assert len(cache.unsettled) == 0 and cache.entries.count(tenant="tenant-a") == 2
+    assert not cache.lookup(chat(PARAPHRASE)).hit  # the orphan: deleted, never served

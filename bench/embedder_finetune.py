@@ -107,14 +107,16 @@ def train(lang: str, steps: int, out: Path, batch: int, lr: float, seed: int) ->
     by_intent, hood = groups(lang, held_texts(lang))
     keys = sorted(by_intent)
     print(f"{len(keys)} intents, {sum(map(len, by_intent.values()))} questions", flush=True)
-    encode, params, save = _model(lang)
+    module, encode, params, save = _model(lang)
     texts = [(k, t) for k in keys for t in by_intent[k]]
+    module.eval()  # the base model's own neighbours: no dropout
     with torch.no_grad():
         chunks = [[t for _, t in texts[i : i + 256]] for i in range(0, len(texts), 256)]
         base = torch.cat([encode(chunk) for chunk in chunks])  # [N, H]
     owner = np.asarray([k for k, _ in texts], dtype=object)
     hoods = np.asarray([hood[k] for k, _ in texts], dtype=object)
     row_of = {t: i for i, (_, t) in enumerate(texts)}
+    module.train()
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     warm = max(1, steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -146,8 +148,11 @@ def train(lang: str, steps: int, out: Path, batch: int, lr: float, seed: int) ->
     print(f"saved {out}", flush=True)
 
 
-def _model(lang: str) -> tuple[Callable[[Sequence[str]], Any], list[Any], Callable[[Path], None]]:
-    """(encode texts -> unit vectors, trainable parameters, save) of ``lang``'s base."""
+def _model(
+    lang: str,
+) -> tuple[Any, Callable[[Sequence[str]], Any], list[Any], Callable[[Path], None]]:
+    """(the module, encode texts -> unit vectors, trainable parameters, save) of
+    ``lang``'s base."""
     import torch
     import torch.nn.functional as F
 
@@ -157,23 +162,21 @@ def _model(lang: str) -> tuple[Callable[[Sequence[str]], Any], list[Any], Callab
         from semantic.model_files import bundled_model_path
 
         st = SentenceTransformer(str(bundled_model_path()), device="cpu", local_files_only=True)
-        st.train()
 
         def encode_en(texts: Sequence[str]) -> Any:
             return F.normalize(st(st.tokenize(list(texts)))["sentence_embedding"], dim=-1)
 
-        return encode_en, list(st.parameters()), lambda path: st.save(str(path))
+        return st, encode_en, list(st.parameters()), lambda path: st.save(str(path))
     enc = _e5(None)
     enc.num_frozen = 2
     trained = [p for n, p in enc.named_parameters() if _trained(n)]
     for _, p in enc.named_parameters():
         p.requires_grad = any(p is q for q in trained)
-    enc.train()
 
     def save_zh(path: Path) -> None:
         torch.save({n: p.detach().clone() for n, p in enc.named_parameters() if _trained(n)}, path)
 
-    return (lambda texts: _e5_vectors(enc, texts)), trained, save_zh
+    return enc, (lambda texts: _e5_vectors(enc, texts)), trained, save_zh
 
 
 def _trained(name: str) -> bool:

@@ -16,7 +16,7 @@ from bench.verifier_pairs import split_of
 from bench.verifier_pairs_zh import zh_key
 
 
-def _pairs_file(tmp_path: Path, rows: list[dict[str, str]]) -> Path:
+def _pairs_file(tmp_path: Path, rows: list[dict[str, object]]) -> Path:
     path = tmp_path / "pairs.jsonl"
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     return path
@@ -25,7 +25,7 @@ def _pairs_file(tmp_path: Path, rows: list[dict[str, str]]) -> Path:
 def test_held_texts_are_every_calibration_and_eval_question_of_the_language(
     tmp_path: Path,
 ) -> None:
-    row = {"label": 1, "kind": "paraphrase", "source": "s"}
+    row: dict[str, object] = {"label": 1, "kind": "paraphrase", "source": "s"}
     path = _pairs_file(
         tmp_path,
         [

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
 from bench import semantic_eval_verifier as sev
 from bench.embedder_finetune import HARD_LIMITS, PAIRS, _e5, _e5_vectors
@@ -93,10 +94,8 @@ def _best(
 
 
 def _auc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Rank AUC (ties half): how often a positive outranks a hard negative."""
-    pos, neg = scores[labels], scores[~labels]
-    wins = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
-    return round(float(wins / (len(pos) * len(neg))), 4)
+    """How often a positive outranks a hard negative (ties half)."""
+    return round(float(roc_auc_score(labels, scores)), 4)
 
 
 def _cosine_fns(lang: str, model: Path) -> dict[str, Any]:
